@@ -1,0 +1,92 @@
+"""Who may call which dispatcher operation (SPEC A1, S4 and the op table of section 10).
+
+Owns the table `WHO_MAY` and the one check `authorize`. Authentication (is this token a
+live credential?) is the service's job; this module decides, for a principal the service
+has already found, whether it may perform an operation. Reading never grants answering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from .errors import ClankieError
+from .model import CredentialKind, DeviceMode, Principal
+
+Rule = Callable[[Principal], bool]
+
+
+def operator(p: Principal) -> bool:
+    return p.kind is CredentialKind.OPERATOR
+
+
+def active_controller(p: Principal) -> bool:
+    """The currently active Take Control device: control mode and the unexpired lease."""
+    return p.kind is CredentialKind.DEVICE and p.mode is DeviceMode.CONTROL and p.holds_lease
+
+
+def reader(p: Principal) -> bool:
+    return True
+
+
+def captain(p: Principal) -> bool:
+    return p.kind is CredentialKind.CAPTAIN
+
+
+def control_device(p: Principal) -> bool:
+    return p.kind is CredentialKind.DEVICE and p.mode is DeviceMode.CONTROL
+
+
+def device(p: Principal) -> bool:
+    return p.kind is CredentialKind.DEVICE
+
+
+def any_of(*rules: Rule) -> Rule:
+    return lambda p: any(rule(p) for rule in rules)
+
+
+ANSWERER: Final = any_of(operator, active_controller)
+
+# op -> who may call it. `credential_rotate` on another credential than one's own is
+# checked again by the service (only an operator may rotate someone else).
+WHO_MAY: Final[dict[str, Rule]] = {
+    "conversation_create": operator,
+    "conversation_get": reader,
+    "conversation_list": reader,
+    "conversation_send": ANSWERER,
+    "conversation_reset": operator,
+    "conversation_set_workspace": operator,
+    "events_tail": reader,
+    "run_get": reader,
+    "device_pair": operator,
+    "device_take_control": control_device,
+    "device_release": device,
+    "credential_issue": operator,
+    "credential_rotate": reader,
+    "owner_revoke": operator,
+    "native_takeover": operator,
+    "room_post": any_of(operator, captain),
+    "pane_metadata_set": any_of(operator, captain),
+    "project_register": operator,
+    "input_get": reader,
+    "input_answer": ANSWERER,
+    "input_cancel": ANSWERER,
+}
+
+
+def authorize(op: str, principal: Principal) -> None:
+    """Raise `forbidden` unless `principal` may call `op`."""
+    try:
+        rule = WHO_MAY[op]
+    except KeyError:
+        raise ClankieError("not_found", f"there is no operation {op!r}") from None
+    if not rule(principal):
+        raise ClankieError("forbidden", _why_forbidden(op, principal))
+
+
+def _why_forbidden(op: str, p: Principal) -> str:
+    if p.kind is CredentialKind.DEVICE and p.mode is DeviceMode.CONTROL and not p.holds_lease:
+        return f"{op} needs the active Take Control lease; this device does not hold it"
+    if p.kind is CredentialKind.DEVICE and p.mode is DeviceMode.READ_ONLY:
+        return f"a read-only device cannot call {op}"
+    return f"a {p.kind.value} credential cannot call {op}"

@@ -1,0 +1,583 @@
+"""The question lifecycle and the run lifecycle of SPEC sections 3, 5, 6 and 7: pure decisions.
+
+Theory of operation. Every operation that may change a conversation is a function here
+that takes the current state (loaded by the service in one transaction), the facts found
+on use (`Facts`: the clock, owner revocation, the workspace's identity now), and a source
+of new IDs, and returns a `Change`: the new conversation (its revision bumped exactly
+once), the question and run rows to save, the messages and the events to append. A
+refusal that changes nothing is raised as `ClankieError`; a refusal that must first
+commit a transition (expiry or invalidation found on use, A7) is returned as a `Decision`
+carrying both the change and the error, and the service raises after committing.
+
+The two state machines are tables below (state x command -> state). A command missing
+from a row is an illegal transition: `transition` raises and nothing changes. Terminal
+states have empty rows. `docs/lifecycle.md` is generated from these tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Final
+
+from .authority import authorize
+from .errors import ClankieError
+from .model import (
+    Actor,
+    Answer,
+    Author,
+    Conversation,
+    ConversationKind,
+    ConversationResetDone,
+    Event,
+    InputRequested,
+    InputResolved,
+    Message,
+    MessagePosted,
+    Option,
+    Principal,
+    Question,
+    QuestionKind,
+    Receipt,
+    Run,
+    RunKind,
+    RunStatus,
+    RunStatusChanged,
+    Status,
+    WorkspaceIdentity,
+)
+
+NewId = Callable[[], str]
+
+
+class Command(StrEnum):
+    """What can happen to a pending question."""
+
+    ANSWER = "answer"
+    CANCEL = "cancel"
+    EXPIRE = "expire"
+    INVALIDATE = "invalidate"
+    RESTART = "restart"
+
+
+QUESTION_TRANSITIONS: Final[Mapping[Status, Mapping[Command, Status]]] = {
+    Status.PENDING: {
+        Command.ANSWER: Status.ANSWERED,
+        Command.CANCEL: Status.CANCELLED,
+        Command.EXPIRE: Status.EXPIRED,
+        Command.INVALIDATE: Status.INVALIDATED,
+        Command.RESTART: Status.CANCELLED,
+    },
+    Status.ANSWERED: {},
+    Status.CANCELLED: {},
+    Status.EXPIRED: {},
+    Status.INVALIDATED: {},
+}
+
+
+class RunCommand(StrEnum):
+    START = "start"
+    SUCCEED = "succeed"
+    FAIL = "fail"
+    CANCEL = "cancel"
+
+
+RUN_TRANSITIONS: Final[Mapping[RunStatus, Mapping[RunCommand, RunStatus]]] = {
+    RunStatus.QUEUED: {
+        RunCommand.START: RunStatus.RUNNING,
+        RunCommand.FAIL: RunStatus.FAILED,
+        RunCommand.CANCEL: RunStatus.CANCELLED,
+    },
+    RunStatus.RUNNING: {
+        RunCommand.SUCCEED: RunStatus.SUCCEEDED,
+        RunCommand.FAIL: RunStatus.FAILED,
+        RunCommand.CANCEL: RunStatus.CANCELLED,
+    },
+    RunStatus.SUCCEEDED: {},
+    RunStatus.FAILED: {},
+    RunStatus.CANCELLED: {},
+}
+
+
+class IllegalTransition(Exception):
+    """A command that the current state's row of the table does not list."""
+
+
+def transition(status: Status, command: Command) -> Status:
+    try:
+        return QUESTION_TRANSITIONS[status][command]
+    except KeyError:
+        raise IllegalTransition(f"a {status.value} question cannot {command.value}") from None
+
+
+def run_transition(status: RunStatus, command: RunCommand) -> RunStatus:
+    try:
+        return RUN_TRANSITIONS[status][command]
+    except KeyError:
+        raise IllegalTransition(f"a {status.value} run cannot {command.value}") from None
+
+
+# Reasons a question ends without an answer (SPEC section 6), and why asking is refused (Q3).
+REASON_EXPLICIT: Final = "explicit"
+REASON_EXPIRED: Final = "expired"
+REASON_RESET: Final = "reset"
+REASON_OWNER_REVOKED: Final = "owner_revoked"
+REASON_WORKSPACE_REPLACED: Final = "workspace_replaced"
+REASON_WORKSPACE_MISSING: Final = "workspace_missing"
+REASON_NATIVE_TAKEOVER: Final = "native_takeover"
+REASON_RESTART: Final = "restart"
+ORPHANED_BY_RESTART: Final = "orphaned_by_restart"
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the service found, on use, in the transaction: SPEC A7 and Q3 are decided on it."""
+
+    now: datetime
+    owner_revoked: bool
+    workspace: WorkspaceIdentity | None  # the saved path's identity now; None: missing
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """Everything one transaction commits for one conversation. The revision moved by one."""
+
+    conversation: Conversation
+    questions: tuple[Question, ...] = ()
+    runs: tuple[Run, ...] = ()
+    messages: tuple[Message, ...] = ()
+    events: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The result of answering or cancelling: commit `change` (if any), then reply or raise."""
+
+    change: Change | None = None
+    receipt: Receipt | None = None
+    duplicate: bool = False
+    error: ClankieError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AskArgs:
+    """`ask_question`'s arguments (Q1), already checked against the bounds by the DTO."""
+
+    kind: QuestionKind
+    prompt: str
+    options: tuple[tuple[str, str], ...] = ()  # (label, description)
+    allow_text: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind is QuestionKind.TEXT and self.options:
+            raise ValueError("a text question has no options")
+        if self.kind is QuestionKind.CHOICE and len(self.options) < 2:
+            raise ValueError("a choice question has at least two options")
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """The tool's result (Q2): the change to commit, and the request or the refusal reason."""
+
+    change: Change | None
+    request_id: str | None = None
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """An `input_answer` (with `answer`) or an `input_cancel` (without)."""
+
+    request_id: str
+    incarnation: str
+    revision: int
+    answer: Answer | None = None
+
+
+def _commit(
+    conversation: Conversation,
+    *,
+    questions: Iterable[Question] = (),
+    runs: Iterable[Run] = (),
+    messages: Iterable[Message] = (),
+    events: Iterable[Event] = (),
+) -> Change:
+    bumped = replace(conversation, revision=conversation.revision + 1)
+    return Change(bumped, tuple(questions), tuple(runs), tuple(messages), tuple(events))
+
+
+def _end(
+    conversation: Conversation,
+    question: Question,
+    command: Command,
+    reason: str | None,
+    now: datetime,
+    new_id: NewId,
+    *,
+    answer: Answer | None = None,
+    actor: Actor | None = None,
+    run_id: str | None = None,
+) -> tuple[Question, InputResolved]:
+    """End a pending question with its receipt, at the revision the transaction commits."""
+    status = transition(question.status, command)
+    receipt = Receipt(
+        receipt_id=new_id(),
+        request_id=question.request_id,
+        outcome=status,
+        reason=reason,
+        answer=answer,
+        answered_by=actor,
+        run_id=run_id,
+        resolved_at=now,
+        revision=conversation.revision + 1,
+    )
+    ended = replace(question, status=status, receipt=receipt)
+    return ended, InputResolved(question.conversation_id, question.request_id, status, now)
+
+
+def _cancel_queued(runs: Iterable[Run], now: datetime) -> list[Run]:
+    return [
+        replace(r, status=run_transition(r.status, RunCommand.CANCEL), finished_at=now)
+        for r in runs
+        if r.status is RunStatus.QUEUED
+    ]
+
+
+def _run_events(runs: Iterable[Run], now: datetime) -> list[Event]:
+    return [RunStatusChanged(r, now) for r in runs]
+
+
+def _found_on_use(question: Question, conversation: Conversation,
+                  facts: Facts) -> tuple[Command, str] | None:
+    """SPEC A7 (and the "on use" rows of section 6): why a pending question must end now."""
+    if facts.now >= question.expires_at:
+        return Command.EXPIRE, REASON_EXPIRED
+    if facts.owner_revoked:
+        return Command.INVALIDATE, REASON_OWNER_REVOKED
+    if facts.workspace is None:
+        return Command.INVALIDATE, REASON_WORKSPACE_MISSING
+    if facts.workspace != question.workspace:
+        return Command.INVALIDATE, REASON_WORKSPACE_REPLACED
+    if conversation.native_owner is not None:
+        return Command.INVALIDATE, REASON_NATIVE_TAKEOVER
+    return None
+
+
+def _end_on_use(conversation: Conversation, question: Question, facts: Facts,
+                new_id: NewId) -> Decision | None:
+    found = _found_on_use(question, conversation, facts)
+    if found is None:
+        return None
+    command, reason = found
+    ended, event = _end(conversation, question, command, reason, facts.now, new_id)
+    assert ended.receipt is not None
+    if command is Command.EXPIRE:
+        error = ClankieError("request_expired", "the question expired before this answer",
+                             receipt=ended.receipt)
+    else:
+        error = ClankieError("request_closed", f"the question was invalidated: {reason}",
+                             receipt=ended.receipt)
+    return Decision(_commit(conversation, questions=[ended], events=[event]), ended.receipt,
+                    error=error)
+
+
+# ---------------------------------------------------------------------------------- asking
+
+
+def ask(
+    conversation: Conversation,
+    pending: Question | None,
+    run: Run,
+    args: AskArgs,
+    facts: Facts,
+    new_id: NewId,
+    ttl: timedelta,
+) -> Asked:
+    """SPEC Q2-Q5: store a question, or refuse with a Q3 reason (a tool result, not a crash).
+
+    A pending question found expired or invalid on use is ended first (section 6), and
+    that transition is committed even when the ask is then refused.
+    """
+    ended: list[Question] = []
+    ended_events: list[Event] = []
+    found = _found_on_use(pending, conversation, facts) if pending else None
+    if pending is not None and found is not None:
+        closed, resolved = _end(conversation, pending, *found, facts.now, new_id)
+        ended, ended_events, pending = [closed], [resolved], None
+    refusal = _ask_refusal(conversation, pending, run, facts)
+    if refusal is not None:
+        change = _commit(conversation, questions=ended, events=ended_events) if ended else None
+        return Asked(change, refused=refusal)
+    assert conversation.workspace is not None
+    options = tuple(Option(new_id(), label, description) for label, description in args.options)
+    question = Question(
+        request_id=new_id(),
+        conversation_id=conversation.conversation_id,
+        kind=args.kind,
+        prompt=args.prompt,
+        options=options,
+        allow_text=args.allow_text or args.kind is QuestionKind.TEXT,
+        status=Status.PENDING,
+        incarnation=conversation.incarnation,
+        workspace=conversation.workspace,
+        asked_at=facts.now,
+        expires_at=facts.now + ttl,
+        asked_by_run=run.run_id,
+    )
+    event = InputRequested(conversation.conversation_id, question.request_id, args.prompt,
+                           tuple(o.label for o in options), facts.now)
+    change = _commit(conversation, questions=[*ended, question], events=[*ended_events, event])
+    return Asked(change, question.request_id)
+
+
+def _ask_refusal(conversation: Conversation, pending: Question | None, run: Run,
+                 facts: Facts) -> str | None:
+    """SPEC Q3, in its order."""
+    if conversation.kind is not ConversationKind.OWNER:
+        return "not_owner_conversation"
+    if facts.owner_revoked:
+        return "owner_revoked"
+    if facts.workspace is None:
+        return "workspace_missing"
+    if facts.workspace != conversation.workspace:
+        return "workspace_replaced"
+    if conversation.native_owner is not None:
+        return "native_owned"
+    if (run.conversation_id != conversation.conversation_id
+            or run.incarnation != conversation.incarnation
+            or run.status is not RunStatus.RUNNING):
+        return "stale_run"
+    if pending is not None:
+        return "question_pending"
+    return None
+
+
+# ------------------------------------------------------------------- answering, cancelling
+
+
+def answer(
+    conversation: Conversation,
+    question: Question | None,
+    principal: Principal,
+    submission: Submission,
+    facts: Facts,
+    new_id: NewId,
+) -> Decision:
+    """SPEC A1-A10, in their order."""
+    given = submission.answer
+    if given is None:
+        raise ValueError("an answer submission carries an answer")
+    question = _which(conversation, question, principal, "input_answer", submission)
+    if question.status is not Status.PENDING:
+        return _answer_to_ended(question, submission, given)
+    _check_fresh(conversation, submission)
+    ended = _end_on_use(conversation, question, facts, new_id)
+    if ended is not None:
+        return ended
+    _check_valid(question, given)
+    actor = Actor(principal.credential_id, principal.kind)
+    run_id = new_id()
+    answered, event = _end(conversation, question, Command.ANSWER, None, facts.now, new_id,
+                           answer=given, actor=actor, run_id=run_id)
+    assert answered.receipt is not None
+    continuation = Run(
+        run_id=run_id,
+        conversation_id=conversation.conversation_id,
+        kind=RunKind.CONTINUATION,
+        status=RunStatus.QUEUED,
+        incarnation=conversation.incarnation,
+        created_at=facts.now,
+        receipt_id=answered.receipt.receipt_id,
+    )
+    change = _commit(conversation, questions=[answered], runs=[continuation],
+                     events=[event, RunStatusChanged(continuation, facts.now)])
+    return Decision(change, answered.receipt)
+
+
+def cancel(
+    conversation: Conversation,
+    question: Question | None,
+    principal: Principal,
+    submission: Submission,
+    facts: Facts,
+    new_id: NewId,
+) -> Decision:
+    """SPEC A12: the checks of A1, A3, A6, A7, then `cancelled`/`explicit` with no run."""
+    question = _which(conversation, question, principal, "input_cancel", submission)
+    if question.status is not Status.PENDING:
+        receipt = question.receipt
+        assert receipt is not None
+        if (question.status is Status.CANCELLED and receipt.reason == REASON_EXPLICIT
+                and submission.incarnation == question.incarnation):
+            return Decision(receipt=receipt, duplicate=True)
+        raise _closed(question, receipt)
+    _check_fresh(conversation, submission)
+    ended = _end_on_use(conversation, question, facts, new_id)
+    if ended is not None:
+        return ended
+    cancelled, event = _end(conversation, question, Command.CANCEL, REASON_EXPLICIT, facts.now,
+                            new_id, actor=Actor(principal.credential_id, principal.kind))
+    return Decision(_commit(conversation, questions=[cancelled], events=[event]), cancelled.receipt)
+
+
+def _which(conversation: Conversation, question: Question | None, principal: Principal, op: str,
+           submission: Submission) -> Question:
+    authorize(op, principal)  # A1
+    if question is None or question.conversation_id != conversation.conversation_id:  # A3
+        raise ClankieError("unknown_request",
+                           "no such question in this conversation's pending question or recent "
+                           "receipts; it never existed or its receipt was evicted",
+                           request_id=submission.request_id)
+    return question
+
+
+def _answer_to_ended(question: Question, submission: Submission, given: Answer) -> Decision:
+    receipt = question.receipt
+    assert receipt is not None
+    if (question.status is Status.ANSWERED and receipt.answer == given
+            and submission.incarnation == question.incarnation):  # A4
+        return Decision(receipt=receipt, duplicate=True)
+    raise _closed(question, receipt)  # A5
+
+
+def _closed(question: Question, receipt: Receipt) -> ClankieError:
+    if question.status is Status.ANSWERED:
+        return ClankieError("already_answered", "this question was already answered differently; "
+                            "it is never answered twice", receipt=receipt)
+    return ClankieError("request_closed", f"this question has ended: {question.status.value}"
+                        + (f" ({receipt.reason})" if receipt.reason else ""), receipt=receipt)
+
+
+def _check_fresh(conversation: Conversation, submission: Submission) -> None:
+    """SPEC A6: the answer was prepared against the current incarnation and revision."""
+    current = {"incarnation": conversation.incarnation, "revision": conversation.revision}
+    if submission.incarnation != conversation.incarnation:
+        raise ClankieError("stale_incarnation", "the conversation was reset since this question "
+                           "was read; read it again and decide", **current)
+    if submission.revision != conversation.revision:
+        raise ClankieError("stale_revision", "the conversation moved on since this question was "
+                           "read; read it again and decide", **current)
+
+
+def _check_valid(question: Question, given: Answer) -> None:
+    """SPEC A8."""
+    if given.option_id is not None and question.option(given.option_id) is None:
+        raise ClankieError("invalid_answer", "option_id is not one of this question's options")
+    if given.text is not None and not question.allow_text:
+        raise ClankieError("invalid_answer", "this question takes one of its options, not text")
+
+
+# ------------------------------------------------------------ ending without an answer (E)
+
+
+def expire_if_due(conversation: Conversation, pending: Question | None, now: datetime,
+                  new_id: NewId) -> Change | None:
+    """SPEC S5: a read after `expires_at` commits the expiry."""
+    if pending is None or now < pending.expires_at:
+        return None
+    ended, event = _end(conversation, pending, Command.EXPIRE, REASON_EXPIRED, now, new_id)
+    return _commit(conversation, questions=[ended], events=[event])
+
+
+def reset(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
+          now: datetime, new_id: NewId) -> Change:
+    """`conversation_reset`: rotate the incarnation; the pending question is invalidated."""
+    questions, events = _invalidate(conversation, pending, REASON_RESET, now, new_id)
+    cancelled = _cancel_queued(runs, now)
+    events += _run_events(cancelled, now)
+    events.append(ConversationResetDone(conversation.conversation_id, now))
+    return _commit(replace(conversation, incarnation=new_id()), questions=questions,
+                   runs=cancelled, events=events)
+
+
+def native_takeover(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
+                    seat: str, now: datetime, new_id: NewId) -> Change:
+    """Persist the native owner; the pending question and every queued run are cancelled."""
+    questions, events = _invalidate(conversation, pending, REASON_NATIVE_TAKEOVER, now, new_id)
+    cancelled = _cancel_queued(runs, now)
+    events += _run_events(cancelled, now)
+    return _commit(replace(conversation, native_owner=seat), questions=questions, runs=cancelled,
+                   events=events)
+
+
+def owner_revoked(conversation: Conversation, pending: Question | None, now: datetime,
+                  new_id: NewId) -> Change:
+    """Known owner revocation, for each conversation of that owner."""
+    questions, events = _invalidate(conversation, pending, REASON_OWNER_REVOKED, now, new_id)
+    return _commit(conversation, questions=questions, events=events)
+
+
+def set_workspace(conversation: Conversation, pending: Question | None,
+                  workspace: WorkspaceIdentity, now: datetime, new_id: NewId) -> Change | None:
+    """Rebind the workspace; a different identity invalidates the pending question."""
+    if workspace == conversation.workspace:
+        return None
+    questions, events = _invalidate(conversation, pending, REASON_WORKSPACE_REPLACED, now, new_id)
+    return _commit(replace(conversation, workspace=workspace), questions=questions, events=events)
+
+
+def restart(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
+            now: datetime, new_id: NewId) -> Change | None:
+    """SPEC R3: before serving, cancel the pending question and fail every unfinished run.
+
+    Nothing is executed again: a failed run is terminal in `RUN_TRANSITIONS`.
+    """
+    questions: list[Question] = []
+    events: list[Event] = []
+    if pending is not None:
+        ended, event = _end(conversation, pending, Command.RESTART, REASON_RESTART, now, new_id)
+        questions, events = [ended], [event]
+    orphaned = [
+        replace(r, status=run_transition(r.status, RunCommand.FAIL), error=ORPHANED_BY_RESTART,
+                finished_at=now)
+        for r in runs
+        if r.status in (RunStatus.QUEUED, RunStatus.RUNNING)
+    ]
+    if not questions and not orphaned:
+        return None
+    return _commit(conversation, questions=questions, runs=orphaned,
+                   events=events + _run_events(orphaned, now))
+
+
+def _invalidate(conversation: Conversation, pending: Question | None, reason: str, now: datetime,
+                new_id: NewId) -> tuple[list[Question], list[Event]]:
+    if pending is None:
+        return [], []
+    ended, event = _end(conversation, pending, Command.INVALIDATE, reason, now, new_id)
+    return [ended], [event]
+
+
+# ------------------------------------------------------------------------ messages and runs
+
+
+def post_message(conversation: Conversation, author: Author, text: str, now: datetime,
+                 new_id: NewId, *, start_turn: bool) -> tuple[Change, Message, Run | None]:
+    """A message; an owner's message in an owner conversation that no native seat owns
+    queues a turn run. Text is never an answer (A2), whatever it says."""
+    message = Message(new_id(), conversation.conversation_id, author, text, now)
+    turn = None
+    if (start_turn and conversation.kind is ConversationKind.OWNER
+            and conversation.native_owner is None):
+        turn = Run(new_id(), conversation.conversation_id, RunKind.TURN, RunStatus.QUEUED,
+                   conversation.incarnation, now)
+    runs = [turn] if turn else []
+    change = _commit(conversation, messages=[message], runs=runs,
+                     events=[MessagePosted(message), *_run_events(runs, now)])
+    return change, message, turn
+
+
+def move_run(conversation: Conversation, run: Run, command: RunCommand, now: datetime,
+             error: str | None = None) -> Change:
+    """One step of a run's lifecycle; an illegal step raises `IllegalTransition`."""
+    status = run_transition(run.status, command)
+    moved = replace(
+        run,
+        status=status,
+        error=error if status is RunStatus.FAILED else run.error,
+        started_at=now if command is RunCommand.START else run.started_at,
+        finished_at=now if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+        else run.finished_at,
+    )
+    return _commit(conversation, runs=[moved], events=[RunStatusChanged(moved, now)])

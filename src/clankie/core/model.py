@@ -1,0 +1,300 @@
+"""The state clankie decides over, as frozen dataclasses, in the words of SPEC.md section 2.
+
+Owns the shapes of conversations, questions, receipts, runs, messages, principals and
+events. Constructors validate what must always hold, so an invalid value cannot exist.
+It must not do I/O: the store turns rows into these values and back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class ConversationKind(StrEnum):
+    OWNER = "owner"
+    NATIVE_SEAT = "native_seat"
+    ROOM = "room"
+    GLOBAL = "global"
+    SIDE = "side"
+
+
+class QuestionKind(StrEnum):
+    TEXT = "text"
+    CHOICE = "choice"
+
+
+class Status(StrEnum):
+    """A question's status (SPEC S2)."""
+
+    PENDING = "pending"
+    ANSWERED = "answered"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    INVALIDATED = "invalidated"
+
+
+class RunKind(StrEnum):
+    TURN = "turn"
+    CONTINUATION = "continuation"
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class CredentialKind(StrEnum):
+    OPERATOR = "operator"
+    DEVICE = "device"
+    CAPTAIN = "captain"
+
+
+class DeviceMode(StrEnum):
+    CONTROL = "control"
+    READ_ONLY = "read_only"
+
+
+class Author(StrEnum):
+    OWNER = "owner"
+    CLANKIE = "clankie"
+    ROOM = "room"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceIdentity:
+    """A directory's canonical identity: `(realpath, st_dev, st_ino)`."""
+
+    path: str
+    dev: int
+    ino: int
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is asking, as the service found it in the same transaction.
+
+    `holds_lease` is true only for a control device holding the unexpired Take Control
+    lease of this service at the moment of the check.
+    """
+
+    credential_id: str
+    kind: CredentialKind
+    owner_id: str
+    mode: DeviceMode | None = None
+    holds_lease: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.kind is CredentialKind.DEVICE) != (self.mode is not None):
+            raise ValueError("a device principal has a mode, and only a device has one")
+        if self.holds_lease and self.mode is not DeviceMode.CONTROL:
+            raise ValueError("only a control device can hold the Take Control lease")
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    conversation_id: str
+    kind: ConversationKind
+    owner_id: str
+    workspace: WorkspaceIdentity | None
+    incarnation: str
+    revision: int
+    native_owner: str | None
+    created_at: datetime
+
+    def __post_init__(self) -> None:
+        if self.revision < 1:
+            raise ValueError("a revision starts at 1")
+        if self.kind is ConversationKind.OWNER and self.workspace is None:
+            raise ValueError("an owner conversation is bound to a workspace")
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    option_id: str
+    label: str
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Exactly one of `option_id` and `text`."""
+
+    option_id: str | None = None
+    text: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.option_id is None) == (self.text is None):
+            raise ValueError("an answer is exactly one of option_id and text")
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who answered or cancelled: SPEC R2 `answered_by`."""
+
+    credential_id: str
+    kind: CredentialKind
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """The immutable record of how a question ended (SPEC R2).
+
+    The continuation's status is not part of it: it is read from the run it names, so
+    the receipt itself never changes once written.
+    """
+
+    receipt_id: str
+    request_id: str
+    outcome: Status
+    reason: str | None
+    answer: Answer | None
+    answered_by: Actor | None
+    run_id: str | None
+    resolved_at: datetime
+    revision: int
+
+    def __post_init__(self) -> None:
+        if self.outcome is Status.PENDING:
+            raise ValueError("a receipt records an end, never pending")
+        if (self.outcome is Status.ANSWERED) != (self.answer is not None):
+            raise ValueError("a receipt carries an answer exactly when the outcome is answered")
+        if (self.outcome is Status.ANSWERED) != (self.run_id is not None):
+            raise ValueError("exactly an answered receipt names its continuation run")
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    request_id: str
+    conversation_id: str
+    kind: QuestionKind
+    prompt: str
+    options: tuple[Option, ...]
+    allow_text: bool
+    status: Status
+    incarnation: str
+    workspace: WorkspaceIdentity
+    asked_at: datetime
+    expires_at: datetime
+    asked_by_run: str
+    receipt: Receipt | None = None
+
+    def __post_init__(self) -> None:
+        if (self.status is Status.PENDING) != (self.receipt is None):
+            raise ValueError("a question has a receipt exactly when it is no longer pending")
+        if self.receipt is not None and self.receipt.outcome is not self.status:
+            raise ValueError("a receipt's outcome is its question's status")
+        if self.kind is QuestionKind.TEXT and (self.options or not self.allow_text):
+            raise ValueError("a text question has no options and takes text")
+
+    def option(self, option_id: str) -> Option | None:
+        return next((o for o in self.options if o.option_id == option_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    run_id: str
+    conversation_id: str
+    kind: RunKind
+    status: RunStatus
+    incarnation: str
+    created_at: datetime
+    receipt_id: str | None = None
+    error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if (self.kind is RunKind.CONTINUATION) != (self.receipt_id is not None):
+            raise ValueError("exactly a continuation run names the receipt that started it")
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    message_id: str
+    conversation_id: str
+    author: Author
+    text: str
+    at: datetime
+
+
+# Events. Each knows its own frozen wire shape (SPEC V2, V4); the store assigns `seq`.
+
+
+def iso(moment: datetime) -> str:
+    """The one text form of a moment on the wire: RFC 3339 in UTC, microseconds, `Z`."""
+    if moment.tzinfo is None:
+        raise ValueError("moments are timezone-aware")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequested:
+    conversation_id: str
+    request_id: str
+    prompt: str
+    choices: tuple[str, ...]
+    at: datetime
+    type: str = field(default="input_requested", init=False)
+
+    def body(self, seq: int) -> dict[str, Any]:
+        return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
+                "request_id": self.request_id, "prompt": self.prompt,
+                "choices": list(self.choices), "at": iso(self.at)}
+
+
+@dataclass(frozen=True, slots=True)
+class InputResolved:
+    conversation_id: str
+    request_id: str
+    outcome: Status
+    at: datetime
+    type: str = field(default="input_resolved", init=False)
+
+    def body(self, seq: int) -> dict[str, Any]:
+        return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
+                "request_id": self.request_id, "outcome": self.outcome.value, "at": iso(self.at)}
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePosted:
+    message: Message
+    type: str = field(default="message", init=False)
+
+    def body(self, seq: int) -> dict[str, Any]:
+        m = self.message
+        return {"type": self.type, "seq": seq, "conversation_id": m.conversation_id,
+                "message_id": m.message_id, "author": m.author.value, "text": m.text,
+                "at": iso(m.at)}
+
+
+@dataclass(frozen=True, slots=True)
+class RunStatusChanged:
+    run: Run
+    at: datetime
+    type: str = field(default="run_status", init=False)
+
+    def body(self, seq: int) -> dict[str, Any]:
+        r = self.run
+        return {"type": self.type, "seq": seq, "conversation_id": r.conversation_id,
+                "run_id": r.run_id, "kind": r.kind.value, "status": r.status.value,
+                "error": r.error, "at": iso(self.at)}
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationResetDone:
+    conversation_id: str
+    at: datetime
+    type: str = field(default="conversation_reset", init=False)
+
+    def body(self, seq: int) -> dict[str, Any]:
+        return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
+                "at": iso(self.at)}
+
+
+Event = InputRequested | InputResolved | MessagePosted | RunStatusChanged | ConversationResetDone
