@@ -1,0 +1,315 @@
+"""The shapes of the contract: strict, bounded pydantic models of every op's input and output.
+
+Owns every bound of SPEC section 3 and section 10 (and the OpenAPI schema that comes from
+them). Inputs forbid unknown fields, take no coercion (strict), accept only canonical
+lowercase version-4 UUIDs and only text without NUL or lone surrogates. It imports nothing
+of the service and does no I/O, so the service, the HTTP layer and the client share it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+
+
+def _clean(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError("text must not contain NUL")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text must be valid UTF-8 (no lone surrogates)") from None
+    return text
+
+
+def _text(min_length: int, max_length: int) -> Any:
+    return Annotated[str, Field(min_length=min_length, max_length=max_length),
+                     AfterValidator(_clean)]
+
+
+Uuid = Annotated[str, Field(pattern=UUID_PATTERN)]
+Prompt = _text(1, 2_000)
+Label = _text(1, 200)
+Description = _text(0, 1_000)
+AnswerText = _text(1, 8_000)
+MessageText = _text(1, 8_000)
+Name = _text(1, 200)
+PathText = _text(1, 4_096)
+MetadataValue = _text(0, 8_000)
+ConversationKindName = Literal["owner", "native_seat", "room", "global", "side"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# ------------------------------------------------------------------------------- inputs
+
+
+class InputGet(Strict):
+    conversation_id: Uuid
+    request_id: Uuid | None = None
+
+
+class InputAnswer(Strict):
+    conversation_id: Uuid
+    request_id: Uuid
+    incarnation: Uuid
+    revision: Annotated[int, Field(ge=1)]
+    option_id: Uuid | None = None
+    text: AnswerText | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> InputAnswer:
+        if (self.option_id is None) == (self.text is None):
+            raise ValueError("give exactly one of option_id and text")
+        return self
+
+
+class InputCancel(Strict):
+    conversation_id: Uuid
+    request_id: Uuid
+    incarnation: Uuid
+    revision: Annotated[int, Field(ge=1)]
+
+
+class ConversationCreate(Strict):
+    workspace: PathText | None = None
+    kind: ConversationKindName = "owner"
+
+
+class ConversationRef(Strict):
+    conversation_id: Uuid
+
+
+class Nothing(Strict):
+    pass
+
+
+class ConversationSend(Strict):
+    conversation_id: Uuid
+    text: MessageText
+
+
+class ConversationSetWorkspace(Strict):
+    conversation_id: Uuid
+    workspace: PathText
+
+
+class EventsTail(Strict):
+    conversation_id: Uuid
+    after: Annotated[int, Field(ge=0)] = 0
+    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    wait_ms: Annotated[int, Field(ge=0, le=30_000)] = 0
+
+
+class RunRef(Strict):
+    run_id: Uuid
+
+
+class DevicePair(Strict):
+    name: Name
+    mode: Literal["control", "read_only"]
+
+
+class DeviceTakeControl(Strict):
+    ttl_s: Annotated[int, Field(ge=1, le=7 * 86_400)] | None = None
+
+
+class CredentialIssue(Strict):
+    kind: Literal["operator", "captain"]
+    name: Name
+
+
+class CredentialRotate(Strict):
+    credential_id: Uuid | None = None
+
+
+class NativeTakeover(Strict):
+    conversation_id: Uuid
+    seat: Name
+
+
+class RoomPost(Strict):
+    conversation_id: Uuid
+    text: MessageText
+
+
+class PaneMetadataSet(Strict):
+    conversation_id: Uuid
+    key: Name
+    value: MetadataValue
+
+
+class ProjectRegister(Strict):
+    root: PathText
+    name: Name
+
+
+class OptionIn(Strict):
+    label: Label
+    description: Description = ""
+
+
+class TextAsk(Strict):
+    kind: Literal["text"]
+    prompt: Prompt
+
+
+class ChoiceAsk(Strict):
+    kind: Literal["choice"]
+    prompt: Prompt
+    options: Annotated[list[OptionIn], Field(min_length=2, max_length=10)]
+    allow_text: bool = False
+
+
+AskQuestionArgs = Annotated[TextAsk | ChoiceAsk, Field(discriminator="kind")]
+"""`ask_question`'s arguments (SPEC Q1): a text or a choice question."""
+ASK_QUESTION_ARGS: TypeAdapter[TextAsk | ChoiceAsk] = TypeAdapter(AskQuestionArgs)
+
+
+# ------------------------------------------------------------------------------ outputs
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OptionOut(Out):
+    option_id: str
+    label: str
+    description: str
+
+
+class OptionAnswer(Out):
+    option_id: str
+
+
+class TextAnswer(Out):
+    text: str
+
+
+class Answerer(Out):
+    credential_id: str
+    kind: Literal["operator", "device", "captain"]
+
+
+class ReceiptOut(Out):
+    receipt_id: str
+    request_id: str
+    outcome: Literal["answered", "cancelled", "expired", "invalidated"]
+    reason: str | None
+    answer: OptionAnswer | TextAnswer | None
+    answered_by: Answerer | None
+    run_id: str | None
+    continuation: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None
+    continuation_error: str | None
+    resolved_at: str
+    revision: int
+
+
+class QuestionOut(Out):
+    request_id: str
+    kind: Literal["text", "choice"]
+    prompt: str
+    options: list[OptionOut]
+    allow_text: bool
+    status: Literal["pending", "answered", "cancelled", "expired", "invalidated"]
+    incarnation: str
+    asked_at: str
+    expires_at: str
+    receipt: ReceiptOut | None
+
+
+class Snapshot(Out):
+    conversation_id: str
+    incarnation: str
+    revision: int
+    pending: QuestionOut | None
+    request: QuestionOut | None
+
+
+class AnswerReply(Out):
+    receipt: ReceiptOut
+    duplicate: bool
+
+
+class WorkspaceOut(Out):
+    path: str
+
+
+class ConversationOut(Out):
+    conversation_id: str
+    kind: ConversationKindName
+    workspace: WorkspaceOut | None
+    incarnation: str
+    revision: int
+    native_owner: str | None
+    created_at: str
+
+
+class ConversationsOut(Out):
+    conversations: list[ConversationOut]
+
+
+class RunOut(Out):
+    run_id: str
+    conversation_id: str
+    kind: Literal["turn", "continuation"]
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    error: str | None
+    receipt_id: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
+class EventsOut(Out):
+    events: list[dict[str, Any]]
+    next_after: int
+    oldest_seq: int
+    trimmed: bool
+
+
+class SendOut(Out):
+    message_id: str
+    run_id: str | None
+
+
+class ResetOut(Out):
+    incarnation: str
+    revision: int
+
+
+class TokenOut(Out):
+    credential_id: str
+    token: str
+
+
+class LeaseOut(Out):
+    lease_id: str
+    expires_at: str
+
+
+class MessageOut(Out):
+    message_id: str
+
+
+class ProjectOut(Out):
+    project_id: str
+
+
+class Empty(Out):
+    pass
+
+
+class AskResult(Out):
+    """The `ask_question` tool's result (SPEC Q2)."""
+
+    status: Literal["pending", "refused"]
+    request_id: str | None = None
+    reason: str | None = None
+    detail: str | None = None

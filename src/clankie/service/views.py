@@ -1,0 +1,89 @@
+"""Core values as the contract's output shapes (`clankie.dto`); the only place that renders them.
+
+Owns the mapping from `clankie.core.model` to `clankie.dto` output models, including the
+receipt's `continuation`, which is read from the run it names rather than stored twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clankie import dto
+from clankie.core.errors import ClankieError
+from clankie.core.model import Conversation, Question, Receipt, Run, iso
+from clankie.store import Tx
+
+
+def receipt(tx: Tx, r: Receipt) -> dto.ReceiptOut:
+    run = tx.run(r.run_id) if r.run_id else None
+    answer: dto.OptionAnswer | dto.TextAnswer | None = None
+    if r.answer is not None and r.answer.option_id is not None:
+        answer = dto.OptionAnswer(option_id=r.answer.option_id)
+    elif r.answer is not None and r.answer.text is not None:
+        answer = dto.TextAnswer(text=r.answer.text)
+    return dto.ReceiptOut(
+        receipt_id=r.receipt_id,
+        request_id=r.request_id,
+        outcome=r.outcome.value,  # type: ignore[arg-type]
+        reason=r.reason,
+        answer=answer,
+        answered_by=None if r.answered_by is None else dto.Answerer(
+            credential_id=r.answered_by.credential_id,
+            kind=r.answered_by.kind.value),  # type: ignore[arg-type]
+        run_id=r.run_id,
+        continuation=None if run is None else run.status.value,  # type: ignore[arg-type]
+        continuation_error=None if run is None else run.error,
+        resolved_at=iso(r.resolved_at),
+        revision=r.revision,
+    )
+
+
+def question(tx: Tx, q: Question) -> dto.QuestionOut:
+    return dto.QuestionOut(
+        request_id=q.request_id,
+        kind=q.kind.value,  # type: ignore[arg-type]
+        prompt=q.prompt,
+        options=[dto.OptionOut(option_id=o.option_id, label=o.label, description=o.description)
+                 for o in q.options],
+        allow_text=q.allow_text,
+        status=q.status.value,  # type: ignore[arg-type]
+        incarnation=q.incarnation,
+        asked_at=iso(q.asked_at),
+        expires_at=iso(q.expires_at),
+        receipt=None if q.receipt is None else receipt(tx, q.receipt),
+    )
+
+
+def conversation(c: Conversation) -> dto.ConversationOut:
+    return dto.ConversationOut(
+        conversation_id=c.conversation_id,
+        kind=c.kind.value,  # type: ignore[arg-type]
+        workspace=None if c.workspace is None else dto.WorkspaceOut(path=c.workspace.path),
+        incarnation=c.incarnation,
+        revision=c.revision,
+        native_owner=c.native_owner,
+        created_at=iso(c.created_at),
+    )
+
+
+def run(r: Run) -> dto.RunOut:
+    return dto.RunOut(
+        run_id=r.run_id,
+        conversation_id=r.conversation_id,
+        kind=r.kind.value,  # type: ignore[arg-type]
+        status=r.status.value,  # type: ignore[arg-type]
+        error=r.error,
+        receipt_id=r.receipt_id,
+        created_at=iso(r.created_at),
+        started_at=iso(r.started_at) if r.started_at else None,
+        finished_at=iso(r.finished_at) if r.finished_at else None,
+    )
+
+
+def error(tx: Tx, err: ClankieError) -> ClankieError:
+    """The error with its extras rendered for the wire (a core `Receipt` becomes JSON)."""
+    extra: dict[str, Any] = {}
+    for key, value in err.extra.items():
+        extra[key] = receipt(tx, value).model_dump(mode="json") if isinstance(value, Receipt) \
+            else value
+    return ClankieError(err.code, err.detail, **extra)

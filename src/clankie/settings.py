@@ -1,0 +1,94 @@
+"""Settings, declared once as (name, default, help); read from settings.toml and the environment.
+
+Owns the table `SETTINGS` and `load_settings`. `$CLANKIE_HOME/settings.toml` sets values,
+and `CLANKIE_<NAME>` environment variables override it. Unknown names and bad values are
+refused with a clear message rather than ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Final
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+
+
+SETTINGS: Final[tuple[Setting, ...]] = (
+    Setting("question_ttl", 86_400, "Seconds a question stays pending before it expires."),
+    Setting("receipt_limit", 16, "Receipts of ended questions kept per conversation."),
+    Setting("event_retention", 2_000, "Newest events kept per conversation."),
+    Setting("take_control_ttl", 3_600, "Default seconds of a Take Control lease."),
+    Setting("git_timeout", 2.0, "Seconds a read-only git command may take."),
+    Setting("model", "scripted", "The model provider: scripted, openai or anthropic."),
+)
+
+_MINIMUM: Final[dict[str, float]] = {"question_ttl": 1, "receipt_limit": 1,
+                                     "event_retention": 1, "take_control_ttl": 1,
+                                     "git_timeout": 0.1}
+
+
+class SettingsError(Exception):
+    """A settings file or variable that cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    question_ttl: int = 86_400
+    receipt_limit: int = 16
+    event_retention: int = 2_000
+    take_control_ttl: int = 3_600
+    git_timeout: float = 2.0
+    model: str = "scripted"
+
+
+assert [f.name for f in fields(Settings)] == [s.name for s in SETTINGS]
+assert all(getattr(Settings(), s.name) == s.default for s in SETTINGS)
+
+
+def load_settings(home: Path | None, environ: dict[str, str] | None = None) -> Settings:
+    environ = dict(os.environ) if environ is None else environ
+    values: dict[str, Any] = {}
+    if home is not None and (home / "settings.toml").exists():
+        try:
+            values.update(tomllib.loads((home / "settings.toml").read_text("utf-8")))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"{home / 'settings.toml'}: {exc}") from None
+    known = {s.name: s for s in SETTINGS}
+    for name in values:
+        if name not in known:
+            raise SettingsError(f"settings.toml: unknown setting {name!r}")
+    for name in known:
+        env = environ.get(f"CLANKIE_{name.upper()}")
+        if env is not None:
+            values[name] = env
+    return Settings(**{name: _coerce(known[name], value) for name, value in values.items()})
+
+
+def _coerce(setting: Setting, value: Any) -> Any:
+    kind = type(setting.default)
+    try:
+        coerced = kind(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        coerced = None
+    if coerced is None or (kind is int and isinstance(value, float) and not value.is_integer()):
+        raise SettingsError(f"setting {setting.name}: {value!r} is not a {kind.__name__}")
+    minimum = _MINIMUM.get(setting.name)
+    if minimum is not None and coerced < minimum:
+        raise SettingsError(f"setting {setting.name}: {value!r} is below {minimum}")
+    return coerced
+
+
+def settings_table() -> str:
+    """The table `clankie serve --help-settings` prints."""
+    width = max(len(s.name) for s in SETTINGS)
+    lines = [f"{'name'.ljust(width)}  {'default':>9}  help"]
+    lines += [f"{s.name.ljust(width)}  {s.default!s:>9}  {s.help}" for s in SETTINGS]
+    return "\n".join(lines)

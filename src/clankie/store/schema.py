@@ -1,0 +1,176 @@
+"""The store's schema as numbered migrations, checked and applied at start-up.
+
+Owns the tables and the invariants that must hold even under races or bugs: at most one
+pending question per conversation, at most one run per receipt, immutable request,
+option and receipt rows, revisions that only grow, runs that start at most once.
+A migration is appended, never edited: `PRAGMA user_version` counts the applied ones.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+_ABORT = "SELECT RAISE(ABORT, '{}');"
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: the first schema.
+    f"""
+    CREATE TABLE owners (
+        owner_id   TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT
+    ) STRICT;
+
+    CREATE TABLE credentials (
+        credential_id TEXT PRIMARY KEY,
+        owner_id      TEXT NOT NULL REFERENCES owners(owner_id),
+        kind          TEXT NOT NULL CHECK (kind IN ('operator', 'device', 'captain')),
+        mode          TEXT CHECK (mode IN ('control', 'read_only')),
+        name          TEXT NOT NULL,
+        token_hash    TEXT NOT NULL UNIQUE,
+        created_at    TEXT NOT NULL,
+        rotated_at    TEXT,
+        CHECK ((kind = 'device') = (mode IS NOT NULL))
+    ) STRICT;
+
+    -- At most one Take Control lease per service: the table has one slot.
+    CREATE TABLE take_control (
+        slot          INTEGER PRIMARY KEY CHECK (slot = 1),
+        lease_id      TEXT NOT NULL,
+        credential_id TEXT NOT NULL REFERENCES credentials(credential_id),
+        acquired_at   TEXT NOT NULL,
+        expires_at    TEXT NOT NULL
+    ) STRICT;
+
+    CREATE TABLE conversations (
+        conversation_id TEXT PRIMARY KEY,
+        kind            TEXT NOT NULL
+                        CHECK (kind IN ('owner', 'native_seat', 'room', 'global', 'side')),
+        owner_id        TEXT NOT NULL REFERENCES owners(owner_id),
+        workspace_path  TEXT,
+        workspace_dev   INTEGER,
+        workspace_ino   INTEGER,
+        incarnation     TEXT NOT NULL,
+        revision        INTEGER NOT NULL CHECK (revision >= 1),
+        native_owner    TEXT,
+        created_at      TEXT NOT NULL,
+        last_seq        INTEGER NOT NULL DEFAULT 0,
+        trimmed_through INTEGER NOT NULL DEFAULT 0,
+        CHECK (kind != 'owner' OR workspace_path IS NOT NULL)
+    ) STRICT;
+    CREATE INDEX conversations_by_owner ON conversations(owner_id);
+    CREATE TRIGGER revision_only_grows BEFORE UPDATE OF revision ON conversations
+        WHEN NEW.revision <= OLD.revision
+        BEGIN {_ABORT.format("a revision only grows")} END;
+
+    CREATE TABLE questions (
+        request_id        TEXT PRIMARY KEY,
+        conversation_id   TEXT NOT NULL REFERENCES conversations(conversation_id),
+        kind              TEXT NOT NULL CHECK (kind IN ('text', 'choice')),
+        prompt            TEXT NOT NULL,
+        allow_text        INTEGER NOT NULL CHECK (allow_text IN (0, 1)),
+        status            TEXT NOT NULL
+                          CHECK (status IN ('pending', 'answered', 'cancelled', 'expired',
+                                            'invalidated')),
+        incarnation       TEXT NOT NULL,
+        workspace_path    TEXT NOT NULL,
+        workspace_dev     INTEGER NOT NULL,
+        workspace_ino     INTEGER NOT NULL,
+        asked_at          TEXT NOT NULL,
+        expires_at        TEXT NOT NULL,
+        asked_by_run      TEXT NOT NULL,
+        receipt_id        TEXT UNIQUE,
+        reason            TEXT,
+        answer_option_id  TEXT,
+        answer_text       TEXT,
+        answered_by_id    TEXT,
+        answered_by_kind  TEXT,
+        run_id            TEXT UNIQUE,
+        resolved_at       TEXT,
+        resolved_revision INTEGER,
+        CHECK ((status = 'pending') = (receipt_id IS NULL)),
+        CHECK ((status = 'answered') = (run_id IS NOT NULL))
+    ) STRICT;
+    CREATE UNIQUE INDEX one_pending_question ON questions(conversation_id)
+        WHERE status = 'pending';
+    CREATE INDEX recent_receipts ON questions(conversation_id, resolved_revision)
+        WHERE status != 'pending';
+    CREATE TRIGGER question_identity_immutable
+        BEFORE UPDATE OF request_id, conversation_id, kind, prompt, allow_text, incarnation,
+                         workspace_path, workspace_dev, workspace_ino, asked_at, expires_at,
+                         asked_by_run
+        ON questions
+        BEGIN {_ABORT.format("the identity of a question never changes")} END;
+    CREATE TRIGGER receipt_immutable BEFORE UPDATE ON questions
+        WHEN OLD.status != 'pending'
+        BEGIN {_ABORT.format("a receipt never changes once written")} END;
+
+    CREATE TABLE options (
+        option_id   TEXT PRIMARY KEY,
+        request_id  TEXT NOT NULL REFERENCES questions(request_id) ON DELETE CASCADE,
+        position    INTEGER NOT NULL,
+        label       TEXT NOT NULL,
+        description TEXT NOT NULL,
+        UNIQUE (request_id, position)
+    ) STRICT;
+    CREATE TRIGGER option_immutable BEFORE UPDATE ON options
+        BEGIN {_ABORT.format("an option never changes")} END;
+
+    CREATE TABLE runs (
+        run_id          TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL REFERENCES conversations(conversation_id),
+        kind            TEXT NOT NULL CHECK (kind IN ('turn', 'continuation')),
+        status          TEXT NOT NULL
+                        CHECK (status IN ('queued', 'running', 'succeeded', 'failed',
+                                          'cancelled')),
+        incarnation     TEXT NOT NULL,
+        receipt_id      TEXT,
+        error           TEXT,
+        created_at      TEXT NOT NULL,
+        started_at      TEXT,
+        finished_at     TEXT,
+        CHECK ((kind = 'continuation') = (receipt_id IS NOT NULL))
+    ) STRICT;
+    CREATE UNIQUE INDEX one_run_per_receipt ON runs(receipt_id) WHERE receipt_id IS NOT NULL;
+    CREATE INDEX unfinished_runs ON runs(conversation_id) WHERE status IN ('queued', 'running');
+    CREATE TRIGGER finished_run_immutable BEFORE UPDATE ON runs
+        WHEN OLD.status IN ('succeeded', 'failed', 'cancelled')
+        BEGIN {_ABORT.format("a finished run never changes")} END;
+    CREATE TRIGGER run_starts_once BEFORE UPDATE OF status ON runs
+        WHEN NEW.status = 'running' AND OLD.status != 'queued'
+        BEGIN {_ABORT.format("a run starts at most once")} END;
+
+    CREATE TABLE messages (
+        message_id      TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL REFERENCES conversations(conversation_id),
+        author          TEXT NOT NULL CHECK (author IN ('owner', 'clankie', 'room')),
+        text            TEXT NOT NULL,
+        at              TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX messages_by_conversation ON messages(conversation_id);
+
+    CREATE TABLE events (
+        conversation_id TEXT NOT NULL,
+        seq             INTEGER NOT NULL,
+        body            TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, seq)
+    ) STRICT, WITHOUT ROWID;
+
+    CREATE TABLE pane_metadata (
+        conversation_id TEXT NOT NULL REFERENCES conversations(conversation_id),
+        key             TEXT NOT NULL,
+        value           TEXT NOT NULL,
+        updated_at      TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, key)
+    ) STRICT;
+
+    CREATE TABLE projects (
+        project_id TEXT PRIMARY KEY,
+        name       TEXT NOT NULL,
+        root_path  TEXT NOT NULL,
+        root_dev   INTEGER NOT NULL,
+        root_ino   INTEGER NOT NULL,
+        created_at TEXT NOT NULL
+    ) STRICT;
+    """,
+)

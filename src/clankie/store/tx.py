@@ -1,0 +1,412 @@
+"""One transaction's reads and writes: rows in, `clankie.core.model` values out, and back.
+
+Owns every SQL statement outside the schema. `save` writes a `Change` and enforces the
+bounds when writing: the newest `receipt_limit` receipts per conversation (R1) and the
+newest `event_retention` events per conversation (V1); nothing grows without bound there.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from clankie.core.lifecycle import Change
+from clankie.core.model import (
+    Actor,
+    Answer,
+    Author,
+    Conversation,
+    ConversationKind,
+    CredentialKind,
+    DeviceMode,
+    Event,
+    Message,
+    Option,
+    Question,
+    QuestionKind,
+    Receipt,
+    Run,
+    RunKind,
+    RunStatus,
+    Status,
+    WorkspaceIdentity,
+    iso,
+)
+
+
+def _time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialRow:
+    credential_id: str
+    owner_id: str
+    kind: CredentialKind
+    mode: DeviceMode | None
+    name: str
+    token_hash: str
+    created_at: datetime
+    rotated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRow:
+    lease_id: str
+    credential_id: str
+    acquired_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EventPage:
+    events: list[dict[str, Any]]
+    last_seq: int
+    trimmed_through: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectRow:
+    project_id: str
+    name: str
+    root: WorkspaceIdentity
+    created_at: datetime
+
+
+_CONVERSATION_COLUMNS = (
+    "conversation_id, kind, owner_id, workspace_path, workspace_dev, workspace_ino, "
+    "incarnation, revision, native_owner, created_at")
+_RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at, receipt_id, "
+                "error, started_at, finished_at")
+
+
+class Tx:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def _one(self, sql: str, *args: Any) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self._conn.execute(sql, args).fetchone()
+        return row
+
+    def _all(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, args).fetchall()
+
+    def _run(self, sql: str, *args: Any) -> int:
+        return self._conn.execute(sql, args).rowcount
+
+    # ----------------------------------------------------------------- owners, credentials
+
+    def active_owner(self) -> str | None:
+        row = self._one("SELECT owner_id FROM owners WHERE revoked_at IS NULL "
+                        "ORDER BY rowid DESC LIMIT 1")
+        return None if row is None else str(row[0])
+
+    def owner_revoked(self, owner_id: str) -> bool:
+        row = self._one("SELECT revoked_at FROM owners WHERE owner_id = ?", owner_id)
+        return row is None or row[0] is not None
+
+    def insert_owner(self, owner_id: str, now: datetime) -> None:
+        self._run("INSERT INTO owners (owner_id, created_at) VALUES (?, ?)", owner_id, iso(now))
+
+    def revoke_owner(self, owner_id: str, now: datetime) -> None:
+        self._run("UPDATE owners SET revoked_at = ? WHERE owner_id = ? AND revoked_at IS NULL",
+                  iso(now), owner_id)
+
+    def insert_credential(self, c: CredentialRow) -> None:
+        self._run("INSERT INTO credentials (credential_id, owner_id, kind, mode, name, token_hash, "
+                  "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", c.credential_id, c.owner_id,
+                  c.kind.value, c.mode.value if c.mode else None, c.name, c.token_hash,
+                  iso(c.created_at))
+
+    _CREDENTIAL = ("SELECT credential_id, owner_id, kind, mode, name, token_hash, created_at, "
+                   "rotated_at FROM credentials ")
+
+    def credential_by_hash(self, token_hash: str) -> CredentialRow | None:
+        row = self._one(self._CREDENTIAL + "WHERE token_hash = ?", token_hash)
+        return None if row is None else _credential(row)
+
+    def credential(self, credential_id: str) -> CredentialRow | None:
+        row = self._one(self._CREDENTIAL + "WHERE credential_id = ?", credential_id)
+        return None if row is None else _credential(row)
+
+    def credentials(self, kind: CredentialKind | None = None) -> list[CredentialRow]:
+        if kind is None:
+            return [_credential(r) for r in self._all(self._CREDENTIAL + "ORDER BY rowid")]
+        return [_credential(r) for r in
+                self._all(self._CREDENTIAL + "WHERE kind = ? ORDER BY rowid", kind.value)]
+
+    def replace_token(self, credential_id: str, token_hash: str, now: datetime) -> None:
+        self._run("UPDATE credentials SET token_hash = ?, rotated_at = ? WHERE credential_id = ?",
+                  token_hash, iso(now), credential_id)
+
+    def lease(self) -> LeaseRow | None:
+        row = self._one("SELECT lease_id, credential_id, acquired_at, expires_at "
+                        "FROM take_control WHERE slot = 1")
+        return None if row is None else LeaseRow(row[0], row[1], _when(row[2]), _when(row[3]))
+
+    def set_lease(self, lease: LeaseRow) -> None:
+        self._run("INSERT INTO take_control (slot, lease_id, credential_id, acquired_at, "
+                  "expires_at) VALUES (1, ?, ?, ?, ?) ON CONFLICT (slot) DO UPDATE SET "
+                  "lease_id = excluded.lease_id, credential_id = excluded.credential_id, "
+                  "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
+                  lease.lease_id, lease.credential_id, iso(lease.acquired_at),
+                  iso(lease.expires_at))
+
+    def clear_lease(self, credential_id: str) -> None:
+        self._run("DELETE FROM take_control WHERE credential_id = ?", credential_id)
+
+    # ------------------------------------------------------------------------ conversations
+
+    def conversation(self, conversation_id: str) -> Conversation | None:
+        row = self._one(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
+                        "WHERE conversation_id = ?", conversation_id)
+        return None if row is None else _conversation(row)
+
+    def conversations(self, owner_id: str | None = None) -> list[Conversation]:
+        if owner_id is None:
+            rows = self._all(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations ORDER BY rowid")
+        else:
+            rows = self._all(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
+                             "WHERE owner_id = ? ORDER BY rowid", owner_id)
+        return [_conversation(r) for r in rows]
+
+    def insert_conversation(self, c: Conversation) -> None:
+        ws = c.workspace
+        self._run(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", c.conversation_id, c.kind.value,
+                  c.owner_id, ws.path if ws else None, ws.dev if ws else None,
+                  ws.ino if ws else None, c.incarnation, c.revision, c.native_owner,
+                  iso(c.created_at))
+
+    # ---------------------------------------------------------------------------- questions
+
+    _QUESTION = ("SELECT request_id, conversation_id, kind, prompt, allow_text, status, "
+                 "incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
+                 "expires_at, asked_by_run, receipt_id, reason, answer_option_id, answer_text, "
+                 "answered_by_id, answered_by_kind, run_id, resolved_at, resolved_revision "
+                 "FROM questions ")
+
+    def pending_question(self, conversation_id: str) -> Question | None:
+        row = self._one(self._QUESTION + "WHERE conversation_id = ? AND status = 'pending'",
+                        conversation_id)
+        return None if row is None else self._question(row)
+
+    def question(self, conversation_id: str, request_id: str) -> Question | None:
+        """The pending question or one in the recent receipt set; evicted ones are gone."""
+        row = self._one(self._QUESTION + "WHERE conversation_id = ? AND request_id = ?",
+                        conversation_id, request_id)
+        return None if row is None else self._question(row)
+
+    def pending_questions(self) -> list[Question]:
+        return [self._question(r) for r in
+                self._all(self._QUESTION + "WHERE status = 'pending' ORDER BY rowid")]
+
+    def _question(self, row: tuple[Any, ...]) -> Question:
+        options = tuple(Option(o[0], o[1], o[2]) for o in self._all(
+            "SELECT option_id, label, description FROM options WHERE request_id = ? "
+            "ORDER BY position", row[0]))
+        status = Status(row[5])
+        receipt = None
+        if status is not Status.PENDING:
+            answer = None
+            if row[15] is not None or row[16] is not None:
+                answer = Answer(option_id=row[15], text=row[16])
+            actor = None if row[17] is None else Actor(row[17], CredentialKind(row[18]))
+            receipt = Receipt(row[13], row[0], status, row[14], answer, actor, row[19],
+                              _when(row[20]), row[21])
+        return Question(
+            request_id=row[0], conversation_id=row[1], kind=QuestionKind(row[2]), prompt=row[3],
+            options=options, allow_text=bool(row[4]), status=status, incarnation=row[6],
+            workspace=WorkspaceIdentity(row[7], row[8], row[9]), asked_at=_when(row[10]),
+            expires_at=_when(row[11]), asked_by_run=row[12], receipt=receipt)
+
+    # --------------------------------------------------------------------------------- runs
+
+    def run(self, run_id: str) -> Run | None:
+        row = self._one(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", run_id)
+        return None if row is None else _run(row)
+
+    def unfinished_runs(self, conversation_id: str | None = None) -> list[Run]:
+        """Queued and running runs, oldest first."""
+        where = "status IN ('queued', 'running')"
+        if conversation_id is None:
+            return [_run(r) for r in
+                    self._all(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY rowid")]
+        return [_run(r) for r in self._all(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {where} "
+            "ORDER BY rowid", conversation_id)]
+
+    def runs(self, conversation_id: str) -> list[Run]:
+        return [_run(r) for r in self._all(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? ORDER BY rowid",
+            conversation_id)]
+
+    # -------------------------------------------------------------------- messages, events
+
+    def messages(self, conversation_id: str, limit: int) -> list[Message]:
+        rows = self._all("SELECT message_id, conversation_id, author, text, at FROM messages "
+                         "WHERE conversation_id = ? ORDER BY rowid DESC LIMIT ?",
+                         conversation_id, limit)
+        return [Message(r[0], r[1], Author(r[2]), r[3], _when(r[4])) for r in reversed(rows)]
+
+    def events_after(self, conversation_id: str, after: int, limit: int) -> EventPage:
+        bounds = self._one("SELECT last_seq, trimmed_through FROM conversations "
+                           "WHERE conversation_id = ?", conversation_id)
+        assert bounds is not None
+        rows = self._all("SELECT body FROM events WHERE conversation_id = ? AND seq > ? "
+                         "ORDER BY seq LIMIT ?", conversation_id, after, limit)
+        return EventPage([json.loads(r[0]) for r in rows], bounds[0], bounds[1])
+
+    def last_seq(self, conversation_id: str) -> int:
+        row = self._one("SELECT last_seq FROM conversations WHERE conversation_id = ?",
+                        conversation_id)
+        return 0 if row is None else int(row[0])
+
+    # ----------------------------------------------------------------------- pane, projects
+
+    def set_pane_metadata(self, conversation_id: str, key: str, value: str, now: datetime) -> None:
+        self._run("INSERT INTO pane_metadata (conversation_id, key, value, updated_at) "
+                  "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id, key) DO UPDATE SET "
+                  "value = excluded.value, updated_at = excluded.updated_at",
+                  conversation_id, key, value, iso(now))
+
+    def pane_metadata(self, conversation_id: str) -> dict[str, str]:
+        rows = self._all("SELECT key, value FROM pane_metadata WHERE conversation_id = ?",
+                         conversation_id)
+        return {str(key): str(value) for key, value in rows}
+
+    def insert_project(self, p: ProjectRow) -> None:
+        self._run("INSERT INTO projects (project_id, name, root_path, root_dev, root_ino, "
+                  "created_at) VALUES (?, ?, ?, ?, ?, ?)", p.project_id, p.name, p.root.path,
+                  p.root.dev, p.root.ino, iso(p.created_at))
+
+    def projects(self) -> list[ProjectRow]:
+        return [ProjectRow(r[0], r[1], WorkspaceIdentity(r[2], r[3], r[4]), _when(r[5]))
+                for r in self._all("SELECT project_id, name, root_path, root_dev, root_ino, "
+                                   "created_at FROM projects ORDER BY rowid")]
+
+    # ------------------------------------------------------------------------------- saving
+
+    def save(self, change: Change, *, receipt_limit: int, event_retention: int) -> None:
+        """Write one conversation's change; the revision check guards against lost updates."""
+        c = change.conversation
+        ws = c.workspace
+        updated = self._run(
+            "UPDATE conversations SET revision = ?, incarnation = ?, native_owner = ?, "
+            "workspace_path = ?, workspace_dev = ?, workspace_ino = ? "
+            "WHERE conversation_id = ? AND revision = ?",
+            c.revision, c.incarnation, c.native_owner, ws.path if ws else None,
+            ws.dev if ws else None, ws.ino if ws else None, c.conversation_id, c.revision - 1)
+        if updated != 1:
+            raise sqlite3.IntegrityError(f"conversation {c.conversation_id} moved concurrently")
+        for question in change.questions:
+            self._save_question(question)
+        for run in change.runs:
+            self._save_run(run)
+        for message in change.messages:
+            self._run("INSERT INTO messages (message_id, conversation_id, author, text, at) "
+                      "VALUES (?, ?, ?, ?, ?)", message.message_id, message.conversation_id,
+                      message.author.value, message.text, iso(message.at))
+        self._append_events(c.conversation_id, change.events, event_retention)
+        if any(q.status is not Status.PENDING for q in change.questions):
+            self._evict_receipts(c.conversation_id, receipt_limit)
+
+    def _save_question(self, q: Question) -> None:
+        r = q.receipt
+        if r is None:
+            self._run(
+                "INSERT INTO questions (request_id, conversation_id, kind, prompt, allow_text, "
+                "status, incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
+                "expires_at, asked_by_run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                q.request_id, q.conversation_id, q.kind.value, q.prompt, int(q.allow_text),
+                q.status.value, q.incarnation, q.workspace.path, q.workspace.dev,
+                q.workspace.ino, iso(q.asked_at), iso(q.expires_at), q.asked_by_run)
+            self._conn.executemany(
+                "INSERT INTO options (option_id, request_id, position, label, description) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(o.option_id, q.request_id, i, o.label, o.description)
+                 for i, o in enumerate(q.options)])
+            return
+        answer, actor = r.answer, r.answered_by
+        updated = self._run(
+            "UPDATE questions SET status = ?, receipt_id = ?, reason = ?, answer_option_id = ?, "
+            "answer_text = ?, answered_by_id = ?, answered_by_kind = ?, run_id = ?, "
+            "resolved_at = ?, resolved_revision = ? WHERE request_id = ? AND status = 'pending'",
+            q.status.value, r.receipt_id, r.reason, answer.option_id if answer else None,
+            answer.text if answer else None, actor.credential_id if actor else None,
+            actor.kind.value if actor else None, r.run_id, iso(r.resolved_at), r.revision,
+            q.request_id)
+        if updated != 1:
+            raise sqlite3.IntegrityError(f"question {q.request_id} is no longer pending")
+
+    def _save_run(self, r: Run) -> None:
+        self._run(
+            f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
+            "error = excluded.error, started_at = excluded.started_at, "
+            "finished_at = excluded.finished_at",
+            r.run_id, r.conversation_id, r.kind.value, r.status.value, r.incarnation,
+            iso(r.created_at), r.receipt_id, r.error,
+            iso(r.started_at) if r.started_at else None,
+            iso(r.finished_at) if r.finished_at else None)
+
+    def _append_events(self, conversation_id: str, events: Iterable[Event], retention: int) -> None:
+        row = self._one("SELECT last_seq, trimmed_through FROM conversations "
+                        "WHERE conversation_id = ?", conversation_id)
+        assert row is not None
+        seq, trimmed = int(row[0]), int(row[1])
+        bodies = []
+        for event in events:
+            seq += 1
+            bodies.append((conversation_id, seq, json.dumps(event.body(seq), ensure_ascii=False)))
+        if not bodies:
+            return
+        self._conn.executemany("INSERT INTO events (conversation_id, seq, body) VALUES (?, ?, ?)",
+                               bodies)
+        keep_from = seq - retention
+        if keep_from > trimmed:
+            self._run("DELETE FROM events WHERE conversation_id = ? AND seq <= ?",
+                      conversation_id, keep_from)
+            trimmed = keep_from
+        self._run("UPDATE conversations SET last_seq = ?, trimmed_through = ? "
+                  "WHERE conversation_id = ?", seq, trimmed, conversation_id)
+
+    def _evict_receipts(self, conversation_id: str, limit: int) -> None:
+        self._run(
+            "DELETE FROM questions WHERE conversation_id = ? AND status != 'pending' AND "
+            "request_id NOT IN (SELECT request_id FROM questions WHERE conversation_id = ? AND "
+            "status != 'pending' ORDER BY resolved_revision DESC, rowid DESC LIMIT ?)",
+            conversation_id, conversation_id, limit)
+
+    def receipt_count(self, conversation_id: str) -> int:
+        row = self._one("SELECT count(*) FROM questions WHERE conversation_id = ? AND "
+                        "status != 'pending'", conversation_id)
+        assert row is not None
+        return int(row[0])
+
+
+def _credential(row: tuple[Any, ...]) -> CredentialRow:
+    return CredentialRow(row[0], row[1], CredentialKind(row[2]),
+                         None if row[3] is None else DeviceMode(row[3]), row[4], row[5],
+                         _when(row[6]), _time(row[7]))
+
+
+def _conversation(row: tuple[Any, ...]) -> Conversation:
+    ws = None if row[3] is None else WorkspaceIdentity(row[3], row[4], row[5])
+    return Conversation(row[0], ConversationKind(row[1]), row[2], ws, row[6], row[7], row[8],
+                        _when(row[9]))
+
+
+def _run(row: tuple[Any, ...]) -> Run:
+    return Run(run_id=row[0], conversation_id=row[1], kind=RunKind(row[2]),
+               status=RunStatus(row[3]), incarnation=row[4], created_at=_when(row[5]),
+               receipt_id=row[6], error=row[7], started_at=_time(row[8]),
+               finished_at=_time(row[9]))

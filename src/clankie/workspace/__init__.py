@@ -1,0 +1,1 @@
+"""Facts about local directories, read-only: canonical identity now, Git membership later."""

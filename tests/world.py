@@ -1,0 +1,149 @@
+"""A test world: a service on a real SQLite file, a movable clock, a workspace, credentials.
+
+Questions are reached the real way: an owner message queues a turn run, the run is claimed
+(started) and calls the `ask_question` tool.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from clankie.service import Service
+from clankie.settings import Settings
+from clankie.store import Store
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+@dataclass
+class Clock:
+    now: datetime = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+CHOICE = {"kind": "choice", "prompt": "Which test runner do you prefer?",
+          "options": [{"label": "pytest", "description": "plain asserts"},
+                      {"label": "unittest"}, {"label": "nose"}]}
+TEXT = {"kind": "text", "prompt": "What should the module be called?"}
+
+
+@dataclass
+class World:
+    root: Path
+    store: Store
+    service: Service
+    clock: Clock
+    operator: str
+    workspace: Path
+    executed: list[str] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, root: Path, settings: Settings | None = None) -> World:
+        clock = Clock()
+        store = Store(root / "clankie.db")
+        service = Service(store, settings or Settings(), clock=clock)
+        token = service.init_owner()
+        assert token is not None
+        workspace = root / "workspace"
+        workspace.mkdir()
+        return cls(root, store, service, clock, token, workspace)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def call(self, op: str, payload: dict[str, Any] | None = None,
+             token: str | None = None) -> dict[str, Any]:
+        result = self.service.call(op, token or self.operator, payload or {})
+        return result.model_dump(mode="json")
+
+    def conversation(self, kind: str = "owner") -> str:
+        payload: dict[str, Any] = {"kind": kind}
+        if kind == "owner":
+            payload["workspace"] = str(self.workspace)
+        return str(self.call("conversation_create", payload)["conversation_id"])
+
+    def running_turn(self, conversation_id: str, text: str = "hello") -> str:
+        sent = self.call("conversation_send", {"conversation_id": conversation_id, "text": text})
+        assert sent["run_id"] is not None
+        run = self.service.claim_next_run(conversation_id)
+        assert run is not None and run.run_id == sent["run_id"]
+        return str(run.run_id)
+
+    def ask(self, conversation_id: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Reach a pending question the real way; return the snapshot's pending question."""
+        run_id = self.running_turn(conversation_id)
+        result = self.service.ask_question(run_id, args or CHOICE)
+        assert result.status == "pending", result
+        self.service.finish_run(run_id, self.service_status("succeeded"))
+        return self.snapshot(conversation_id)
+
+    @staticmethod
+    def service_status(name: str) -> Any:
+        from clankie.core.model import RunStatus
+
+        return RunStatus(name)
+
+    def snapshot(self, conversation_id: str, request_id: str | None = None) -> dict[str, Any]:
+        payload: dict[str, Any] = {"conversation_id": conversation_id}
+        if request_id:
+            payload["request_id"] = request_id
+        return self.call("input_get", payload)
+
+    def answer(self, conversation_id: str, snap: dict[str, Any], *, option: int | None = None,
+               text: str | None = None, token: str | None = None,
+               request_id: str | None = None) -> dict[str, Any]:
+        q = snap["pending"] or snap["request"]
+        payload: dict[str, Any] = {"conversation_id": conversation_id,
+                                   "request_id": request_id or q["request_id"],
+                                   "incarnation": snap["incarnation"],
+                                   "revision": snap["revision"]}
+        if option is not None:
+            payload["option_id"] = q["options"][option]["option_id"]
+        if text is not None:
+            payload["text"] = text
+        return self.call("input_answer", payload, token)
+
+    def cancel(self, conversation_id: str, snap: dict[str, Any],
+               token: str | None = None) -> dict[str, Any]:
+        q = snap["pending"] or snap["request"]
+        return self.call("input_cancel", {"conversation_id": conversation_id,
+                                          "request_id": q["request_id"],
+                                          "incarnation": snap["incarnation"],
+                                          "revision": snap["revision"]}, token)
+
+    def events(self, conversation_id: str, after: int = 0) -> list[dict[str, Any]]:
+        page = self.call("events_tail", {"conversation_id": conversation_id, "after": after,
+                                         "limit": 500})
+        return list(page["events"])
+
+    def dump(self) -> list[tuple[str, list[Any]]]:
+        """Every row of every table, to prove that something changed nothing."""
+        conn = sqlite3.connect(self.store.path)
+        try:
+            tables = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            return [(t, conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())  # noqa: S608
+                    for t in tables]
+        finally:
+            conn.close()
+
+    def db(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.store.path)
+
+
+def event_types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True)
