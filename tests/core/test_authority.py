@@ -1,0 +1,71 @@
+"""SPEC A1, S4 and the op table of section 10: who may call what, for every principal kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from clankie.core.authority import WHO_MAY, authorize
+from clankie.core.errors import ClankieError
+from clankie.core.model import DeviceMode
+from tests.core.builders import CAPTAIN, OPERATOR, device
+
+PRINCIPALS = {
+    "operator": OPERATOR,
+    "control_with_lease": device(DeviceMode.CONTROL, lease=True),
+    "control_without_lease": device(DeviceMode.CONTROL, lease=False),
+    "read_only": device(DeviceMode.READ_ONLY),
+    "captain": CAPTAIN,
+}
+ALL = set(PRINCIPALS)
+READERS = ALL
+ANSWERERS = {"operator", "control_with_lease"}
+EXPECTED = {
+    "conversation_create": {"operator"},
+    "conversation_get": READERS,
+    "conversation_list": READERS,
+    "conversation_send": ANSWERERS,
+    "conversation_reset": {"operator"},
+    "conversation_set_workspace": {"operator"},
+    "events_tail": READERS,
+    "run_get": READERS,
+    "device_pair": {"operator"},
+    "device_take_control": {"control_with_lease", "control_without_lease"},
+    "device_release": {"control_with_lease", "control_without_lease", "read_only"},
+    "credential_issue": {"operator"},
+    "credential_rotate": ALL,  # oneself; another credential only as an operator (service)
+    "owner_revoke": {"operator"},
+    "native_takeover": {"operator"},
+    "room_post": {"operator", "captain"},
+    "pane_metadata_set": {"operator", "captain"},
+    "project_register": {"operator"},
+    "input_get": READERS,
+    "input_answer": ANSWERERS,
+    "input_cancel": ANSWERERS,
+}
+
+
+def test_the_table_names_every_op_of_spec_section_10():
+    assert set(WHO_MAY) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("op", sorted(EXPECTED))
+@pytest.mark.parametrize("who", sorted(PRINCIPALS))
+def test_a1_s4_authority_matrix(op, who):
+    if who in EXPECTED[op]:
+        authorize(op, PRINCIPALS[who])
+    else:
+        with pytest.raises(ClankieError) as err:
+            authorize(op, PRINCIPALS[who])
+        assert err.value.code == "forbidden"
+
+
+def test_s4_reading_grants_nothing_a_captain_reads_but_never_answers():
+    authorize("input_get", CAPTAIN)
+    with pytest.raises(ClankieError):
+        authorize("input_answer", CAPTAIN)
+
+
+def test_unknown_op_is_not_found():
+    with pytest.raises(ClankieError) as err:
+        authorize("input_approve", OPERATOR)
+    assert err.value.code == "not_found"
