@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from clankie.core.model import RunStatus
 from clankie.service import Service
 from clankie.settings import Settings
 from clankie.store import Store
@@ -73,25 +74,24 @@ class World:
         return str(self.call("conversation_create", payload)["conversation_id"])
 
     def running_turn(self, conversation_id: str, text: str = "hello") -> str:
+        """Send a message and start its turn run; earlier runs run (and succeed) first (R4)."""
         sent = self.call("conversation_send", {"conversation_id": conversation_id, "text": text})
         assert sent["run_id"] is not None
-        run = self.service.claim_next_run(conversation_id)
-        assert run is not None and run.run_id == sent["run_id"]
-        return str(run.run_id)
+        for _ in range(100):
+            run = self.service.claim_next_run(conversation_id)
+            assert run is not None, "the turn run could not start"
+            if run.run_id == sent["run_id"]:
+                return str(run.run_id)
+            self.service.finish_run(run.run_id, RunStatus.SUCCEEDED)
+        raise AssertionError("too many runs queued before the turn")
 
     def ask(self, conversation_id: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         """Reach a pending question the real way; return the snapshot's pending question."""
         run_id = self.running_turn(conversation_id)
         result = self.service.ask_question(run_id, args or CHOICE)
         assert result.status == "pending", result
-        self.service.finish_run(run_id, self.service_status("succeeded"))
+        self.service.finish_run(run_id, RunStatus.SUCCEEDED)
         return self.snapshot(conversation_id)
-
-    @staticmethod
-    def service_status(name: str) -> Any:
-        from clankie.core.model import RunStatus
-
-        return RunStatus(name)
 
     def snapshot(self, conversation_id: str, request_id: str | None = None) -> dict[str, Any]:
         payload: dict[str, Any] = {"conversation_id": conversation_id}
