@@ -1,0 +1,110 @@
+"""The schema enforces the invariants by itself, whatever the code above it does (DESIGN: store)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from clankie.store import Store
+from clankie.store.db import SchemaTooNew
+from clankie.store.schema import MIGRATIONS
+from tests.world import World
+
+
+def raw(world: World) -> sqlite3.Connection:
+    conn = sqlite3.connect(world.store.path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def test_q4_the_store_refuses_a_second_pending_question(world: World):
+    c = world.conversation()
+    world.ask(c)
+    conn = raw(world)
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO questions (request_id, conversation_id, kind, prompt, "
+                     "allow_text, status, incarnation, workspace_path, workspace_dev, "
+                     "workspace_ino, asked_at, expires_at, asked_by_run) SELECT 'other', "
+                     "conversation_id, kind, prompt, allow_text, status, incarnation, "
+                     "workspace_path, workspace_dev, workspace_ino, asked_at, expires_at, "
+                     "asked_by_run FROM questions")
+
+
+def test_a9_the_store_refuses_a_second_run_for_one_receipt(world: World):
+    c = world.conversation()
+    world.answer(c, world.ask(c), option=0)
+    conn = raw(world)
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO runs (run_id, conversation_id, kind, status, incarnation, "
+                     "receipt_id, created_at) SELECT 'second', conversation_id, kind, 'queued', "
+                     "incarnation, receipt_id, created_at FROM runs WHERE kind = 'continuation'")
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE questions SET request_id = 'changed'",
+    "UPDATE questions SET prompt = 'changed'",
+    "UPDATE options SET option_id = 'changed'",
+    "UPDATE options SET label = 'changed'",
+])
+def test_s2_request_and_option_ids_are_immutable(world: World, statement: str):
+    c = world.conversation()
+    world.ask(c)
+    with pytest.raises(sqlite3.IntegrityError):
+        raw(world).execute(statement)
+
+
+def test_receipts_never_change_once_written(world: World):
+    c = world.conversation()
+    world.answer(c, world.ask(c), option=0)
+    conn = raw(world)
+    for statement in ("UPDATE questions SET reason = 'rewritten'",
+                      "UPDATE questions SET status = 'pending', receipt_id = NULL",
+                      "UPDATE questions SET answer_option_id = 'other'"):
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute(statement)
+
+
+def test_r4_a_finished_run_never_changes_and_a_run_starts_once(world: World):
+    c = world.conversation()
+    world.ask(c)  # its turn run succeeded
+    conn = raw(world)
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("UPDATE runs SET status = 'running'")
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("UPDATE runs SET status = 'queued'")
+
+
+def test_revision_never_decreases(world: World):
+    c = world.conversation()
+    world.ask(c)
+    with pytest.raises(sqlite3.IntegrityError):
+        raw(world).execute("UPDATE conversations SET revision = revision - 1")
+
+
+def test_migrations_are_applied_once_and_counted(tmp_path: Path):
+    path = tmp_path / "s.db"
+    store = Store(path)
+    assert store.schema_version == len(MIGRATIONS)
+    store.close()
+    again = Store(path)  # reopening applies nothing twice
+    assert again.schema_version == len(MIGRATIONS)
+    again.close()
+
+
+def test_a_store_from_a_newer_clankie_is_refused(tmp_path: Path):
+    path = tmp_path / "s.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    conn.close()
+    with pytest.raises(SchemaTooNew):
+        Store(path)
+
+
+def test_the_store_is_wal_with_full_sync(world: World):
+    writer = world.store._writer
+    assert writer.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert writer.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+    assert writer.execute("PRAGMA foreign_keys").fetchone() == (1,)
