@@ -132,7 +132,7 @@ class World:
         try:
             tables = [r[0] for r in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-            return [(t, conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())  # noqa: S608
+            return [(t, conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())
                     for t in tables]
         finally:
             conn.close()

@@ -456,7 +456,7 @@ def test_every_end_writes_a_receipt_and_one_input_resolved_event():
 def test_a2_a_message_is_never_an_answer_and_queues_a_turn_only_in_an_owner_conversation():
     from clankie.core.model import Author
 
-    c, q = asked()
+    c, _ = asked()
     for text in ("yes", "1", "/question answer 1"):
         change, _, turn = lifecycle.post_message(c, Author.OWNER, text, T0, NewIds(),
                                                  start_turn=True)

@@ -1,0 +1,85 @@
+"""Crash safety: SIGKILL at random moments while accepting answers (DESIGN: store tests).
+
+After every kill and reopen: every answer whose accept returned before the kill is stored
+with its continuation run; start-up recovery fails orphaned runs; no run ever starts twice.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from clankie.service import Service
+from clankie.store import Store
+from tests.world import World
+
+KILLS = 50
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def read_line(proc: subprocess.Popen[str], deadline: float) -> str:
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if ready:
+            return proc.stdout.readline()
+    raise AssertionError("the child did not get ready in time")
+
+
+def test_sigkill_at_random_moments_loses_no_accepted_answer_and_reruns_nothing(tmp_path: Path):
+    world = World.create(tmp_path)
+    conversation_id = world.conversation()
+    world.close()
+    db, log = str(tmp_path / "clankie.db"), tmp_path / "executed.log"
+    rng = random.Random(20261130)
+    accepted: list[tuple[str, str, str]] = []
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for _ in range(KILLS):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.store.crash_child", db, conversation_id,
+             world.operator, str(log)],
+            stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        try:
+            assert read_line(proc, time.monotonic() + 30).strip() == "ready"
+            time.sleep(rng.uniform(0.0, 0.15))  # the random moment of the kill, not a sync
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        accepted += [tuple(line.split()[1:]) for line in out.splitlines()
+                     if line.startswith("accepted ")]  # type: ignore[misc]
+        with sqlite3.connect(db) as conn:
+            for request_id, receipt_id, run_id in accepted:
+                row = conn.execute("SELECT q.status, q.run_id, r.receipt_id FROM questions q "
+                                   "JOIN runs r ON r.run_id = q.run_id WHERE q.request_id = ?",
+                                   (request_id,)).fetchone()
+                assert row == ("answered", run_id, receipt_id), request_id
+    assert len(accepted) >= KILLS // 2, "the kills came too early to test anything"
+
+    service = Service(Store(db))
+    try:
+        service.recover()
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')"
+                                ).fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM questions WHERE status = 'pending'"
+                                ).fetchone() == (0,)
+            orphaned = conn.execute("SELECT count(*) FROM runs WHERE error = "
+                                    "'orphaned_by_restart'").fetchone()[0]
+            started = {r for (r,) in conn.execute("SELECT run_id FROM runs "
+                                                  "WHERE started_at IS NOT NULL")}
+    finally:
+        service.store.close()
+    executions = Counter(line.split()[1] for line in log.read_text().splitlines())
+    assert executions and max(executions.values()) == 1, "a run started twice"
+    assert set(executions) <= started
+    assert orphaned >= 1
+    print(f"{len(accepted)} accepted answers survived {KILLS} kills; {orphaned} runs orphaned")
