@@ -24,7 +24,7 @@ from clankie.settings import Settings
 from tests.world import CHOICE, TEXT, World
 
 ANSWER_CODES = {"unknown_request", "stale_incarnation", "stale_revision", "already_answered",
-                "request_closed", "request_expired", "unauthenticated"}
+                "request_closed", "request_expired", "unauthenticated", "not_found"}
 REQUESTED = {"type", "seq", "conversation_id", "request_id", "prompt", "choices", "at"}
 RESOLVED = {"type", "seq", "conversation_id", "request_id", "outcome", "at"}
 
@@ -77,12 +77,12 @@ class QuestionMachine(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 1_000), option=st.integers(0, 1), fresh=st.booleans())
     def answer(self, pick: int, option: int, fresh: bool) -> None:
         c, snap = self.snapshots[pick % len(self.snapshots)]
-        if fresh:
-            now = self.world.snapshot(c)
-            snap = snap | {"incarnation": now["incarnation"], "revision": now["revision"]}
         q = snap["pending"]
         text = "same words" if q["kind"] == "text" and option == 0 else None
         try:
+            if fresh:
+                now = self.world.snapshot(c)
+                snap = snap | {"incarnation": now["incarnation"], "revision": now["revision"]}
             if q["kind"] == "text":
                 reply = self.world.answer(c, snap, text=text or "other words")
             else:

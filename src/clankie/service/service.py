@@ -193,9 +193,10 @@ class Service:
                     event_retention=self.settings.event_retention)
 
     @staticmethod
-    def _conversation(tx: Tx, conversation_id: str) -> Conversation:
+    def _conversation(tx: Tx, conversation_id: str, owner_id: str | None = None) -> Conversation:
+        """The conversation, if it exists and (for a caller) belongs to the caller's owner."""
         conversation = tx.conversation(conversation_id)
-        if conversation is None:
+        if conversation is None or owner_id not in (None, conversation.owner_id):
             raise ClankieError("not_found", "there is no such conversation",
                                conversation_id=conversation_id)
         return conversation
@@ -221,16 +222,17 @@ class Service:
 
     def conversation_get(self, token: str | None, r: dto.ConversationRef) -> dto.ConversationOut:
         with self._read("conversation_get", token) as c:
-            return views.conversation(self._conversation(c.tx, r.conversation_id))
+            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
+            return views.conversation(conversation)
 
     def conversation_list(self, token: str | None, r: dto.Nothing) -> dto.ConversationsOut:
         with self._read("conversation_list", token) as c:
-            return dto.ConversationsOut(
-                conversations=[views.conversation(x) for x in c.tx.conversations()])
+            return dto.ConversationsOut(conversations=[
+                views.conversation(x) for x in c.tx.conversations(c.principal.owner_id)])
 
     def conversation_send(self, token: str | None, r: dto.ConversationSend) -> dto.SendOut:
         with self._write("conversation_send", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id)
+            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             change, message, turn = lifecycle.post_message(
                 conversation, Author.OWNER, r.text, c.now, self.new_id, start_turn=True)
             self._save(c.tx, change)
@@ -240,7 +242,7 @@ class Service:
 
     def conversation_reset(self, token: str | None, r: dto.ConversationRef) -> dto.ResetOut:
         with self._write("conversation_reset", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id)
+            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             change = lifecycle.reset(conversation, c.tx.pending_question(r.conversation_id),
                                      c.tx.unfinished_runs(r.conversation_id), c.now, self.new_id)
             self._save(c.tx, change)
@@ -250,7 +252,7 @@ class Service:
     def conversation_set_workspace(self, token: str | None,
                                    r: dto.ConversationSetWorkspace) -> dto.ConversationOut:
         with self._write("conversation_set_workspace", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id)
+            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             workspace = _existing_dir(r.workspace, "workspace")
             change = lifecycle.set_workspace(conversation,
                                              c.tx.pending_question(r.conversation_id),
@@ -260,7 +262,7 @@ class Service:
 
     def native_takeover(self, token: str | None, r: dto.NativeTakeover) -> dto.ConversationOut:
         with self._write("native_takeover", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id)
+            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             change = lifecycle.native_takeover(
                 conversation, c.tx.pending_question(r.conversation_id),
                 c.tx.unfinished_runs(r.conversation_id), r.seat, c.now, self.new_id)
@@ -269,7 +271,7 @@ class Service:
 
     def room_post(self, token: str | None, r: dto.RoomPost) -> dto.MessageOut:
         with self._write("room_post", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id)
+            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             if conversation.kind is not ConversationKind.ROOM:
                 raise ClankieError("not_eligible", "room_post takes a room conversation")
             change, message, _ = lifecycle.post_message(
@@ -279,7 +281,7 @@ class Service:
 
     def pane_metadata_set(self, token: str | None, r: dto.PaneMetadataSet) -> dto.Empty:
         with self._write("pane_metadata_set", token) as c:
-            self._conversation(c.tx, r.conversation_id)
+            self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             c.tx.set_pane_metadata(r.conversation_id, r.key, r.value, c.now)
             return dto.Empty()
 
@@ -299,7 +301,7 @@ class Service:
             with self._changed:
                 generation = self._generation
             with self._read("events_tail", token) as c:
-                self._conversation(c.tx, r.conversation_id)
+                self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
                 page = c.tx.events_after(r.conversation_id, r.after, r.limit)
             trimmed = r.after < page.trimmed_through
             remaining = deadline - time.monotonic()
@@ -314,9 +316,8 @@ class Service:
 
     def run_get(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
         with self._read("run_get", token) as c:
-            run = c.tx.run(r.run_id)
-            if run is None:
-                raise ClankieError("not_found", "there is no such run", run_id=r.run_id)
+            run = self._run(c.tx, r.run_id)
+            self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
             return views.run(run)
 
     # -------------------------------------------------------------- credentials, devices
@@ -381,7 +382,7 @@ class Service:
     def input_get(self, token: str | None, r: dto.InputGet) -> dto.Snapshot:
         """SPEC S1-S5: the snapshot, read from current state; expiry is committed on read."""
         with self._write("input_get", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id)
+            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             pending = c.tx.pending_question(r.conversation_id)
             expired = lifecycle.expire_if_due(conversation, pending, c.now, self.new_id)
             if expired is not None:
@@ -414,7 +415,7 @@ class Service:
                  submission: Submission) -> dto.AnswerReply:
         decide = lifecycle.answer if submission.answer is not None else lifecycle.cancel
         with self._write(op, token) as c:
-            conversation = self._conversation(c.tx, conversation_id)
+            conversation = self._conversation(c.tx, conversation_id, c.principal.owner_id)
             question = c.tx.question(conversation_id, submission.request_id)
             decision = decide(conversation, question, c.principal, submission,
                               self._facts(c.tx, conversation, c.now), self.new_id)
