@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,8 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(VENV)/bin/python -m pytest
 
-bench: $(STAMP)
-	$(VENV)/bin/python bench/store_accept.py
+docs: $(STAMP)
+	$(VENV)/bin/python -c 'from clankie.core.diagram import render; open("docs/lifecycle.md", "w").write(render())'
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
