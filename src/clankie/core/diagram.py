@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import TypeVar
 
 from .lifecycle import QUESTION_TRANSITIONS, RUN_TRANSITIONS
 
+State = TypeVar("State", bound=StrEnum)
+Command = TypeVar("Command", bound=StrEnum)
 
-def _mermaid(table: Mapping[StrEnum, Mapping[StrEnum, StrEnum]], start: StrEnum) -> list[str]:
+
+def _mermaid(table: Mapping[State, Mapping[Command, State]], start: State) -> list[str]:
     lines = ["```mermaid", "stateDiagram-v2", f"    [*] --> {start.value}"]
     for state, row in table.items():
         for command, target in row.items():
