@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+NO_NUL_PATTERN = r"^[^\x00]*$"
 
 
 def _clean(text: str) -> str:
@@ -26,8 +27,8 @@ def _clean(text: str) -> str:
 
 
 def _text(min_length: int, max_length: int) -> Any:
-    return Annotated[str, Field(min_length=min_length, max_length=max_length),
-                     AfterValidator(_clean)]
+    return Annotated[str, Field(min_length=min_length, max_length=max_length,
+                                pattern=NO_NUL_PATTERN), AfterValidator(_clean)]
 
 
 Uuid = Annotated[str, Field(pattern=UUID_PATTERN)]
@@ -313,3 +314,55 @@ class AskResult(Out):
     request_id: str | None = None
     reason: str | None = None
     detail: str | None = None
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document; `code` is the SPEC error code. Extras may follow."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+
+
+# --------------------------------------------------------------------------- the op table
+
+
+class Op(BaseModel):
+    """One dispatcher operation's input and output shapes."""
+
+    model_config = ConfigDict(frozen=True)
+    input: type[Strict]
+    output: type[Out]
+
+
+def _op(input: type[Strict], output: type[Out]) -> Op:
+    return Op(input=input, output=output)
+
+
+# The ops of SPEC section 10; their names are fixed.
+OPS: dict[str, Op] = {
+    "conversation_create": _op(ConversationCreate, ConversationOut),
+    "conversation_get": _op(ConversationRef, ConversationOut),
+    "conversation_list": _op(Nothing, ConversationsOut),
+    "conversation_send": _op(ConversationSend, SendOut),
+    "conversation_reset": _op(ConversationRef, ResetOut),
+    "conversation_set_workspace": _op(ConversationSetWorkspace, ConversationOut),
+    "events_tail": _op(EventsTail, EventsOut),
+    "run_get": _op(RunRef, RunOut),
+    "device_pair": _op(DevicePair, TokenOut),
+    "device_take_control": _op(DeviceTakeControl, LeaseOut),
+    "device_release": _op(Nothing, Empty),
+    "credential_issue": _op(CredentialIssue, TokenOut),
+    "credential_rotate": _op(CredentialRotate, TokenOut),
+    "owner_revoke": _op(Nothing, Empty),
+    "native_takeover": _op(NativeTakeover, ConversationOut),
+    "room_post": _op(RoomPost, MessageOut),
+    "pane_metadata_set": _op(PaneMetadataSet, Empty),
+    "project_register": _op(ProjectRegister, ProjectOut),
+    "input_get": _op(InputGet, Snapshot),
+    "input_answer": _op(InputAnswer, AnswerReply),
+    "input_cancel": _op(InputCancel, AnswerReply),
+}

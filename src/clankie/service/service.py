@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -65,31 +65,7 @@ class Executor(Protocol):
     def submit(self, run_id: str) -> None: ...
 
 
-# op -> its input model. The keys are exactly the ops of SPEC section 10.
-OPS: Final[dict[str, type[dto.Strict]]] = {
-    "conversation_create": dto.ConversationCreate,
-    "conversation_get": dto.ConversationRef,
-    "conversation_list": dto.Nothing,
-    "conversation_send": dto.ConversationSend,
-    "conversation_reset": dto.ConversationRef,
-    "conversation_set_workspace": dto.ConversationSetWorkspace,
-    "events_tail": dto.EventsTail,
-    "run_get": dto.RunRef,
-    "device_pair": dto.DevicePair,
-    "device_take_control": dto.DeviceTakeControl,
-    "device_release": dto.Nothing,
-    "credential_issue": dto.CredentialIssue,
-    "credential_rotate": dto.CredentialRotate,
-    "owner_revoke": dto.Nothing,
-    "native_takeover": dto.NativeTakeover,
-    "room_post": dto.RoomPost,
-    "pane_metadata_set": dto.PaneMetadataSet,
-    "project_register": dto.ProjectRegister,
-    "input_get": dto.InputGet,
-    "input_answer": dto.InputAnswer,
-    "input_cancel": dto.InputCancel,
-}
-assert OPS.keys() == WHO_MAY.keys()
+assert dto.OPS.keys() == WHO_MAY.keys()
 
 
 @dataclass
@@ -119,32 +95,48 @@ class Service:
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
         self._generation = 0
+        self._stopping = False
 
     # ---------------------------------------------------------------------- entry point
 
     def call(self, op: str, token: str | None, payload: Any) -> BaseModel:
         """Perform `op` for the holder of `token`; raise `ClankieError` on any refusal."""
-        model = OPS.get(op)
-        if model is None:
+        spec = dto.OPS.get(op)
+        if spec is None:
             raise ClankieError("not_found", f"there is no operation {op!r}")
         if not isinstance(payload, Mapping):
             raise ClankieError("invalid_request", "the request body must be a JSON object")
         try:
-            request = model.model_validate(payload)
+            request = spec.input.model_validate(payload)
         except ValidationError as exc:
             raise invalid_request(exc) from None
         handler: Callable[[str | None, Any], BaseModel] = getattr(self, op)
         return handler(token, request)
 
-    def init_owner(self) -> str | None:
-        """Create the owner and a first operator token, unless a live owner exists."""
+    def init_owner(self, *, reissue: bool = False) -> str | None:
+        """Create the owner and a first operator token, unless a live owner exists.
+
+        With `reissue`, a live owner gets one more operator token (for a lost token file).
+        """
         now = self.clock()
         with self._storage(), self.store.write() as tx:
-            if tx.active_owner() is not None:
+            owner_id = tx.active_owner()
+            if owner_id is not None and not reissue:
                 return None
-            owner_id = self.new_id()
-            tx.insert_owner(owner_id, now)
+            if owner_id is None:
+                owner_id = self.new_id()
+                tx.insert_owner(owner_id, now)
             return self._issue(tx, owner_id, CredentialKind.OPERATOR, None, "operator", now).token
+
+    def has_owner(self) -> bool:
+        with self._storage(), self.store.read() as tx:
+            return tx.active_owner() is not None
+
+    def stop_waiting(self) -> None:
+        """Shutting down: every long-poll returns now, and new ones do not wait."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
 
     # ------------------------------------------------------------------- transactions
 
@@ -305,14 +297,15 @@ class Service:
                 page = c.tx.events_after(r.conversation_id, r.after, r.limit)
             trimmed = r.after < page.trimmed_through
             remaining = deadline - time.monotonic()
-            if page.events or trimmed or remaining <= 0:
+            if page.events or trimmed or remaining <= 0 or self._stopping:
                 return dto.EventsOut(
                     events=page.events,
                     next_after=page.events[-1]["seq"] if page.events else r.after,
                     oldest_seq=page.trimmed_through + 1,
                     trimmed=trimmed)
             with self._changed:
-                self._changed.wait_for(lambda g=generation: self._generation != g, remaining)
+                self._changed.wait_for(
+                    lambda g=generation: self._generation != g or self._stopping, remaining)
 
     def run_get(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
         with self._read("run_get", token) as c:

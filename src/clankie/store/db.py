@@ -8,6 +8,7 @@ nothing of the rules: `Tx` loads and saves values of `clankie.core.model`.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -33,6 +34,8 @@ class Store:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        if self.path != ":memory:" and not os.path.exists(self.path):
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))  # private from birth
         self._writer = self._connect()
         self._writer.execute("PRAGMA journal_mode=WAL")
         self._migrate()

@@ -1,0 +1,56 @@
+"""The OpenAPI document of the dispatcher, generated from the op table in `clankie.dto`.
+
+Owns only the document: one `POST /v1/ops/{op}` path per op, its request schema (the
+strict input DTO), its 200 schema (the output DTO) and its problem responses.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from clankie import __version__, dto
+
+# Which problem statuses each op can answer with, beyond the ones every op has.
+_COMMON = (401, 403, 404, 413, 422, 503)
+_ANSWERING = (409,)
+
+
+@cache
+def build_openapi() -> dict[str, Any]:
+    inputs = [(spec.input, "validation") for spec in dto.OPS.values()]
+    outputs = [(spec.output, "serialization") for spec in dto.OPS.values()]
+    refs, definitions = models_json_schema(
+        [*inputs, *outputs, (dto.Problem, "serialization")],
+        ref_template="#/components/schemas/{model}")
+    problem_ref = refs[(dto.Problem, "serialization")]
+    paths: dict[str, Any] = {}
+    for name, spec in dto.OPS.items():
+        responses: dict[str, Any] = {
+            "200": {"description": "The result.",
+                    "content": {"application/json": {
+                        "schema": refs[(spec.output, "serialization")]}}},
+        }
+        for status in (*_COMMON, *_ANSWERING, 500):
+            responses[str(status)] = {
+                "description": "A problem document; `code` says which (SPEC section 10).",
+                "content": {"application/problem+json": {"schema": problem_ref}}}
+        paths[f"/v1/ops/{name}"] = {"post": {
+            "operationId": name,
+            "summary": name.replace("_", " "),
+            "security": [{"bearer": []}],
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": refs[(spec.input, "validation")]}}},
+            "responses": responses,
+        }}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "clankie dispatcher", "version": __version__},
+        "paths": paths,
+        "components": {
+            "schemas": definitions.get("$defs", {}),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -1,0 +1,138 @@
+"""`clankie serve`: the daemon around the app, on a Unix socket and optionally loopback TCP.
+
+Owns start-up and shut-down: one server per home (a lock file), start-up recovery before
+any socket is bound (R3), the socket created with mode 0600, and a clean stop on SIGTERM
+or SIGINT (in-flight requests finish, long-polls are woken, the store is closed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from clankie.home import Home
+from clankie.service import Service
+from clankie.settings import Settings
+from clankie.store import Store
+
+from .app import create_app
+
+log = logging.getLogger("clankie.serve")
+
+
+class ServeError(Exception):
+    """Why the service cannot start; said to the user as it is."""
+
+
+@contextlib.contextmanager
+def serve_lock(path: Path) -> Iterator[None]:
+    """Hold the home's lock for the life of the server; a second server is refused."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise ServeError(f"another `clankie serve` (pid {holder}) is already serving "
+                             f"{path.parent}; stop it first") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def unix_socket(path: Path) -> socket.socket:
+    path.unlink(missing_ok=True)  # a stale socket of a stopped server; we hold the lock
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # the socket file is born 0600: no moment when others could connect
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    return sock
+
+
+def tcp_socket(address: str) -> socket.socket:
+    host, sep, port_text = address.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not port_text.isdigit():
+        raise ServeError(f"--tcp takes HOST:PORT, not {address!r}")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ServeError(f"--tcp serves only on a loopback address, not {host!r}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, int(port_text)))
+    except OSError as exc:
+        sock.close()
+        raise ServeError(f"cannot listen on {address}: {exc.strerror}") from None
+    sock.listen(128)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+        super().__init__(config)
+        self._service = service
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._service.stop_waiting()
+        super().handle_exit(sig, frame)
+
+
+def serve(home: Home, settings: Settings, tcp: str | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not home.store.exists():
+        raise ServeError(f"{home.path} has no clankie store; run `clankie init` first")
+    with serve_lock(home.lock):
+        store = Store(home.store)
+        try:
+            service = Service(store, settings)
+            if not service.has_owner():
+                raise ServeError("this home has no owner; run `clankie init` first")
+            recovery = service.recover()
+            log.info("start-up recovery: %d pending question(s) cancelled, %d run(s) failed",
+                     recovery.cancelled_questions, recovery.failed_runs)
+            sockets = [unix_socket(home.socket)]
+            if tcp:
+                sockets.append(tcp_socket(tcp))
+            config = uvicorn.Config(create_app(service), lifespan="off", access_log=False,
+                                    log_level="warning", timeout_graceful_shutdown=10)
+            server = _Server(config, service)
+            # uvicorn re-raises the signal it caught once it has stopped; these make that a
+            # no-op so that a clean stop exits 0.
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: None)
+            where = [f"unix://{home.socket}"] + [
+                f"http://{s.getsockname()[0]}:{s.getsockname()[1]}" for s in sockets[1:]]
+            print(f"clankie serving on {' and '.join(where)}", file=sys.stderr, flush=True)
+            server.run(sockets=sockets)
+            for sock in sockets:
+                sock.close()
+        finally:
+            home.socket.unlink(missing_ok=True)
+            store.close()
+    log.info("clankie stopped")

@@ -1,0 +1,1 @@
+"""The `clankie` command line: people's surface for setting up, serving and answering."""

@@ -1,0 +1,113 @@
+"""The `clankie` command and its set-up commands: `init`, `serve`, `demo`.
+
+Owns argument parsing and what a person sees. It decides nothing the service decides;
+errors are one or two lines with no traceback, and the exit code says what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clankie.core.errors import ClankieError
+from clankie.home import Home
+from clankie.settings import SettingsError, load_settings, settings_table
+from clankie.store.db import SchemaTooNew
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="clankie: a local agent service that asks its owner one question at a "
+                       "time.")
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"clankie: {message}", err=True)
+    return typer.Exit(code)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file readable only by its owner (0600), atomically."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+@app.command()
+def init() -> None:
+    """Create the home folder, the store, the owner and a first operator token."""
+    from clankie.service import Service
+    from clankie.store import Store
+
+    home = Home.from_env()
+    home.path.mkdir(parents=True, exist_ok=True)
+    os.chmod(home.path, 0o700)
+    store = Store(home.store)
+    try:
+        service = Service(store, load_settings(home.path))
+        token = service.init_owner(reissue=not home.token_file.exists())
+    finally:
+        store.close()
+    if token is None:
+        typer.echo(f"clankie is already set up in {home.path}")
+        return
+    write_private(home.token_file, token + "\n")
+    typer.echo(f"clankie is set up in {home.path}; operator token in {home.token_file}")
+
+
+@app.command()
+def serve(
+    tcp: Annotated[str | None, typer.Option("--tcp", metavar="HOST:PORT",
+                                            help="Also serve on this loopback address.")] = None,
+    help_settings: Annotated[bool, typer.Option("--help-settings",
+                                                help="Print the settings table.")] = False,
+) -> None:
+    """Run the service in the foreground until SIGTERM or SIGINT."""
+    if help_settings:
+        typer.echo(settings_table())
+        return
+    from clankie.api.server import ServeError
+    from clankie.api.server import serve as run
+
+    home = Home.from_env()
+    try:
+        run(home, load_settings(home.path), tcp)
+    except ServeError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command()
+def demo() -> None:
+    """Show the question path end to end in a temporary home, offline."""
+    from clankie.demo import run_demo
+
+    raise typer.Exit(run_demo())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: no traceback ever reaches the user.
+
+    click prints usage errors itself (exit 2) and turns `typer.Exit` into `SystemExit`.
+    """
+    try:
+        app(args=argv, prog_name="clankie")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except (ClankieError, SettingsError, SchemaTooNew) as exc:
+        typer.echo(f"clankie: {exc}", err=True)
+        return 1
+    except Exception as exc:  # anything unexpected: one line, never a traceback
+        typer.echo(f"clankie: internal error: {type(exc).__name__}: {exc}", err=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
