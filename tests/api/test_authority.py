@@ -1,0 +1,105 @@
+"""SPEC A1, S4 and the op table over HTTP: every credential kind against every op, exact codes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from clankie import dto
+from clankie.api import create_app
+from tests.core.test_authority import EXPECTED
+from tests.world import World
+
+KINDS = ["operator", "control_with_lease", "control_without_lease", "control_expired_lease",
+         "read_only", "captain", "rotated", "revoked_owner", "no_token", "garbage"]
+UNAUTHENTICATED = {"rotated", "revoked_owner", "no_token", "garbage"}
+
+
+def allowed(op: str, kind: str) -> bool:
+    core_kind = "control_without_lease" if kind == "control_expired_lease" else kind
+    return core_kind in EXPECTED[op]
+
+
+def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
+    c = world.conversation()
+    room = world.conversation("room")
+    snap = world.ask(c)
+    run_id = world.call("conversation_send", {"conversation_id": c, "text": "x"})["run_id"]
+    snap = world.snapshot(c)
+    token: str | None
+    if kind == "operator":
+        token = world.operator
+    elif kind.startswith("control"):
+        token = world.call("device_pair", {"name": "phone", "mode": "control"})["token"]
+        if kind != "control_without_lease":
+            world.call("device_take_control", {"ttl_s": 60}, token)
+        if kind == "control_expired_lease":
+            world.clock.advance(61)
+    elif kind == "read_only":
+        token = world.call("device_pair", {"name": "tv", "mode": "read_only"})["token"]
+    elif kind == "captain":
+        token = world.call("credential_issue", {"kind": "captain", "name": "cap"})["token"]
+    elif kind == "rotated":
+        token = world.call("credential_issue", {"kind": "operator", "name": "old"})["token"]
+        world.call("credential_rotate", {}, token)
+    elif kind == "revoked_owner":
+        token = world.operator
+        world.call("owner_revoke")
+    elif kind == "no_token":
+        token = None
+    else:
+        token = "clk_" + "A" * 43
+    q = snap["pending"]
+    ref = {"conversation_id": c, "request_id": q["request_id"],
+           "incarnation": snap["incarnation"], "revision": snap["revision"]}
+    ws = str(world.workspace)
+    payloads = {
+        "conversation_create": {"workspace": ws},
+        "conversation_get": {"conversation_id": c},
+        "conversation_list": {},
+        "conversation_send": {"conversation_id": c, "text": "hello"},
+        "conversation_reset": {"conversation_id": c},
+        "conversation_set_workspace": {"conversation_id": c, "workspace": ws},
+        "events_tail": {"conversation_id": c},
+        "run_get": {"run_id": run_id},
+        "device_pair": {"name": "another", "mode": "read_only"},
+        "device_take_control": {},
+        "device_release": {},
+        "credential_issue": {"kind": "captain", "name": "c2"},
+        "credential_rotate": {},
+        "owner_revoke": {},
+        "native_takeover": {"conversation_id": c, "seat": "seat-1"},
+        "room_post": {"conversation_id": room, "text": "hi"},
+        "pane_metadata_set": {"conversation_id": c, "key": "k", "value": "v"},
+        "project_register": {"root": ws, "name": "p"},
+        "input_get": {"conversation_id": c},
+        "input_answer": ref | {"option_id": q["options"][0]["option_id"]},
+        "input_cancel": ref,
+    }
+    return token, payloads
+
+
+@pytest.mark.parametrize("op", sorted(EXPECTED))
+@pytest.mark.parametrize("kind", KINDS)
+def test_authority_matrix_over_http(world: World, op: str, kind: str):
+    token, payloads = setup(world, kind)
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    c = payloads["input_get"]["conversation_id"]
+    with TestClient(create_app(world.service)) as client:
+        response = client.post(f"/v1/ops/{op}", json=payloads[op], headers=headers)
+    body = response.json()
+    if kind in UNAUTHENTICATED:
+        assert (response.status_code, body["code"]) == (401, "unauthenticated")
+    elif allowed(op, kind):
+        assert response.status_code == 200, body
+        dto.OPS[op].output.model_validate(body)
+    else:
+        assert (response.status_code, body["code"]) == (403, "forbidden")
+        assert response.headers["content-type"] == "application/problem+json"
+    if op == "input_answer" and response.status_code != 200 and kind != "revoked_owner":
+        assert world.snapshot(c)["pending"]["status"] == "pending"
+        with world.db() as db:
+            assert db.execute("SELECT count(*) FROM runs WHERE kind = 'continuation'"
+                              ).fetchone() == (0,)
