@@ -96,6 +96,7 @@ class Service:
         self._changed = threading.Condition()
         self._generation = 0
         self._stopping = False
+        self._waiting = 0
 
     # ---------------------------------------------------------------------- entry point
 
@@ -131,6 +132,12 @@ class Service:
     def has_owner(self) -> bool:
         with self._storage(), self.store.read() as tx:
             return tx.active_owner() is not None
+
+    @property
+    def waiting(self) -> int:
+        """How many long-polls are waiting now."""
+        with self._changed:
+            return self._waiting
 
     def stop_waiting(self) -> None:
         """Shutting down: every long-poll returns now, and new ones do not wait."""
@@ -304,8 +311,12 @@ class Service:
                     oldest_seq=page.trimmed_through + 1,
                     trimmed=trimmed)
             with self._changed:
-                self._changed.wait_for(
-                    lambda g=generation: self._generation != g or self._stopping, remaining)
+                self._waiting += 1
+                try:
+                    self._changed.wait_for(
+                        lambda g=generation: self._generation != g or self._stopping, remaining)
+                finally:
+                    self._waiting -= 1
 
     def run_get(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
         with self._read("run_get", token) as c:

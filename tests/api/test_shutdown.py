@@ -1,0 +1,52 @@
+"""A clean stop wakes long-polls at once instead of waiting out their `wait_ms` (section 10)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from clankie.api import create_app
+from clankie.api.server import _Server, unix_socket
+from clankie.client import Client
+from tests.world import World
+
+
+def wait_until(predicate, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_stopping_wakes_a_waiting_long_poll(world: World, tmp_path: Path):
+    c = world.conversation()
+    sock = unix_socket(tmp_path / "s.sock")
+    assert (tmp_path / "s.sock").stat().st_mode & 0o777 == 0o600
+    server = _Server(uvicorn.Config(create_app(world.service), lifespan="off",
+                                    log_level="warning"), world.service)
+    serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    serving.start()
+    outcome: list[dict] = []
+    try:
+        wait_until(lambda: server.started)
+
+        def long_poll() -> None:
+            with Client(f"unix://{tmp_path / 's.sock'}", world.operator) as client:
+                outcome.append(client.call("events_tail", {"conversation_id": c, "after": 0,
+                                                           "wait_ms": 30_000}))
+
+        poller = threading.Thread(target=long_poll)
+        poller.start()
+        wait_until(lambda: world.service.waiting == 1)
+        server.handle_exit(signal.SIGTERM, None)
+        poller.join(timeout=10)
+        assert not poller.is_alive(), "the long-poll was not woken by the stop"
+        assert outcome == [{"events": [], "next_after": 0, "oldest_seq": 1, "trimmed": False}]
+    finally:
+        server.should_exit = True
+        serving.join(timeout=15)
+    assert not serving.is_alive()

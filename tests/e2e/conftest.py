@@ -1,0 +1,35 @@
+"""End-to-end fixtures: a real served home, always stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.served import Clankie, Served
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    server = Served.start(tmp_path / "home")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def agent(served: Served) -> Iterator[Clankie]:
+    clankie = Clankie(served.home)
+    try:
+        yield clankie
+    finally:
+        clankie.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path

@@ -1,0 +1,148 @@
+"""A real `clankie serve` on a Unix socket: start, use, stop, restart (SPEC section 10, R3)."""
+
+from __future__ import annotations
+
+import signal
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from clankie.client import ApiError, Client, ServiceUnreachable, Uncertain
+from tests.e2e.served import Clankie, Served, clankie
+
+CHOICE = {"kind": "choice", "prompt": "Tabs or spaces?",
+          "options": [{"label": "tabs"}, {"label": "spaces"}]}
+
+
+def test_init_is_idempotent_and_private(tmp_path: Path):
+    home = tmp_path / "home"
+    first = clankie("init", home=home)
+    token = (home / "operator.token").read_text()
+    second = clankie("init", home=home)
+    assert first.returncode == second.returncode == 0
+    assert (home / "operator.token").read_text() == token
+    assert "already set up" in second.stdout
+    assert stat.S_IMODE((home / "operator.token").stat().st_mode) == 0o600
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    (home / "operator.token").unlink()
+    third = clankie("init", home=home)
+    assert third.returncode == 0 and (home / "operator.token").read_text() != token
+
+
+def test_the_socket_is_private_and_a_second_server_is_refused(served: Served):
+    assert stat.S_IMODE(served.home.socket.stat().st_mode) == 0o600
+    second = clankie("serve", home=served.home.path, timeout=30)
+    assert second.returncode == 1
+    assert "already serving" in second.stderr and "Traceback" not in second.stderr
+    with served.client() as client:
+        assert client.call("conversation_list") == {"conversations": []}
+
+
+def test_serve_without_init_says_what_to_do(tmp_path: Path):
+    result = clankie("serve", home=tmp_path / "empty", timeout=30)
+    assert result.returncode == 1 and "clankie init" in result.stderr
+
+
+def test_sigterm_then_restart_cancels_pending_keeps_receipts_and_events(
+        served: Served, agent: Clankie, workspace: Path):
+    with served.client() as client:
+        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+        d = client.op("conversation_create", workspace=str(workspace)).conversation_id
+        first = agent.ask(c, client, CHOICE)
+        snap = client.input_get(c)
+        answered = client.input_answer(c, first, incarnation=snap.incarnation,
+                                       revision=snap.revision,
+                                       option_id=snap.pending.options[1].option_id)
+        second = agent.ask(d, client, CHOICE)  # pending in d; c's continuation is queued
+    agent.close()
+    assert served.stop(signal.SIGTERM) == 0
+    assert not served.home.socket.exists()
+
+    again = Served.start(served.home.path, init=False)
+    try:
+        with again.client() as client:
+            snap = client.input_get(d, second)
+            assert snap.pending is None
+            receipt = snap.request.receipt
+            assert (receipt.outcome, receipt.reason) == ("cancelled", "restart")
+            kept = client.input_get(c, first)
+            assert kept.request.receipt.receipt_id == answered.receipt.receipt_id
+            assert (kept.request.receipt.continuation,
+                    kept.request.receipt.continuation_error) == ("failed", "orphaned_by_restart")
+            events = client.call("events_tail", {"conversation_id": d, "limit": 500})["events"]
+            resolved = [e["outcome"] for e in events if e["type"] == "input_resolved"]
+            assert resolved == ["cancelled"]
+            duplicate = client.input_answer(c, first, incarnation=kept.incarnation,
+                                            revision=kept.revision,
+                                            option_id=answered.receipt.answer.option_id)
+            assert duplicate.duplicate and duplicate.receipt.run_id == answered.receipt.run_id
+    finally:
+        assert again.stop(signal.SIGINT) == 0
+
+
+def test_sigterm_with_a_long_poll_open_stops_cleanly(served: Served, workspace: Path):
+    with served.client() as client:
+        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+    outcome: list[object] = []
+    started = threading.Event()
+
+    def long_poll() -> None:
+        with served.client() as client:
+            started.set()
+            try:
+                outcome.append(client.call("events_tail", {"conversation_id": c,
+                                                           "wait_ms": 30_000}))
+            except (ServiceUnreachable, Uncertain) as exc:  # the stop came first
+                outcome.append(exc)
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    assert started.wait(10)
+    assert served.stop(signal.SIGTERM, timeout=15) == 0
+    poller.join(timeout=15)
+    assert not poller.is_alive() and len(outcome) == 1
+    assert not isinstance(outcome[0], dict) or outcome[0]["events"] == []
+
+
+def test_two_devices_a_leased_device_answers_what_the_operator_displayed(
+        served: Served, agent: Clankie, workspace: Path):
+    with served.client() as operator:
+        c = operator.op("conversation_create", workspace=str(workspace)).conversation_id
+        request_id = agent.ask(c, operator, CHOICE)
+        displayed = operator.input_get(c)  # the operator's TUI shows this
+        phone = operator.op("device_pair", name="phone", mode="control").token
+        tv = operator.op("device_pair", name="tv", mode="read_only").token
+    with served.client(tv) as viewer:
+        assert viewer.input_get(c).pending.request_id == request_id
+        with pytest.raises(ApiError) as err:
+            viewer.input_answer(c, request_id, incarnation=displayed.incarnation,
+                                revision=displayed.revision,
+                                option_id=displayed.pending.options[0].option_id)
+        assert err.value.code == "forbidden"
+    with served.client(phone) as device:
+        device.op("device_take_control")
+        reply = device.input_answer(c, request_id, incarnation=displayed.incarnation,
+                                    revision=displayed.revision,
+                                    option_id=displayed.pending.options[0].option_id)
+        assert reply.receipt.answered_by.kind == "device" and not reply.duplicate
+
+
+def test_tcp_loopback_serves_the_same_api(served: Served):
+    with served.client(url=served.tcp_url) as client:
+        assert client.call("conversation_list") == {"conversations": []}
+        assert set(client.openapi()["paths"]) >= {"/v1/ops/input_answer"}
+
+
+def test_tcp_refuses_a_non_loopback_address(tmp_path: Path):
+    clankie("init", home=tmp_path / "h")
+    result = clankie("serve", "--tcp", "0.0.0.0:0", home=tmp_path / "h", timeout=30)
+    assert result.returncode == 1 and "loopback" in result.stderr
+
+
+def test_client_says_when_the_service_is_not_running(tmp_path: Path):
+    with Client(f"unix://{tmp_path}/none.sock", "clk_x") as client, \
+            pytest.raises(ServiceUnreachable) as err:
+        client.call("conversation_list")
+    assert "clankie serve" in str(err.value)
