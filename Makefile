@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs clean
+.PHONY: demo test lint bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(VENV)/bin/python -m pytest
+
+bench: $(STAMP)
+	$(VENV)/bin/python bench/accept.py
 
 docs: $(STAMP)
 	$(VENV)/bin/python -c 'from clankie.core.diagram import render; open("docs/lifecycle.md", "w").write(render())'
