@@ -295,6 +295,20 @@ class LeaseOut(Out):
     expires_at: str
 
 
+class CredentialOut(Out):
+    credential_id: str
+    kind: Literal["operator", "device", "captain"]
+    mode: Literal["control", "read_only"] | None
+    name: str
+    created_at: str
+    rotated_at: str | None
+    holds_lease: bool
+
+
+class CredentialsOut(Out):
+    credentials: list[CredentialOut]
+
+
 class MessageOut(Out):
     message_id: str
 
@@ -342,7 +356,8 @@ def _op(input: type[Strict], output: type[Out]) -> Op:
     return Op(input=input, output=output)
 
 
-# The ops of SPEC section 10; their names are fixed.
+# The ops of SPEC section 10 (their names are fixed), and `credential_list`, which
+# `clankie devices list` needs and SPEC does not name (docs/decisions.md).
 OPS: dict[str, Op] = {
     "conversation_create": _op(ConversationCreate, ConversationOut),
     "conversation_get": _op(ConversationRef, ConversationOut),
@@ -357,6 +372,7 @@ OPS: dict[str, Op] = {
     "device_release": _op(Nothing, Empty),
     "credential_issue": _op(CredentialIssue, TokenOut),
     "credential_rotate": _op(CredentialRotate, TokenOut),
+    "credential_list": _op(Nothing, CredentialsOut),
     "owner_revoke": _op(Nothing, Empty),
     "native_takeover": _op(NativeTakeover, ConversationOut),
     "room_post": _op(RoomPost, MessageOut),

@@ -69,6 +69,7 @@ def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
         "device_release": {},
         "credential_issue": {"kind": "captain", "name": "c2"},
         "credential_rotate": {},
+        "credential_list": {},
         "owner_revoke": {},
         "native_takeover": {"conversation_id": c, "seat": "seat-1"},
         "room_post": {"conversation_id": room, "text": "hi"},

@@ -3,48 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 from pathlib import Path
 
 import pytest
 
 from clankie.client import ApiError, AsyncClient, Client, ServiceUnreachable, Uncertain
 from tests.e2e.served import Served
-
-
-class DroppingPeer:
-    """A Unix-socket peer that reads one request, then hangs up without a reply."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.requests: list[bytes] = []
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
-        self.sock.listen(8)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                self.requests.append(data)
-
-    def close(self) -> None:
-        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
-        self.sock.close()
-        self.thread.join(timeout=5)
-        assert not self.thread.is_alive()
+from tests.peers import DroppingPeer
 
 
 def test_no_reply_after_sending_is_uncertain_and_is_sent_once(tmp_path: Path):

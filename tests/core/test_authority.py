@@ -32,7 +32,8 @@ EXPECTED = {
     "device_take_control": {"control_with_lease", "control_without_lease"},
     "device_release": {"control_with_lease", "control_without_lease", "read_only"},
     "credential_issue": {"operator"},
-    "credential_rotate": ALL,  # oneself; another credential only as an operator (service)
+    "credential_rotate": ALL,
+    "credential_list": {"operator"},  # oneself; another credential only as an operator (service)
     "owner_revoke": {"operator"},
     "native_takeover": {"operator"},
     "room_post": {"operator", "captain"},

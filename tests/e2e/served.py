@@ -47,11 +47,13 @@ class Served:
     log: list[str] = field(default_factory=list)
 
     @classmethod
-    def start(cls, home_path: Path, *extra: str, init: bool = True) -> Served:
+    def start(cls, home_path: Path, *extra: str, init: bool = True,
+              env: dict[str, str] | None = None) -> Served:
         if init:
             done = clankie("init", home=home_path)
             assert done.returncode == 0, done.stderr
-        env = dict(os.environ, CLANKIE_HOME=str(home_path), PYTHONPATH=str(ROOT / "src"))
+        env = dict(os.environ, CLANKIE_HOME=str(home_path), PYTHONPATH=str(ROOT / "src"),
+                   **(env or {}))
         proc = subprocess.Popen([sys.executable, "-m", "clankie", "serve", "--tcp",
                                  "127.0.0.1:0", *extra], env=env, cwd=ROOT, text=True,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -119,3 +119,16 @@ def test_pane_metadata_is_stored_and_answers_nothing(world: World):
         assert db.execute("SELECT key, value FROM pane_metadata").fetchall() == [("title", "yes")]
     assert refused(world, "pane_metadata_set",
                    {"conversation_id": UNKNOWN, "key": "k", "value": "v"}) == "not_found"
+
+
+def test_credential_list_shows_kinds_modes_and_the_lease_never_tokens(world: World):
+    phone = world.call("device_pair", {"name": "phone", "mode": "control"})
+    world.call("device_pair", {"name": "tv", "mode": "read_only"})
+    world.call("device_take_control", {}, phone["token"])
+    listed = world.call("credential_list")["credentials"]
+    assert [(x["kind"], x["mode"], x["name"], x["holds_lease"]) for x in listed] == [
+        ("operator", None, "operator", False), ("device", "control", "phone", True),
+        ("device", "read_only", "tv", False)]
+    assert all("token" not in x for x in listed)
+    world.clock.advance(3_600)
+    assert not any(x["holds_lease"] for x in world.call("credential_list")["credentials"])

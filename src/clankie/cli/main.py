@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,26 +17,25 @@ from clankie.home import Home
 from clankie.settings import SettingsError, load_settings, settings_table
 from clankie.store.db import SchemaTooNew
 
+from . import access, conversations
+from .common import write_private
+
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="clankie: a local agent service that asks its owner one question at a "
-                       "time.")
+                       "time.",
+                  epilog="Exit codes: 0 done; 2 usage or invalid input; 3 conflict, read again; "
+                         "4 refused; 5 unauthenticated or forbidden; 6 not found or unknown "
+                         "request; 7 uncertain: inspect, never resend; 1 anything else.")
+
+
+app.add_typer(conversations.app, name="conversations")
+app.add_typer(access.devices, name="devices")
+app.add_typer(access.credentials, name="credentials")
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     typer.echo(f"clankie: {message}", err=True)
     return typer.Exit(code)
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file readable only by its owner (0600), atomically."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 @app.command()
@@ -100,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         app(args=argv, prog_name="clankie")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except KeyboardInterrupt:
+        return 130
     except (ClankieError, SettingsError, SchemaTooNew) as exc:
         typer.echo(f"clankie: {exc}", err=True)
         return 1

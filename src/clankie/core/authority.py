@@ -63,6 +63,7 @@ WHO_MAY: Final[dict[str, Rule]] = {
     "device_release": device,
     "credential_issue": operator,
     "credential_rotate": reader,
+    "credential_list": operator,
     "owner_revoke": operator,
     "native_takeover": operator,
     "room_post": any_of(operator, captain),

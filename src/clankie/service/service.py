@@ -357,6 +357,19 @@ class Service:
             c.tx.replace_token(target, token_hash(fresh), c.now)
             return dto.TokenOut(credential_id=target, token=fresh)
 
+    def credential_list(self, token: str | None, r: dto.Nothing) -> dto.CredentialsOut:
+        with self._read("credential_list", token) as c:
+            lease = c.tx.lease()
+            holder = lease.credential_id if lease and c.now < lease.expires_at else None
+            return dto.CredentialsOut(credentials=[
+                dto.CredentialOut(
+                    credential_id=row.credential_id, kind=row.kind.value,  # type: ignore[arg-type]
+                    mode=row.mode.value if row.mode else None,  # type: ignore[arg-type]
+                    name=row.name, created_at=iso(row.created_at),
+                    rotated_at=iso(row.rotated_at) if row.rotated_at else None,
+                    holds_lease=row.credential_id == holder)
+                for row in c.tx.credentials() if row.owner_id == c.principal.owner_id])
+
     def device_take_control(self, token: str | None, r: dto.DeviceTakeControl) -> dto.LeaseOut:
         with self._write("device_take_control", token) as c:
             ttl = r.ttl_s if r.ttl_s is not None else self.settings.take_control_ttl

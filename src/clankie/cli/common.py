@@ -1,0 +1,145 @@
+"""What every `clankie` command shares: calling the service once, exit codes, output.
+
+Owns the SPEC section 10 exit codes and the one function `call` through which a command
+reaches the service. A command sends a request at most once: `Uncertain` (no reply after
+sending) is exit 7 with the way to inspect the result, never a second try.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+import typer
+
+from clankie.client import ApiError, Client, ServiceUnreachable, Uncertain
+
+DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
+EXIT_OF_CODE: Final[dict[str, int]] = {
+    "invalid_request": USAGE,
+    "invalid_answer": USAGE,
+    "payload_too_large": USAGE,
+    "stale_incarnation": CONFLICT,
+    "stale_revision": CONFLICT,
+    "already_answered": REFUSED,
+    "request_closed": REFUSED,
+    "request_expired": REFUSED,
+    "not_eligible": REFUSED,
+    "unauthenticated": DENIED,
+    "forbidden": DENIED,
+    "not_found": MISSING,
+    "unknown_request": MISSING,
+}
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+JsonOption = typer.Option("--json", help="Print the service's object (or problem) as JSON.")
+
+
+def say(text: str = "") -> None:
+    typer.echo(text)
+
+
+def warn(text: str) -> None:
+    typer.echo(text, err=True)
+
+
+def print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def exit_with(code: int) -> NoReturn:
+    raise typer.Exit(code)
+
+
+def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
+         explain: Callable[[ApiError], None] | None = None,
+         inspect: str | None = None) -> dict[str, Any]:
+    """Call `op` once. On failure, say why (or print the problem with --json) and exit."""
+    try:
+        return client.call(op, payload)
+    except ApiError as err:
+        if as_json:
+            print_json(err.problem)
+        elif explain is not None:
+            explain(err)
+        else:
+            warn(f"clankie: {err.code}: {err.detail}")
+        exit_with(EXIT_OF_CODE.get(err.code, OTHER))
+    except Uncertain as exc:
+        warn(f"clankie: the outcome is uncertain: {exc}.")
+        warn("It was not sent again" + (", and must not be. Inspect it with:" if inspect
+                                        else "; read the current state before doing anything."))
+        if inspect:
+            warn(f"  {inspect}")
+        exit_with(UNCERTAIN)
+    except ServiceUnreachable as exc:
+        warn(f"clankie: {exc}")
+        warn("Start it with `clankie serve` (after `clankie init`), or set CLANKIE_URL.")
+        exit_with(OTHER)
+
+
+def connect() -> Client:
+    try:
+        return Client()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def resolve_conversation(client: Client, given: str, *, as_json: bool) -> str:
+    """A full conversation ID, or a unique prefix of one (like git's short hashes)."""
+    if UUID.match(given):
+        return given
+    if not given or not re.fullmatch(r"[0-9a-f-]+", given):
+        raise typer.BadParameter(f"{given!r} is not a conversation ID or a prefix of one",
+                                 param_hint="CONVERSATION")
+    listed = call(client, "conversation_list", {}, as_json=as_json)["conversations"]
+    matches = [c["conversation_id"] for c in listed if c["conversation_id"].startswith(given)]
+    if not matches:
+        warn(f"clankie: no conversation starts with {given!r}")
+        exit_with(MISSING)
+    if len(matches) > 1:
+        raise typer.BadParameter(f"{given!r} is ambiguous; it starts " +
+                                 ", ".join(matches), param_hint="CONVERSATION")
+    return matches[0]
+
+
+def fail_usage(message: str) -> NoReturn:
+    raise typer.BadParameter(message)
+
+
+def stdin_text(limit: int) -> str:
+    """The whole of standard input as an answer text: one trailing newline is stripped."""
+    most = limit * 4 + 2  # UTF-8 takes at most 4 bytes a character, plus a "\r\n"
+    data = sys.stdin.buffer.read(most + 1)
+    if len(data) > most:
+        fail_usage(f"the answer is longer than {limit} characters; nothing was sent")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        fail_usage("standard input is not valid UTF-8; nothing was sent")
+    if text.endswith("\r\n"):
+        text = text[:-2]
+    elif text.endswith("\n"):
+        text = text[:-1]
+    if not text:
+        fail_usage("standard input is empty; nothing was sent")
+    if len(text) > limit:
+        fail_usage(f"the answer is longer than {limit} characters; nothing was sent")
+    return text
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file readable only by its owner (0600), atomically."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

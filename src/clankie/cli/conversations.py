@@ -1,0 +1,333 @@
+"""`clankie conversations ...`: conversations, their events, and the question commands.
+
+Owns what a person sees for the question contract of SPEC section 10: the snapshot with
+numbered options and their IDs, the incarnation and revision to bind an answer to, the
+receipt, and one or two lines on each refusal saying what to do. It decides nothing the
+service decides, and it never sends an answer twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from clankie.client import ApiError
+
+from .common import (
+    JsonOption,
+    call,
+    connect,
+    exit_with,
+    fail_usage,
+    print_json,
+    resolve_conversation,
+    say,
+    stdin_text,
+    warn,
+)
+
+app = typer.Typer(no_args_is_help=True, help="Conversations, their events and questions.")
+
+ConversationArg = Annotated[str, typer.Argument(
+    metavar="CONVERSATION", help="A conversation ID, or a unique prefix of one.")]
+RequestArg = Annotated[str, typer.Argument(metavar="REQUEST_UUID", help="The question's ID.")]
+Incarnation = Annotated[str, typer.Option("--incarnation", metavar="UUID",
+                                          help="The incarnation shown with the question.")]
+Revision = Annotated[int, typer.Option("--revision", metavar="N",
+                                       help="The revision shown with the question.")]
+Json = Annotated[bool, JsonOption]
+TEXT_LIMIT = 8_000
+FOLLOW_WAIT_MS = 25_000
+
+
+# ------------------------------------------------------------------------------ rendering
+
+
+def _conversation_line(c: dict[str, Any]) -> str:
+    where = c["workspace"]["path"] if c["workspace"] else "-"
+    native = f"  native owner {c['native_owner']}" if c["native_owner"] else ""
+    return f"{c['conversation_id']}  {c['kind']:<11} rev {c['revision']:<5} {where}{native}"
+
+
+def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> None:
+    reason = f" ({receipt['reason']})" if receipt["reason"] else ""
+    say(f"  Receipt {receipt['receipt_id']}: {receipt['outcome']}{reason}")
+    answer = receipt["answer"]
+    if answer and "option_id" in answer:
+        label = next((o["label"] for o in options if o["option_id"] == answer["option_id"]),
+                     "?")
+        say(f"    answer: option {answer['option_id']} ({label})")
+    elif answer:
+        say(f"    answer: text {answer['text']!r}")
+    if receipt["answered_by"]:
+        by = receipt["answered_by"]
+        say(f"    by: {by['kind']} {by['credential_id']}")
+    say(f"    at: {receipt['resolved_at']} (revision {receipt['revision']})")
+    if receipt["run_id"]:
+        error = f": {receipt['continuation_error']}" if receipt["continuation_error"] else ""
+        say(f"    continuation run {receipt['run_id']}: {receipt['continuation']}{error}")
+
+
+def _show_question(q: dict[str, Any]) -> None:
+    say(f"Question {q['request_id']}  [{q['kind']}, {q['status']}]")
+    say(f"  {q['prompt']}")
+    for number, option in enumerate(q["options"], start=1):
+        description = f" - {option['description']}" if option["description"] else ""
+        say(f"  {number}. {option['label']}{description}")
+        say(f"     option {option['option_id']}")
+    say(f"  Text answer: {'allowed' if q['allow_text'] else 'not allowed'}")
+    say(f"  Asked {q['asked_at']}; expires {q['expires_at']}")
+    if q["receipt"]:
+        _show_receipt(q["receipt"], q["options"])
+
+
+def _show_snapshot(snapshot: dict[str, Any]) -> None:
+    c = snapshot["conversation_id"]
+    say(f"Conversation {c}: incarnation {snapshot['incarnation']}, "
+        f"revision {snapshot['revision']}")
+    shown = snapshot["request"] or snapshot["pending"]
+    if snapshot["request"] is None and snapshot["pending"] is None:
+        say("No question is pending.")
+        return
+    assert shown is not None
+    _show_question(shown)
+    if shown["status"] == "pending":
+        bind = (f"clankie conversations answer {c} {shown['request_id']} "
+                f"--incarnation {snapshot['incarnation']} --revision {snapshot['revision']}")
+        say("Answer with:")
+        if shown["options"]:
+            say(f"  {bind} --option OPTION_UUID")
+        if shown["allow_text"]:
+            say(f"  {bind} --text TEXT   (or --stdin)")
+        say(f"Cancel with:\n  clankie conversations cancel-question {c} {shown['request_id']} "
+            f"--incarnation {snapshot['incarnation']} --revision {snapshot['revision']}")
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    head = f"#{e['seq']} {e['at']}"
+    kind = e["type"]
+    if kind == "message":
+        return f"{head} {e['author']}: {e['text']}"
+    if kind == "run_status":
+        error = f" ({e['error']})" if e.get("error") else ""
+        return f"{head} run {e['run_id']} ({e['kind']}) {e['status']}{error}"
+    if kind == "input_requested":
+        choices = f" [{' | '.join(e['choices'])}]" if e["choices"] else ""
+        return f"{head} question {e['request_id']} asked: {e['prompt']}{choices}"
+    if kind == "input_resolved":
+        return f"{head} question {e['request_id']} {e['outcome']}"
+    if kind == "conversation_reset":
+        return f"{head} conversation reset"
+    return f"{head} {kind}"
+
+
+def _explain_refusal(conversation_id: str, request_id: str) -> Any:
+    def explain(err: ApiError) -> None:
+        p = err.problem
+        receipt = p.get("receipt") or {}
+        if err.code in ("stale_revision", "stale_incarnation"):
+            warn(f"The conversation changed since this question was read (now incarnation "
+                 f"{p.get('incarnation')}, revision {p.get('revision')}); the answer was not "
+                 "accepted.")
+            warn(f"Read it again and decide: clankie conversations questions {conversation_id}")
+        elif err.code == "already_answered":
+            warn(f"Already answered differently (receipt {receipt.get('receipt_id')}); a "
+                 "question is never answered twice.")
+        elif err.code in ("request_closed", "request_expired"):
+            reason = f" ({receipt['reason']})" if receipt.get("reason") else ""
+            warn(f"This question has ended: {receipt.get('outcome', 'closed')}{reason}; "
+                 f"receipt {receipt.get('receipt_id')}.")
+            warn(f"See it with: clankie conversations questions {conversation_id} "
+                 f"--request {request_id}")
+        elif err.code == "unknown_request":
+            warn("No such question in this conversation (it never existed, or its receipt "
+                 "was evicted); nothing was started.")
+        else:
+            warn(f"clankie: {err.code}: {err.detail}")
+    return explain
+
+
+# ------------------------------------------------------------------------------- commands
+
+
+@app.command()
+def new(
+    workspace: Annotated[Path | None, typer.Option(
+        "--workspace", metavar="DIR", help="The directory (default: the current one).")] = None,
+    kind: Annotated[str, typer.Option("--kind", help="owner, native_seat, room, global or side."
+                                      )] = "owner",
+    as_json: Json = False,
+) -> None:
+    """Start a conversation bound to a directory."""
+    payload: dict[str, Any] = {"kind": kind}
+    if kind == "owner" or workspace is not None:
+        payload["workspace"] = str((workspace or Path.cwd()).resolve())
+    with connect() as client:
+        created = call(client, "conversation_create", payload, as_json=as_json)
+    print_json(created) if as_json else say(created["conversation_id"])
+
+
+@app.command("list")
+def list_(as_json: Json = False) -> None:
+    """List the conversations."""
+    with connect() as client:
+        listed = call(client, "conversation_list", {}, as_json=as_json)
+    if as_json:
+        print_json(listed)
+    else:
+        for c in listed["conversations"]:
+            say(_conversation_line(c))
+
+
+@app.command()
+def show(conversation: ConversationArg, as_json: Json = False) -> None:
+    """Show a conversation."""
+    with connect() as client:
+        c = resolve_conversation(client, conversation, as_json=as_json)
+        got = call(client, "conversation_get", {"conversation_id": c}, as_json=as_json)
+    if as_json:
+        print_json(got)
+        return
+    for key in ("conversation_id", "kind", "incarnation", "revision", "native_owner",
+                "created_at"):
+        say(f"{key}: {got[key]}")
+    say(f"workspace: {got['workspace']['path'] if got['workspace'] else '-'}")
+
+
+@app.command()
+def send(conversation: ConversationArg, text: Annotated[str, typer.Argument(help="The message.")],
+         as_json: Json = False) -> None:
+    """Send a chat message to Clankie (a message never answers a question)."""
+    with connect() as client:
+        c = resolve_conversation(client, conversation, as_json=as_json)
+        sent = call(client, "conversation_send", {"conversation_id": c, "text": text},
+                    as_json=as_json,
+                    inspect=f"clankie conversations events {c}")
+    if as_json:
+        print_json(sent)
+    else:
+        run = f"; turn run {sent['run_id']} queued" if sent["run_id"] else "; no turn starts"
+        say(f"message {sent['message_id']} sent{run}")
+
+
+@app.command()
+def reset(conversation: ConversationArg, as_json: Json = False) -> None:
+    """Reset a conversation: a new incarnation; a pending question is invalidated."""
+    with connect() as client:
+        c = resolve_conversation(client, conversation, as_json=as_json)
+        done = call(client, "conversation_reset", {"conversation_id": c}, as_json=as_json,
+                    inspect=f"clankie conversations show {c}")
+    print_json(done) if as_json else say(
+        f"reset: incarnation {done['incarnation']}, revision {done['revision']}")
+
+
+@app.command()
+def events(
+    conversation: ConversationArg,
+    after: Annotated[int, typer.Option("--after", min=0, help="Show events after this seq."
+                                       )] = 0,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep waiting for new ones."
+                                         )] = False,
+    as_json: Json = False,
+) -> None:
+    """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C."""
+    with connect() as client:
+        c = resolve_conversation(client, conversation, as_json=as_json)
+        while True:
+            page = call(client, "events_tail", {
+                "conversation_id": c, "after": after, "limit": 500,
+                "wait_ms": FOLLOW_WAIT_MS if follow else 0}, as_json=as_json)
+            if as_json:
+                print_json(page)
+            else:
+                if page["trimmed"]:
+                    say(f"(events before #{page['oldest_seq']} were trimmed; the question "
+                        "now:)")
+                    _show_snapshot(call(client, "input_get", {"conversation_id": c},
+                                        as_json=False))
+                for event in page["events"]:
+                    say(_event_line(event))
+            after = page["next_after"]
+            if not follow and not (page["events"] and len(page["events"]) == 500):
+                return
+
+
+@app.command()
+def questions(
+    conversation: ConversationArg,
+    request: Annotated[str | None, typer.Option("--request", metavar="REQUEST_UUID",
+                                                help="Also show this question and its receipt."
+                                                )] = None,
+    as_json: Json = False,
+) -> None:
+    """Show the pending question (and a named one, with its receipt)."""
+    payload: dict[str, Any] = {}
+    if request is not None:
+        payload["request_id"] = request
+    with connect() as client:
+        c = resolve_conversation(client, conversation, as_json=as_json)
+        snapshot = call(client, "input_get", {"conversation_id": c, **payload},
+                        as_json=as_json)
+    print_json(snapshot) if as_json else _show_snapshot(snapshot)
+
+
+@app.command()
+def answer(
+    conversation: ConversationArg,
+    request: RequestArg,
+    incarnation: Incarnation,
+    revision: Revision,
+    option: Annotated[str | None, typer.Option("--option", metavar="OPTION_UUID",
+                                               help="The chosen option's ID.")] = None,
+    text: Annotated[str | None, typer.Option("--text", metavar="TEXT",
+                                             help="A text answer.")] = None,
+    stdin: Annotated[bool, typer.Option("--stdin", help="Read the text answer from standard "
+                                        "input.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Answer a question, bound to the incarnation and revision it was shown with."""
+    if sum((option is not None, text is not None, stdin)) != 1:
+        fail_usage("give exactly one of --option, --text and --stdin")
+    if stdin:
+        text = stdin_text(TEXT_LIMIT)
+    payload: dict[str, Any] = {"request_id": request, "incarnation": incarnation,
+                               "revision": revision}
+    payload.update({"option_id": option} if option is not None else {"text": text})
+    _resolve("input_answer", conversation, request, payload, as_json)
+
+
+@app.command("cancel-question")
+def cancel_question(conversation: ConversationArg, request: RequestArg,
+                    incarnation: Incarnation, revision: Revision,
+                    as_json: Json = False) -> None:
+    """Cancel a question, bound to the incarnation and revision it was shown with."""
+    _resolve("input_cancel", conversation, request,
+             {"request_id": request, "incarnation": incarnation, "revision": revision},
+             as_json)
+
+
+def _resolve(op: str, conversation: str, request: str, payload: dict[str, Any],
+             as_json: bool) -> None:
+    with connect() as client:
+        c = resolve_conversation(client, conversation, as_json=as_json)
+        reply = call(client, op, {"conversation_id": c, **payload}, as_json=as_json,
+                     explain=_explain_refusal(c, request),
+                     inspect=f"clankie conversations questions {c} --request {request}")
+    if as_json:
+        print_json(reply)
+        return
+    receipt = reply["receipt"]
+    if receipt["outcome"] == "answered":
+        if reply["duplicate"]:
+            say(f"Already accepted (the same answer): receipt {receipt['receipt_id']}, "
+                f"continuation run {receipt['run_id']} ({receipt['continuation']}).")
+        else:
+            say(f"Accepted: receipt {receipt['receipt_id']}; continuation run "
+                f"{receipt['run_id']} is {receipt['continuation']}.")
+            say("Accepted means stored; Clankie has not necessarily run yet.")
+    else:
+        again = "Already cancelled" if reply["duplicate"] else "Cancelled"
+        say(f"{again}: receipt {receipt['receipt_id']}.")
+    exit_with(0)

@@ -1,0 +1,343 @@
+"""The `clankie` CLI against a real `clankie serve`: every command, output and exit code
+(SPEC section 10 "CLI"), run as a subprocess the way a script would."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.served import ROOT, Clankie, Served
+from tests.peers import CommittingDropper, DroppingPeer
+
+CHOICE = {"kind": "choice", "prompt": "Tabs or spaces?", "allow_text": True,
+          "options": [{"label": "tabs", "description": "one per level"}, {"label": "spaces"}]}
+TEXT = {"kind": "text", "prompt": "What should the module be called?"}
+
+
+def cli(served: Served, *args: str, stdin: str | bytes | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ, CLANKIE_HOME=str(served.home.path), PYTHONPATH=str(ROOT / "src"),
+                    COLUMNS="200")
+    for name in ("CLANKIE_URL", "CLANKIE_TOKEN"):
+        full_env.pop(name, None)
+    full_env.update(env or {})
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    done = subprocess.run([sys.executable, "-m", "clankie", *args], env=full_env, cwd=ROOT,
+                          input=data if data is not None else b"", capture_output=True,
+                          timeout=60)
+    result = subprocess.CompletedProcess(done.args, done.returncode,
+                                         done.stdout.decode(), done.stderr.decode())
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def ok_json(served: Served, *args: str, **kw: Any) -> Any:
+    done = cli(served, *args, "--json", **kw)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def asked(served: Served, agent: Clankie, workspace: Path) -> tuple[str, str]:
+    c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
+    with served.client() as client:
+        return c, agent.ask(c, client, CHOICE)
+
+
+def answer_args(c: str, r: str, snap: dict[str, Any]) -> list[str]:
+    return ["conversations", "answer", c, r, "--incarnation", snap["incarnation"],
+            "--revision", str(snap["revision"])]
+
+
+# ---------------------------------------------------------------------------------- help
+
+
+def test_help_lists_every_command_with_a_line(served: Served):
+    top = cli(served, "--help")
+    for name in ("init", "serve", "demo", "conversations", "devices", "credentials"):
+        assert name in top.stdout
+    assert "Exit codes" in top.stdout
+    groups = {"conversations": ["new", "list", "show", "send", "reset", "events", "questions",
+                                "answer", "cancel-question"],
+              "devices": ["pair", "list", "take-control", "release"],
+              "credentials": ["issue", "rotate"]}
+    for group, commands in groups.items():
+        shown = cli(served, group, "--help").stdout
+        for command in commands:
+            line = next(x for x in shown.splitlines() if f" {command} " in x)
+            assert len(line.split(command, 1)[1].strip(" │")) > 10, line
+
+
+# ------------------------------------------------------------------------ the questions
+
+
+def test_questions_shows_prompt_options_ids_incarnation_revision_and_json(
+        served: Served, asked: tuple[str, str]):
+    c, r = asked
+    shown = cli(served, "conversations", "questions", c)
+    assert shown.returncode == 0
+    with served.client() as client:
+        snap = client.call("input_get", {"conversation_id": c})
+    for text in ("Tabs or spaces?", "1. tabs - one per level", "2. spaces", r,
+                 snap["incarnation"], f"revision {snap['revision']}", "pending", "expires",
+                 *(o["option_id"] for o in snap["pending"]["options"])):
+        assert text in shown.stdout
+    assert ok_json(served, "conversations", "questions", c) == snap
+
+
+def test_stale_answer_exits_3_then_read_again_0_then_repeat_is_a_duplicate(
+        served: Served, asked: tuple[str, str]):
+    c, r = asked
+    snap = ok_json(served, "conversations", "questions", c)
+    option = snap["pending"]["options"][0]["option_id"]
+    cli(served, "conversations", "send", c, "moving on")  # the revision moves
+    stale = cli(served, *answer_args(c, r, snap), "--option", option)
+    assert stale.returncode == 3
+    assert "read it again" in stale.stderr.lower()
+    assert ok_json(served, "conversations", "questions", c)["pending"]["status"] == "pending"
+    fresh = ok_json(served, "conversations", "questions", c)
+    first = cli(served, *answer_args(c, r, fresh), "--option", option)
+    assert first.returncode == 0 and "Accepted" in first.stdout
+    again = ok_json(served, *answer_args(c, r, fresh), "--option", option)
+    assert again["duplicate"] is True
+    receipt = ok_json(served, "conversations", "questions", c, "--request", r)["request"]
+    assert again["receipt"] == receipt["receipt"]
+
+
+def test_refusals_and_their_exit_codes(served: Served, asked: tuple[str, str]):
+    c, r = asked
+    snap = ok_json(served, "conversations", "questions", c)
+    tabs, spaces = (o["option_id"] for o in snap["pending"]["options"])
+    bogus = "0b7e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5b"
+    assert cli(served, *answer_args(c, r, snap), "--option", bogus).returncode == 2
+    assert cli(served, *answer_args(c, bogus, snap), "--option", tabs).returncode == 6
+    assert cli(served, *answer_args(c, r, snap), "--option", "not-a-uuid").returncode == 2
+    assert cli(served, *answer_args(c, r, snap)).returncode == 2  # no answer given
+    captain = ok_json(served, "credentials", "issue", "cap", "--kind", "captain")["token"]
+    denied = cli(served, *answer_args(c, r, snap), "--option", tabs,
+                 env={"CLANKIE_TOKEN": captain})
+    assert denied.returncode == 5
+    assert cli(served, *answer_args(c, r, snap), "--option", tabs,
+               env={"CLANKIE_TOKEN": "clk_nope"}).returncode == 5
+    snap = ok_json(served, "conversations", "questions", c)
+    assert cli(served, *answer_args(c, r, snap), "--option", tabs).returncode == 0
+    different = cli(served, *answer_args(c, r, snap), "--option", spaces)
+    assert different.returncode == 4 and "never answered twice" in different.stderr
+    problem = cli(served, *answer_args(c, r, snap), "--option", spaces, "--json")
+    assert problem.returncode == 4
+    assert json.loads(problem.stdout)["code"] == "already_answered"
+    cancel = cli(served, "conversations", "cancel-question", c, r, "--incarnation",
+                 snap["incarnation"], "--revision", str(snap["revision"]))
+    assert cancel.returncode == 4
+    assert cli(served, "conversations", "questions", bogus).returncode == 6
+
+
+def test_cancel_question_then_repeat(served: Served, asked: tuple[str, str]):
+    c, r = asked
+    snap = ok_json(served, "conversations", "questions", c)
+    args = ["conversations", "cancel-question", c, r, "--incarnation", snap["incarnation"],
+            "--revision", str(snap["revision"])]
+    first = cli(served, *args)
+    assert first.returncode == 0 and first.stdout.startswith("Cancelled")
+    again = cli(served, *args)
+    assert again.returncode == 0 and again.stdout.startswith("Already cancelled")
+    closed = cli(served, *answer_args(c, r, snap), "--option",
+                 snap["pending"]["options"][0]["option_id"])
+    assert closed.returncode == 4 and "ended: cancelled (explicit)" in closed.stderr
+
+
+# ----------------------------------------------------------------------------- --stdin
+
+
+def test_stdin_takes_multiline_utf8_and_strips_one_newline(served: Served, agent: Clankie,
+                                                           workspace: Path):
+    c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
+    with served.client() as client:
+        r = agent.ask(c, client, TEXT)
+    snap = ok_json(served, "conversations", "questions", c)
+    text = "Zeile eins: café ☕\nline two\n\n"
+    reply = ok_json(served, *answer_args(c, r, snap), "--stdin", stdin=text)
+    assert reply["receipt"]["answer"] == {"text": text[:-1]}
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    ("", "empty"), ("\n", "empty"), ("x" * 8_001, "longer than 8000"),
+    (b"\xff\xfe bad", "not valid UTF-8"), ("é" * 8_001, "longer than 8000"),
+])
+def test_stdin_refuses_empty_or_oversize_and_sends_nothing(
+        served: Served, asked: tuple[str, str], data: str | bytes, why: str):
+    c, r = asked
+    snap = ok_json(served, "conversations", "questions", c)
+    done = cli(served, *answer_args(c, r, snap), "--stdin", stdin=data)
+    assert done.returncode == 2 and why in done.stderr
+    after = ok_json(served, "conversations", "questions", c)
+    assert after == snap  # nothing was sent: same revision, still pending
+
+
+def test_stdin_at_the_limit_is_accepted(served: Served, asked: tuple[str, str]):
+    c, r = asked
+    snap = ok_json(served, "conversations", "questions", c)
+    assert cli(served, *answer_args(c, r, snap), "--stdin",
+               stdin="é" * 8_000 + "\n").returncode == 0
+
+
+# -------------------------------------------------------------------------- uncertainty
+
+
+def test_no_reply_exits_7_prints_the_inspect_command_and_sends_once(
+        served: Served, asked: tuple[str, str], tmp_path: Path):
+    c, r = asked
+    snap = ok_json(served, "conversations", "questions", c)
+    peer = DroppingPeer(tmp_path / "drop.sock")
+    try:
+        done = cli(served, *answer_args(c, r, snap), "--option",
+                   snap["pending"]["options"][0]["option_id"],
+                   env={"CLANKIE_URL": f"unix://{tmp_path / 'drop.sock'}"})
+    finally:
+        peer.close()
+    assert done.returncode == 7
+    assert f"clankie conversations questions {c} --request {r}" in done.stderr
+    assert len(peer.requests) == 1
+    assert ok_json(served, "conversations", "questions", c)["pending"]["status"] == "pending"
+
+
+def test_committed_but_unanswered_exits_7_and_the_receipt_shows_it_was_accepted(
+        served: Served, asked: tuple[str, str], tmp_path: Path):
+    c, r = asked
+    snap = ok_json(served, "conversations", "questions", c)
+    proxy = CommittingDropper(tmp_path / "proxy.sock", served.home.socket)
+    try:
+        done = cli(served, *answer_args(c, r, snap), "--option",
+                   snap["pending"]["options"][1]["option_id"],
+                   env={"CLANKIE_URL": f"unix://{tmp_path / 'proxy.sock'}"})
+    finally:
+        proxy.close()
+    assert done.returncode == 7
+    inspect = f"clankie conversations questions {c} --request {r}"
+    assert inspect in done.stderr
+    assert len(proxy.requests) == 1 and proxy.statuses == [200]
+    receipt = ok_json(served, *inspect.split()[1:])["request"]["receipt"]
+    assert receipt["outcome"] == "answered"
+
+
+# ------------------------------------------------------------------- day-to-day commands
+
+
+def test_new_list_show_send_reset_and_prefixes(served: Served, workspace: Path):
+    ids = [cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()]
+    with served.client() as client:  # creation through the CLI is shown by the line above
+        ids += [client.op("conversation_create", workspace=str(workspace)).conversation_id
+                for _ in range(17)]
+    listed = cli(served, "conversations", "list").stdout
+    assert all(i in listed for i in ids)
+    unique = next(i[:n] for i in ids for n in range(1, 37)
+                  if sum(j.startswith(i[:n]) for j in ids) == 1)
+    shown = cli(served, "conversations", "show", unique)
+    assert shown.returncode == 0 and "revision: 1" in shown.stdout
+    firsts = [i[0] for i in ids]
+    shared = next(ch for ch in firsts if firsts.count(ch) > 1)  # 18 ids, 16 hex digits
+    ambiguous = cli(served, "conversations", "show", shared)
+    assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr
+    assert sum(i in ambiguous.stderr for i in ids) >= 2
+    nothing = next(p for p in (d * 8 for d in "0123456789abcdef")
+                   if not any(i.startswith(p) for i in ids))
+    missing = cli(served, "conversations", "show", nothing)
+    assert missing.returncode == 6 and "no conversation starts with" in missing.stderr
+    assert cli(served, "conversations", "show", "zz").returncode == 2
+    sent = cli(served, "conversations", "send", unique, "yes")
+    assert sent.returncode == 0 and "turn run" in sent.stdout
+    reset = ok_json(served, "conversations", "reset", unique)
+    assert reset["revision"] == 3
+    cwd_default = subprocess.run(
+        [sys.executable, "-m", "clankie", "conversations", "new", "--json"], cwd=workspace,
+        env=dict(os.environ, CLANKIE_HOME=str(served.home.path),
+                 PYTHONPATH=str(ROOT / "src")), capture_output=True, text=True, timeout=60)
+    assert json.loads(cwd_default.stdout)["workspace"]["path"] == str(workspace.resolve())
+
+
+def test_events_and_follow(served: Served, workspace: Path):
+    c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
+    cli(served, "conversations", "send", c, "first")
+    listed = cli(served, "conversations", "events", c)
+    assert "#1" in listed.stdout and "owner: first" in listed.stdout
+    env = dict(os.environ, CLANKIE_HOME=str(served.home.path), PYTHONPATH=str(ROOT / "src"))
+    follower = subprocess.Popen([sys.executable, "-m", "clankie", "conversations", "events", c,
+                                 "--after", "2", "--follow"], env=env, cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        cli(served, "conversations", "send", c, "second")
+        line = _read_line(follower, "owner: second")
+        assert line.startswith("#3 ")
+    finally:
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=30)
+    assert follower.returncode == 130 and "Traceback" not in err
+
+
+def test_events_say_when_trimmed_and_show_the_question(tmp_path: Path, workspace: Path):
+    served = Served.start(tmp_path / "home", env={"CLANKIE_EVENT_RETENTION": "3"})
+    agent = Clankie(served.home)
+    try:
+        c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
+        with served.client() as client:
+            agent.ask(c, client, CHOICE)
+        for word in ("one", "two"):  # the server writes these, and trims to 3 events
+            cli(served, "conversations", "send", c, word)
+        shown = cli(served, "conversations", "events", c)
+        assert shown.returncode == 0
+        assert "were trimmed" in shown.stdout and "Tabs or spaces?" in shown.stdout
+    finally:
+        agent.close()
+        served.stop()
+
+
+def test_devices_and_credentials(served: Served, asked: tuple[str, str]):
+    c, r = asked
+    phone = ok_json(served, "devices", "pair", "phone", "--mode", "control")
+    tv = cli(served, "devices", "pair", "tv", "--mode", "read_only")
+    assert tv.returncode == 0 and "token (shown once): clk_" in tv.stdout
+    device = {"CLANKIE_TOKEN": phone["token"]}
+    assert cli(served, "devices", "take-control", "--ttl", "600", env=device).returncode == 0
+    listed = cli(served, "devices", "list").stdout
+    assert "phone" in listed and "holds Take Control" in listed and "tv" in listed
+    snap = ok_json(served, "conversations", "questions", c)
+    by_phone = ok_json(served, *answer_args(c, r, snap), "--option",
+                       snap["pending"]["options"][0]["option_id"], env=device)
+    assert by_phone["receipt"]["answered_by"]["kind"] == "device"
+    assert cli(served, "devices", "release", env=device).returncode == 0
+    assert "holds Take Control" not in cli(served, "devices", "list").stdout
+    assert cli(served, "devices", "take-control", env={"CLANKIE_TOKEN": "x"}).returncode == 5
+    old = served.home.token_file.read_text()
+    rotated = cli(served, "credentials", "rotate")
+    assert rotated.returncode == 0
+    assert served.home.token_file.read_text() != old
+    assert cli(served, "conversations", "list").returncode == 0  # the file was updated
+    assert cli(served, "conversations", "list",
+               env={"CLANKIE_TOKEN": old.strip()}).returncode == 5
+
+
+def test_a_missing_service_says_how_to_start_it(served: Served, tmp_path: Path):
+    done = cli(served, "conversations", "list",
+               env={"CLANKIE_URL": f"unix://{tmp_path / 'nothing.sock'}"})
+    assert done.returncode == 1 and "clankie serve" in done.stderr
+
+
+def _read_line(proc: subprocess.Popen[str], needle: str) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if ready:
+            line = proc.stdout.readline()
+            if needle in line:
+                return line
+    raise AssertionError(f"no line with {needle!r}")

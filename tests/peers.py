@@ -1,0 +1,84 @@
+"""Misbehaving peers on a Unix socket, for the outcomes a client cannot be sure of."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import httpx
+
+
+def read_request(conn: socket.socket) -> bytes:
+    """One HTTP/1.1 request with a Content-Length body, as raw bytes."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+class DroppingPeer:
+    """A Unix-socket peer that reads one request, then hangs up without a reply."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.requests: list[bytes] = []
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                self.requests.append(self.handle(read_request(conn)))
+
+    def handle(self, request: bytes) -> bytes:
+        """What to do with the request before hanging up; here: nothing."""
+        return request
+
+    def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+        self.sock.close()
+        self.thread.join(timeout=5)
+        assert not self.thread.is_alive()
+
+
+class CommittingDropper(DroppingPeer):
+    """Forwards each request to the real service, lets it commit, then drops the reply."""
+
+    def __init__(self, path: Path, upstream: Path) -> None:
+        self.upstream = upstream
+        self.statuses: list[int] = []
+        super().__init__(path)
+
+    def handle(self, request: bytes) -> bytes:
+        head, _, body = request.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        method, target, _ = lines[0].split(" ")
+        headers = {k: v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
+                   if k.lower() in ("authorization", "content-type")}
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.upstream))) as client:
+            response = client.request(method, f"http://clankie{target}", headers=headers,
+                                      content=body)
+        self.statuses.append(response.status_code)
+        return request
