@@ -1,0 +1,116 @@
+"""The read-only project-membership fact of SPEC section 9, from the registry and from Git.
+
+Owns the rule: a workspace is a member of project P when it lies inside P's root, or
+inside a worktree that P's repository has registered (`git worktree list --porcelain`).
+Anything it cannot be sure of is `unknown`: more than one project (`ambiguous`), an
+identity that changed (`changed`), Git missing, failing, slow or a prunable worktree
+(`unverified`). It only reads: no enrollment, no Git changes (`GIT_OPTIONAL_LOCKS=0`),
+nothing written anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from clankie.core.model import WorkspaceIdentity
+
+from .identity import identify
+
+Status = Literal["member", "not_member", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    status: Status
+    project_id: str | None = None
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "project_id": self.project_id, "reason": self.reason}
+
+
+NOT_MEMBER = Membership("not_member")
+
+
+@dataclass(frozen=True, slots=True)
+class Worktree:
+    path: str
+    prunable: bool
+
+
+class GitUnverified(Exception):
+    """Git is missing, failed or timed out."""
+
+
+def membership(saved: WorkspaceIdentity, projects: Sequence[tuple[str, WorkspaceIdentity]],
+               git_timeout: float) -> Membership:
+    """The fact for the workspace a conversation saved, against the registered projects."""
+    members: list[str] = []
+    unknown: list[str] = []
+    for project_id, root in projects:
+        verdict = _against(saved.path, root, git_timeout)
+        if verdict == "member":
+            members.append(project_id)
+        elif verdict != "not_member":
+            unknown.append(verdict)
+    if len(members) > 1:
+        return Membership("unknown", None, "ambiguous")
+    if unknown:
+        return Membership("unknown", None, unknown[0])
+    if not members:
+        return NOT_MEMBER
+    if identify(saved.path) != saved:
+        return Membership("unknown", None, "changed")
+    return Membership("member", members[0])
+
+
+def _against(workspace: str, root: WorkspaceIdentity, git_timeout: float) -> str:
+    """`member`, `not_member`, or the reason this project leaves the fact unknown."""
+    inside_root = _inside(workspace, root.path)
+    if identify(root.path) != root:
+        return "changed" if inside_root else "not_member"
+    if not (Path(root.path) / ".git").exists():
+        return "member" if inside_root else "not_member"
+    try:
+        worktrees = list_worktrees(root.path, git_timeout)
+    except GitUnverified:
+        return "unverified"
+    if inside_root:
+        return "member"
+    for worktree in worktrees:
+        if _inside(workspace, worktree.path):
+            return "unverified" if worktree.prunable else "member"
+    return "not_member"
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def list_worktrees(repository: str, timeout: float) -> list[Worktree]:
+    """The linked worktrees a repository has registered (its main worktree left out)."""
+    git = shutil.which("git")
+    if git is None:
+        raise GitUnverified("git is not on PATH")
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+    try:
+        done = subprocess.run([git, "-C", repository, "worktree", "list", "--porcelain"],
+                              capture_output=True, text=True, timeout=timeout, env=env,
+                              stdin=subprocess.DEVNULL, check=False)
+    except (subprocess.TimeoutExpired, OSError) as exc:
+        raise GitUnverified(str(exc)) from None
+    if done.returncode != 0:
+        raise GitUnverified(done.stderr.strip())
+    worktrees = []
+    for block in done.stdout.strip().split("\n\n"):
+        fields = dict(line.partition(" ")[::2] for line in block.splitlines())
+        if "worktree" in fields:
+            worktrees.append(Worktree(os.path.realpath(fields["worktree"]), "prunable" in fields))
+    main = os.path.realpath(repository)
+    return [w for w in worktrees if w.path != main]
