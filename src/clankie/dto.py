@@ -242,6 +242,14 @@ class WorkspaceOut(Out):
     path: str
 
 
+class MembershipOut(Out):
+    """The read-only project-membership fact (SPEC section 9)."""
+
+    status: Literal["member", "not_member", "unknown"]
+    project_id: str | None
+    reason: str | None
+
+
 class ConversationOut(Out):
     conversation_id: str
     kind: ConversationKindName
@@ -250,6 +258,7 @@ class ConversationOut(Out):
     revision: int
     native_owner: str | None
     created_at: str
+    membership: MembershipOut | None = None
 
 
 class ConversationsOut(Out):

@@ -28,6 +28,10 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("take_control_ttl", 3_600, "Default seconds of a Take Control lease."),
     Setting("git_timeout", 2.0, "Seconds a read-only git command may take."),
     Setting("model", "scripted", "The model provider: scripted, openai or anthropic."),
+    Setting("openai_base_url", "", "OpenAI-compatible endpoint (empty: the SDK's default)."),
+    Setting("openai_model", "gpt-4o-mini", "Model name for the openai provider."),
+    Setting("anthropic_base_url", "", "Anthropic endpoint (empty: the SDK's default)."),
+    Setting("anthropic_model", "claude-sonnet-4-5", "Model name for the anthropic provider."),
 )
 
 _MINIMUM: Final[dict[str, float]] = {"question_ttl": 1, "receipt_limit": 1,
@@ -47,6 +51,10 @@ class Settings:
     take_control_ttl: int = 3_600
     git_timeout: float = 2.0
     model: str = "scripted"
+    openai_base_url: str = ""
+    openai_model: str = "gpt-4o-mini"
+    anthropic_base_url: str = ""
+    anthropic_model: str = "claude-sonnet-4-5"
 
 
 assert [f.name for f in fields(Settings)] == [s.name for s in SETTINGS]
@@ -74,10 +82,14 @@ def load_settings(home: Path | None, environ: dict[str, str] | None = None) -> S
 
 def _coerce(setting: Setting, value: Any) -> Any:
     kind = type(setting.default)
-    try:
-        coerced = kind(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        coerced = None
+    coerced: Any = None
+    if kind is str:
+        coerced = value if isinstance(value, str) else None
+    elif not isinstance(value, bool):
+        try:
+            coerced = kind(value)
+        except (TypeError, ValueError):
+            coerced = None
     if coerced is None or (kind is int and isinstance(value, float) and not value.is_integer()):
         raise SettingsError(f"setting {setting.name}: {value!r} is not a {kind.__name__}")
     minimum = _MINIMUM.get(setting.name)
@@ -89,6 +101,8 @@ def _coerce(setting: Setting, value: Any) -> Any:
 def settings_table() -> str:
     """The table `clankie serve --help-settings` prints."""
     width = max(len(s.name) for s in SETTINGS)
-    lines = [f"{'name'.ljust(width)}  {'default':>9}  help"]
-    lines += [f"{s.name.ljust(width)}  {s.default!s:>9}  {s.help}" for s in SETTINGS]
+    shown = max(len(str(s.default)) for s in SETTINGS)
+    lines = [f"{'name'.ljust(width)}  {'default'.rjust(shown)}  help"]
+    lines += [f"{s.name.ljust(width)}  {str(s.default).rjust(shown)}  {s.help}"
+              for s in SETTINGS]
     return "\n".join(lines)

@@ -35,7 +35,11 @@ def test_conversation_create_get_list(world: World):
     room = world.conversation("room")
     got = world.call("conversation_get", {"conversation_id": c})
     assert set(got) == {"conversation_id", "kind", "workspace", "incarnation", "revision",
-                        "native_owner", "created_at"}
+                        "native_owner", "created_at", "membership"}
+    assert got["membership"] == {"status": "not_member", "project_id": None, "reason": None}
+    world.call("project_register", {"root": str(world.workspace), "name": "p"})
+    fact = world.call("conversation_get", {"conversation_id": c})["membership"]
+    assert fact["status"] == "member" and fact["project_id"]
     assert (got["kind"], got["revision"], got["native_owner"]) == ("owner", 1, None)
     assert got["workspace"] == {"path": str(world.workspace.resolve())}
     listed = world.call("conversation_list")["conversations"]

@@ -326,7 +326,7 @@ def test_a8_invalid_answer_changes_nothing(world: World):
 def test_a10_executor_failure_after_commit_leaves_the_answer_with_a_failed_continuation(
         world: World):
     class Broken:
-        def submit(self, run_id: str) -> None:
+        def submit(self, conversation_id: str, run_id: str) -> None:
             raise RuntimeError("executor is down")
 
     c = world.conversation()

@@ -22,8 +22,11 @@ from types import FrameType
 
 import uvicorn
 
+from clankie.agent.providers import ProviderError, model_for_runs
+from clankie.agent.scripted import ScriptError
 from clankie.home import Home
 from clankie.service import Service
+from clankie.service.executor import RunExecutor
 from clankie.settings import Settings
 from clankie.store import Store
 
@@ -102,7 +105,8 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def serve(home: Home, settings: Settings, tcp: str | None = None) -> None:
+def serve(home: Home, settings: Settings, tcp: str | None = None,
+          script: Path | None = None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not home.store.exists():
@@ -113,9 +117,15 @@ def serve(home: Home, settings: Settings, tcp: str | None = None) -> None:
             service = Service(store, settings)
             if not service.has_owner():
                 raise ServeError("this home has no owner; run `clankie init` first")
-            recovery = service.recover()
+            try:
+                model_for = model_for_runs(settings, script)
+            except (ProviderError, ScriptError) as exc:
+                raise ServeError(str(exc)) from None
+            recovery = service.recover()  # before any run can start or any request is served
             log.info("start-up recovery: %d pending question(s) cancelled, %d run(s) failed",
                      recovery.cancelled_questions, recovery.failed_runs)
+            executor = RunExecutor(service, model_for).start()
+            service.executor = executor
             sockets = [unix_socket(home.socket)]
             if tcp:
                 sockets.append(tcp_socket(tcp))
@@ -128,8 +138,12 @@ def serve(home: Home, settings: Settings, tcp: str | None = None) -> None:
                 signal.signal(sig, lambda *_: None)
             where = [f"unix://{home.socket}"] + [
                 f"http://{s.getsockname()[0]}:{s.getsockname()[1]}" for s in sockets[1:]]
-            print(f"clankie serving on {' and '.join(where)}", file=sys.stderr, flush=True)
-            server.run(sockets=sockets)
+            print(f"clankie serving on {' and '.join(where)} with the {settings.model} model",
+                  file=sys.stderr, flush=True)
+            try:
+                server.run(sockets=sockets)
+            finally:
+                executor.stop(timeout=5)
             for sock in sockets:
                 sock.close()
         finally:

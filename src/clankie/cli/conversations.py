@@ -194,6 +194,10 @@ def show(conversation: ConversationArg, as_json: Json = False) -> None:
                 "created_at"):
         say(f"{key}: {got[key]}")
     say(f"workspace: {got['workspace']['path'] if got['workspace'] else '-'}")
+    fact = got.get("membership")
+    if fact:
+        detail = fact["project_id"] or fact["reason"] or ""
+        say(f"project membership: {fact['status']}" + (f" ({detail})" if detail else ""))
 
 
 @app.command()

@@ -6,8 +6,10 @@ errors are one or two lines with no traceback, and the exit code says what happe
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -64,6 +66,11 @@ def init() -> None:
 def serve(
     tcp: Annotated[str | None, typer.Option("--tcp", metavar="HOST:PORT",
                                             help="Also serve on this loopback address.")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", metavar="NAME", help="scripted (default), openai or anthropic.")] = None,
+    script: Annotated[Path | None, typer.Option(
+        "--script", metavar="FILE", help='A script for the scripted model: {"turns": [...]}.'
+    )] = None,
     help_settings: Annotated[bool, typer.Option("--help-settings",
                                                 help="Print the settings table.")] = False,
 ) -> None:
@@ -75,8 +82,11 @@ def serve(
     from clankie.api.server import serve as run
 
     home = Home.from_env()
+    settings = load_settings(home.path)
+    if model is not None:
+        settings = dataclasses.replace(settings, model=model)
     try:
-        run(home, load_settings(home.path), tcp)
+        run(home, settings, tcp, script)
     except ServeError as exc:
         raise fail(str(exc)) from None
 

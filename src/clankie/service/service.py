@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from clankie import dto
+from clankie.agent.context import HISTORY, AnsweredQuestion, EndedQuestion, TurnContext
 from clankie.core import lifecycle
 from clankie.core.authority import WHO_MAY, authorize
 from clankie.core.errors import ClankieError
@@ -34,9 +35,11 @@ from clankie.core.model import (
     CredentialKind,
     DeviceMode,
     Principal,
+    Question,
     QuestionKind,
     Run,
     RunStatus,
+    Status,
     WorkspaceIdentity,
     iso,
 )
@@ -44,6 +47,7 @@ from clankie.settings import Settings
 from clankie.store import Store, Tx
 from clankie.store.tx import CredentialRow, LeaseRow, ProjectRow
 from clankie.workspace.identity import identify, identify_saved
+from clankie.workspace.membership import Membership, membership
 
 from . import views
 from .credentials import authenticate, new_token, token_hash
@@ -62,7 +66,7 @@ def new_uuid() -> str:
 class Executor(Protocol):
     """Where queued runs are handed after their commit (the agent runtime)."""
 
-    def submit(self, run_id: str) -> None: ...
+    def submit(self, conversation_id: str, run_id: str) -> None: ...
 
 
 assert dto.OPS.keys() == WHO_MAY.keys()
@@ -220,9 +224,51 @@ class Service:
             return views.conversation(conversation)
 
     def conversation_get(self, token: str | None, r: dto.ConversationRef) -> dto.ConversationOut:
+        """The conversation, with the membership fact (section 9) of an owner conversation."""
         with self._read("conversation_get", token) as c:
             conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            return views.conversation(conversation)
+            projects = c.tx.projects()
+        fact = self._membership(conversation, projects)  # Git runs outside any transaction
+        return views.conversation(conversation, fact)
+
+    def _membership(self, conversation: Conversation,
+                    projects: list[ProjectRow]) -> Membership | None:
+        if conversation.kind is not ConversationKind.OWNER or conversation.workspace is None:
+            return None
+        return membership(conversation.workspace,
+                          [(p.project_id, p.root) for p in projects], self.settings.git_timeout)
+
+    def run_context(self, run_id: str) -> TurnContext:
+        """What a run is told (agent/context.py), read in one snapshot; Git is asked after."""
+        with self._storage(), self.store.read() as tx:
+            run = self._run(tx, run_id)
+            conversation = self._conversation(tx, run.conversation_id)
+            history = tuple((m.author.value, m.text)
+                            for m in tx.messages(run.conversation_id, HISTORY))
+            pending = tx.pending_question(run.conversation_id)
+            answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
+            latest = tx.latest_ended_question(run.conversation_id)
+            index = tx.started_before(run)
+            projects = tx.projects()
+        notes = ()
+        if run.receipt_id and answered is None:
+            notes = ("The answer that started this run is no longer on record (its receipt "
+                     "was evicted); do not assume what it was.",)
+        ended = None
+        if pending is None and latest is not None and latest.status is not Status.ANSWERED:
+            assert latest.receipt is not None
+            ended = EndedQuestion(latest.prompt, latest.status.value, latest.receipt.reason)
+        fact = self._membership(conversation, projects)
+        return TurnContext(
+            run_kind=run.kind.value,  # type: ignore[arg-type]
+            run_index=index,
+            workspace=conversation.workspace.path if conversation.workspace else "-",
+            history=history,
+            membership=fact.as_dict() if fact else None,
+            answered=_answered(answered) if answered else None,
+            ended=ended,
+            pending_prompt=pending.prompt if pending else None,
+            notes=notes)
 
     def conversation_list(self, token: str | None, r: dto.Nothing) -> dto.ConversationsOut:
         with self._read("conversation_list", token) as c:
@@ -236,7 +282,7 @@ class Service:
                 conversation, Author.OWNER, r.text, c.now, self.new_id, start_turn=True)
             self._save(c.tx, change)
         if turn is not None:
-            self._start(turn.run_id)
+            self._start(r.conversation_id, turn.run_id)
         return dto.SendOut(message_id=message.message_id, run_id=turn.run_id if turn else None)
 
     def conversation_reset(self, token: str | None, r: dto.ConversationRef) -> dto.ResetOut:
@@ -443,19 +489,19 @@ class Service:
             receipt = decision.receipt
         assert receipt is not None
         if receipt.run_id is not None and not decision.duplicate:
-            self._start(receipt.run_id)  # A10: after the commit, never before
+            self._start(conversation_id, receipt.run_id)  # A10: after the commit, never before
         with self._storage(), self.store.read() as tx:
             return dto.AnswerReply(receipt=views.receipt(tx, receipt),
                                    duplicate=decision.duplicate)
 
     # ------------------------------------------------------------- runs (the executor's)
 
-    def _start(self, run_id: str) -> None:
+    def _start(self, conversation_id: str, run_id: str) -> None:
         """Hand a committed queued run to the executor; a failure is recorded on the run."""
         if self.executor is None:
             return
         try:
-            self.executor.submit(run_id)
+            self.executor.submit(conversation_id, run_id)
         except Exception as exc:  # an executor of any kind may fail; its failure is recorded
             log.error("could not start run %s: %s", run_id, exc)
             try:
@@ -554,6 +600,18 @@ class Service:
                 runs += len(unfinished.get(conversation_id, []))
         self._notify()
         return Recovery(questions, runs)
+
+
+def _answered(question: Question) -> AnsweredQuestion:
+    receipt = question.receipt
+    assert receipt is not None and receipt.answer is not None
+    option = question.option(receipt.answer.option_id) if receipt.answer.option_id else None
+    return AnsweredQuestion(
+        prompt=question.prompt,
+        options=tuple(o.label for o in question.options),
+        answer=option.label if option else (receipt.answer.text or ""),
+        by_option=option is not None,
+        answered_by=receipt.answered_by.kind.value if receipt.answered_by else "owner")
 
 
 def invalid_request(exc: ValidationError) -> ClankieError:

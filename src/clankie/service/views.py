@@ -12,6 +12,7 @@ from clankie import dto
 from clankie.core.errors import ClankieError
 from clankie.core.model import Conversation, Question, Receipt, Run, iso
 from clankie.store import Tx
+from clankie.workspace.membership import Membership
 
 
 def receipt(tx: Tx, r: Receipt) -> dto.ReceiptOut:
@@ -54,8 +55,9 @@ def question(tx: Tx, q: Question) -> dto.QuestionOut:
     )
 
 
-def conversation(c: Conversation) -> dto.ConversationOut:
+def conversation(c: Conversation, fact: Membership | None = None) -> dto.ConversationOut:
     return dto.ConversationOut(
+        membership=None if fact is None else dto.MembershipOut(**fact.as_dict()),
         conversation_id=c.conversation_id,
         kind=c.kind.value,  # type: ignore[arg-type]
         workspace=None if c.workspace is None else dto.WorkspaceOut(path=c.workspace.path),

@@ -205,6 +205,15 @@ class Tx:
                         conversation_id, request_id)
         return None if row is None else self._question(row)
 
+    def question_by_receipt(self, receipt_id: str) -> Question | None:
+        row = self._one(self._QUESTION + "WHERE receipt_id = ?", receipt_id)
+        return None if row is None else self._question(row)
+
+    def latest_ended_question(self, conversation_id: str) -> Question | None:
+        row = self._one(self._QUESTION + "WHERE conversation_id = ? AND status != 'pending' "
+                        "ORDER BY resolved_revision DESC, rowid DESC LIMIT 1", conversation_id)
+        return None if row is None else self._question(row)
+
     def pending_questions(self) -> list[Question]:
         return [self._question(r) for r in
                 self._all(self._QUESTION + "WHERE status = 'pending' ORDER BY rowid")]
@@ -243,6 +252,14 @@ class Tx:
         return [_run(r) for r in self._all(
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {where} "
             "ORDER BY rowid", conversation_id)]
+
+    def started_before(self, run: Run) -> int:
+        """How many runs of the conversation started before this one (runs start in order)."""
+        row = self._one("SELECT count(*) FROM runs WHERE conversation_id = ? AND started_at IS "
+                        "NOT NULL AND rowid < (SELECT rowid FROM runs WHERE run_id = ?)",
+                        run.conversation_id, run.run_id)
+        assert row is not None
+        return int(row[0])
 
     def runs(self, conversation_id: str) -> list[Run]:
         return [_run(r) for r in self._all(

@@ -1,0 +1,72 @@
+"""An Anthropic Messages model with tool use, via the official SDK.
+
+Owns the mapping between our transcript and the Messages wire format (`tool_use` and
+`tool_result` content blocks). The base URL and model come from settings; the key only
+from the environment (`ANTHROPIC_API_KEY`). Every failure becomes a `ModelError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
+
+TIMEOUT_S = 120.0
+MAX_TOKENS = 2_048
+
+
+class AnthropicModel:
+    name = "anthropic"
+
+    def __init__(self, model: str, base_url: str | None, timeout: float = TIMEOUT_S) -> None:
+        import anthropic
+
+        self._anthropic = anthropic
+        self.model = model
+        self._client = anthropic.Anthropic(api_key=os.environ.get("ANTHROPIC_API_KEY"),
+                                           base_url=base_url or None, timeout=timeout,
+                                           max_retries=0)
+
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
+        try:
+            response = self._client.messages.create(
+                model=self.model, max_tokens=MAX_TOKENS, system=system,
+                messages=_messages(turns),  # type: ignore[arg-type]
+                tools=[{"name": t.name, "description": t.description,
+                        "input_schema": t.parameters} for t in tools])  # type: ignore[misc]
+        except self._anthropic.APIError as exc:
+            raise ModelError(f"anthropic: {type(exc).__name__}: {_short(exc)}") from None
+        except TypeError as exc:  # e.g. no API key in the environment
+            raise ModelError(f"anthropic: {exc}") from None
+        blocks: list[Text | ToolCall] = []
+        for block in response.content:
+            if block.type == "text":
+                blocks.append(Text(block.text))
+            elif block.type == "tool_use":
+                if not isinstance(block.input, dict):
+                    raise ModelError("malformed tool call: tool_use input is not an object")
+                blocks.append(ToolCall(block.id, block.name, json.dumps(block.input)))
+        return blocks
+
+
+def _messages(turns: list[Turn]) -> list[dict[str, Any]]:
+    messages = []
+    for turn in turns:
+        content: list[dict[str, Any]] = []
+        for b in turn.blocks:
+            if isinstance(b, Text):
+                content.append({"type": "text", "text": b.text})
+            elif isinstance(b, ToolCall):
+                content.append({"type": "tool_use", "id": b.call_id, "name": b.name,
+                                "input": json.loads(b.arguments or "{}")})
+            elif isinstance(b, ToolResult):
+                content.append({"type": "tool_result", "tool_use_id": b.call_id,
+                                "content": b.content})
+        messages.append({"role": turn.role, "content": content})
+    return messages
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__

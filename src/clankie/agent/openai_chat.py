@@ -1,0 +1,74 @@
+"""An OpenAI-compatible chat-completions model with tool calling, via the official SDK.
+
+Owns the mapping between our transcript and the chat-completions wire format (assistant
+`tool_calls`, `tool` messages). Any OpenAI-compatible server works (OpenAI, Ollama, vLLM,
+llama.cpp): the base URL and model come from settings; the key only from the environment
+(`OPENAI_API_KEY`), never from the store or logs. Every failure becomes a `ModelError`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
+
+TIMEOUT_S = 120.0
+
+
+class OpenAIChatModel:
+    name = "openai"
+
+    def __init__(self, model: str, base_url: str | None, timeout: float = TIMEOUT_S) -> None:
+        import openai
+
+        self._openai = openai
+        self.model = model
+        # Local servers need no key; the SDK insists on one, so a placeholder is given.
+        self._client = openai.OpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
+                                     base_url=base_url or None, timeout=timeout, max_retries=0)
+
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
+        try:
+            response = self._client.chat.completions.create(
+                model=self.model, messages=_messages(system, turns),  # type: ignore[arg-type]
+                tools=[{"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters}}
+                    for t in tools])
+        except self._openai.APIError as exc:
+            raise ModelError(f"openai: {type(exc).__name__}: {_short(exc)}") from None
+        try:
+            message = response.choices[0].message
+            blocks: list[Text | ToolCall] = []
+            if message.content:
+                blocks.append(Text(message.content))
+            for call in message.tool_calls or []:
+                function = call.function  # type: ignore[union-attr]
+                blocks.append(ToolCall(call.id, function.name, function.arguments or ""))
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise ModelError(f"openai: unusable response: {exc}") from None
+        return blocks
+
+
+def _messages(system: str, turns: list[Turn]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for turn in turns:
+        texts = [b.text for b in turn.blocks if isinstance(b, Text)]
+        calls = [b for b in turn.blocks if isinstance(b, ToolCall)]
+        results = [b for b in turn.blocks if isinstance(b, ToolResult)]
+        if turn.role == "assistant":
+            message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+            if calls:
+                message["tool_calls"] = [{"id": c.call_id, "type": "function", "function": {
+                    "name": c.name, "arguments": c.arguments}} for c in calls]
+            messages.append(message)
+            continue
+        messages += [{"role": "tool", "tool_call_id": r.call_id, "content": r.content}
+                     for r in results]
+        if texts:
+            messages.append({"role": "user", "content": "\n\n".join(texts)})
+    return messages
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__

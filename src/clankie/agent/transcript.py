@@ -1,0 +1,56 @@
+"""Provider-neutral shapes of a conversation with a model, and the `Model` interface.
+
+Owns `Text`, `ToolCall`, `ToolResult`, `Turn`, the `Model` protocol every provider
+implements, and `ModelError`, the one failure a provider may raise (it fails the run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    call_id: str
+    name: str
+    arguments: str  # JSON text, exactly as the model sent it
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call_id: str
+    content: str  # JSON text
+
+
+Block = Text | ToolCall | ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    role: Literal["user", "assistant"]
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON Schema
+
+
+class ModelError(Exception):
+    """The model could not be asked or answered unusably; the run fails with this text."""
+
+
+class Model(Protocol):
+    name: str
+
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
+        """One model call: what the assistant says and which tools it calls, in order."""
+        ...
