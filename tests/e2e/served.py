@@ -121,3 +121,25 @@ class Clankie:
         self.service.finish_run(run.run_id, RunStatus.SUCCEEDED)
         assert result.request_id is not None
         return result.request_id
+
+
+def wait_for(predicate: Any, what: str, timeout: float = 20) -> Any:
+    """Poll `predicate` until it returns something truthy, within a deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def run_status(client: Client, run_id: str) -> dict[str, Any]:
+    return client.call("run_get", {"run_id": run_id})
+
+
+def finished(client: Client, run_id: str, timeout: float = 20) -> dict[str, Any]:
+    """The run once it has finished (succeeded, failed or cancelled)."""
+    return wait_for(lambda: (lambda r: r if r["status"] in ("succeeded", "failed", "cancelled")
+                             else None)(run_status(client, run_id)),
+                    f"run {run_id} to finish", timeout)

@@ -40,6 +40,8 @@ class AnthropicModel:
             raise ModelError(f"anthropic: {type(exc).__name__}: {_short(exc)}") from None
         except TypeError as exc:  # e.g. no API key in the environment
             raise ModelError(f"anthropic: {exc}") from None
+        except Exception as exc:  # the endpoint is outside our control: any failure is its
+            raise ModelError(f"anthropic: unusable response: {type(exc).__name__}") from None
         blocks: list[Text | ToolCall] = []
         for block in response.content:
             if block.type == "text":

@@ -37,6 +37,8 @@ class OpenAIChatModel:
                     for t in tools])
         except self._openai.APIError as exc:
             raise ModelError(f"openai: {type(exc).__name__}: {_short(exc)}") from None
+        except Exception as exc:  # the endpoint is outside our control: any failure is its
+            raise ModelError(f"openai: unusable response: {type(exc).__name__}") from None
         try:
             message = response.choices[0].message
             blocks: list[Text | ToolCall] = []

@@ -1,0 +1,153 @@
+"""The turn loop, the context and the scripted model, on plain values (no store, no HTTP)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clankie.agent.context import (
+    A11,
+    AnsweredQuestion,
+    EndedQuestion,
+    TurnContext,
+    system_prompt,
+    turns,
+)
+from clankie.agent.scripted import ScriptedModel, ScriptError, load_script
+from clankie.agent.tools import ASK_QUESTION_SPEC
+from clankie.agent.transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
+from clankie.agent.turn import MAX_STEPS, run_turn
+
+
+class Recorder:
+    def __init__(self, result: dict[str, Any] | None = None) -> None:
+        self.said: list[str] = []
+        self.asked: list[Any] = []
+        self.result = result or {"status": "pending", "request_id": "r-1"}
+
+    def ask_question(self, arguments: Any) -> dict[str, Any]:
+        self.asked.append(arguments)
+        return self.result
+
+    def say(self, text: str) -> None:
+        self.said.append(text)
+
+
+class Replay:
+    """A model that replays planned steps and records what it was sent."""
+
+    name = "replay"
+
+    def __init__(self, *steps: list[Text | ToolCall]) -> None:
+        self.steps = list(steps)
+        self.seen: list[tuple[str, list[Turn]]] = []
+
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
+        assert tools == [ASK_QUESTION_SPEC]
+        self.seen.append((system, turns))
+        return self.steps.pop(0) if self.steps else []
+
+
+def context(**fields: Any) -> TurnContext:
+    base: dict[str, Any] = {"run_kind": "turn", "run_index": 0, "workspace": "/w",
+                            "history": (("owner", "hello"),), "membership": None}
+    return TurnContext(**(base | fields))
+
+
+ASK = {"kind": "text", "prompt": "Name?"}
+
+
+def test_q2_the_tool_result_is_given_back_and_the_model_continues():
+    model = Replay([Text("One question."), ToolCall("c1", "ask_question", json.dumps(ASK))],
+                   [Text("Asked; I will wait.")])
+    tools = Recorder({"status": "refused", "reason": "question_pending"})
+    run_turn(model, context(), tools)
+    assert tools.said == ["One question.", "Asked; I will wait."]
+    assert tools.asked == [ASK]
+    second = model.seen[1][1]
+    assert second[-2].role == "assistant" and second[-1].role == "user"
+    (result,) = second[-1].blocks
+    assert isinstance(result, ToolResult) and json.loads(result.content)["reason"] == \
+        "question_pending"
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (ToolCall("c1", "ask_question", "{not json"), "malformed tool call"),
+    (ToolCall("c1", "rm_rf", "{}"), "unknown tool"),
+])
+def test_malformed_or_unknown_tool_calls_fail_the_run(call: ToolCall, message: str):
+    tools = Recorder()
+    with pytest.raises(ModelError, match=message):
+        run_turn(Replay([call]), context(), tools)
+    assert tools.asked == []
+
+
+def test_a_model_that_never_stops_calling_tools_is_bounded():
+    calls = [[ToolCall(f"c{i}", "ask_question", json.dumps(ASK))] for i in range(MAX_STEPS + 1)]
+    with pytest.raises(ModelError, match="kept calling tools"):
+        run_turn(Replay(*calls), context(), Recorder())
+
+
+def test_a11_a_continuation_is_told_the_answer_who_gave_it_and_that_it_is_no_approval():
+    answered = AnsweredQuestion("Enroll this project?", ("yes", "no"), "yes", True, "device")
+    ctx = context(run_kind="continuation", answered=answered,
+                  history=(("owner", "hi"), ("clankie", "Let me ask.")))
+    system = system_prompt(ctx)
+    assert A11 in system and "'yes'" in system and "(device)" in system
+    transcript = turns(ctx)
+    assert transcript[-1].role == "user"
+    assert "chose the option 'yes'" in transcript[-1].blocks[-1].text  # type: ignore[union-attr]
+
+
+def test_a_question_that_ended_without_an_answer_is_said_so():
+    ctx = context(ended=EndedQuestion("Tabs or spaces?", "invalidated", "reset"))
+    system = system_prompt(ctx)
+    assert "ended without an answer: invalidated (reset)" in system
+    assert "do not assume" in system
+
+
+def test_m1_the_membership_fact_and_a_pending_question_are_in_the_context():
+    ctx = context(membership={"status": "unknown", "project_id": None, "reason": "ambiguous"},
+                  pending_prompt="Which runner?")
+    system = system_prompt(ctx)
+    assert '"reason": "ambiguous"' in system and "'Which runner?' is still pending" in system
+
+
+def test_turns_alternate_and_start_and_end_with_the_owner():
+    ctx = context(history=(("clankie", "stray"), ("owner", "a"), ("owner", "b"),
+                           ("clankie", "c")))
+    roles = [t.role for t in turns(ctx)]
+    assert roles == ["user", "assistant", "user"]
+    assert turns(ctx)[0].blocks == (Text("a\n\nb"),)
+
+
+def test_the_scripted_model_plays_entry_k_for_run_k_with_the_answer():
+    script = {"turns": [[{"say": "first"}, {"ask": ASK}], [{"say": "you said {answer}"}]]}
+    model = ScriptedModel(script)
+    tools = Recorder()
+    run_turn(model.for_run(context()), context(), tools)
+    assert tools.said == ["first"] and tools.asked == [ASK]
+    answered = AnsweredQuestion("Name?", (), "clankie_core", False, "operator")
+    later = context(run_index=1, run_kind="continuation", answered=answered)
+    run_turn(model.for_run(later), later, tools)
+    assert tools.said[-1] == "you said clankie_core"
+    beyond = context(run_index=2)
+    run_turn(model.for_run(beyond), beyond, tools)
+    assert len(tools.said) == 2
+
+
+@pytest.mark.parametrize("text", ['{"turns": [[{"sing": "x"}]]}', "[]", "{", '{"turns": 3}'])
+def test_a_bad_script_is_refused(tmp_path: Path, text: str):
+    (tmp_path / "s.json").write_text(text)
+    with pytest.raises(ScriptError):
+        load_script(tmp_path / "s.json")
+
+
+def test_the_tool_schema_is_one_object_with_the_dto_bounds():
+    schema = ASK_QUESTION_SPEC.parameters
+    assert schema["type"] == "object" and schema["required"] == ["kind", "prompt"]
+    assert schema["properties"]["prompt"]["maxLength"] == 2_000
+    assert schema["properties"]["options"]["maxItems"] == 10

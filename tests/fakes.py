@@ -1,0 +1,113 @@
+"""A fake model endpoint on loopback that speaks the real wire formats the official SDKs use:
+OpenAI chat completions (`POST /v1/chat/completions`, `tool_calls`) and Anthropic messages
+(`POST /v1/messages`, `tool_use` blocks). It replies from a plan, records every request,
+and can fail, send garbage, or hold a reply until a test releases it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None
+    hold: threading.Event | None = None  # wait for this before replying
+
+
+@dataclass
+class Endpoint:
+    url: str
+    plan: list[Reply] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    arrived: threading.Condition = field(default_factory=threading.Condition)
+
+    def wait_for_requests(self, count: int, timeout: float = 20) -> None:
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: len(self.requests) >= count, timeout), \
+                f"{len(self.requests)} of {count} requests arrived"
+
+
+def openai_reply(text: str | None = None, tool_args: dict[str, Any] | str | None = None
+                 ) -> Reply:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_args is not None:
+        arguments = tool_args if isinstance(tool_args, str) else json.dumps(tool_args)
+        message["tool_calls"] = [{"id": "call_1", "type": "function",
+                                  "function": {"name": "ask_question", "arguments": arguments}}]
+    return Reply(body={"id": "chatcmpl-1", "object": "chat.completion", "created": 0,
+                       "model": "fake", "choices": [{
+                           "index": 0, "message": message,
+                           "finish_reason": "tool_calls" if tool_args is not None else "stop"}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                 "total_tokens": 2}})
+
+
+def anthropic_reply(text: str | None = None, tool_input: Any = None) -> Reply:
+    content: list[dict[str, Any]] = []
+    if text is not None:
+        content.append({"type": "text", "text": text})
+    if tool_input is not None:
+        content.append({"type": "tool_use", "id": "toolu_1", "name": "ask_question",
+                        "input": tool_input})
+    return Reply(body={"id": "msg_1", "type": "message", "role": "assistant", "model": "fake",
+                       "content": content,
+                       "stop_reason": "tool_use" if tool_input is not None else "end_turn",
+                       "stop_sequence": None,
+                       "usage": {"input_tokens": 1, "output_tokens": 1}})
+
+
+def error_reply(status: int, message: str = "boom") -> Reply:
+    return Reply(status=status, body={"error": {"message": message, "type": "server_error"},
+                                      "type": "error"})
+
+
+@contextmanager
+def model_endpoint() -> Iterator[Endpoint]:
+    endpoint = Endpoint(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with endpoint.arrived:
+                endpoint.requests.append({"path": self.path, "body": body,
+                                          "headers": dict(self.headers)})
+                reply = endpoint.plan.pop(0) if endpoint.plan else error_reply(500, "no plan")
+                endpoint.arrived.notify_all()
+            if reply.hold is not None:
+                reply.hold.wait(timeout=60)
+            data = json.dumps(reply.body).encode() if not isinstance(reply.body, bytes) \
+                else reply.body
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass  # the client went away (a stopped service); nothing to tell
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    endpoint.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield endpoint
+    finally:
+        for reply in endpoint.plan:
+            if reply.hold is not None:
+                reply.hold.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
