@@ -2,7 +2,9 @@
 
 Prints JSON. Measures, with `synchronous=FULL`:
 - `input_answer` accepts per second and latency p50/p99 with 1 and with 8 concurrent
-  clients (each answer is to its own pending question, prepared before timing starts);
+  clients (each answer is to its own pending question, asked by Clankie's real scripted
+  runs before timing starts; each accepted answer's continuation really runs, so the
+  accepts compete with live runs, as they would in use);
 - `input_get` latency p50/p99 for a conversation with 10 and with 100,000 prior events
   (SPEC S3: the two should be about equal).
 
@@ -21,6 +23,7 @@ import tempfile
 import threading
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,10 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from clankie.core.lifecycle import Change  # noqa: E402
 from clankie.core.model import Author, Message, MessagePosted  # noqa: E402
-from tests.e2e.served import Clankie, Served  # noqa: E402
-
-CHOICE = {"kind": "choice", "prompt": "Tabs or spaces?",
-          "options": [{"label": "tabs"}, {"label": "spaces"}]}
+from clankie.store import Store  # noqa: E402
+from tests.e2e.served import Served, ask  # noqa: E402
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -48,20 +49,20 @@ def summary(samples: list[float], seconds: float | None = None) -> dict[str, flo
     return result
 
 
-def prepare(served: Served, agent: Clankie, workspace: Path, count: int) -> list[tuple]:
+def prepare(served: Served, workspace: Path, count: int) -> list[tuple]:
     """`count` conversations, each with one pending question: (conversation, snapshot)."""
     prepared = []
     with served.client() as client:
         for _ in range(count):
             c = client.op("conversation_create", workspace=str(workspace)).conversation_id
-            agent.ask(c, client, CHOICE)
+            ask(client, c)
             prepared.append((c, client.input_get(c)))
     return prepared
 
 
-def accepts(served: Served, agent: Clankie, workspace: Path, clients: int, per_client: int
+def accepts(served: Served, workspace: Path, clients: int, per_client: int
             ) -> dict[str, float]:
-    work = prepare(served, agent, workspace, clients * per_client)
+    work = prepare(served, workspace, clients * per_client)
     latencies: list[list[float]] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
 
@@ -88,14 +89,13 @@ def accepts(served: Served, agent: Clankie, workspace: Path, clients: int, per_c
     return summary([x for per in latencies for x in per], elapsed)
 
 
-def reads(served: Served, agent: Clankie, workspace: Path, events: int, count: int
-          ) -> dict[str, float]:
+def reads(served: Served, workspace: Path, events: int, count: int) -> dict[str, float]:
     with served.client() as client:
         c = client.op("conversation_create", workspace=str(workspace)).conversation_id
-        agent.ask(c, client, CHOICE)
+        ask(client, c)
         already = client.call("events_tail", {"conversation_id": c, "limit": 500})["next_after"]
         if events > already:
-            _add_events(agent, c, events - already)
+            _add_events(served, c, events - already)
         tail = client.call("events_tail", {"conversation_id": c, "after": events - 1})
         assert tail["next_after"] == events, tail
         samples = []
@@ -107,17 +107,20 @@ def reads(served: Served, agent: Clankie, workspace: Path, events: int, count: i
     return summary(samples)
 
 
-def _add_events(agent: Clankie, conversation_id: str, count: int) -> None:
+def _add_events(served: Served, conversation_id: str, count: int) -> None:
     """Append `count` message events in one transaction through the store's own save path."""
-    store = agent.service.store
-    with store.write() as tx:
-        conversation = tx.conversation(conversation_id)
-        assert conversation is not None
-        now = agent.service.clock()
-        events = tuple(MessagePosted(Message(f"m{i}", conversation_id, Author.OWNER, "filler", now))
-                       for i in range(count))
-        tx.save(Change(replace(conversation, revision=conversation.revision + 1),
-                       events=events), receipt_limit=16, event_retention=200_000)
+    store = Store(served.home.store)
+    try:
+        with store.write() as tx:
+            conversation = tx.conversation(conversation_id)
+            assert conversation is not None
+            now = datetime.now(UTC)
+            events = tuple(MessagePosted(Message(f"m{i}", conversation_id, Author.OWNER,
+                                                 "filler", now)) for i in range(count))
+            tx.save(Change(replace(conversation, revision=conversation.revision + 1),
+                           events=events), receipt_limit=16, event_retention=200_000)
+    finally:
+        store.close()
 
 
 def main() -> None:
@@ -130,7 +133,6 @@ def main() -> None:
         workspace = Path(tmp) / "project"
         workspace.mkdir()
         served = Served.start(Path(tmp) / "home")
-        agent = Clankie(served.home)
         try:
             result = {
                 "benchmark": "bench/accept.py",
@@ -138,14 +140,13 @@ def main() -> None:
                             "platform": platform.platform()},
                 "transport": "unix socket",
                 "synchronous": "FULL",
-                "input_answer_1_client": accepts(served, agent, workspace, 1, args.accepts),
-                "input_answer_8_clients": accepts(served, agent, workspace, 8,
+                "input_answer_1_client": accepts(served, workspace, 1, args.accepts),
+                "input_answer_8_clients": accepts(served, workspace, 8,
                                                   max(1, args.accepts // 4)),
-                "input_get_10_events": reads(served, agent, workspace, 10, args.reads),
-                "input_get_100000_events": reads(served, agent, workspace, 100_000, args.reads),
+                "input_get_10_events": reads(served, workspace, 10, args.reads),
+                "input_get_100000_events": reads(served, workspace, 100_000, args.reads),
             }
         finally:
-            agent.close()
             served.stop()
     print(json.dumps(result, indent=2))
 

@@ -78,7 +78,8 @@ def model_endpoint() -> Iterator[Endpoint]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with endpoint.arrived:
                 endpoint.requests.append({"path": self.path, "body": body,
-                                          "headers": dict(self.headers)})
+                                          "headers": {k.lower(): v for k, v in
+                                                      self.headers.items()}})
                 reply = endpoint.plan.pop(0) if endpoint.plan else error_reply(500, "no plan")
                 endpoint.arrived.notify_all()
             if reply.hold is not None:

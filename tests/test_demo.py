@@ -1,16 +1,18 @@
-"""The README's main job runs offline and shows the whole path."""
+"""The README's main job runs offline against a real service and shows the whole path."""
 
 from clankie.demo import run_demo
 
 
-def test_demo_runs_and_shows_the_question_path():
+def test_demo_runs_the_whole_question_path():
     lines: list[str] = []
     assert run_demo(lines.append) == 0
     text = "\n".join(lines)
-    assert "clankie asks (tool result: pending" in text
-    assert "still pending: True" in text
-    assert "-> stale_revision: read again and decide" in text
-    assert "-> accepted: receipt" in text
-    assert "duplicate=True, same receipt: True, same run: True" in text
-    assert "a different answer -> already_answered" in text
-    assert "continuation=failed (orphaned_by_restart)" in text
+    assert "clankie> Before I set up tests, one preference question." in text
+    assert "Which test runner should this project use?" in text
+    assert "1. pytest - plain asserts, fixtures" in text
+    assert "the question is still pending" in text
+    assert "clankie> That was a chat message, not an answer" in text
+    assert "Accepted: receipt" in text
+    assert "clankie> Thanks. I will set up pytest for this project" in text
+    assert "Already accepted (the same answer)" in text
+    assert "continuation succeeded; one run, never two." in text

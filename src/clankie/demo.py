@@ -1,101 +1,157 @@
-"""`clankie demo`: the question path shown end to end, in a temporary home, then cleaned up.
+"""`clankie demo`: the whole question path, for real, in a temporary home, then cleaned up.
 
-Owns only the scenario and its transcript. Until the agent runtime exists it plays
-Clankie's part by hand (a turn run that calls `ask_question`), through the same service
-operations a real surface uses: ask, read the snapshot, answer, see the continuation
-queued, repeat the answer (duplicate), and see a stale answer refused.
+Owns only the scenario and its transcript. It starts a real `clankie serve` with the
+scripted model in a temporary home, binds a conversation to a temporary Git repository,
+sends a message, lets Clankie ask a choice question, shows and answers it with the real
+CLI, and prints the continuation's reply that uses the answer. Offline; no key needed.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from clankie.core.errors import ClankieError
-from clankie.core.model import RunStatus
-from clankie.service import Service
-from clankie.settings import Settings
-from clankie.store import Store
+from clankie.client import Client
 
-QUESTION = {
-    "kind": "choice",
-    "prompt": "Which test runner should this project use?",
-    "options": [
-        {"label": "pytest", "description": "plain asserts, fixtures"},
-        {"label": "unittest", "description": "standard library only"},
-    ],
-    "allow_text": True,
-}
+SCRIPT = {"turns": [
+    [{"say": "Before I set up tests, one preference question."},
+     {"ask": {"kind": "choice", "prompt": "Which test runner should this project use?",
+              "options": [{"label": "pytest", "description": "plain asserts, fixtures"},
+                          {"label": "unittest", "description": "standard library only"}],
+              "allow_text": True}}],
+    # Each run takes the next entry: the owner's "yes" is a chat message with a turn of
+    # its own, so it gets one; the continuation after the answer gets the last.
+    [{"say": "That was a chat message, not an answer: my question is still pending."}],
+    [{"say": "Thanks. I will set up {answer} for this project (a preference, not a "
+             "settings change)."}],
+]}
+READY = re.compile(r"clankie serving on unix://(\S+)")
+DEADLINE_S = 30.0
 
 
-def run_demo(out: Any = print) -> int:
+def run_demo(out: Callable[[str], Any] = print) -> int:
     with tempfile.TemporaryDirectory(prefix="clankie-demo-") as tmp:
-        home = Path(tmp)
-        workspace = home / "project"
-        workspace.mkdir()
-        store = Store(home / "clankie.db")
+        root = Path(tmp)
+        env = dict(os.environ, CLANKIE_HOME=str(root / "home"))
+        for name in ("CLANKIE_URL", "CLANKIE_TOKEN", "CLANKIE_MODEL"):
+            env.pop(name, None)
+        repo = _repository(root / "project", out)
+        (root / "script.json").write_text(json.dumps(SCRIPT))
+        _clankie(env, "init")
+        server = subprocess.Popen([sys.executable, "-m", "clankie", "serve", "--script",
+                                   str(root / "script.json")], env=env, text=True,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE)
         try:
-            _scenario(Service(store, Settings()), workspace, out)
+            socket = _ready(server)
+            token = (root / "home" / "operator.token").read_text().strip()
+            with Client(f"unix://{socket}", token) as client:
+                _scenario(client, env, repo, out)
         finally:
-            store.close()
+            server.send_signal(signal.SIGTERM)
+            server.communicate(timeout=DEADLINE_S)
     return 0
 
 
-def _scenario(service: Service, workspace: Path, out: Any) -> None:
-    token = service.init_owner()
-    assert token is not None
+def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[str], Any]
+              ) -> None:
+    c = client.op("conversation_create", workspace=str(repo)).conversation_id
+    client.op("project_register", root=str(repo), name="demo-project")
+    fact = client.op("conversation_get", conversation_id=c).membership
+    out(f"$ clankie conversations new --workspace {repo}\n{c}")
+    out(f"  (project membership, read-only: {fact.status}; nothing was enrolled)")
+    out("\nowner> Set up tests for this project, please.")
+    sent = client.op("conversation_send", conversation_id=c,
+                     text="Set up tests for this project, please.")
+    _finished(client, sent.run_id)
+    _say_clankie(client, c, 0, out)
 
-    def call(op: str, **payload: Any) -> Any:
-        return service.call(op, token, payload)
+    out(f"\n$ clankie conversations questions {c[:8]}")
+    out(_clankie(env, "conversations", "questions", c[:8]).rstrip())
 
-    conversation = call("conversation_create", workspace=str(workspace))
-    c = conversation.conversation_id
-    out(f"conversation {c} bound to {conversation.workspace.path}")
-
-    sent = call("conversation_send", conversation_id=c, text="Set up tests for this project.")
-    out("owner> Set up tests for this project.")
-    run = service.claim_next_run(c)
-    assert run is not None and run.run_id == sent.run_id
-    asked = service.ask_question(run.run_id, QUESTION)
-    out(f"clankie asks (tool result: {asked.status}, request {asked.request_id})")
-    service.finish_run(run.run_id, RunStatus.SUCCEEDED)
-
-    snapshot = call("input_get", conversation_id=c)
+    out("\nowner> yes      (ordinary chat text is never an answer)")
+    client.op("conversation_send", conversation_id=c, text="yes")
+    _settle(client, c)
+    _say_clankie(client, c, 1, out)
+    snapshot = client.input_get(c)
+    assert snapshot.pending is not None
     q = snapshot.pending
-    out(f"\n  {q.prompt}")
-    for number, option in enumerate(q.options, start=1):
-        out(f"   {number}. {option.label}: {option.description}")
-    out(f"  (incarnation {snapshot.incarnation}, revision {snapshot.revision}; text allowed)")
+    out(f"  the question is still pending; the revision moved to {snapshot.revision}")
 
-    out("\nowner> yes   (ordinary chat: never an answer)")
-    call("conversation_send", conversation_id=c, text="yes")
-    out(f"  still pending: {call('input_get', conversation_id=c).pending is not None}")
+    args = ["conversations", "answer", c, q.request_id, "--incarnation",
+            snapshot.incarnation, "--revision", str(snapshot.revision), "--option",
+            q.options[0].option_id]
+    out(f"\n$ clankie conversations answer {c[:8]} {q.request_id[:8]}... --revision "
+        f"{snapshot.revision} --option {q.options[0].option_id[:8]}...   # 1. pytest")
+    out(_clankie(env, *args).rstrip())
+    receipt = client.input_get(c, q.request_id).request.receipt  # type: ignore[union-attr]
+    _finished(client, receipt.run_id)
+    _say_clankie(client, c, 2, out)
+    out("\n$ the same answer again (a retry by a careful script):")
+    out(_clankie(env, *args).rstrip())
+    final = client.input_get(c, q.request_id).request.receipt  # type: ignore[union-attr]
+    out(f"\nreceipt {final.receipt_id[:8]}...: {final.outcome}, continuation "
+        f"{final.continuation}; one run, never two.")
 
-    answer = {"conversation_id": c, "request_id": q.request_id,
-              "incarnation": snapshot.incarnation, "revision": snapshot.revision,
-              "option_id": q.options[0].option_id}
-    try:
-        call("input_answer", **answer)
-    except ClankieError as err:
-        out(f"answer 1 with the displayed revision -> {err.code}: read again and decide")
-    fresh = call("input_get", conversation_id=c)
-    answer["revision"] = fresh.revision
-    reply = call("input_answer", **answer)
-    r = reply.receipt
-    out(f"answer 1 with revision {fresh.revision} -> accepted: receipt {r.receipt_id}")
-    out(f"  continuation run {r.run_id} is {r.continuation} (accepted means stored, "
-        "not yet executed)")
-    again = call("input_answer", **answer)
-    out(f"the same answer again -> duplicate={again.duplicate}, same receipt: "
-        f"{again.receipt.receipt_id == r.receipt_id}, same run: {again.receipt.run_id == r.run_id}")
-    try:
-        call("input_answer", **(answer | {"option_id": q.options[1].option_id}))
-    except ClankieError as err:
-        out(f"a different answer -> {err.code}")
 
-    recovery = service.recover()
-    out(f"\nrestart: {recovery.failed_runs} unfinished run(s) failed, never replayed")
-    final = call("input_get", conversation_id=c, request_id=q.request_id).request.receipt
-    out(f"receipt now: outcome={final.outcome}, continuation={final.continuation} "
-        f"({final.continuation_error})")
+def _repository(path: Path, out: Callable[[str], Any]) -> Path:
+    path.mkdir()
+    (path / "README.md").write_text("# demo project\n")
+    git = shutil.which("git")
+    if git is None:
+        out("(git is not installed: the demo project is a plain folder)")
+        return path
+    quiet = {"capture_output": True, "check": True, "cwd": path}
+    subprocess.run([git, "init", "-q"], **quiet)  # type: ignore[call-overload]
+    return path
+
+
+def _clankie(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "clankie", *args], env=env, text=True,
+                          capture_output=True, timeout=DEADLINE_S, stdin=subprocess.DEVNULL)
+    return done.stdout + done.stderr
+
+
+def _ready(server: subprocess.Popen[str]) -> str:
+    assert server.stderr is not None
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        line = server.stderr.readline()
+        if not line:
+            break
+        match = READY.search(line)
+        if match:
+            return match.group(1)
+    raise RuntimeError("clankie serve did not start")
+
+
+def _finished(client: Client, run_id: str | None) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while run_id and client.op("run_get", run_id=run_id).status in ("queued", "running"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"run {run_id} did not finish")
+        time.sleep(0.05)
+
+
+def _settle(client: Client, c: str) -> None:
+    """Wait until no run of the conversation is queued or running."""
+    events = client.op("events_tail", conversation_id=c, limit=500).events
+    for run_id in {e["run_id"] for e in events if e["type"] == "run_status"}:
+        _finished(client, run_id)
+
+
+def _say_clankie(client: Client, c: str, index: int, out: Callable[[str], Any]) -> None:
+    events = client.op("events_tail", conversation_id=c, limit=500).events
+    said = [e["text"] for e in events if e["type"] == "message" and e["author"] == "clankie"]
+    if index < len(said):
+        out(f"clankie> {said[index]}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.served import Clankie, Served
+from tests.e2e.served import Served
 
 
 @pytest.fixture
@@ -17,15 +17,6 @@ def served(tmp_path: Path) -> Iterator[Served]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture
-def agent(served: Served) -> Iterator[Clankie]:
-    clankie = Clankie(served.home)
-    try:
-        yield clankie
-    finally:
-        clankie.close()
 
 
 @pytest.fixture

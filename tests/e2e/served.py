@@ -2,15 +2,18 @@
 
 `Served.start` runs `clankie init` and `clankie serve --tcp 127.0.0.1:0` as subprocesses
 and waits (with a deadline) for the ready line; `stop` sends a signal and waits for a clean
-exit. Until the agent runtime exists, `Clankie` plays the agent's part on the same store
-from the test process (claim a run, call `ask_question`), as the executor will.
+exit. By default the scripted model asks `ASK` in every run (a run finding a question
+already pending is refused, as a tool result). `ask` sends a message and waits for the
+question; `settle` waits until no run of a conversation is queued or running, because a
+finishing run moves the revision (an answer read before it would be stale, by design).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -21,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from clankie.client import Client
-from clankie.core.model import RunStatus
 from clankie.home import Home
-from clankie.service import Service
-from clankie.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"clankie serving on (unix://\S+)(?: and (http://\S+))?")
+ASK = {"kind": "choice", "prompt": "Tabs or spaces?", "allow_text": True,
+       "options": [{"label": "tabs", "description": "one per level"}, {"label": "spaces"}]}
+DEFAULT_SCRIPT: dict[str, Any] = {"turns": [[{"ask": ASK}]] * 500}
 
 
 def clankie(*args: str, home: Path, timeout: float = 60,
@@ -39,6 +42,36 @@ def clankie(*args: str, home: Path, timeout: float = 60,
                           capture_output=True, timeout=timeout, cwd=ROOT, **kwargs)
 
 
+class LineReader:
+    """Lines of a child's pipe, read on a thread (select() on a buffered pipe loses lines)."""
+
+    def __init__(self, pipe: Any) -> None:
+        self.seen: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._pipe = pipe
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self._pipe:
+            self.seen.append(line)
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def until(self, wanted: Any, timeout: float) -> str:
+        """The first line (from now on) for which `wanted(line)` holds, within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no such line in {self.seen!r}"
+            try:
+                line = self._lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            assert line is not None, f"the pipe closed; lines: {self.seen!r}"
+            if wanted(line):
+                return line
+
+
 @dataclass
 class Served:
     home: Home
@@ -48,39 +81,32 @@ class Served:
 
     @classmethod
     def start(cls, home_path: Path, *extra: str, init: bool = True,
-              env: dict[str, str] | None = None) -> Served:
+              env: dict[str, str] | None = None,
+              script: dict[str, Any] | None = DEFAULT_SCRIPT) -> Served:
         if init:
             done = clankie("init", home=home_path)
             assert done.returncode == 0, done.stderr
+        if script is not None:
+            path = home_path / "script.json"
+            path.write_text(json.dumps(script))
+            extra = ("--script", str(path), *extra)
         env = dict(os.environ, CLANKIE_HOME=str(home_path), PYTHONPATH=str(ROOT / "src"),
                    **(env or {}))
         proc = subprocess.Popen([sys.executable, "-m", "clankie", "serve", "--tcp",
                                  "127.0.0.1:0", *extra], env=env, cwd=ROOT, text=True,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
-        log: list[str] = []
-        deadline = time.monotonic() + 30
-        assert proc.stderr is not None
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stderr], [], [], 0.5)
-            if ready:
-                line = proc.stderr.readline()
-                if not line:
-                    break
-                log.append(line)
-                match = READY.search(line)
-                if match:
-                    served = cls(Home(home_path), proc, match.group(2), log)
-                    threading.Thread(target=served._drain, daemon=True).start()
-                    return served
-        proc.kill()
-        proc.wait(timeout=10)
-        raise AssertionError("clankie serve did not become ready:\n" + "".join(log))
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log.append(line)
+        lines = LineReader(proc.stderr)
+        try:
+            line = lines.until(lambda text: READY.search(text) is not None, 30)
+        except AssertionError:
+            proc.kill()
+            proc.wait(timeout=10)
+            raise AssertionError("clankie serve did not become ready:\n" +
+                                 "".join(lines.seen)) from None
+        match = READY.search(line)
+        assert match is not None
+        return cls(Home(home_path), proc, match.group(2), lines.seen)
 
     def client(self, token: str | None = None, url: str | None = None) -> Client:
         return Client(url or f"unix://{self.home.socket}",
@@ -96,31 +122,6 @@ class Served:
                 self.proc.wait(timeout=10)
                 raise AssertionError("clankie serve did not stop in time") from None
         return self.proc.returncode
-
-
-class Clankie:
-    """Plays the agent's part on the served store: starts runs in order and asks."""
-
-    def __init__(self, home: Home) -> None:
-        self.service = Service(Store(home.store))
-
-    def close(self) -> None:
-        self.service.store.close()
-
-    def ask(self, conversation_id: str, client: Client, args: dict[str, Any]) -> str:
-        sent = client.call("conversation_send", {"conversation_id": conversation_id,
-                                                 "text": "please ask"})
-        for _ in range(100):
-            run = self.service.claim_next_run(conversation_id)
-            assert run is not None
-            if run.run_id == sent["run_id"]:
-                break
-            self.service.finish_run(run.run_id, RunStatus.SUCCEEDED)
-        result = self.service.ask_question(run.run_id, args)
-        assert result.status == "pending", result
-        self.service.finish_run(run.run_id, RunStatus.SUCCEEDED)
-        assert result.request_id is not None
-        return result.request_id
 
 
 def wait_for(predicate: Any, what: str, timeout: float = 20) -> Any:
@@ -143,3 +144,26 @@ def finished(client: Client, run_id: str, timeout: float = 20) -> dict[str, Any]
     return wait_for(lambda: (lambda r: r if r["status"] in ("succeeded", "failed", "cancelled")
                              else None)(run_status(client, run_id)),
                     f"run {run_id} to finish", timeout)
+
+
+def settle(client: Client, conversation_id: str, timeout: float = 20) -> None:
+    """Wait until no run of the conversation is queued or running."""
+    def unfinished() -> set[str]:
+        events = client.call("events_tail", {"conversation_id": conversation_id,
+                                             "limit": 500})["events"]
+        status: dict[str, str] = {}
+        for e in events:
+            if e["type"] == "run_status":
+                status[e["run_id"]] = e["status"]
+        return {r for r, s in status.items() if s in ("queued", "running")}
+
+    wait_for(lambda: not unfinished(), f"the runs of {conversation_id} to finish", timeout)
+
+
+def ask(client: Client, conversation_id: str, text: str = "please ask") -> str:
+    """Send a message; the scripted run asks; return the pending request once settled."""
+    client.call("conversation_send", {"conversation_id": conversation_id, "text": text})
+    settle(client, conversation_id)
+    pending = client.input_get(conversation_id).pending
+    assert pending is not None, "no question was asked"
+    return pending.request_id

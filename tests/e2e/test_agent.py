@@ -4,7 +4,6 @@ answer (SPEC Q1-Q6, A9-A11, R4), driven by the real CLI where a person would use
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 
@@ -30,9 +29,7 @@ ENROLL_SCRIPT = {"turns": [
 
 
 def serve_with(tmp_path: Path, script: dict) -> Served:
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps(script))
-    return Served.start(tmp_path / "home", "--script", str(path))
+    return Served.start(tmp_path / "home", script=script)
 
 
 def messages_by_clankie(served: Served, c: str) -> list[str]:

@@ -10,10 +10,7 @@ from pathlib import Path
 import pytest
 
 from clankie.client import ApiError, Client, ServiceUnreachable, Uncertain
-from tests.e2e.served import Clankie, Served, clankie
-
-CHOICE = {"kind": "choice", "prompt": "Tabs or spaces?",
-          "options": [{"label": "tabs"}, {"label": "spaces"}]}
+from tests.e2e.served import Served, ask, clankie, settle
 
 
 def test_init_is_idempotent_and_private(tmp_path: Path):
@@ -46,36 +43,35 @@ def test_serve_without_init_says_what_to_do(tmp_path: Path):
 
 
 def test_sigterm_then_restart_cancels_pending_keeps_receipts_and_events(
-        served: Served, agent: Clankie, workspace: Path):
+        served: Served, workspace: Path):
     with served.client() as client:
         c = client.op("conversation_create", workspace=str(workspace)).conversation_id
-        d = client.op("conversation_create", workspace=str(workspace)).conversation_id
-        first = agent.ask(c, client, CHOICE)
+        first = ask(client, c)
         snap = client.input_get(c)
         answered = client.input_answer(c, first, incarnation=snap.incarnation,
                                        revision=snap.revision,
                                        option_id=snap.pending.options[1].option_id)
-        second = agent.ask(d, client, CHOICE)  # pending in d; c's continuation is queued
-    agent.close()
+        settle(client, c)  # the continuation ran, and asked again
+        second = client.input_get(c).pending.request_id
+        assert second != first
     assert served.stop(signal.SIGTERM) == 0
     assert not served.home.socket.exists()
 
     again = Served.start(served.home.path, init=False)
     try:
         with again.client() as client:
-            snap = client.input_get(d, second)
+            snap = client.input_get(c, second)
             assert snap.pending is None
             receipt = snap.request.receipt
             assert (receipt.outcome, receipt.reason) == ("cancelled", "restart")
-            kept = client.input_get(c, first)
-            assert kept.request.receipt.receipt_id == answered.receipt.receipt_id
-            assert (kept.request.receipt.continuation,
-                    kept.request.receipt.continuation_error) == ("failed", "orphaned_by_restart")
-            events = client.call("events_tail", {"conversation_id": d, "limit": 500})["events"]
+            kept = client.input_get(c, first).request.receipt
+            assert kept.receipt_id == answered.receipt.receipt_id
+            assert kept.continuation == "succeeded"
+            events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
             resolved = [e["outcome"] for e in events if e["type"] == "input_resolved"]
-            assert resolved == ["cancelled"]
-            duplicate = client.input_answer(c, first, incarnation=kept.incarnation,
-                                            revision=kept.revision,
+            assert resolved == ["answered", "cancelled"]
+            duplicate = client.input_answer(c, first, incarnation=snap.incarnation,
+                                            revision=snap.revision,
                                             option_id=answered.receipt.answer.option_id)
             assert duplicate.duplicate and duplicate.receipt.run_id == answered.receipt.run_id
     finally:
@@ -107,10 +103,10 @@ def test_sigterm_with_a_long_poll_open_stops_cleanly(served: Served, workspace: 
 
 
 def test_two_devices_a_leased_device_answers_what_the_operator_displayed(
-        served: Served, agent: Clankie, workspace: Path):
+        served: Served, workspace: Path):
     with served.client() as operator:
         c = operator.op("conversation_create", workspace=str(workspace)).conversation_id
-        request_id = agent.ask(c, operator, CHOICE)
+        request_id = ask(operator, c)
         displayed = operator.input_get(c)  # the operator's TUI shows this
         phone = operator.op("device_pair", name="phone", mode="control").token
         tv = operator.op("device_pair", name="tv", mode="read_only").token

@@ -1,0 +1,224 @@
+"""The OpenAI-compatible and Anthropic providers, through their official SDKs inside a real
+`clankie serve`, against a fake endpoint on loopback that speaks their wire formats.
+
+A tool call creates the question; the continuation's request carries the answer; errors
+and malformed tool calls fail the run cleanly and the service keeps serving; a restart
+never sends a continuation to the model twice (SPEC Q2, A9-A11, R3, R4).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.served import Served, finished
+from tests.fakes import (
+    Endpoint,
+    Reply,
+    anthropic_reply,
+    error_reply,
+    model_endpoint,
+    openai_reply,
+)
+
+ASK = {"kind": "choice", "prompt": "Which test runner?",
+       "options": [{"label": "pytest"}, {"label": "unittest"}]}
+KEYS = {"openai": "sk-test-openai-key", "anthropic": "sk-ant-test-key"}
+
+
+@dataclass
+class Provider:
+    name: str
+    env: Callable[[str], dict[str, str]]
+    tool: Callable[[Any], Reply]
+    text: Callable[[str], Reply]
+    malformed: Reply
+    system: Callable[[dict[str, Any]], str]
+    key_header: tuple[str, str]
+
+
+PROVIDERS = {
+    "openai": Provider(
+        "openai",
+        lambda url: {"CLANKIE_MODEL": "openai", "CLANKIE_OPENAI_BASE_URL": f"{url}/v1",
+                     "CLANKIE_OPENAI_MODEL": "fake-gpt", "OPENAI_API_KEY": KEYS["openai"]},
+        lambda args: openai_reply(tool_args=args),
+        lambda text: openai_reply(text=text),
+        openai_reply(tool_args="{not json"),
+        lambda body: body["messages"][0]["content"],
+        ("authorization", f"Bearer {KEYS['openai']}")),
+    "anthropic": Provider(
+        "anthropic",
+        lambda url: {"CLANKIE_MODEL": "anthropic", "CLANKIE_ANTHROPIC_BASE_URL": url,
+                     "CLANKIE_ANTHROPIC_MODEL": "fake-claude",
+                     "ANTHROPIC_API_KEY": KEYS["anthropic"]},
+        lambda args: anthropic_reply(tool_input=args),
+        lambda text: anthropic_reply(text=text),
+        anthropic_reply(tool_input=["not", "an", "object"]),
+        lambda body: body["system"],
+        ("authorization", f"Bearer {KEYS['anthropic']}")),
+}
+
+
+@dataclass
+class World:
+    provider: Provider
+    endpoint: Endpoint
+    served: Served
+    home: Path
+    workspace: Path
+
+    def restart(self) -> None:
+        assert self.served.stop() == 0
+        self.served = Served.start(self.home, init=False, script=None,
+                                   env=self.provider.env(self.endpoint.url))
+
+    def conversation(self) -> str:
+        with self.served.client() as client:
+            return str(client.op("conversation_create",
+                                 workspace=str(self.workspace)).conversation_id)
+
+    def send(self, c: str, text: str = "Set up tests.") -> str:
+        with self.served.client() as client:
+            return str(client.call("conversation_send", {"conversation_id": c,
+                                                         "text": text})["run_id"])
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        with self.served.client() as client:
+            return finished(client, run_id)
+
+    def answer(self, c: str, option: int = 0) -> dict[str, Any]:
+        with self.served.client() as client:
+            snap = client.input_get(c)
+            assert snap.pending is not None
+            return client.input_answer(
+                c, snap.pending.request_id, incarnation=snap.incarnation,
+                revision=snap.revision,
+                option_id=snap.pending.options[option].option_id).model_dump()
+
+
+@pytest.fixture(params=sorted(PROVIDERS))
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    provider = PROVIDERS[request.param]
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    with model_endpoint() as endpoint:
+        served = Served.start(tmp_path / "home", env=provider.env(endpoint.url), script=None)
+        w = World(provider, endpoint, served, tmp_path / "home", workspace)
+        try:
+            yield w
+        finally:
+            w.served.stop()
+
+
+def test_a_tool_call_asks_and_the_continuation_carries_the_answer(world: World):
+    p, endpoint = world.provider, world.endpoint
+    endpoint.plan += [p.tool(ASK), p.text("I asked you."), p.text("Using pytest, then.")]
+    c = world.conversation()
+    assert world.run(world.send(c))["status"] == "succeeded"
+    first = endpoint.requests[0]
+    header, value = p.key_header
+    assert first["headers"].get(header) == value, sorted(first["headers"])
+    assert first["body"]["tools"][0].get("name", first["body"]["tools"][0].get(
+        "function", {}).get("name")) == "ask_question"
+    second = json.dumps(endpoint.requests[1]["body"])
+    assert '\\"status\\": \\"pending\\"' in second  # the tool result went back to the model
+    reply = world.answer(c, option=0)
+    assert world.run(reply["receipt"]["run_id"])["status"] == "succeeded"
+    continuation = endpoint.requests[2]["body"]
+    text = json.dumps(continuation)
+    assert "pytest" in text and "not approval" in text
+    assert "preference and context" in p.system(continuation)
+    with world.served.client() as client:
+        events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
+    said = [e["text"] for e in events if e["type"] == "message" and e["author"] == "clankie"]
+    assert said == ["I asked you.", "Using pytest, then."]
+    stored = world.served.home.store.read_bytes()
+    assert KEYS[p.name].encode() not in stored
+    assert all(KEYS[p.name] not in line for line in world.served.log)
+
+
+@pytest.mark.parametrize("failure", ["500", "400", "401", "garbage", "malformed_tool_call"])
+def test_provider_failures_fail_the_run_cleanly_and_the_service_goes_on(world: World,
+                                                                         failure: str):
+    p, endpoint = world.provider, world.endpoint
+    endpoint.plan.append({
+        "500": error_reply(500), "400": error_reply(400, "bad request"),
+        "401": error_reply(401, "no key"), "garbage": Reply(body=b"<html>oops</html>"),
+        "malformed_tool_call": p.malformed}[failure])
+    c = world.conversation()
+    failed = world.run(world.send(c))
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith("model_error: ")
+    if failure == "malformed_tool_call":
+        assert "malformed tool call" in failed["error"]
+    with world.served.client() as client:
+        assert client.input_get(c).pending is None
+    endpoint.plan.append(p.text("Back again."))
+    assert world.run(world.send(c, "again"))["status"] == "succeeded"
+
+
+def test_the_context_says_how_the_last_question_ended_and_the_membership(world: World):
+    p, endpoint = world.provider, world.endpoint
+    endpoint.plan += [p.tool(ASK), p.text("Asked."), p.text("Understood.")]
+    c = world.conversation()
+    world.run(world.send(c))
+    with world.served.client() as client:
+        snap = client.input_get(c)
+        assert snap.pending is not None
+        client.input_cancel(c, snap.pending.request_id, incarnation=snap.incarnation,
+                            revision=snap.revision)
+        client.call("project_register", {"root": str(world.workspace), "name": "project"})
+    world.run(world.send(c, "so?"))
+    system = p.system(endpoint.requests[2]["body"])
+    assert "ended without an answer: cancelled (explicit)" in system
+    assert '"status": "member"' in system
+
+
+def test_restart_while_a_continuation_runs_fails_it_and_never_sends_it_again(world: World):
+    p, endpoint = world.provider, world.endpoint
+    release = threading.Event()
+    endpoint.plan += [p.tool(ASK), p.text("Asked."), Reply(body=p.text("late").body,
+                                                         hold=release)]
+    c = world.conversation()
+    world.run(world.send(c))
+    continuation = world.answer(c)["receipt"]["run_id"]
+    endpoint.wait_for_requests(3)  # the continuation is running, its model call held
+    world.restart()
+    release.set()
+    with world.served.client() as client:
+        run = client.call("run_get", {"run_id": continuation})
+        assert (run["status"], run["error"]) == ("failed", "orphaned_by_restart")
+        receipt = client.input_get(c, client.call("events_tail", {
+            "conversation_id": c, "limit": 500})["events"][3]["request_id"]).request.receipt
+        assert receipt.continuation == "failed"
+    endpoint.plan.append(p.text("After the restart."))
+    assert world.run(world.send(c, "next"))["status"] == "succeeded"
+    assert len(endpoint.requests) == 4  # the held continuation was never sent again
+
+
+def test_restart_while_a_continuation_is_queued_fails_it_without_sending_it(world: World):
+    p, endpoint = world.provider, world.endpoint
+    release = threading.Event()
+    endpoint.plan += [p.tool(ASK), p.text("Asked."), Reply(body=p.text("slow").body,
+                                                         hold=release)]
+    c = world.conversation()
+    world.run(world.send(c))
+    world.send(c, "a second turn, held by the model")
+    endpoint.wait_for_requests(3)
+    continuation = world.answer(c)["receipt"]["run_id"]  # queued behind the held turn (R4)
+    world.restart()
+    release.set()
+    with world.served.client() as client:
+        run = client.call("run_get", {"run_id": continuation})
+        assert (run["status"], run["error"], run["started_at"]) == (
+            "failed", "orphaned_by_restart", None)
+    endpoint.plan.append(p.text("After the restart."))
+    assert world.run(world.send(c, "next"))["status"] == "succeeded"
+    assert len(endpoint.requests) == 4  # the queued continuation was never sent at all
