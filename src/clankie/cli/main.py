@@ -19,7 +19,7 @@ from clankie.home import Home
 from clankie.settings import SettingsError, load_settings, settings_table
 from clankie.store.db import SchemaTooNew
 
-from . import access, conversations
+from . import access, chat, conversations
 from .common import write_private
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -30,6 +30,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
                          "request; 7 uncertain: inspect, never resend; 1 anything else.")
 
 
+app.command()(chat.chat)
 app.add_typer(conversations.app, name="conversations")
 app.add_typer(access.devices, name="devices")
 app.add_typer(access.credentials, name="credentials")

@@ -1,0 +1,41 @@
+"""`clankie chat`: open the operator TUI on a conversation.
+
+Owns choosing the conversation: the one named (ID or unique prefix), else the newest
+owner conversation bound to the directory (default: the current one) that no native seat
+owns, else a new one for it. The TUI itself is `clankie.tui`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import call, connect, resolve_conversation
+
+
+def chat(
+    conversation: Annotated[str | None, typer.Argument(
+        metavar="[CONVERSATION]", help="A conversation ID or unique prefix.")] = None,
+    workspace: Annotated[Path | None, typer.Option(
+        "--workspace", metavar="DIR", help="Open (or start) this directory's conversation.")
+    ] = None,
+) -> None:
+    """Talk with Clankie and answer its questions (/question) in the terminal."""
+    from clankie.client import AsyncClient
+    from clankie.tui.app import ChatApp
+
+    with connect() as client:
+        if conversation is not None:
+            chosen = resolve_conversation(client, conversation, as_json=False)
+        else:
+            target = str((workspace or Path.cwd()).resolve())
+            listed = call(client, "conversation_list", {}, as_json=False)["conversations"]
+            mine = [c for c in listed if c["kind"] == "owner" and c["native_owner"] is None
+                    and c["workspace"] and c["workspace"]["path"] == target]
+            chosen = mine[-1]["conversation_id"] if mine else call(
+                client, "conversation_create", {"workspace": target},
+                as_json=False)["conversation_id"]
+        url, token = client.url, client.token
+    ChatApp(AsyncClient(url, token), chosen, url).run()

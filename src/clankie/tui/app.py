@@ -1,0 +1,269 @@
+"""The chat app: the conversation live, an input line, and the `/question` commands.
+
+Owns the screen and the binding of an answer to what was displayed: `/question` reads the
+snapshot and keeps it as `displayed`; `/question answer N` sends the N-th displayed
+option with the displayed request, incarnation and revision, once. A conflict is said
+and the question shown again; an uncertain outcome is said as uncertain; nothing is ever
+resubmitted by the app. Network calls run only in workers (Textual's `@work`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Input, RichLog, Static
+
+from clankie.client import ApiError, ServiceUnreachable, Uncertain
+
+from . import render
+from .commands import (
+    USAGE,
+    AnswerOption,
+    AnswerText,
+    CancelQuestion,
+    Chat,
+    Help,
+    ShowQuestion,
+    Usage,
+    parse,
+)
+
+TAIL_WAIT_MS = 25_000
+RETRY_S = (0.5, 1.0, 2.0, 5.0)
+
+
+class Api(Protocol):
+    """What the app needs of `clankie.client.AsyncClient`."""
+
+    async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ChatApp(App[None]):
+    CSS_PATH = Path(__file__).with_name("chat.tcss")
+    TITLE = "clankie chat"
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(self, api: Api, conversation_id: str, service: str) -> None:
+        super().__init__()
+        self.api = api
+        self.conversation_id = conversation_id
+        self.service = service
+        self.displayed: dict[str, Any] | None = None  # the snapshot /question showed
+        self.pending: bool | None = None
+        self.running: set[str] = set()
+        self.connected = True
+        self.after = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status")
+        yield RichLog(id="log", wrap=True, markup=False)
+        yield Static(id="question")
+        yield Input(placeholder="Message Clankie, or /question, /help", id="input")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._status()
+        self.query_one(Input).focus()
+        self.tail()
+
+    async def on_unmount(self) -> None:
+        await self.api.aclose()
+
+    # ------------------------------------------------------------------------ showing
+
+    def say(self, text: str) -> None:
+        self.query_one(RichLog).write(Text(text))
+
+    def transcript(self) -> str:
+        """The chat log as plain text (for tests and for people who copy it)."""
+        return "\n".join(line.text for line in self.query_one(RichLog).lines)
+
+    def _status(self) -> None:
+        self.query_one("#status", Static).update(render.status_line(
+            self.service, self.conversation_id, self.pending, bool(self.running),
+            self.connected))
+
+    def _show(self, snapshot: dict[str, Any]) -> None:
+        self.displayed = snapshot if snapshot["pending"] is not None else None
+        self.pending = snapshot["pending"] is not None
+        panel = self.query_one("#question", Static)
+        panel.update(render.question_panel(snapshot))
+        panel.set_class(True, "shown")
+        self._status()
+
+    def _hide_question(self) -> None:
+        self.displayed = None
+        self.query_one("#question", Static).set_class(False, "shown")
+
+    # ------------------------------------------------------------------------- events
+
+    @work(exclusive=True, group="tail")
+    async def tail(self) -> None:
+        """Follow the conversation (V1); fetch the snapshot when a question starts or ends,
+        after a reconnect and after a trimmed tail (V3); never treat anything else as one."""
+        failures = 0
+        while True:
+            try:
+                page = await self.api.call("events_tail", {
+                    "conversation_id": self.conversation_id, "after": self.after,
+                    "limit": 500, "wait_ms": TAIL_WAIT_MS})
+            except (ServiceUnreachable, Uncertain) as exc:
+                self.connected = False
+                self._status()
+                if failures == 0:
+                    self.notify(f"Lost the service: {exc}", severity="warning")
+                await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
+                failures += 1
+                continue
+            except ApiError as exc:
+                self.notify(f"{exc.code}: {exc.detail}", severity="error")
+                return
+            recovered = failures > 0 or self.after == 0
+            failures = 0
+            self.connected = True
+            if page["trimmed"]:
+                self.say(f"(events before #{page['oldest_seq']} were trimmed)")
+            question_moved = recovered or page["trimmed"]
+            for event in page["events"]:
+                question_moved |= event["type"] in ("input_requested", "input_resolved")
+                self._apply(event)
+            self.after = page["next_after"]
+            if question_moved:
+                await self._refresh_pending(announce=any(
+                    e["type"] == "input_requested" for e in page["events"]))
+            self._status()
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        if event["type"] == "run_status":
+            if event["status"] in ("queued", "running"):
+                self.running.add(event["run_id"])
+            else:
+                self.running.discard(event["run_id"])
+        line = render.event_line(event)
+        if line is not None:
+            self.say(line)
+
+    async def _refresh_pending(self, announce: bool) -> None:
+        try:
+            snapshot = await self.api.call("input_get",
+                                           {"conversation_id": self.conversation_id})
+        except (ApiError, ServiceUnreachable, Uncertain):
+            return
+        # What /question displayed stays displayed: answering it after it ended is refused
+        # by the service, and the app then says so and shows the question as it is now.
+        self.pending = snapshot["pending"] is not None
+        if announce and self.pending:
+            self.notify("Clankie asked a question. /question shows it.")
+
+    # ----------------------------------------------------------------------- commands
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.input.value = ""
+        command = parse(event.value)
+        if command is None:
+            return
+        if isinstance(command, Help):
+            self.say(USAGE)
+        elif isinstance(command, Usage):
+            self.say(command.message)
+        elif isinstance(command, Chat):
+            self.send(command.text)
+        elif isinstance(command, ShowQuestion):
+            self.show_question()
+        else:
+            self._answer_displayed(command)
+
+    def _answer_displayed(self, command: AnswerOption | AnswerText | CancelQuestion) -> None:
+        shown = self.displayed
+        if shown is None:
+            self.say("No question is displayed: run /question first.")
+            return
+        q = shown["pending"]
+        payload = {"conversation_id": self.conversation_id, "request_id": q["request_id"],
+                   "incarnation": shown["incarnation"], "revision": shown["revision"]}
+        if isinstance(command, AnswerOption):
+            if command.number > len(q["options"]):
+                self.say(f"There is no option {command.number}; the question shows "
+                         f"{len(q['options'])}.")
+                return
+            payload["option_id"] = q["options"][command.number - 1]["option_id"]
+        elif isinstance(command, AnswerText):
+            if not q["allow_text"]:
+                self.say("This question takes one of its options, not text: "
+                         "/question answer N.")
+                return
+            payload["text"] = command.text
+        self.resolve("input_cancel" if isinstance(command, CancelQuestion) else "input_answer",
+                     payload)
+
+    @work(group="send")
+    async def send(self, text: str) -> None:
+        try:
+            await self.api.call("conversation_send", {"conversation_id": self.conversation_id,
+                                                      "text": text})
+        except Uncertain:
+            self.say("No reply from the service: the message may or may not have been sent.")
+        except (ApiError, ServiceUnreachable) as exc:
+            self.say(f"Not sent: {exc}")
+
+    @work(exclusive=True, group="question")
+    async def show_question(self) -> None:
+        try:
+            self._show(await self.api.call("input_get",
+                                           {"conversation_id": self.conversation_id}))
+        except (ApiError, ServiceUnreachable, Uncertain) as exc:
+            self.say(f"Could not read the question: {exc}")
+
+    @work(exclusive=True, group="question")
+    async def resolve(self, op: str, payload: dict[str, Any]) -> None:
+        """Send one answer or cancel, bound to what was displayed; never resend it."""
+        try:
+            reply = await self.api.call(op, payload)
+        except ApiError as exc:
+            await self._refused(exc)
+            return
+        except Uncertain:
+            self.say("The outcome is uncertain: the service may have received the answer, "
+                     "but no reply came. It was not sent again; /question shows where it "
+                     "stands.")
+            return
+        except ServiceUnreachable as exc:
+            self.say(f"Not sent: {exc}")
+            return
+        receipt = reply["receipt"]
+        self._hide_question()
+        if receipt["outcome"] == "cancelled":
+            self.say("Cancelled the question." if not reply["duplicate"]
+                     else "Already cancelled.")
+        else:
+            self.say(("Already accepted" if reply["duplicate"] else "Accepted") +
+                     f" (receipt {receipt['receipt_id'][:8]}): Clankie continues with it.")
+
+    async def _refused(self, exc: ApiError) -> None:
+        if exc.code in ("stale_revision", "stale_incarnation"):
+            self.say("The question changed since it was shown (the conversation moved on). "
+                     "Here it is now; decide again.")
+        elif exc.code in ("already_answered", "request_closed", "request_expired"):
+            receipt = exc.problem.get("receipt") or {}
+            reason = f" ({receipt['reason']})" if receipt.get("reason") else ""
+            self.say(f"That question has ended: {receipt.get('outcome', exc.code)}{reason}. "
+                     "Here is the current state.")
+        else:
+            self.say(f"Refused: {exc.code}: {exc.detail}")
+            return
+        try:
+            self._show(await self.api.call("input_get",
+                                           {"conversation_id": self.conversation_id}))
+        except (ApiError, ServiceUnreachable, Uncertain) as err:
+            self.say(f"Could not read the question: {err}")

@@ -1,0 +1,83 @@
+"""What a line typed in the TUI means: a chat message, or one of the `/question` commands.
+
+Owns the parsing only (pure, no I/O). Exactly `/question`, `/question answer N`,
+`/question text ...`, `/question cancel` and `/help` are commands; a malformed
+`/question ...` is a usage hint; every other line, `yes` and `1` included, is a chat
+message and never an answer (SPEC A2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+USAGE = ("/question                 show the current question\n"
+         "/question answer N        answer with the N-th option shown\n"
+         "/question text WORDS      answer in words (where the question allows text)\n"
+         "/question cancel          cancel the question shown\n"
+         "/help                     this help; Ctrl+Q quits\n"
+         "Anything else is a chat message to Clankie; it never answers a question.")
+
+
+@dataclass(frozen=True)
+class Chat:
+    text: str
+
+
+@dataclass(frozen=True)
+class ShowQuestion:
+    pass
+
+
+@dataclass(frozen=True)
+class AnswerOption:
+    number: int  # 1-based, as displayed
+
+
+@dataclass(frozen=True)
+class AnswerText:
+    text: str
+
+
+@dataclass(frozen=True)
+class CancelQuestion:
+    pass
+
+
+@dataclass(frozen=True)
+class Help:
+    pass
+
+
+@dataclass(frozen=True)
+class Usage:
+    message: str
+
+
+Command = Chat | ShowQuestion | AnswerOption | AnswerText | CancelQuestion | Help | Usage
+
+
+def parse(line: str) -> Command | None:
+    """The command a submitted line means; None for an empty line."""
+    text = line.strip()
+    if not text:
+        return None
+    if text == "/help":
+        return Help()
+    words = text.split(maxsplit=2)
+    if words[0] != "/question":
+        return Chat(line.rstrip("\n"))
+    if len(words) == 1:
+        return ShowQuestion()
+    if words[1] == "answer":
+        if len(words) == 3 and words[2].isdigit() and int(words[2]) >= 1:
+            return AnswerOption(int(words[2]))
+        return Usage("usage: /question answer N  (N: the number of a displayed option)")
+    if words[1] == "text":
+        rest = text.split(maxsplit=2)
+        if len(rest) == 3:
+            return AnswerText(line.strip().split(maxsplit=2)[2])
+        return Usage("usage: /question text WORDS")
+    if words[1] == "cancel" and len(words) == 2:
+        return CancelQuestion()
+    return Usage("usage: /question, /question answer N, /question text WORDS, "
+                 "/question cancel")

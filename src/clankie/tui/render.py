@@ -1,0 +1,55 @@
+"""How the TUI words things: the question panel, the status line, one line per event.
+
+Owns text only (pure): what a person reads. Option numbers are the ones `/question
+answer N` uses; the panel shows the incarnation and revision an answer will be bound to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def question_panel(snapshot: dict[str, Any]) -> str:
+    q = snapshot.get("pending")
+    if q is None:
+        return "No question is pending."
+    lines = [f"Clankie asks: {q['prompt']}"]
+    for number, option in enumerate(q["options"], start=1):
+        description = f" - {option['description']}" if option["description"] else ""
+        lines.append(f"  {number}. {option['label']}{description}")
+    if q["kind"] == "text":
+        lines.append("  Answer with /question text WORDS")
+    elif q["allow_text"]:
+        lines.append("  Answer with /question answer N, or in words: /question text WORDS")
+    else:
+        lines.append("  Answer with /question answer N (text is not allowed)")
+    lines.append(f"  /question cancel cancels it.  Expires {q['expires_at']}")
+    lines.append(f"  request {q['request_id']}  incarnation {snapshot['incarnation']}  "
+                 f"revision {snapshot['revision']}")
+    return "\n".join(lines)
+
+
+def event_line(event: dict[str, Any]) -> str | None:
+    """A line for the chat log, or None for events shown only in the status line."""
+    kind = event["type"]
+    if kind == "message":
+        who = {"owner": "you", "clankie": "clankie", "room": "room"}.get(event["author"],
+                                                                          event["author"])
+        return f"{who}: {event['text']}"
+    if kind == "input_requested":
+        return "Clankie asked a question; /question shows it."
+    if kind == "input_resolved":
+        return f"The question {event['request_id'][:8]} ended: {event['outcome']}."
+    if kind == "conversation_reset":
+        return "The conversation was reset."
+    if kind == "run_status" and event["status"] == "failed":
+        return f"Clankie's run failed: {event.get('error') or 'no reason given'}"
+    return None
+
+
+def status_line(service: str, conversation_id: str, pending: bool | None, working: bool,
+                connected: bool) -> str:
+    question = {None: "question: ?", True: "question pending", False: "no question"}[pending]
+    state = "disconnected, retrying" if not connected else (
+        "Clankie is working..." if working else "idle")
+    return f"{service} | conversation {conversation_id[:8]} | {question} | {state}"

@@ -1,0 +1,174 @@
+"""The TUI against a real `clankie serve` (Textual Pilot): notices, `/question` and its
+commands bound to what was displayed, conflicts shown again, chat never an answer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from clankie.client import AsyncClient
+from clankie.tui.app import ChatApp
+from tests.e2e.served import Served, settle
+
+ASK = {"kind": "choice", "prompt": "Tabs or spaces?",
+       "options": [{"label": "tabs", "description": "one per level"}, {"label": "spaces"}]}
+SCRIPT = {"turns": [[{"say": "Let me ask first."}, {"ask": ASK}],
+                    [{"say": "You chose {answer}."}]] + [[{"say": "ok"}]] * 20}
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    server = Served.start(tmp_path / "home", script=SCRIPT)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def conversation(served: Served, tmp_path: Path) -> str:
+    (tmp_path / "project").mkdir()
+    with served.client() as client:
+        return str(client.op("conversation_create",
+                             workspace=str(tmp_path / "project")).conversation_id)
+
+
+@pytest_asyncio.fixture
+async def chat(served: Served, conversation: str) -> AsyncIterator[tuple[ChatApp, Pilot]]:
+    token = served.home.token_file.read_text().strip()
+    app = ChatApp(AsyncClient(f"unix://{served.home.socket}", token), conversation, "test")
+    async with app.run_test(size=(100, 40)) as pilot:
+        yield app, pilot
+
+
+async def until(pilot: Pilot, predicate: Callable[[], Any], what: str,
+                timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+async def type_line(app: ChatApp, pilot: Pilot, text: str) -> None:
+    app.query_one(Input).value = text
+    await pilot.press("enter")
+
+
+async def asked(app: ChatApp, pilot: Pilot) -> None:
+    await type_line(app, pilot, "Set up tests, please.")
+    await until(pilot, lambda: "Clankie asked a question" in app.transcript() and app.pending,
+                "the question notice")
+
+
+async def displayed(app: ChatApp, pilot: Pilot) -> None:
+    await type_line(app, pilot, "/question")
+    await until(pilot, lambda: app.displayed is not None, "the question panel")
+
+
+def pending(served: Served, c: str) -> dict[str, Any] | None:
+    with served.client() as client:
+        return client.call("input_get", {"conversation_id": c})["pending"]
+
+
+async def test_notice_then_question_then_answer_2_and_the_reply(chat, served, conversation):
+    app, pilot = chat
+    await asked(app, pilot)
+    assert "clankie: Let me ask first." in app.transcript()
+    await displayed(app, pilot)
+    panel = str(app.query_one("#question").render())
+    assert "1. tabs - one per level" in panel and "2. spaces" in panel
+    assert f"revision {app.displayed['revision']}" in panel
+    await type_line(app, pilot, "/question answer 2")
+    await until(pilot, lambda: "clankie: You chose spaces." in app.transcript(), "the reply")
+    assert "Accepted (receipt" in app.transcript()
+    assert pending(served, conversation) is None
+
+
+async def test_a_stale_display_gets_the_conflict_message_and_the_new_state(
+        chat, served, conversation):
+    app, pilot = chat
+    await asked(app, pilot)
+    await displayed(app, pilot)
+    shown = app.displayed
+    with served.client() as client:  # someone answers from the CLI meanwhile
+        client.input_answer(conversation, shown["pending"]["request_id"],
+                            incarnation=shown["incarnation"], revision=shown["revision"],
+                            option_id=shown["pending"]["options"][0]["option_id"])
+    await until(pilot, lambda: "ended: answered" in app.transcript(), "the resolved event")
+    await type_line(app, pilot, "/question answer 2")
+    await until(pilot, lambda: "That question has ended: answered" in app.transcript(),
+                "the conflict message")
+    await until(pilot, lambda: "No question is pending" in
+                str(app.query_one("#question").render()), "the new state")
+    with served.client() as client:
+        receipt = client.input_get(conversation, shown["pending"]["request_id"]).request
+    assert receipt.receipt.answer.option_id == shown["pending"]["options"][0]["option_id"]
+
+
+async def test_a_moved_revision_is_shown_again_and_never_resubmitted(chat, served,
+                                                                      conversation):
+    app, pilot = chat
+    await asked(app, pilot)
+    await displayed(app, pilot)
+    await type_line(app, pilot, "one more thing")  # a chat message moves the revision
+    with served.client() as client:
+        settle(client, conversation)
+    await type_line(app, pilot, "/question answer 1")
+    await until(pilot, lambda: "The question changed since it was shown" in app.transcript(),
+                "the conflict")
+    assert pending(served, conversation) is not None  # nothing was resubmitted
+    await until(pilot, lambda: app.displayed is not None, "the question shown again")
+    await type_line(app, pilot, "/question answer 1")
+    await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
+
+
+async def test_text_on_a_choice_question_without_text_is_refused_locally(chat, served,
+                                                                          conversation):
+    app, pilot = chat
+    await asked(app, pilot)
+    await displayed(app, pilot)
+    before = pending(served, conversation)
+    await type_line(app, pilot, "/question text tabs please")
+    await until(pilot, lambda: "takes one of its options, not text" in app.transcript(),
+                "the local refusal")
+    assert pending(served, conversation) == before
+
+
+async def test_yes_is_chat_and_the_question_stays_pending(chat, served, conversation):
+    app, pilot = chat
+    await asked(app, pilot)
+    await type_line(app, pilot, "yes")
+    await until(pilot, lambda: "you: yes" in app.transcript(), "the chat message")
+    with served.client() as client:
+        settle(client, conversation)
+        snapshot = client.input_get(conversation)
+        runs = client.call("events_tail", {"conversation_id": conversation, "limit": 500})
+    assert snapshot.pending is not None
+    assert not any(e["type"] == "run_status" and e["kind"] == "continuation"
+                   for e in runs["events"])
+
+
+async def test_cancel_and_answer_before_displaying(chat, served, conversation):
+    app, pilot = chat
+    await asked(app, pilot)
+    await type_line(app, pilot, "/question answer 1")
+    await until(pilot, lambda: "run /question first" in app.transcript(), "the hint")
+    await displayed(app, pilot)
+    await type_line(app, pilot, "/question cancel")
+    await until(pilot, lambda: "Cancelled the question." in app.transcript(), "the cancel")
+    assert pending(served, conversation) is None
+
+
+async def test_help_lists_the_commands(chat):
+    app, pilot = chat
+    await type_line(app, pilot, "/help")
+    await until(pilot, lambda: "/question answer N" in app.transcript(), "the help")
+    await type_line(app, pilot, "/question answer")
+    await until(pilot, lambda: "usage: /question answer N" in app.transcript(), "the usage")
