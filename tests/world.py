@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -137,8 +139,14 @@ class World:
         finally:
             conn.close()
 
-    def db(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.store.path)
+    @contextmanager
+    def db(self) -> Iterator[sqlite3.Connection]:
+        """A raw connection for checks, closed afterwards (sqlite3's own `with` only commits)."""
+        conn = sqlite3.connect(self.store.path)
+        try:
+            yield conn
+        finally:
+            conn.close()
 
 
 def event_types(events: list[dict[str, Any]]) -> list[str]:

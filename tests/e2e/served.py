@@ -49,13 +49,20 @@ class LineReader:
         self.seen: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._pipe = pipe
-        threading.Thread(target=self._read, daemon=True).start()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
 
     def _read(self) -> None:
         for line in self._pipe:
             self.seen.append(line)
             self._lines.put(line)
         self._lines.put(None)
+
+    def all_lines(self, timeout: float) -> list[str]:
+        """Every line, once the pipe has closed (the child has exited)."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the pipe did not close"
+        return list(self.seen)
 
     def until(self, wanted: Any, timeout: float) -> str:
         """The first line (from now on) for which `wanted(line)` holds, within `timeout`."""
@@ -78,6 +85,7 @@ class Served:
     proc: subprocess.Popen[str]
     tcp_url: str
     log: list[str] = field(default_factory=list)
+    reader: LineReader | None = None
 
     @classmethod
     def start(cls, home_path: Path, *extra: str, init: bool = True,
@@ -106,7 +114,7 @@ class Served:
                                  "".join(lines.seen)) from None
         match = READY.search(line)
         assert match is not None
-        return cls(Home(home_path), proc, match.group(2), lines.seen)
+        return cls(Home(home_path), proc, match.group(2), lines.seen, lines)
 
     def client(self, token: str | None = None, url: str | None = None) -> Client:
         return Client(url or f"unix://{self.home.socket}",
@@ -121,6 +129,9 @@ class Served:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
                 raise AssertionError("clankie serve did not stop in time") from None
+        if self.reader is not None and self.proc.stderr is not None:
+            self.reader.all_lines(10)
+            self.proc.stderr.close()
         return self.proc.returncode
 
 

@@ -5,6 +5,7 @@ answer (SPEC Q1-Q6, A9-A11, R4), driven by the real CLI where a person would use
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,7 @@ def test_a11_an_answer_changes_no_settings_projects_or_credentials(tmp_path: Pat
 
 def _configuration(served: Served) -> list[tuple]:
     """Every row of the registry, credentials, owners, lease and pane metadata."""
-    with sqlite3.connect(served.home.store) as db:
+    with closing(sqlite3.connect(served.home.store)) as db:
         return [db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
                 for table in ("projects", "credentials", "owners", "take_control",
                               "pane_metadata")]

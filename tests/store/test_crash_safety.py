@@ -8,30 +8,22 @@ from __future__ import annotations
 
 import os
 import random
-import select
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 from clankie.service import Service
 from clankie.store import Store
+from tests.e2e.served import LineReader
 from tests.world import World
 
 KILLS = 50
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def read_line(proc: subprocess.Popen[str], deadline: float) -> str:
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        if ready:
-            return proc.stdout.readline()
-    raise AssertionError("the child did not get ready in time")
 
 
 def test_sigkill_at_random_moments_loses_no_accepted_answer_and_reruns_nothing(tmp_path: Path):
@@ -47,16 +39,20 @@ def test_sigkill_at_random_moments_loses_no_accepted_answer_and_reruns_nothing(t
             [sys.executable, "-m", "tests.store.crash_child", db, conversation_id,
              world.operator, str(log)],
             stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        lines = LineReader(proc.stdout)
         try:
-            assert read_line(proc, time.monotonic() + 30).strip() == "ready"
+            assert lines.until(lambda line: True, 30).strip() == "ready"
             time.sleep(rng.uniform(0.0, 0.15))  # the random moment of the kill, not a sync
         finally:
             proc.send_signal(signal.SIGKILL)
-            out, _ = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
+        out = "".join(lines.all_lines(30))
+        assert proc.stdout is not None
+        proc.stdout.close()
         assert proc.returncode == -signal.SIGKILL
         accepted += [tuple(line.split()[1:]) for line in out.splitlines()
                      if line.startswith("accepted ")]  # type: ignore[misc]
-        with sqlite3.connect(db) as conn:
+        with closing(sqlite3.connect(db)) as conn:
             for request_id, receipt_id, run_id in accepted:
                 row = conn.execute("SELECT q.status, q.run_id, r.receipt_id FROM questions q "
                                    "JOIN runs r ON r.run_id = q.run_id WHERE q.request_id = ?",
@@ -67,7 +63,7 @@ def test_sigkill_at_random_moments_loses_no_accepted_answer_and_reruns_nothing(t
     service = Service(Store(db))
     try:
         service.recover()
-        with sqlite3.connect(db) as conn:
+        with closing(sqlite3.connect(db)) as conn:
             assert conn.execute("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')"
                                 ).fetchone() == (0,)
             assert conn.execute("SELECT count(*) FROM questions WHERE status = 'pending'"

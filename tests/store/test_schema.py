@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,18 @@ from tests.world import World
 def raw(world: World) -> sqlite3.Connection:
     conn = sqlite3.connect(world.store.path, isolation_level=None)
     conn.execute("PRAGMA foreign_keys=ON")
+    _OPEN.append(conn)
     return conn
+
+
+_OPEN: list[sqlite3.Connection] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_raw_connections() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
 
 
 def test_q4_the_store_refuses_a_second_pending_question(world: World):
@@ -96,9 +109,8 @@ def test_migrations_are_applied_once_and_counted(tmp_path: Path):
 def test_a_store_from_a_newer_clankie_is_refused(tmp_path: Path):
     path = tmp_path / "s.db"
     Store(path).close()
-    conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
-    conn.close()
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
     with pytest.raises(SchemaTooNew):
         Store(path)
 

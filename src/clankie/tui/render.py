@@ -24,8 +24,8 @@ def question_panel(snapshot: dict[str, Any]) -> str:
     else:
         lines.append("  Answer with /question answer N (text is not allowed)")
     lines.append(f"  /question cancel cancels it.  Expires {q['expires_at']}")
-    lines.append(f"  request {q['request_id']}  incarnation {snapshot['incarnation']}  "
-                 f"revision {snapshot['revision']}")
+    lines.append(f"  request {q['request_id']}")
+    lines.append(f"  incarnation {snapshot['incarnation']}, revision {snapshot['revision']}")
     return "\n".join(lines)
 
 
@@ -50,6 +50,8 @@ def event_line(event: dict[str, Any]) -> str | None:
 def status_line(service: str, conversation_id: str, pending: bool | None, working: bool,
                 connected: bool) -> str:
     question = {None: "question: ?", True: "question pending", False: "no question"}[pending]
+    if service.startswith("unix://"):
+        service = "unix:" + service.rsplit("/", 1)[-1]
     state = "disconnected, retrying" if not connected else (
         "Clankie is working..." if working else "idle")
     return f"{service} | conversation {conversation_id[:8]} | {question} | {state}"

@@ -1,0 +1,89 @@
+"""Snapshots of the chat screen with a pending question, and of the question view.
+
+A fixed API (canned events and snapshot) keeps the screens deterministic; what the app
+does with a real service is shown by test_chat.py. Update with `--snapshot-update` after
+checking the new SVGs by eye.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from clankie.tui.app import ChatApp
+
+C = "7d9c0a52-5a7e-4f51-9b1e-2f8e3c1d4a6b"
+R = "5f0e4c3b-2a19-4807-b6c5-d4e3f2a1b0c9"
+AT = "2026-11-30T12:00:00.000000Z"
+EVENTS = [
+    {"type": "message", "seq": 1, "conversation_id": C, "message_id": "m1", "author": "owner",
+     "text": "Set up tests for this project, please.", "at": AT},
+    {"type": "run_status", "seq": 2, "conversation_id": C, "run_id": "r1", "kind": "turn",
+     "status": "running", "at": AT},
+    {"type": "message", "seq": 3, "conversation_id": C, "message_id": "m2",
+     "author": "clankie", "text": "Before I start, one preference question.", "at": AT},
+    {"type": "input_requested", "seq": 4, "conversation_id": C, "request_id": R,
+     "prompt": "Which test runner should this project use?", "choices": ["pytest", "unittest"],
+     "at": AT},
+    {"type": "run_status", "seq": 5, "conversation_id": C, "run_id": "r1", "kind": "turn",
+     "status": "succeeded", "at": AT},
+]
+SNAPSHOT = {"conversation_id": C, "incarnation": "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+            "revision": 6, "request": None, "pending": {
+                "request_id": R, "kind": "choice",
+                "prompt": "Which test runner should this project use?",
+                "options": [{"option_id": "o1", "label": "pytest",
+                             "description": "plain asserts, fixtures"},
+                            {"option_id": "o2", "label": "unittest",
+                             "description": "standard library only"}],
+                "allow_text": True, "status": "pending", "incarnation": "0a1b",
+                "asked_at": AT, "expires_at": "2026-12-01T12:00:00.000000Z", "receipt": None}}
+
+
+class FixedApi:
+    def __init__(self) -> None:
+        self.tailed = False
+
+    async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        if op == "events_tail":
+            if not self.tailed:
+                self.tailed = True
+                return {"events": EVENTS, "next_after": 5, "oldest_seq": 1, "trimmed": False}
+            await asyncio.Event().wait()  # nothing more happens
+        if op == "input_get":
+            return SNAPSHOT
+        raise AssertionError(f"unexpected {op}")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def app() -> ChatApp:
+    return ChatApp(FixedApi(), C, "unix:///home/owner/.local/share/clankie/clankie.sock")
+
+
+async def settled(pilot: Any) -> None:
+    for _ in range(100):
+        if "Clankie asked a question" in pilot.app.transcript():
+            break
+        await pilot.pause(0.02)
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
+async def question_shown(pilot: Any) -> None:
+    await settled(pilot)
+    await pilot.press(*"/question", "enter")
+    for _ in range(100):
+        if pilot.app.displayed is not None:
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+def test_chat_screen_with_a_pending_question(snap_compare):
+    assert snap_compare(app(), terminal_size=(100, 30), run_before=settled)
+
+
+def test_the_question_view(snap_compare):
+    assert snap_compare(app(), terminal_size=(100, 30), run_before=question_shown)
