@@ -1,0 +1,83 @@
+"""The real `clankie chat` in a real terminal (tmux): a question answered end to end."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.served import ROOT, Served
+from tests.tui.test_chat import SCRIPT
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed (.ci/run installs it)")
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True,
+                          timeout=30).stdout
+
+
+def screen_shows(session: str, text: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = tmux("capture-pane", "-p", "-t", session)
+        if text in screen:
+            return screen
+        assert time.monotonic() < deadline, f"{text!r} never showed:\n{screen}"
+        time.sleep(0.1)
+
+
+def type_line(session: str, text: str) -> None:
+    tmux("send-keys", "-t", session, "-l", text)
+    tmux("send-keys", "-t", session, "Enter")
+
+
+def test_clankie_chat_in_tmux_answers_a_question(tmp_path: Path):
+    served = Served.start(tmp_path / "home", script=SCRIPT)
+    session = f"clankie-test-{os.getpid()}"
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    env = {"CLANKIE_HOME": str(served.home.path), "PYTHONPATH": str(ROOT / "src"),
+           "TERM": "xterm-256color"}
+    command = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), sys.executable,
+                        "-m", "clankie", "chat", "--workspace", shlex.quote(str(workspace))])
+    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", "env " + command)
+    try:
+        screen_shows(session, "Message Clankie")
+        type_line(session, "Set up tests, please.")
+        screen_shows(session, "Clankie asked a question")
+        type_line(session, "/question")
+        screen_shows(session, "2. spaces")
+        type_line(session, "/question answer 2")
+        screen_shows(session, "clankie: You chose spaces.")
+        with served.client() as client:
+            conversation = client.call("conversation_list")["conversations"][0]
+            events = client.call("events_tail", {"conversation_id":
+                                                 conversation["conversation_id"],
+                                                 "limit": 500})["events"]
+            request_id = next(e["request_id"] for e in events
+                              if e["type"] == "input_requested")
+            receipt = client.input_get(conversation["conversation_id"],
+                                       request_id).request.receipt
+        assert receipt.outcome == "answered" and receipt.continuation == "succeeded"
+        tmux("send-keys", "-t", session, "C-q")
+        deadline = time.monotonic() + 20
+        while _alive(session):
+            assert time.monotonic() < deadline, "clankie chat did not quit on Ctrl+Q"
+            time.sleep(0.1)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True,
+                       timeout=30)
+        served.stop()
+
+
+def _alive(session: str) -> bool:
+    return subprocess.run(["tmux", "has-session", "-t", session], capture_output=True,
+                          timeout=30).returncode == 0
