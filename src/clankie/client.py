@@ -85,16 +85,27 @@ def _failure(exc: httpx.TransportError, url: str) -> ClientError:
                      "or may not have been carried out")
 
 
-class Client:
-    def __init__(self, url: str | None = None, token: str | None = None, *,
-                 home: Home | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+class _Target:
+    """Where a client sends, and with which token (the rules of `clankie.home`)."""
+
+    def __init__(self, url: str | None, token: str | None, home: Home | None,
+                 timeout: float) -> None:
         home = home or Home.from_env()
         self.url = url or service_url(home)
         self.token = token if token is not None else operator_token(home)
         self._base_timeout = timeout
-        base_url, transport = _transport_args(self.url)
-        self._http = httpx.Client(base_url=base_url,
-                                  transport=httpx.HTTPTransport(retries=0, **transport))
+        self._base_url, self._transport = _transport_args(self.url)
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+class Client(_Target):
+    def __init__(self, url: str | None = None, token: str | None = None, *,
+                 home: Home | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        super().__init__(url, token, home, timeout)
+        self._http = httpx.Client(base_url=self._base_url,
+                                  transport=httpx.HTTPTransport(retries=0, **self._transport))
 
     def __enter__(self) -> Client:
         return self
@@ -108,9 +119,8 @@ class Client:
     def call(self, op: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """One operation; its result as JSON, or a `ClientError`."""
         payload = dict(payload or {})
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
-            response = self._http.post(f"/v1/ops/{op}", json=payload, headers=headers,
+            response = self._http.post(f"/v1/ops/{op}", json=payload, headers=self._headers(),
                                        timeout=_timeout(op, payload, self._base_timeout))
         except httpx.TransportError as exc:
             raise _failure(exc, self.url) from None
@@ -153,18 +163,15 @@ class Client:
             "incarnation": incarnation, "revision": revision}))
 
 
-class AsyncClient:
+class AsyncClient(_Target):
     """The same client for asyncio callers (the TUI's workers)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  home: Home | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        home = home or Home.from_env()
-        self.url = url or service_url(home)
-        self.token = token if token is not None else operator_token(home)
-        self._base_timeout = timeout
-        base_url, transport = _transport_args(self.url)
-        self._http = httpx.AsyncClient(base_url=base_url,
-                                       transport=httpx.AsyncHTTPTransport(retries=0, **transport))
+        super().__init__(url, token, home, timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self._base_url,
+            transport=httpx.AsyncHTTPTransport(retries=0, **self._transport))
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -177,9 +184,9 @@ class AsyncClient:
 
     async def call(self, op: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
         payload = dict(payload or {})
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
-            response = await self._http.post(f"/v1/ops/{op}", json=payload, headers=headers,
+            response = await self._http.post(f"/v1/ops/{op}", json=payload,
+                                             headers=self._headers(),
                                              timeout=_timeout(op, payload, self._base_timeout))
         except httpx.TransportError as exc:
             raise _failure(exc, self.url) from None
