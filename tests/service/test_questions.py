@@ -63,7 +63,7 @@ def test_s1_not_found_for_an_unknown_conversation(world: World):
     assert err.code == "not_found"
 
 
-def test_s1_terminal_request_shows_its_receipt(world: World):
+def test_s1_r2_terminal_request_shows_its_receipt_with_every_field(world: World):
     c = world.conversation()
     snap = world.ask(c)
     reply = world.answer(c, snap, option=0)

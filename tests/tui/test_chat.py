@@ -77,7 +77,7 @@ def pending(served: Served, c: str) -> dict[str, Any] | None:
         return client.call("input_get", {"conversation_id": c})["pending"]
 
 
-async def test_notice_then_question_then_answer_2_and_the_reply(chat, served, conversation):
+async def test_v3_notice_then_question_then_answer_2_and_the_reply(chat, served, conversation):
     app, pilot = chat
     await asked(app, pilot)
     assert "clankie: Let me ask first." in app.transcript()
@@ -141,7 +141,7 @@ async def test_text_on_a_choice_question_without_text_is_refused_locally(chat, s
     assert pending(served, conversation) == before
 
 
-async def test_yes_is_chat_and_the_question_stays_pending(chat, served, conversation):
+async def test_a2_v3_yes_is_chat_and_the_question_stays_pending(chat, served, conversation):
     app, pilot = chat
     await asked(app, pilot)
     await type_line(app, pilot, "yes")
@@ -153,6 +153,9 @@ async def test_yes_is_chat_and_the_question_stays_pending(chat, served, conversa
     assert snapshot.pending is not None
     assert not any(e["type"] == "run_status" and e["kind"] == "continuation"
                    for e in runs["events"])
+    last = runs["events"][-1]["seq"]
+    await until(pilot, lambda: app.after >= last, "the TUI to receive every event")
+    assert app.pending is True  # messages and runs never made the TUI think it was answered
 
 
 async def test_cancel_and_answer_before_displaying(chat, served, conversation):

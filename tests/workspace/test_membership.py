@@ -58,14 +58,14 @@ def fact(workspace: Path | WorkspaceIdentity, *projects: tuple[str, Path | Works
     return membership(ws, registry, git_timeout=2.0).as_dict()
 
 
-def test_m2_root_and_subfolder_are_members(repo: Path, tmp_path: Path):
+def test_m2_m4_root_and_subfolder_are_members_and_nothing_is_written(repo: Path, tmp_path: Path):
     before = snapshot(tmp_path)
     assert fact(repo, ("p1", repo)) == {"status": "member", "project_id": "p1", "reason": None}
     assert fact(repo / "sub", ("p1", repo))["status"] == "member"
     assert snapshot(tmp_path) == before
 
 
-def test_m2_a_linked_worktree_is_a_member(repo: Path, tmp_path: Path):
+def test_m2_m4_a_linked_worktree_is_a_member_and_nothing_is_written(repo: Path, tmp_path: Path):
     git("worktree", "add", "-q", str(tmp_path / "wt"), "-b", "feature", cwd=repo)
     before = snapshot(tmp_path)
     assert fact(tmp_path / "wt", ("p1", repo)) == {"status": "member", "project_id": "p1",
