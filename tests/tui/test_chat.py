@@ -3,6 +3,7 @@ commands bound to what was displayed, conflicts shown again, chat never an answe
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -175,3 +176,38 @@ async def test_help_lists_the_commands(chat):
     await until(pilot, lambda: "/question answer N" in app.transcript(), "the help")
     await type_line(app, pilot, "/question answer")
     await until(pilot, lambda: "usage: /question answer N" in app.transcript(), "the usage")
+
+
+class SlowReplies:
+    """The real client, with each answer's reply held back a moment after the service
+    answered: the window in which a cancelled worker would lose an accepted answer."""
+
+    def __init__(self, inner: AsyncClient) -> None:
+        self.inner = inner
+
+    async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = await self.inner.call(op, payload)
+        if op == "input_answer":
+            await asyncio.sleep(0.5)
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_reading_the_question_right_after_answering_never_cancels_the_answer(
+        served, conversation):
+    token = served.home.token_file.read_text().strip()
+    api = SlowReplies(AsyncClient(f"unix://{served.home.socket}", token))
+    app = ChatApp(api, conversation, "test")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await _answer_then_read(app, pilot, served, conversation)
+
+
+async def _answer_then_read(app, pilot, served, conversation) -> None:
+    await asked(app, pilot)
+    await displayed(app, pilot)
+    await type_line(app, pilot, "/question answer 1")
+    await type_line(app, pilot, "/question")  # at once, while the answer is in flight
+    await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
+    assert pending(served, conversation) is None

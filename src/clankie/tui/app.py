@@ -217,7 +217,7 @@ class ChatApp(App[None]):
         except (ApiError, ServiceUnreachable) as exc:
             self.say(f"Not sent: {exc}")
 
-    @work(exclusive=True, group="question")
+    @work(exclusive=True, group="show")
     async def show_question(self) -> None:
         try:
             self._show(await self.api.call("input_get",
@@ -225,9 +225,13 @@ class ChatApp(App[None]):
         except (ApiError, ServiceUnreachable, Uncertain) as exc:
             self.say(f"Could not read the question: {exc}")
 
-    @work(exclusive=True, group="question")
+    @work(group="answer")
     async def resolve(self, op: str, payload: dict[str, Any]) -> None:
-        """Send one answer or cancel, bound to what was displayed; never resend it."""
+        """Send one answer or cancel, bound to what was displayed; never resend it.
+
+        Not exclusive: cancelling a worker in flight would leave its outcome unknown and
+        unsaid. Two answers typed by a person are two requests; the service dedups them.
+        """
         try:
             reply = await self.api.call(op, payload)
         except ApiError as exc:
