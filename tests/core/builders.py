@@ -28,10 +28,6 @@ WS = WorkspaceIdentity("/home/owner/project", 2049, 1234)
 OPERATOR = Principal("c0000000-0000-4000-8000-000000000001", CredentialKind.OPERATOR, "owner")
 
 
-def ids() -> itertools.count[int]:
-    return itertools.count(1)
-
-
 class NewIds:
     """A deterministic source of canonical v4 UUIDs."""
 

@@ -261,11 +261,6 @@ class Tx:
         assert row is not None
         return int(row[0])
 
-    def runs(self, conversation_id: str) -> list[Run]:
-        return [_run(r) for r in self._all(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? ORDER BY rowid",
-            conversation_id)]
-
     # -------------------------------------------------------------------- messages, events
 
     def messages(self, conversation_id: str, limit: int) -> list[Message]:
@@ -282,11 +277,6 @@ class Tx:
                          "ORDER BY seq LIMIT ?", conversation_id, after, limit)
         return EventPage([json.loads(r[0]) for r in rows], bounds[0], bounds[1])
 
-    def last_seq(self, conversation_id: str) -> int:
-        row = self._one("SELECT last_seq FROM conversations WHERE conversation_id = ?",
-                        conversation_id)
-        return 0 if row is None else int(row[0])
-
     # ----------------------------------------------------------------------- pane, projects
 
     def set_pane_metadata(self, conversation_id: str, key: str, value: str, now: datetime) -> None:
@@ -294,11 +284,6 @@ class Tx:
                   "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id, key) DO UPDATE SET "
                   "value = excluded.value, updated_at = excluded.updated_at",
                   conversation_id, key, value, iso(now))
-
-    def pane_metadata(self, conversation_id: str) -> dict[str, str]:
-        rows = self._all("SELECT key, value FROM pane_metadata WHERE conversation_id = ?",
-                         conversation_id)
-        return {str(key): str(value) for key, value in rows}
 
     def insert_project(self, p: ProjectRow) -> None:
         self._run("INSERT INTO projects (project_id, name, root_path, root_dev, root_ino, "
@@ -402,12 +387,6 @@ class Tx:
             "request_id NOT IN (SELECT request_id FROM questions WHERE conversation_id = ? AND "
             "status != 'pending' ORDER BY resolved_revision DESC, rowid DESC LIMIT ?)",
             conversation_id, conversation_id, limit)
-
-    def receipt_count(self, conversation_id: str) -> int:
-        row = self._one("SELECT count(*) FROM questions WHERE conversation_id = ? AND "
-                        "status != 'pending'", conversation_id)
-        assert row is not None
-        return int(row[0])
 
 
 def _credential(row: tuple[Any, ...]) -> CredentialRow:
