@@ -1,5 +1,7 @@
-"""The service: one function per dispatcher operation, the run hooks and start-up recovery."""
+"""The service: one function per dispatcher operation, the run executor, start-up recovery."""
 
-from .service import Executor, Recovery, Service
+from .base import Executor
+from .runs import Recovery
+from .service import Service
 
 __all__ = ["Executor", "Recovery", "Service"]

@@ -1,32 +1,26 @@
-"""The service: one method per dispatcher operation, plus the run hooks and start-up recovery.
+"""The service: one method per dispatcher operation.
 
 Owns the order of every operation: validate the input (`clankie.dto`), open one
 transaction, authenticate the token and authorize the op in it, load, let `clankie.core`
 decide, save, commit, and only then act on the outside (start a run, wake long-polls).
-It knows nothing of HTTP: `call(op, token, payload)` is the whole entry point.
+It knows nothing of HTTP: `call(op, token, payload)` is the whole entry point. The run
+side is `runs.py`; transactions and shared lookups are `base.py`.
 """
 
 from __future__ import annotations
 
-import logging
-import sqlite3
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from clankie import dto
-from clankie.agent.context import HISTORY, AnsweredQuestion, EndedQuestion, TurnContext
 from clankie.core import lifecycle
-from clankie.core.authority import WHO_MAY, authorize
+from clankie.core.authority import WHO_MAY
 from clankie.core.errors import ClankieError
-from clankie.core.lifecycle import AskArgs, Change, Facts, RunCommand, Submission
+from clankie.core.lifecycle import Submission
 from clankie.core.model import (
     Answer,
     Author,
@@ -34,76 +28,22 @@ from clankie.core.model import (
     ConversationKind,
     CredentialKind,
     DeviceMode,
-    Principal,
-    Question,
-    QuestionKind,
-    Run,
-    RunStatus,
-    Status,
     WorkspaceIdentity,
     iso,
 )
-from clankie.settings import Settings
-from clankie.store import Store, Tx
+from clankie.store import Tx
 from clankie.store.tx import CredentialRow, LeaseRow, ProjectRow
-from clankie.workspace.identity import identify, identify_saved
-from clankie.workspace.membership import Membership, membership
+from clankie.workspace.identity import identify
 
 from . import views
-from .credentials import authenticate, new_token, token_hash
-
-log = logging.getLogger("clankie.service")
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def new_uuid() -> str:
-    return str(uuid.uuid4())
-
-
-class Executor(Protocol):
-    """Where queued runs are handed after their commit (the agent runtime)."""
-
-    def submit(self, conversation_id: str, run_id: str) -> None: ...
-
+from .base import invalid_request
+from .credentials import new_token, token_hash
+from .runs import RunHooks
 
 assert dto.OPS.keys() == WHO_MAY.keys()
 
 
-@dataclass
-class _Call:
-    tx: Tx
-    principal: Principal
-    now: datetime
-    raise_after_commit: ClankieError | None = None
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """What start-up recovery did (SPEC R3)."""
-
-    cancelled_questions: int
-    failed_runs: int
-
-
-@dataclass
-class Service:
-    store: Store
-    settings: Settings = field(default_factory=Settings)
-    clock: Callable[[], datetime] = utcnow
-    new_id: Callable[[], str] = new_uuid
-    executor: Executor | None = None
-
-    def __post_init__(self) -> None:
-        self._changed = threading.Condition()
-        self._generation = 0
-        self._stopping = False
-        self._waiting = 0
-
-    # ---------------------------------------------------------------------- entry point
-
+class Service(RunHooks):
     def call(self, op: str, token: str | None, payload: Any) -> BaseModel:
         """Perform `op` for the holder of `token`; raise `ClankieError` on any refusal."""
         spec = dto.OPS.get(op)
@@ -133,82 +73,6 @@ class Service:
                 tx.insert_owner(owner_id, now)
             return self._issue(tx, owner_id, CredentialKind.OPERATOR, None, "operator", now).token
 
-    def has_owner(self) -> bool:
-        with self._storage(), self.store.read() as tx:
-            return tx.active_owner() is not None
-
-    @property
-    def waiting(self) -> int:
-        """How many long-polls are waiting now."""
-        with self._changed:
-            return self._waiting
-
-    def stop_waiting(self) -> None:
-        """Shutting down: every long-poll returns now, and new ones do not wait."""
-        with self._changed:
-            self._stopping = True
-            self._changed.notify_all()
-
-    # ------------------------------------------------------------------- transactions
-
-    @contextmanager
-    def _storage(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            log.error("storage failure: %s", exc)
-            raise ClankieError("storage_unavailable",
-                               "the store could not complete this operation; nothing changed",
-                               ) from exc
-
-    @contextmanager
-    def _write(self, op: str, token: str | None) -> Iterator[_Call]:
-        """One write transaction, with the caller authenticated and authorized inside it."""
-        now = self.clock()
-        with self._storage(), self.store.write() as tx:
-            principal = authenticate(tx, token, now)
-            authorize(op, principal)
-            call = _Call(tx, principal, now)
-            try:
-                yield call
-            except ClankieError as err:
-                raise views.error(tx, err) from None
-        self._notify()
-        if call.raise_after_commit is not None:
-            raise call.raise_after_commit
-
-    @contextmanager
-    def _read(self, op: str, token: str | None) -> Iterator[_Call]:
-        now = self.clock()
-        with self._storage(), self.store.read() as tx:
-            principal = authenticate(tx, token, now)
-            authorize(op, principal)
-            yield _Call(tx, principal, now)
-
-    def _notify(self) -> None:
-        with self._changed:
-            self._generation += 1
-            self._changed.notify_all()
-
-    def _save(self, tx: Tx, change: Change | None) -> None:
-        if change is not None:
-            tx.save(change, receipt_limit=self.settings.receipt_limit,
-                    event_retention=self.settings.event_retention)
-
-    @staticmethod
-    def _conversation(tx: Tx, conversation_id: str, owner_id: str | None = None) -> Conversation:
-        """The conversation, if it exists and (for a caller) belongs to the caller's owner."""
-        conversation = tx.conversation(conversation_id)
-        if conversation is None or owner_id not in (None, conversation.owner_id):
-            raise ClankieError("not_found", "there is no such conversation",
-                               conversation_id=conversation_id)
-        return conversation
-
-    @staticmethod
-    def _facts(tx: Tx, conversation: Conversation, now: datetime) -> Facts:
-        workspace = identify_saved(conversation.workspace) if conversation.workspace else None
-        return Facts(now, tx.owner_revoked(conversation.owner_id), workspace)
-
     # ------------------------------------------------------------------- conversations
 
     def conversation_create(self, token: str | None,
@@ -230,45 +94,6 @@ class Service:
             projects = c.tx.projects()
         fact = self._membership(conversation, projects)  # Git runs outside any transaction
         return views.conversation(conversation, fact)
-
-    def _membership(self, conversation: Conversation,
-                    projects: list[ProjectRow]) -> Membership | None:
-        if conversation.kind is not ConversationKind.OWNER or conversation.workspace is None:
-            return None
-        return membership(conversation.workspace,
-                          [(p.project_id, p.root) for p in projects], self.settings.git_timeout)
-
-    def run_context(self, run_id: str) -> TurnContext:
-        """What a run is told (agent/context.py), read in one snapshot; Git is asked after."""
-        with self._storage(), self.store.read() as tx:
-            run = self._run(tx, run_id)
-            conversation = self._conversation(tx, run.conversation_id)
-            history = tuple((m.author.value, m.text)
-                            for m in tx.messages(run.conversation_id, HISTORY))
-            pending = tx.pending_question(run.conversation_id)
-            answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
-            latest = tx.latest_ended_question(run.conversation_id)
-            index = tx.started_before(run)
-            projects = tx.projects()
-        notes = ()
-        if run.receipt_id and answered is None:
-            notes = ("The answer that started this run is no longer on record (its receipt "
-                     "was evicted); do not assume what it was.",)
-        ended = None
-        if pending is None and latest is not None and latest.status is not Status.ANSWERED:
-            assert latest.receipt is not None
-            ended = EndedQuestion(latest.prompt, latest.status.value, latest.receipt.reason)
-        fact = self._membership(conversation, projects)
-        return TurnContext(
-            run_kind=run.kind.value,  # type: ignore[arg-type]
-            run_index=index,
-            workspace=conversation.workspace.path if conversation.workspace else "-",
-            history=history,
-            membership=fact.as_dict() if fact else None,
-            answered=_answered(answered) if answered else None,
-            ended=ended,
-            pending_prompt=pending.prompt if pending else None,
-            notes=notes)
 
     def conversation_list(self, token: str | None, r: dto.Nothing) -> dto.ConversationsOut:
         with self._read("conversation_list", token) as c:
@@ -493,133 +318,6 @@ class Service:
         with self._storage(), self.store.read() as tx:
             return dto.AnswerReply(receipt=views.receipt(tx, receipt),
                                    duplicate=decision.duplicate)
-
-    # ------------------------------------------------------------- runs (the executor's)
-
-    def _start(self, conversation_id: str, run_id: str) -> None:
-        """Hand a committed queued run to the executor; a failure is recorded on the run."""
-        if self.executor is None:
-            return
-        try:
-            self.executor.submit(conversation_id, run_id)
-        except Exception as exc:  # an executor of any kind may fail; its failure is recorded
-            log.error("could not start run %s: %s", run_id, exc)
-            try:
-                self.finish_run(run_id, RunStatus.FAILED, f"start_failed: {exc}")
-            except ClankieError as err:
-                log.error("run %s stays queued; recovery will fail it: %s", run_id, err)
-
-    def claim_next_run(self, conversation_id: str) -> Run | None:
-        """SPEC R4: the oldest queued run, if no run of the conversation is running."""
-        with self._storage(), self.store.write() as tx:
-            conversation = self._conversation(tx, conversation_id)
-            unfinished = tx.unfinished_runs(conversation_id)
-            if not unfinished or unfinished[0].status is not RunStatus.QUEUED:
-                return None
-            change = lifecycle.move_run(conversation, unfinished[0], RunCommand.START,
-                                        self.clock())
-            self._save(tx, change)
-        self._notify()
-        return change.runs[0]
-
-    def finish_run(self, run_id: str, status: RunStatus, error: str | None = None) -> Run:
-        command = {RunStatus.SUCCEEDED: RunCommand.SUCCEED, RunStatus.FAILED: RunCommand.FAIL,
-                   RunStatus.CANCELLED: RunCommand.CANCEL}[status]
-        with self._storage(), self.store.write() as tx:
-            run = self._run(tx, run_id)
-            change = lifecycle.move_run(self._conversation(tx, run.conversation_id), run,
-                                        command, self.clock(), error)
-            self._save(tx, change)
-        self._notify()
-        return change.runs[0]
-
-    @staticmethod
-    def _run(tx: Tx, run_id: str) -> Run:
-        run = tx.run(run_id)
-        if run is None:
-            raise ClankieError("not_found", "there is no such run", run_id=run_id)
-        return run
-
-    def ask_question(self, run_id: str, arguments: Any) -> dto.AskResult:
-        """The `ask_question` tool (SPEC Q1-Q5): returns at once; refusal is a result."""
-        try:
-            parsed = dto.ASK_QUESTION_ARGS.validate_python(arguments)
-        except ValidationError as exc:
-            return dto.AskResult(status="refused", reason="invalid_request",
-                                 detail=invalid_request(exc).detail)
-        if isinstance(parsed, dto.ChoiceAsk):
-            args = AskArgs(QuestionKind.CHOICE, parsed.prompt,
-                           tuple((o.label, o.description) for o in parsed.options),
-                           parsed.allow_text)
-        else:
-            args = AskArgs(QuestionKind.TEXT, parsed.prompt)
-        now = self.clock()
-        with self._storage(), self.store.write() as tx:
-            run = self._run(tx, run_id)
-            conversation = self._conversation(tx, run.conversation_id)
-            asked = lifecycle.ask(conversation, tx.pending_question(conversation.conversation_id),
-                                  run, args, self._facts(tx, conversation, now), self.new_id,
-                                  timedelta(seconds=self.settings.question_ttl))
-            self._save(tx, asked.change)
-        self._notify()
-        if asked.refused is not None:
-            return dto.AskResult(status="refused", reason=asked.refused)
-        return dto.AskResult(status="pending", request_id=asked.request_id)
-
-    def post_reply(self, run_id: str, text: str) -> str:
-        """Clankie's message from a running run; returns its message ID."""
-        with self._storage(), self.store.write() as tx:
-            run = self._run(tx, run_id)
-            if run.status is not RunStatus.RUNNING:
-                raise ClankieError("not_eligible", "only a running run can reply")
-            change, message, _ = lifecycle.post_message(
-                self._conversation(tx, run.conversation_id), Author.CLANKIE, text,
-                self.clock(), self.new_id, start_turn=False)
-            self._save(tx, change)
-        self._notify()
-        return message.message_id
-
-    # ------------------------------------------------------------------------ recovery
-
-    def recover(self) -> Recovery:
-        """SPEC R3, before serving: pending questions cancelled (`restart`), unfinished runs
-        failed (`orphaned_by_restart`). Nothing is executed again."""
-        now = self.clock()
-        questions = runs = 0
-        with self._storage(), self.store.write() as tx:
-            pending = {q.conversation_id: q for q in tx.pending_questions()}
-            unfinished: dict[str, list[Run]] = {}
-            for run in tx.unfinished_runs():
-                unfinished.setdefault(run.conversation_id, []).append(run)
-            for conversation_id in sorted(pending.keys() | unfinished.keys()):
-                change = lifecycle.restart(self._conversation(tx, conversation_id),
-                                           pending.get(conversation_id),
-                                           unfinished.get(conversation_id, []), now, self.new_id)
-                self._save(tx, change)
-                questions += conversation_id in pending
-                runs += len(unfinished.get(conversation_id, []))
-        self._notify()
-        return Recovery(questions, runs)
-
-
-def _answered(question: Question) -> AnsweredQuestion:
-    receipt = question.receipt
-    assert receipt is not None and receipt.answer is not None
-    option = question.option(receipt.answer.option_id) if receipt.answer.option_id else None
-    return AnsweredQuestion(
-        prompt=question.prompt,
-        options=tuple(o.label for o in question.options),
-        answer=option.label if option else (receipt.answer.text or ""),
-        by_option=option is not None,
-        answered_by=receipt.answered_by.kind.value if receipt.answered_by else "owner")
-
-
-def invalid_request(exc: ValidationError) -> ClankieError:
-    """A pydantic error as `invalid_request`: where and what, never the input's value."""
-    errors = [{"loc": ".".join(str(p) for p in e["loc"]) or "(body)", "msg": e["msg"]}
-              for e in exc.errors(include_url=False, include_input=False)]
-    detail = "; ".join(f"{e['loc']}: {e['msg']}" for e in errors)
-    return ClankieError("invalid_request", detail, errors=errors)
 
 
 def _existing_dir(path: str, what: str) -> WorkspaceIdentity:

@@ -1,0 +1,178 @@
+"""The service's foundation: its parts, one transaction per operation, shared lookups.
+
+Owns how every operation meets the store: a write or read transaction in which the
+caller is authenticated and authorized, storage failures as `storage_unavailable`, saving
+a `Change`, waking long-polls after a commit, and the lookups every operation shares.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from clankie.core.authority import authorize
+from clankie.core.errors import ClankieError
+from clankie.core.lifecycle import Change, Facts
+from clankie.core.model import (
+    Conversation,
+    ConversationKind,
+    Principal,
+    Run,
+)
+from clankie.settings import Settings
+from clankie.store import Store, Tx
+from clankie.store.tx import ProjectRow
+from clankie.workspace.identity import identify_saved
+from clankie.workspace.membership import Membership, membership
+
+from . import views
+from .credentials import authenticate
+
+log = logging.getLogger("clankie.service")
+
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+class Executor(Protocol):
+    """Where queued runs are handed after their commit (the agent runtime)."""
+
+    def submit(self, conversation_id: str, run_id: str) -> None: ...
+
+
+@dataclass
+class _Call:
+    tx: Tx
+    principal: Principal
+    now: datetime
+    raise_after_commit: ClankieError | None = None
+
+
+@dataclass
+class ServiceBase:
+    store: Store
+    settings: Settings = field(default_factory=Settings)
+    clock: Callable[[], datetime] = utcnow
+    new_id: Callable[[], str] = new_uuid
+    executor: Executor | None = None
+
+    def __post_init__(self) -> None:
+        self._changed = threading.Condition()
+        self._generation = 0
+        self._stopping = False
+        self._waiting = 0
+
+    def has_owner(self) -> bool:
+        with self._storage(), self.store.read() as tx:
+            return tx.active_owner() is not None
+
+    @property
+    def waiting(self) -> int:
+        """How many long-polls are waiting now."""
+        with self._changed:
+            return self._waiting
+
+    def stop_waiting(self) -> None:
+        """Shutting down: every long-poll returns now, and new ones do not wait."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+
+    # ------------------------------------------------------------------- transactions
+
+    @contextmanager
+    def _storage(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            log.error("storage failure: %s", exc)
+            raise ClankieError("storage_unavailable",
+                               "the store could not complete this operation; nothing changed",
+                               ) from exc
+
+    @contextmanager
+    def _write(self, op: str, token: str | None) -> Iterator[_Call]:
+        """One write transaction, with the caller authenticated and authorized inside it."""
+        now = self.clock()
+        with self._storage(), self.store.write() as tx:
+            principal = authenticate(tx, token, now)
+            authorize(op, principal)
+            call = _Call(tx, principal, now)
+            try:
+                yield call
+            except ClankieError as err:
+                raise views.error(tx, err) from None
+        self._notify()
+        if call.raise_after_commit is not None:
+            raise call.raise_after_commit
+
+    @contextmanager
+    def _read(self, op: str, token: str | None) -> Iterator[_Call]:
+        now = self.clock()
+        with self._storage(), self.store.read() as tx:
+            principal = authenticate(tx, token, now)
+            authorize(op, principal)
+            yield _Call(tx, principal, now)
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
+
+    def _save(self, tx: Tx, change: Change | None) -> None:
+        if change is not None:
+            tx.save(change, receipt_limit=self.settings.receipt_limit,
+                    event_retention=self.settings.event_retention)
+
+    @staticmethod
+    def _conversation(tx: Tx, conversation_id: str, owner_id: str | None = None) -> Conversation:
+        """The conversation, if it exists and (for a caller) belongs to the caller's owner."""
+        conversation = tx.conversation(conversation_id)
+        if conversation is None or owner_id not in (None, conversation.owner_id):
+            raise ClankieError("not_found", "there is no such conversation",
+                               conversation_id=conversation_id)
+        return conversation
+
+    @staticmethod
+    def _facts(tx: Tx, conversation: Conversation, now: datetime) -> Facts:
+        workspace = identify_saved(conversation.workspace) if conversation.workspace else None
+        return Facts(now, tx.owner_revoked(conversation.owner_id), workspace)
+
+    @staticmethod
+    def _run(tx: Tx, run_id: str) -> Run:
+        run = tx.run(run_id)
+        if run is None:
+            raise ClankieError("not_found", "there is no such run", run_id=run_id)
+        return run
+
+    def _membership(self, conversation: Conversation,
+                    projects: list[ProjectRow]) -> Membership | None:
+        if conversation.kind is not ConversationKind.OWNER or conversation.workspace is None:
+            return None
+        return membership(conversation.workspace,
+                          [(p.project_id, p.root) for p in projects], self.settings.git_timeout)
+
+
+def invalid_request(exc: ValidationError) -> ClankieError:
+    """A pydantic error as `invalid_request`: where and what, never the input's value."""
+    errors = [{"loc": ".".join(str(p) for p in e["loc"]) or "(body)", "msg": e["msg"]}
+              for e in exc.errors(include_url=False, include_input=False)]
+    detail = "; ".join(f"{e['loc']}: {e['msg']}" for e in errors)
+    return ClankieError("invalid_request", detail, errors=errors)
+
+

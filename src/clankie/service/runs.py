@@ -1,0 +1,190 @@
+"""The run side of the service: what the executor calls, and start-up recovery.
+
+Owns starting a committed run (A10), claiming the next run of a conversation in order
+(R4), finishing runs, the `ask_question` tool (Q1-Q5), Clankie's replies, the context a
+run is given, and recovery before serving (R3). The executor is `executor.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from clankie import dto
+from clankie.agent.context import HISTORY, AnsweredQuestion, EndedQuestion, TurnContext
+from clankie.core import lifecycle
+from clankie.core.errors import ClankieError
+from clankie.core.lifecycle import AskArgs, RunCommand
+from clankie.core.model import (
+    Author,
+    Question,
+    QuestionKind,
+    Run,
+    RunStatus,
+    Status,
+)
+
+from .base import ServiceBase, invalid_request
+
+log = logging.getLogger("clankie.service")
+
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What start-up recovery did (SPEC R3)."""
+
+    cancelled_questions: int
+    failed_runs: int
+
+
+class RunHooks(ServiceBase):
+    def run_context(self, run_id: str) -> TurnContext:
+        """What a run is told (agent/context.py), read in one snapshot; Git is asked after."""
+        with self._storage(), self.store.read() as tx:
+            run = self._run(tx, run_id)
+            conversation = self._conversation(tx, run.conversation_id)
+            history = tuple((m.author.value, m.text)
+                            for m in tx.messages(run.conversation_id, HISTORY))
+            pending = tx.pending_question(run.conversation_id)
+            answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
+            latest = tx.latest_ended_question(run.conversation_id)
+            index = tx.started_before(run)
+            projects = tx.projects()
+        notes = ()
+        if run.receipt_id and answered is None:
+            notes = ("The answer that started this run is no longer on record (its receipt "
+                     "was evicted); do not assume what it was.",)
+        ended = None
+        if pending is None and latest is not None and latest.status is not Status.ANSWERED:
+            assert latest.receipt is not None
+            ended = EndedQuestion(latest.prompt, latest.status.value, latest.receipt.reason)
+        fact = self._membership(conversation, projects)
+        return TurnContext(
+            run_kind=run.kind.value,  # type: ignore[arg-type]
+            run_index=index,
+            workspace=conversation.workspace.path if conversation.workspace else "-",
+            history=history,
+            membership=fact.as_dict() if fact else None,
+            answered=_answered(answered) if answered else None,
+            ended=ended,
+            pending_prompt=pending.prompt if pending else None,
+            notes=notes)
+
+    # ------------------------------------------------------------- runs (the executor's)
+
+    def _start(self, conversation_id: str, run_id: str) -> None:
+        """Hand a committed queued run to the executor; a failure is recorded on the run."""
+        if self.executor is None:
+            return
+        try:
+            self.executor.submit(conversation_id, run_id)
+        except Exception as exc:  # an executor of any kind may fail; its failure is recorded
+            log.error("could not start run %s: %s", run_id, exc)
+            try:
+                self.finish_run(run_id, RunStatus.FAILED, f"start_failed: {exc}")
+            except ClankieError as err:
+                log.error("run %s stays queued; recovery will fail it: %s", run_id, err)
+
+    def claim_next_run(self, conversation_id: str) -> Run | None:
+        """SPEC R4: the oldest queued run, if no run of the conversation is running."""
+        with self._storage(), self.store.write() as tx:
+            conversation = self._conversation(tx, conversation_id)
+            unfinished = tx.unfinished_runs(conversation_id)
+            if not unfinished or unfinished[0].status is not RunStatus.QUEUED:
+                return None
+            change = lifecycle.move_run(conversation, unfinished[0], RunCommand.START,
+                                        self.clock())
+            self._save(tx, change)
+        self._notify()
+        return change.runs[0]
+
+    def finish_run(self, run_id: str, status: RunStatus, error: str | None = None) -> Run:
+        command = {RunStatus.SUCCEEDED: RunCommand.SUCCEED, RunStatus.FAILED: RunCommand.FAIL,
+                   RunStatus.CANCELLED: RunCommand.CANCEL}[status]
+        with self._storage(), self.store.write() as tx:
+            run = self._run(tx, run_id)
+            change = lifecycle.move_run(self._conversation(tx, run.conversation_id), run,
+                                        command, self.clock(), error)
+            self._save(tx, change)
+        self._notify()
+        return change.runs[0]
+
+    def ask_question(self, run_id: str, arguments: Any) -> dto.AskResult:
+        """The `ask_question` tool (SPEC Q1-Q5): returns at once; refusal is a result."""
+        try:
+            parsed = dto.ASK_QUESTION_ARGS.validate_python(arguments)
+        except ValidationError as exc:
+            return dto.AskResult(status="refused", reason="invalid_request",
+                                 detail=invalid_request(exc).detail)
+        if isinstance(parsed, dto.ChoiceAsk):
+            args = AskArgs(QuestionKind.CHOICE, parsed.prompt,
+                           tuple((o.label, o.description) for o in parsed.options),
+                           parsed.allow_text)
+        else:
+            args = AskArgs(QuestionKind.TEXT, parsed.prompt)
+        now = self.clock()
+        with self._storage(), self.store.write() as tx:
+            run = self._run(tx, run_id)
+            conversation = self._conversation(tx, run.conversation_id)
+            asked = lifecycle.ask(conversation, tx.pending_question(conversation.conversation_id),
+                                  run, args, self._facts(tx, conversation, now), self.new_id,
+                                  timedelta(seconds=self.settings.question_ttl))
+            self._save(tx, asked.change)
+        self._notify()
+        if asked.refused is not None:
+            return dto.AskResult(status="refused", reason=asked.refused)
+        return dto.AskResult(status="pending", request_id=asked.request_id)
+
+    def post_reply(self, run_id: str, text: str) -> str:
+        """Clankie's message from a running run; returns its message ID."""
+        with self._storage(), self.store.write() as tx:
+            run = self._run(tx, run_id)
+            if run.status is not RunStatus.RUNNING:
+                raise ClankieError("not_eligible", "only a running run can reply")
+            change, message, _ = lifecycle.post_message(
+                self._conversation(tx, run.conversation_id), Author.CLANKIE, text,
+                self.clock(), self.new_id, start_turn=False)
+            self._save(tx, change)
+        self._notify()
+        return message.message_id
+
+    # ------------------------------------------------------------------------ recovery
+
+    def recover(self) -> Recovery:
+        """SPEC R3, before serving: pending questions cancelled (`restart`), unfinished runs
+        failed (`orphaned_by_restart`). Nothing is executed again."""
+        now = self.clock()
+        questions = runs = 0
+        with self._storage(), self.store.write() as tx:
+            pending = {q.conversation_id: q for q in tx.pending_questions()}
+            unfinished: dict[str, list[Run]] = {}
+            for run in tx.unfinished_runs():
+                unfinished.setdefault(run.conversation_id, []).append(run)
+            for conversation_id in sorted(pending.keys() | unfinished.keys()):
+                change = lifecycle.restart(self._conversation(tx, conversation_id),
+                                           pending.get(conversation_id),
+                                           unfinished.get(conversation_id, []), now, self.new_id)
+                self._save(tx, change)
+                questions += conversation_id in pending
+                runs += len(unfinished.get(conversation_id, []))
+        self._notify()
+        return Recovery(questions, runs)
+
+
+def _answered(question: Question) -> AnsweredQuestion:
+    receipt = question.receipt
+    assert receipt is not None and receipt.answer is not None
+    option = question.option(receipt.answer.option_id) if receipt.answer.option_id else None
+    return AnsweredQuestion(
+        prompt=question.prompt,
+        options=tuple(o.label for o in question.options),
+        answer=option.label if option else (receipt.answer.text or ""),
+        by_option=option is not None,
+        answered_by=receipt.answered_by.kind.value if receipt.answered_by else "owner")
+
+
