@@ -35,7 +35,8 @@ Uuid = Annotated[str, Field(pattern=UUID_PATTERN)]
 Prompt = _text(1, 2_000)
 Label = _text(1, 200)
 Description = _text(0, 1_000)
-AnswerText = _text(1, 8_000)
+ANSWER_TEXT_MAX = 8_000
+AnswerText = _text(1, ANSWER_TEXT_MAX)
 MessageText = _text(1, 8_000)
 Name = _text(1, 200)
 PathText = _text(1, 4_096)

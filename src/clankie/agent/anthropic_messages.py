@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
+from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn, short_error
 
 TIMEOUT_S = 120.0
 MAX_TOKENS = 2_048
@@ -37,7 +37,7 @@ class AnthropicModel:
                 tools=[{"name": t.name, "description": t.description,
                         "input_schema": t.parameters} for t in tools])  # type: ignore[misc]
         except self._anthropic.APIError as exc:
-            raise ModelError(f"anthropic: {type(exc).__name__}: {_short(exc)}") from None
+            raise ModelError(f"anthropic: {type(exc).__name__}: {short_error(exc)}") from None
         except TypeError as exc:  # e.g. no API key in the environment
             raise ModelError(f"anthropic: {exc}") from None
         except Exception as exc:  # the endpoint is outside our control: any failure is its
@@ -69,6 +69,3 @@ def _messages(turns: list[Turn]) -> list[dict[str, Any]]:
         messages.append({"role": turn.role, "content": content})
     return messages
 
-
-def _short(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__

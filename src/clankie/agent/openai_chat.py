@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
+from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn, short_error
 
 TIMEOUT_S = 120.0
 
@@ -36,7 +36,7 @@ class OpenAIChatModel:
                     "name": t.name, "description": t.description, "parameters": t.parameters}}
                     for t in tools])
         except self._openai.APIError as exc:
-            raise ModelError(f"openai: {type(exc).__name__}: {_short(exc)}") from None
+            raise ModelError(f"openai: {type(exc).__name__}: {short_error(exc)}") from None
         except Exception as exc:  # the endpoint is outside our control: any failure is its
             raise ModelError(f"openai: unusable response: {type(exc).__name__}") from None
         try:
@@ -71,6 +71,3 @@ def _messages(system: str, turns: list[Turn]) -> list[dict[str, Any]]:
             messages.append({"role": "user", "content": "\n\n".join(texts)})
     return messages
 
-
-def _short(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__

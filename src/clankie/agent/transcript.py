@@ -48,6 +48,11 @@ class ModelError(Exception):
     """The model could not be asked or answered unusably; the run fails with this text."""
 
 
+def short_error(exc: Exception) -> str:
+    """The first line of an SDK error, bounded: enough to read on a run, never a dump."""
+    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+
+
 class Model(Protocol):
     name: str
 

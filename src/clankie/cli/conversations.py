@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from clankie import dto
 from clankie.client import ApiError
 
 from .common import (
@@ -38,7 +39,6 @@ Incarnation = Annotated[str, typer.Option("--incarnation", metavar="UUID",
 Revision = Annotated[int, typer.Option("--revision", metavar="N",
                                        help="The revision shown with the question.")]
 Json = Annotated[bool, JsonOption]
-TEXT_LIMIT = 8_000
 FOLLOW_WAIT_MS = 25_000
 
 
@@ -295,7 +295,7 @@ def answer(
     if sum((option is not None, text is not None, stdin)) != 1:
         fail_usage("give exactly one of --option, --text and --stdin")
     if stdin:
-        text = stdin_text(TEXT_LIMIT)
+        text = stdin_text(dto.ANSWER_TEXT_MAX)
     payload: dict[str, Any] = {"request_id": request, "incarnation": incarnation,
                                "revision": revision}
     payload.update({"option_id": option} if option is not None else {"text": text})

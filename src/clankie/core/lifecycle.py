@@ -101,6 +101,14 @@ RUN_TRANSITIONS: Final[Mapping[RunStatus, Mapping[RunCommand, RunStatus]]] = {
 }
 
 
+# How a run ends: the command that moves it to each final status.
+FINISHING: Final[Mapping[RunStatus, RunCommand]] = {
+    RunStatus.SUCCEEDED: RunCommand.SUCCEED,
+    RunStatus.FAILED: RunCommand.FAIL,
+    RunStatus.CANCELLED: RunCommand.CANCEL,
+}
+
+
 class IllegalTransition(Exception):
     """A command that the current state's row of the table does not list."""
 
@@ -252,7 +260,7 @@ def _run_events(runs: Iterable[Run], now: datetime) -> list[Event]:
 def _found_on_use(question: Question, conversation: Conversation,
                   facts: Facts) -> tuple[Command, str] | None:
     """SPEC A7 (and the "on use" rows of section 6): why a pending question must end now."""
-    if facts.now >= question.expires_at:
+    if question.expired_at(facts.now):
         return Command.EXPIRE, REASON_EXPIRED
     if facts.owner_revoked:
         return Command.INVALIDATE, REASON_OWNER_REVOKED
@@ -475,7 +483,7 @@ def _check_valid(question: Question, given: Answer) -> None:
 def expire_if_due(conversation: Conversation, pending: Question | None, now: datetime,
                   new_id: NewId) -> Change | None:
     """SPEC S5: a read after `expires_at` commits the expiry."""
-    if pending is None or now < pending.expires_at:
+    if pending is None or not pending.expired_at(now):
         return None
     ended, event = _end(conversation, pending, Command.EXPIRE, REASON_EXPIRED, now, new_id)
     return _commit(conversation, questions=[ended], events=[event])

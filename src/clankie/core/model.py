@@ -192,6 +192,10 @@ class Question:
         if self.kind is QuestionKind.TEXT and (self.options or not self.allow_text):
             raise ValueError("a text question has no options and takes text")
 
+    def expired_at(self, now: datetime) -> bool:
+        """Whether the question's TTL has run out at `now` (expiry is checked on use)."""
+        return now >= self.expires_at
+
     def option(self, option_id: str) -> Option | None:
         return next((o for o in self.options if o.option_id == option_id), None)
 

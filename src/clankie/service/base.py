@@ -122,6 +122,14 @@ class ServiceBase:
             raise call.raise_after_commit
 
     @contextmanager
+    def _internal_write(self) -> Iterator[Tx]:
+        """A write transaction of the service itself (runs, recovery): no caller to check;
+        long-polls are woken after the commit, as for every other write."""
+        with self._storage(), self.store.write() as tx:
+            yield tx
+        self._notify()
+
+    @contextmanager
     def _read(self, op: str, token: str | None) -> Iterator[_Call]:
         now = self.clock()
         with self._storage(), self.store.read() as tx:

@@ -40,7 +40,6 @@ def authenticate(tx: Tx, token: str | None, now: datetime) -> Principal:
     holds_lease = False
     if row.kind is CredentialKind.DEVICE:
         lease = tx.lease()
-        holds_lease = (lease is not None and lease.credential_id == row.credential_id
-                       and now < lease.expires_at)
+        holds_lease = lease is not None and lease.held_by(row.credential_id, now)
     return Principal(row.credential_id, row.kind, row.owner_id, row.mode,
                      holds_lease and row.mode is not None and row.mode.value == "control")

@@ -92,7 +92,7 @@ class RunHooks(ServiceBase):
 
     def claim_next_run(self, conversation_id: str) -> Run | None:
         """SPEC R4: the oldest queued run, if no run of the conversation is running."""
-        with self._storage(), self.store.write() as tx:
+        with self._internal_write() as tx:
             conversation = self._conversation(tx, conversation_id)
             unfinished = tx.unfinished_runs(conversation_id)
             if not unfinished or unfinished[0].status is not RunStatus.QUEUED:
@@ -100,18 +100,14 @@ class RunHooks(ServiceBase):
             change = lifecycle.move_run(conversation, unfinished[0], RunCommand.START,
                                         self.clock())
             self._save(tx, change)
-        self._notify()
         return change.runs[0]
 
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None) -> Run:
-        command = {RunStatus.SUCCEEDED: RunCommand.SUCCEED, RunStatus.FAILED: RunCommand.FAIL,
-                   RunStatus.CANCELLED: RunCommand.CANCEL}[status]
-        with self._storage(), self.store.write() as tx:
+        with self._internal_write() as tx:
             run = self._run(tx, run_id)
             change = lifecycle.move_run(self._conversation(tx, run.conversation_id), run,
-                                        command, self.clock(), error)
+                                        lifecycle.FINISHING[status], self.clock(), error)
             self._save(tx, change)
-        self._notify()
         return change.runs[0]
 
     def ask_question(self, run_id: str, arguments: Any) -> dto.AskResult:
@@ -128,21 +124,20 @@ class RunHooks(ServiceBase):
         else:
             args = AskArgs(QuestionKind.TEXT, parsed.prompt)
         now = self.clock()
-        with self._storage(), self.store.write() as tx:
+        with self._internal_write() as tx:
             run = self._run(tx, run_id)
             conversation = self._conversation(tx, run.conversation_id)
             asked = lifecycle.ask(conversation, tx.pending_question(conversation.conversation_id),
                                   run, args, self._facts(tx, conversation, now), self.new_id,
                                   timedelta(seconds=self.settings.question_ttl))
             self._save(tx, asked.change)
-        self._notify()
         if asked.refused is not None:
             return dto.AskResult(status="refused", reason=asked.refused)
         return dto.AskResult(status="pending", request_id=asked.request_id)
 
     def post_reply(self, run_id: str, text: str) -> str:
         """Clankie's message from a running run; returns its message ID."""
-        with self._storage(), self.store.write() as tx:
+        with self._internal_write() as tx:
             run = self._run(tx, run_id)
             if run.status is not RunStatus.RUNNING:
                 raise ClankieError("not_eligible", "only a running run can reply")
@@ -150,7 +145,6 @@ class RunHooks(ServiceBase):
                 self._conversation(tx, run.conversation_id), Author.CLANKIE, text,
                 self.clock(), self.new_id, start_turn=False)
             self._save(tx, change)
-        self._notify()
         return message.message_id
 
     # ------------------------------------------------------------------------ recovery
@@ -160,7 +154,7 @@ class RunHooks(ServiceBase):
         failed (`orphaned_by_restart`). Nothing is executed again."""
         now = self.clock()
         questions = runs = 0
-        with self._storage(), self.store.write() as tx:
+        with self._internal_write() as tx:
             pending = {q.conversation_id: q for q in tx.pending_questions()}
             unfinished: dict[str, list[Run]] = {}
             for run in tx.unfinished_runs():
@@ -172,7 +166,6 @@ class RunHooks(ServiceBase):
                 self._save(tx, change)
                 questions += conversation_id in pending
                 runs += len(unfinished.get(conversation_id, []))
-        self._notify()
         return Recovery(questions, runs)
 
 

@@ -64,7 +64,7 @@ class Service(RunHooks):
         With `reissue`, a live owner gets one more operator token (for a lost token file).
         """
         now = self.clock()
-        with self._storage(), self.store.write() as tx:
+        with self._internal_write() as tx:
             owner_id = tx.active_owner()
             if owner_id is not None and not reissue:
                 return None
@@ -231,14 +231,9 @@ class Service(RunHooks):
     def credential_list(self, token: str | None, r: dto.Nothing) -> dto.CredentialsOut:
         with self._read("credential_list", token) as c:
             lease = c.tx.lease()
-            holder = lease.credential_id if lease and c.now < lease.expires_at else None
             return dto.CredentialsOut(credentials=[
-                dto.CredentialOut(
-                    credential_id=row.credential_id, kind=row.kind.value,  # type: ignore[arg-type]
-                    mode=row.mode.value if row.mode else None,  # type: ignore[arg-type]
-                    name=row.name, created_at=iso(row.created_at),
-                    rotated_at=iso(row.rotated_at) if row.rotated_at else None,
-                    holds_lease=row.credential_id == holder)
+                views.credential(row, lease is not None and lease.held_by(row.credential_id,
+                                                                          c.now))
                 for row in c.tx.credentials() if row.owner_id == c.principal.owner_id])
 
     def device_take_control(self, token: str | None, r: dto.DeviceTakeControl) -> dto.LeaseOut:

@@ -12,6 +12,7 @@ from clankie import dto
 from clankie.core.errors import ClankieError
 from clankie.core.model import Conversation, Question, Receipt, Run, iso
 from clankie.store import Tx
+from clankie.store.tx import CredentialRow
 from clankie.workspace.membership import Membership
 
 
@@ -80,6 +81,18 @@ def run(r: Run) -> dto.RunOut:
         started_at=iso(r.started_at) if r.started_at else None,
         finished_at=iso(r.finished_at) if r.finished_at else None,
     )
+
+
+def credential(row: CredentialRow, holds_lease: bool) -> dto.CredentialOut:
+    """A credential as listed: never its token (the store has only the hash)."""
+    return dto.CredentialOut(
+        credential_id=row.credential_id,
+        kind=row.kind.value,  # type: ignore[arg-type]
+        mode=row.mode.value if row.mode else None,  # type: ignore[arg-type]
+        name=row.name,
+        created_at=iso(row.created_at),
+        rotated_at=iso(row.rotated_at) if row.rotated_at else None,
+        holds_lease=holds_lease)
 
 
 def error(tx: Tx, err: ClankieError) -> ClankieError:

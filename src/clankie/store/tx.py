@@ -65,6 +65,10 @@ class LeaseRow:
     acquired_at: datetime
     expires_at: datetime
 
+    def held_by(self, credential_id: str, now: datetime) -> bool:
+        """Whether this is that credential's unexpired Take Control lease at `now`."""
+        return self.credential_id == credential_id and now < self.expires_at
+
 
 @dataclass(frozen=True, slots=True)
 class EventPage:
