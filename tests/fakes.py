@@ -64,6 +64,27 @@ def anthropic_reply(text: str | None = None, tool_input: Any = None) -> Reply:
                        "usage": {"input_tokens": 1, "output_tokens": 1}})
 
 
+def openai_calls(*calls: tuple[str, str, Any], text: str | None = None) -> Reply:
+    """One assistant message with several tool calls `(id, name, arguments)`; arguments
+    that are not a string are sent as their JSON text."""
+    reply = openai_reply(text=text)
+    message = reply.body["choices"][0]["message"]
+    message["tool_calls"] = [{"id": call_id, "type": "function", "function": {
+        "name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+        for call_id, name, args in calls]
+    reply.body["choices"][0]["finish_reason"] = "tool_calls"
+    return reply
+
+
+def anthropic_calls(*calls: tuple[str, str, Any], text: str | None = None) -> Reply:
+    """One assistant message with several `tool_use` blocks `(id, name, input)`."""
+    reply = anthropic_reply(text=text)
+    reply.body["content"] += [{"type": "tool_use", "id": call_id, "name": name, "input": args}
+                              for call_id, name, args in calls]
+    reply.body["stop_reason"] = "tool_use"
+    return reply
+
+
 def error_reply(status: int, message: str = "boom") -> Reply:
     return Reply(status=status, body={"error": {"message": message, "type": "server_error"},
                                       "type": "error"})

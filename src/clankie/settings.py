@@ -7,11 +7,14 @@ refused with a clear message rather than ignored.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Final
+
+from clankie.workspace.deny import DEFAULT_DENY
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("event_retention", 2_000, "Newest events kept per conversation."),
     Setting("take_control_ttl", 3_600, "Default seconds of a Take Control lease."),
     Setting("git_timeout", 2.0, "Seconds a read-only git command may take."),
+    Setting("max_steps", 24, "Model calls a run may make."),
+    Setting("run_tool_budget", 262_144, "Bytes of tool results a run may receive in all."),
+    Setting("workspace_deny", DEFAULT_DENY,
+            "Glob patterns of secret paths the tools never read (a list; in the environment "
+            "a JSON array)."),
     Setting("model", "scripted", "The model provider: scripted, openai or anthropic."),
     Setting("openai_base_url", "", "OpenAI-compatible endpoint (empty: the SDK's default)."),
     Setting("openai_model", "gpt-4o-mini", "Model name for the openai provider."),
@@ -36,7 +44,8 @@ SETTINGS: Final[tuple[Setting, ...]] = (
 
 _MINIMUM: Final[dict[str, float]] = {"question_ttl": 1, "receipt_limit": 1,
                                      "event_retention": 1, "take_control_ttl": 1,
-                                     "git_timeout": 0.1}
+                                     "git_timeout": 0.1, "max_steps": 1,
+                                     "run_tool_budget": 1_024}
 
 
 class SettingsError(Exception):
@@ -50,6 +59,9 @@ class Settings:
     event_retention: int = 2_000
     take_control_ttl: int = 3_600
     git_timeout: float = 2.0
+    max_steps: int = 24
+    run_tool_budget: int = 262_144
+    workspace_deny: tuple[str, ...] = DEFAULT_DENY
     model: str = "scripted"
     openai_base_url: str = ""
     openai_model: str = "gpt-4o-mini"
@@ -83,6 +95,8 @@ def load_settings(home: Path | None, environ: dict[str, str] | None = None) -> S
 def _coerce(setting: Setting, value: Any) -> Any:
     kind = type(setting.default)
     coerced: Any = None
+    if kind is tuple:
+        return _strings(setting, value)
     if kind is str:
         coerced = value if isinstance(value, str) else None
     elif not isinstance(value, bool):
@@ -98,11 +112,32 @@ def _coerce(setting: Setting, value: Any) -> Any:
     return coerced
 
 
+def _strings(setting: Setting, value: Any) -> tuple[str, ...]:
+    """A list of strings: a TOML array, or in the environment a JSON array."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            value = None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SettingsError(f"setting {setting.name}: give a list of strings (in the "
+                            'environment a JSON array, e.g. [".env", "*.pem"])')
+    return tuple(value)
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(list(value)) if isinstance(value, tuple) else str(value)
+
+
 def settings_table() -> str:
     """The table `clankie serve --help-settings` prints."""
     width = max(len(s.name) for s in SETTINGS)
-    shown = max(len(str(s.default)) for s in SETTINGS)
+    shown = max(len(_shown(s.default)) for s in SETTINGS if not isinstance(s.default, tuple))
     lines = [f"{'name'.ljust(width)}  {'default'.rjust(shown)}  help"]
-    lines += [f"{s.name.ljust(width)}  {str(s.default).rjust(shown)}  {s.help}"
-              for s in SETTINGS]
+    for s in SETTINGS:
+        if isinstance(s.default, tuple):  # a list is too long for the column: its own line
+            lines.append(f"{s.name.ljust(width)}  {'(list)'.rjust(shown)}  {s.help}")
+            lines.append(f"{''.ljust(width)}  {''.rjust(shown)}  default: {_shown(s.default)}")
+        else:
+            lines.append(f"{s.name.ljust(width)}  {_shown(s.default).rjust(shown)}  {s.help}")
     return "\n".join(lines)

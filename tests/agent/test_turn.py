@@ -17,20 +17,28 @@ from clankie.agent.context import (
     turns,
 )
 from clankie.agent.scripted import ScriptedModel, ScriptError, load_script
-from clankie.agent.tools import ASK_QUESTION_SPEC
+from clankie.agent.tools import ASK_QUESTION_SPEC, TOOL_SPECS
 from clankie.agent.transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
 from clankie.agent.turn import MAX_STEPS, run_turn
 
 
 class Recorder:
-    def __init__(self, result: dict[str, Any] | None = None) -> None:
+    """A toolbox that records calls; `ask_question` gets `result`, any other tool `other`."""
+
+    def __init__(self, result: dict[str, Any] | None = None,
+                 other: dict[str, Any] | None = None) -> None:
         self.said: list[str] = []
         self.asked: list[Any] = []
+        self.calls: list[tuple[int, ToolCall]] = []
         self.result = result or {"status": "pending", "request_id": "r-1"}
+        self.other = other or {"status": "refused", "code": "unknown_tool", "reason": "no"}
 
-    def ask_question(self, arguments: Any) -> dict[str, Any]:
-        self.asked.append(arguments)
-        return self.result
+    def call(self, step: int, call: ToolCall) -> str:
+        self.calls.append((step, call))
+        if call.name == "ask_question" and call.arguments.startswith("{\""):
+            self.asked.append(json.loads(call.arguments))
+            return json.dumps(self.result)
+        return json.dumps(self.other)
 
     def say(self, text: str) -> None:
         self.said.append(text)
@@ -46,7 +54,7 @@ class Replay:
         self.seen: list[tuple[str, list[Turn]]] = []
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
-        assert tools == [ASK_QUESTION_SPEC]
+        assert tools == TOOL_SPECS
         self.seen.append((system, turns))
         return self.steps.pop(0) if self.steps else []
 
@@ -74,21 +82,37 @@ def test_q2_the_tool_result_is_given_back_and_the_model_continues():
         "question_pending"
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (ToolCall("c1", "ask_question", "{not json"), "malformed tool call"),
-    (ToolCall("c1", "rm_rf", "{}"), "unknown tool"),
-])
-def test_malformed_or_unknown_tool_calls_fail_the_run(call: ToolCall, message: str):
+@pytest.mark.parametrize("call", [ToolCall("c1", "ask_question", "{not json"),
+                                  ToolCall("c1", "rm_rf", "{}")])
+def test_w1_malformed_or_unknown_tool_calls_are_results_the_model_reads(call: ToolCall):
+    model = Replay([call], [Text("I see.")])
+    tools = Recorder(other={"status": "refused", "code": "unknown_tool", "reason": "no"})
+    run_turn(model, context(), tools)
+    assert [c for _, c in tools.calls] == [call]
+    (result,) = model.seen[1][1][-1].blocks
+    assert isinstance(result, ToolResult) and result.call_id == "c1"
+    assert tools.said == ["I see."]
+
+
+def test_w10_parallel_calls_of_one_step_share_the_step_number():
+    calls = [ToolCall("a", "list_files", "{}"), ToolCall("b", "read_file", '{"path": "x"}')]
+    model = Replay(calls, [ToolCall("c", "git_status", "{}")], [Text("done")])
     tools = Recorder()
-    with pytest.raises(ModelError, match=message):
-        run_turn(Replay([call]), context(), tools)
-    assert tools.asked == []
+    run_turn(model, context(), tools)
+    assert [(step, c.call_id) for step, c in tools.calls] == [(0, "a"), (0, "b"), (1, "c")]
+    assert [b.call_id for b in model.seen[1][1][-1].blocks] == ["a", "b"]  # type: ignore[union-attr]
 
 
-def test_a_model_that_never_stops_calling_tools_is_bounded():
-    calls = [[ToolCall(f"c{i}", "ask_question", json.dumps(ASK))] for i in range(MAX_STEPS + 1)]
-    with pytest.raises(ModelError, match="kept calling tools"):
-        run_turn(Replay(*calls), context(), Recorder())
+def test_w10_a_model_that_never_stops_calling_tools_is_bounded_by_max_steps():
+    calls = [[ToolCall(f"c{i}", "list_files", "{}")] for i in range(MAX_STEPS + 1)]
+    model = Replay(*calls)
+    with pytest.raises(ModelError, match="max_steps"):
+        run_turn(model, context(), Recorder())
+    assert len(model.seen) == MAX_STEPS
+    model = Replay(*calls[:4])
+    with pytest.raises(ModelError, match="after 3 model calls"):
+        run_turn(model, context(), Recorder(), max_steps=3)
+    assert len(model.seen) == 3
 
 
 def test_a11_a_continuation_is_told_the_answer_who_gave_it_and_that_it_is_no_approval():

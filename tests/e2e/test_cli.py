@@ -282,7 +282,10 @@ def test_events_and_follow(served: Served, workspace: Path):
     env = dict(os.environ, CLANKIE_HOME=str(served.home.path), PYTHONPATH=str(ROOT / "src"))
     follower = subprocess.Popen([sys.executable, "-m", "clankie", "conversations", "events", c,
                                  "--after", "2", "--follow"], env=env, cwd=ROOT, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                # A shell's background job inherits SIGINT ignored, and Python
+                                # then installs no KeyboardInterrupt handler: restore it.
+                                preexec_fn=_default_sigint)
     try:
         cli(served, "conversations", "send", c, "second")
         line = _read_line(follower, "owner: second")
@@ -335,6 +338,10 @@ def test_a_missing_service_says_how_to_start_it(served: Served, tmp_path: Path):
     done = cli(served, "conversations", "list",
                env={"CLANKIE_URL": f"unix://{tmp_path / 'nothing.sock'}"})
     assert done.returncode == 1 and "clankie serve" in done.stderr
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _read_line(proc: subprocess.Popen[str], needle: str) -> str:

@@ -2,8 +2,10 @@
 `clankie serve`, against a fake endpoint on loopback that speaks their wire formats.
 
 A tool call creates the question; the continuation's request carries the answer; errors
-and malformed tool calls fail the run cleanly and the service keeps serving; a restart
-never sends a continuation to the model twice (SPEC Q2, A9-A11, R3, R4).
+fail the run cleanly and the service keeps serving; a restart never sends a continuation
+to the model twice (SPEC Q2, A9-A11, R3, R4). Multi-step tool loops (SPEC W1, W9-W11):
+parallel calls in one model turn, a malformed call, an unknown tool and refused tools all
+come back as results, and the transcript each provider receives next is asserted.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from tests.e2e.served import Served, finished
 from tests.fakes import (
     Endpoint,
     Reply,
+    anthropic_calls,
     anthropic_reply,
     error_reply,
     model_endpoint,
+    openai_calls,
     openai_reply,
 )
 
@@ -38,9 +42,21 @@ class Provider:
     env: Callable[[str], dict[str, str]]
     tool: Callable[[Any], Reply]
     text: Callable[[str], Reply]
-    malformed: Reply
+    calls: Callable[..., Reply]
+    malformed: Any  # arguments that are not a JSON object, as this wire format carries them
+    results: Callable[[dict[str, Any]], dict[str, str]]  # call ID -> result text sent back
     system: Callable[[dict[str, Any]], str]
     key_header: tuple[str, str]
+
+
+def _openai_results(body: dict[str, Any]) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
+
+
+def _anthropic_results(body: dict[str, Any]) -> dict[str, str]:
+    return {b["tool_use_id"]: b["content"] for m in body["messages"] if m["role"] == "user"
+            and isinstance(m["content"], list) for b in m["content"]
+            if b.get("type") == "tool_result"}
 
 
 PROVIDERS = {
@@ -50,7 +66,7 @@ PROVIDERS = {
                      "CLANKIE_OPENAI_MODEL": "fake-gpt", "OPENAI_API_KEY": KEYS["openai"]},
         lambda args: openai_reply(tool_args=args),
         lambda text: openai_reply(text=text),
-        openai_reply(tool_args="{not json"),
+        openai_calls, "{not json", _openai_results,
         lambda body: body["messages"][0]["content"],
         ("authorization", f"Bearer {KEYS['openai']}")),
     "anthropic": Provider(
@@ -60,7 +76,7 @@ PROVIDERS = {
                      "ANTHROPIC_API_KEY": KEYS["anthropic"]},
         lambda args: anthropic_reply(tool_input=args),
         lambda text: anthropic_reply(text=text),
-        anthropic_reply(tool_input=["not", "an", "object"]),
+        anthropic_calls, ["not", "an", "object"], _anthropic_results,
         lambda body: body["system"],
         ("authorization", f"Bearer {KEYS['anthropic']}")),
 }
@@ -103,6 +119,10 @@ class World:
                 option_id=snap.pending.options[option].option_id).model_dump()
 
 
+def tool_names(body: dict[str, Any]) -> list[str]:
+    return [t.get("name") or t["function"]["name"] for t in body["tools"]]
+
+
 @pytest.fixture(params=sorted(PROVIDERS))
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     provider = PROVIDERS[request.param]
@@ -125,8 +145,8 @@ def test_a_tool_call_asks_and_the_continuation_carries_the_answer(world: World):
     first = endpoint.requests[0]
     header, value = p.key_header
     assert first["headers"].get(header) == value, sorted(first["headers"])
-    assert first["body"]["tools"][0].get("name", first["body"]["tools"][0].get(
-        "function", {}).get("name")) == "ask_question"
+    assert tool_names(first["body"]) == ["list_files", "read_file", "search_text", "git_status",
+                                         "git_log", "git_diff", "ask_question"]
     second = json.dumps(endpoint.requests[1]["body"])
     assert '\\"status\\": \\"pending\\"' in second  # the tool result went back to the model
     reply = world.answer(c, option=0)
@@ -144,20 +164,18 @@ def test_a_tool_call_asks_and_the_continuation_carries_the_answer(world: World):
     assert all(KEYS[p.name] not in line for line in world.served.log)
 
 
-@pytest.mark.parametrize("failure", ["500", "400", "401", "garbage", "malformed_tool_call"])
+@pytest.mark.parametrize("failure", ["500", "400", "401", "garbage"])
 def test_provider_failures_fail_the_run_cleanly_and_the_service_goes_on(world: World,
                                                                          failure: str):
     p, endpoint = world.provider, world.endpoint
     endpoint.plan.append({
         "500": error_reply(500), "400": error_reply(400, "bad request"),
-        "401": error_reply(401, "no key"), "garbage": Reply(body=b"<html>oops</html>"),
-        "malformed_tool_call": p.malformed}[failure])
+        "401": error_reply(401, "no key"), "garbage": Reply(body=b"<html>oops</html>")
+    }[failure])
     c = world.conversation()
     failed = world.run(world.send(c))
     assert failed["status"] == "failed"
     assert failed["error"].startswith("model_error: ")
-    if failure == "malformed_tool_call":
-        assert "malformed tool call" in failed["error"]
     with world.served.client() as client:
         assert client.input_get(c).pending is None
     endpoint.plan.append(p.text("Back again."))
@@ -222,3 +240,76 @@ def test_restart_while_a_continuation_is_queued_fails_it_without_sending_it(worl
     endpoint.plan.append(p.text("After the restart."))
     assert world.run(world.send(c, "next"))["status"] == "succeeded"
     assert len(endpoint.requests) == 4  # the queued continuation was never sent at all
+
+
+def _project(workspace: Path) -> None:
+    (workspace / "pyproject.toml").write_text('[project]\nname = "demo"\n\n'
+                                              '[tool.pytest.ini_options]\ntestpaths = []\n')
+    (workspace / "src").mkdir()
+    (workspace / "src" / "app.py").write_text("def main():\n    return 42\n")
+    (workspace / ".env").write_text("API_KEY=sk-live-do-not-leak\n")
+
+
+def test_w1_w9_a_multi_step_tool_loop_with_parallel_malformed_unknown_and_refused_calls(
+        world: World):
+    p, endpoint = world.provider, world.endpoint
+    _project(world.workspace)
+    endpoint.plan += [
+        p.calls(("c1", "list_files", {}), ("c2", "read_file", {"path": "pyproject.toml"})),
+        p.calls(("c3", "search_text", {"pattern": "def main"}),
+                ("c4", "read_file", {"path": ".env"}),
+                ("c5", "rm_rf", {"path": "."}),
+                ("c6", "read_file", p.malformed)),
+        p.calls(("c7", "ask_question", ASK), text="No tests folder yet."),
+        p.text("Asked."),
+    ]
+    c = world.conversation()
+    assert world.run(world.send(c))["status"] == "succeeded"
+    assert len(endpoint.requests) == 4
+    first = p.results(endpoint.requests[1]["body"])
+    assert set(first) == {"c1", "c2"}
+    listed = json.loads(first["c1"])
+    assert {e["path"]: e["denied"] for e in listed["entries"]} == {
+        ".env": True, "pyproject.toml": False, "src": False}
+    assert "testpaths" in json.loads(first["c2"])["content"]
+    second = p.results(endpoint.requests[2]["body"])
+    assert json.loads(second["c3"])["matches"] == [
+        {"path": "src/app.py", "line": 1, "text": "def main():"}]
+    assert [json.loads(second[k])["code"] for k in ("c4", "c5", "c6")] == [
+        "denied_path", "unknown_tool", "invalid_argument"]
+    assert json.loads(p.results(endpoint.requests[3]["body"])["c7"])["status"] == "pending"
+    every_request = json.dumps(endpoint.requests)
+    assert "sk-live-do-not-leak" not in every_request
+    with world.served.client() as client:
+        events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
+        assert client.input_get(c).pending is not None
+    activity = [(e["tool"], e["status"], e["code"]) for e in events
+                if e["type"] == "tool_activity"]
+    assert activity == [("list_files", "ok", None), ("read_file", "ok", None),
+                        ("search_text", "ok", None), ("read_file", "refused", "denied_path"),
+                        ("rm_rf", "refused", "unknown_tool"),
+                        ("read_file", "refused", "invalid_argument"),
+                        ("ask_question", "ok", None)]
+    assert all("sk-live" not in e["summary"] and len(e["summary"]) <= 200 for e in events
+               if e["type"] == "tool_activity")
+
+
+def test_a_later_run_remembers_the_tool_calls_of_earlier_runs(world: World):
+    p, endpoint = world.provider, world.endpoint
+    _project(world.workspace)
+    endpoint.plan += [
+        p.calls(("c1", "read_file", {"path": "src/app.py"})),
+        p.calls(("c2", "ask_question", ASK)),
+        p.text("Asked."),
+        p.text("Using pytest, then."),
+    ]
+    c = world.conversation()
+    world.run(world.send(c))
+    reply = world.answer(c, option=0)
+    assert world.run(reply["receipt"]["run_id"])["status"] == "succeeded"
+    continuation = endpoint.requests[3]["body"]
+    remembered = p.results(continuation)
+    assert set(remembered) == {"c1", "c2"}
+    assert "return 42" in json.loads(remembered["c1"])["content"]
+    text = json.dumps(continuation)
+    assert "Set up tests." in text and "pytest" in text

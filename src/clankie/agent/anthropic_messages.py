@@ -46,9 +46,7 @@ class AnthropicModel:
         for block in response.content:
             if block.type == "text":
                 blocks.append(Text(block.text))
-            elif block.type == "tool_use":
-                if not isinstance(block.input, dict):
-                    raise ModelError("malformed tool call: tool_use input is not an object")
+            elif block.type == "tool_use":  # a malformed input is refused as a tool result
                 blocks.append(ToolCall(block.id, block.name, json.dumps(block.input)))
         return blocks
 
@@ -62,10 +60,20 @@ def _messages(turns: list[Turn]) -> list[dict[str, Any]]:
                 content.append({"type": "text", "text": b.text})
             elif isinstance(b, ToolCall):
                 content.append({"type": "tool_use", "id": b.call_id, "name": b.name,
-                                "input": json.loads(b.arguments or "{}")})
+                                "input": _input(b.arguments)})
             elif isinstance(b, ToolResult):
                 content.append({"type": "tool_result", "tool_use_id": b.call_id,
                                 "content": b.content})
         messages.append({"role": turn.role, "content": content})
     return messages
 
+
+
+def _input(arguments: str) -> dict[str, Any]:
+    """A tool call's input as Anthropic requires it (an object), even when the model sent
+    something else: the refusal it was given already says what was wrong."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

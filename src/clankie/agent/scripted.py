@@ -1,8 +1,12 @@
 """The offline `scripted` model: each run of a conversation takes the next script entry.
 
-Owns the script format of SPEC section 10: `{"turns": [[{"say": TEXT} | {"ask": ARGS}, ...],
-...]}`. Run number k of a conversation plays entry k; in `say`, `{answer}` is the answer
-that started a continuation run. Past the end of the script a run says nothing.
+Owns the script format of SPEC section 10: `{"turns": [[ACTION, ...], ...]}` where an
+action is `{"say": TEXT}`, `{"ask": ARGS}` or `{"tool": NAME, "args": {...}}`. Run number
+k of a conversation plays entry k. A model step plays actions up to and including the
+next tool call (`ask` is a call of `ask_question`); the next step, given the result,
+plays on. In `say`, `{answer}` is the answer that started a continuation run and
+`{tool_result}` the JSON text of the latest tool result, exactly as a model received it.
+Past the end of the script a run says nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 from .context import TurnContext
 from .tools import ASK_QUESTION
-from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn
+from .transcript import Text, ToolCall, ToolResult, ToolSpec, Turn
 
 DEFAULT_SCRIPT: dict[str, Any] = {"turns": []}
 
@@ -31,12 +35,16 @@ def load_script(path: Path) -> dict[str, Any]:
     if not isinstance(entries, list) or not all(
             isinstance(entry, list) and all(_action(a) for a in entry) for entry in entries):
         raise ScriptError(f'{path}: a script is {{"turns": [[{{"say": TEXT}} or '
-                          '{"ask": ARGS}, ...], ...]}')
+                          '{"ask": ARGS} or {"tool": NAME, "args": {...}}, ...], ...]}')
     return script
 
 
 def _action(action: Any) -> bool:
-    return isinstance(action, dict) and len(action) == 1 and (
+    if not isinstance(action, dict):
+        return False
+    if set(action) == {"tool", "args"}:
+        return isinstance(action["tool"], str) and isinstance(action["args"], dict)
+    return len(action) == 1 and (
         isinstance(action.get("say"), str) or isinstance(action.get("ask"), dict))
 
 
@@ -54,26 +62,35 @@ class ScriptedModel:
 
 
 class ScriptedRun:
-    """The scripted model for one run: the whole entry on the first step, then nothing."""
+    """The scripted model for one run: each step plays on to the next tool call."""
 
     name = "scripted"
 
     def __init__(self, entry: list[dict[str, Any]], answer: str) -> None:
         self._entry = entry
         self._answer = answer
-        self._done = False
+        self._next = 0
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
-        if self._done:
-            return []
-        self._done = True
+        latest = _latest_result(turns)
         blocks: list[Text | ToolCall] = []
-        for number, action in enumerate(self._entry):
+        while self._next < len(self._entry):
+            number, action = self._next, self._entry[self._next]
+            self._next += 1
             if "say" in action:
-                blocks.append(Text(action["say"].replace("{answer}", self._answer)))
-            elif "ask" in action:
-                blocks.append(ToolCall(f"scripted-{number}", ASK_QUESTION,
-                                       json.dumps(action["ask"])))
-            else:
-                raise ModelError(f"unknown script action {action!r}")
+                blocks.append(Text(action["say"].replace("{answer}", self._answer)
+                                   .replace("{tool_result}", latest)))
+                continue
+            name, args = (ASK_QUESTION, action["ask"]) if "ask" in action else (
+                action["tool"], action["args"])
+            blocks.append(ToolCall(f"scripted-{number}", name, json.dumps(args)))
+            break
         return blocks
+
+
+def _latest_result(turns: list[Turn]) -> str:
+    for turn in reversed(turns):
+        results = [b for b in turn.blocks if isinstance(b, ToolResult)]
+        if results:
+            return results[-1].content
+    return ""

@@ -1,17 +1,19 @@
-"""Clankie's one tool, `ask_question`, as the models see it (SPEC Q1, Q2).
+"""Clankie's tools as the models see them: `ask_question` (SPEC Q1, Q2) and the read-only
+workspace tools (SPEC W1).
 
-Owns the tool's name, description and JSON Schema (generated from the `clankie.dto`
-shapes, so the bounds live in one place). Calling it is the service's business: the turn
-loop hands the arguments to a `ToolBox`.
+Owns each tool's name, description and JSON Schema, generated from the shapes in
+`clankie.dto` and `clankie.tool_dto`, so the bounds live in one place. Calling a tool is
+the service's business: the turn loop hands each call to a `ToolBox`.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Protocol
 
-from clankie import dto
+from clankie import dto, tool_dto
 
-from .transcript import ToolSpec
+from .transcript import ToolCall, ToolSpec
 
 ASK_QUESTION = "ask_question"
 
@@ -43,10 +45,20 @@ ASK_QUESTION_SPEC = ToolSpec(
     parameters=_parameters(),
 )
 
+WORKSPACE_TOOL_SPECS = tuple(
+    ToolSpec(name=name, description=inspect.getdoc(args) or name,
+             parameters=tool_dto.schema(args))
+    for name, args in tool_dto.TOOL_ARGS.items())
+
+TOOL_SPECS = [*WORKSPACE_TOOL_SPECS, ASK_QUESTION_SPEC]
+
 
 class ToolBox(Protocol):
     """What a run can do in the world, given by the service."""
 
-    def ask_question(self, arguments: Any) -> dict[str, Any]: ...
+    def call(self, step: int, call: ToolCall) -> str:
+        """Run one tool call of model step `step`; the result text the model reads. A
+        refusal is a result too, never an exception."""
+        ...
 
     def say(self, text: str) -> None: ...

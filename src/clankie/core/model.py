@@ -301,4 +301,28 @@ class ConversationResetDone:
                 "at": iso(self.at)}
 
 
-Event = InputRequested | InputResolved | MessagePosted | RunStatusChanged | ConversationResetDone
+@dataclass(frozen=True, slots=True)
+class ToolActivity:
+    """One workspace tool call of a run (SPEC V4, W9): what was looked at, never contents."""
+
+    conversation_id: str
+    run_id: str
+    tool: str
+    status: str  # ok, refused, error
+    code: str | None
+    summary: str
+    at: datetime
+    type: str = field(default="tool_activity", init=False)
+
+    def __post_init__(self) -> None:
+        if self.status not in ("ok", "refused", "error") or len(self.summary) > 200:
+            raise ValueError("a tool activity has a known status and a short summary")
+
+    def body(self, seq: int) -> dict[str, Any]:
+        return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
+                "run_id": self.run_id, "tool": self.tool, "status": self.status,
+                "code": self.code, "summary": self.summary, "at": iso(self.at)}
+
+
+Event = (InputRequested | InputResolved | MessagePosted | RunStatusChanged
+         | ConversationResetDone | ToolActivity)

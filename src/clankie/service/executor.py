@@ -25,25 +25,12 @@ from clankie.core.lifecycle import IllegalTransition
 from clankie.core.model import Run, RunStatus
 
 from .service import Service
+from .tooling import RunTools
 
 log = logging.getLogger("clankie.runs")
 T = TypeVar("T")
 
 ModelForRun = Callable[[TurnContext], Model]
-
-
-class RunTools:
-    """The `ToolBox` of one run: its `ask_question` and its replies."""
-
-    def __init__(self, service: Service, run_id: str) -> None:
-        self._service = service
-        self._run_id = run_id
-
-    def ask_question(self, arguments: Any) -> dict[str, Any]:
-        return self._service.ask_question(self._run_id, arguments).model_dump(exclude_none=True)
-
-    def say(self, text: str) -> None:
-        self._service.post_reply(self._run_id, text)
 
 
 class RunExecutor:
@@ -133,7 +120,9 @@ class RunExecutor:
             status, error = RunStatus.SUCCEEDED, None
             try:
                 context = self._service.run_context(run.run_id)
-                run_turn(self._model_for(context), context, RunTools(self._service, run.run_id))
+                settings = self._service.settings
+                run_turn(self._model_for(context), context,
+                         RunTools(self._service, run.run_id, settings), settings.max_steps)
             except ModelError as exc:
                 status, error = RunStatus.FAILED, f"model_error: {exc}"
             except ClankieError as exc:

@@ -15,7 +15,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from clankie import dto
-from clankie.agent.context import HISTORY, AnsweredQuestion, EndedQuestion, TurnContext
+from clankie.agent.context import (
+    HISTORY,
+    AnsweredQuestion,
+    EndedQuestion,
+    PastCall,
+    PastStep,
+    TurnContext,
+)
 from clankie.core import lifecycle
 from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import AskArgs, RunCommand
@@ -26,11 +33,16 @@ from clankie.core.model import (
     Run,
     RunStatus,
     Status,
+    ToolActivity,
+    WorkspaceIdentity,
 )
+from clankie.store.tx import ToolCallRow
+from clankie.workspace.tools import Outcome
 
 from .base import ServiceBase, invalid_request
 
 log = logging.getLogger("clankie.service")
+TOOL_CALLS_KEPT = 200  # per conversation: history beyond the history budget is not kept
 
 
 
@@ -48,8 +60,9 @@ class RunHooks(ServiceBase):
         with self._storage(), self.store.read() as tx:
             run = self._run(tx, run_id)
             conversation = self._conversation(tx, run.conversation_id)
-            history = tuple((m.author.value, m.text)
-                            for m in tx.messages(run.conversation_id, HISTORY))
+            messages = tx.messages(run.conversation_id, HISTORY)
+            calls = tx.tool_calls_since(run.conversation_id,
+                                        messages[0][0] if messages else 0)
             pending = tx.pending_question(run.conversation_id)
             answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
             latest = tx.latest_ended_question(run.conversation_id)
@@ -68,12 +81,36 @@ class RunHooks(ServiceBase):
             run_kind=run.kind.value,  # type: ignore[arg-type]
             run_index=index,
             workspace=conversation.workspace.path if conversation.workspace else "-",
-            history=history,
+            history=tuple((m.author.value, m.text) for _, m in messages),
+            steps=_steps([position for position, _ in messages], calls),
             membership=fact.as_dict() if fact else None,
             answered=_answered(answered) if answered else None,
             ended=ended,
             pending_prompt=pending.prompt if pending else None,
             notes=notes)
+
+    # ------------------------------------------------------------------ tool calls (W)
+
+    def workspace_of(self, run_id: str) -> WorkspaceIdentity | None:
+        """The workspace a run's conversation is bound to now (checked again on use, W8)."""
+        with self._storage(), self.store.read() as tx:
+            return self._conversation(tx, self._run(tx, run_id).conversation_id).workspace
+
+    def record_tool_call(self, run_id: str, step: int, call_id: str, name: str,
+                         arguments: str, outcome: Outcome) -> None:
+        """One tool call of a running run: kept for later runs' history, and shown as one
+        `tool_activity` event (W9). It changes nothing else: the revision stays."""
+        now = self.clock()
+        with self._internal_write() as tx:
+            run = self._run(tx, run_id)
+            if run.status is not RunStatus.RUNNING:
+                raise ClankieError("not_eligible", "only a running run calls tools")
+            tx.insert_tool_call(ToolCallRow(run.conversation_id, run_id, step, call_id,
+                                            name[:200], arguments, outcome.text, now),
+                                keep=TOOL_CALLS_KEPT)
+            tx.append_events(run.conversation_id, [ToolActivity(
+                run.conversation_id, run_id, name[:60], outcome.status, outcome.code,
+                outcome.summary, now)], self.settings.event_retention)
 
     # ------------------------------------------------------------- runs (the executor's)
 
@@ -167,6 +204,20 @@ class RunHooks(ServiceBase):
                 questions += conversation_id in pending
                 runs += len(unfinished.get(conversation_id, []))
         return Recovery(questions, runs)
+
+
+def _steps(positions: list[int], calls: list[tuple[int, ToolCallRow]]) -> tuple[PastStep, ...]:
+    """Tool calls grouped by model step, each placed after the messages before it."""
+    steps: list[PastStep] = []
+    key = None
+    for after_message, call in calls:
+        past = PastCall(call.call_id, call.name, call.arguments, call.result)
+        if (call.run_id, call.step) == key:
+            steps[-1] = PastStep(steps[-1].after, (*steps[-1].calls, past))
+        else:
+            key = (call.run_id, call.step)
+            steps.append(PastStep(sum(p <= after_message for p in positions), (past,)))
+    return tuple(steps)
 
 
 def _answered(question: Question) -> AnsweredQuestion:

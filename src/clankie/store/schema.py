@@ -173,4 +173,21 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         created_at TEXT NOT NULL
     ) STRICT;
     """,
+    # 2: the workspace tool calls of runs, so that later runs remember what was looked at.
+    # `after_message` is the rowid of the conversation's latest message when the call was
+    # made (0: none), which places the call among the messages.
+    """
+    CREATE TABLE tool_calls (
+        conversation_id TEXT NOT NULL REFERENCES conversations(conversation_id),
+        run_id          TEXT NOT NULL REFERENCES runs(run_id),
+        step            INTEGER NOT NULL,
+        call_id         TEXT NOT NULL,
+        name            TEXT NOT NULL,
+        arguments       TEXT NOT NULL,
+        result          TEXT NOT NULL,
+        after_message   INTEGER NOT NULL,
+        at              TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX tool_calls_by_conversation ON tool_calls(conversation_id, after_message);
+    """,
 )

@@ -78,6 +78,18 @@ class EventPage:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallRow:
+    conversation_id: str
+    run_id: str
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+    result: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class ProjectRow:
     project_id: str
     name: str
@@ -267,11 +279,39 @@ class Tx:
 
     # -------------------------------------------------------------------- messages, events
 
-    def messages(self, conversation_id: str, limit: int) -> list[Message]:
-        rows = self._all("SELECT message_id, conversation_id, author, text, at FROM messages "
-                         "WHERE conversation_id = ? ORDER BY rowid DESC LIMIT ?",
+    def messages(self, conversation_id: str, limit: int) -> list[tuple[int, Message]]:
+        """The newest `limit` messages, oldest first, each with its position (rowid)."""
+        rows = self._all("SELECT rowid, message_id, conversation_id, author, text, at "
+                         "FROM messages WHERE conversation_id = ? ORDER BY rowid DESC LIMIT ?",
                          conversation_id, limit)
-        return [Message(r[0], r[1], Author(r[2]), r[3], _when(r[4])) for r in reversed(rows)]
+        return [(r[0], Message(r[1], r[2], Author(r[3]), r[4], _when(r[5])))
+                for r in reversed(rows)]
+
+    def insert_tool_call(self, call: ToolCallRow, keep: int) -> None:
+        """Record one tool call of a run, placed after the latest message; keep the newest
+        `keep` calls of the conversation."""
+        self._run("INSERT INTO tool_calls (conversation_id, run_id, step, call_id, name, "
+                  "arguments, result, after_message, at) VALUES (?, ?, ?, ?, ?, ?, ?, "
+                  "coalesce((SELECT max(rowid) FROM messages WHERE conversation_id = ?), 0), ?)",
+                  call.conversation_id, call.run_id, call.step, call.call_id, call.name,
+                  call.arguments, call.result, call.conversation_id, iso(call.at))
+        self._run("DELETE FROM tool_calls WHERE conversation_id = ? AND rowid <= (SELECT rowid "
+                  "FROM tool_calls WHERE conversation_id = ? ORDER BY rowid DESC LIMIT 1 "
+                  "OFFSET ?)", call.conversation_id, call.conversation_id, keep)
+
+    def tool_calls_since(self, conversation_id: str, message_position: int
+                         ) -> list[tuple[int, ToolCallRow]]:
+        """Tool calls placed at or after a message position, oldest first, with it."""
+        rows = self._all("SELECT after_message, conversation_id, run_id, step, call_id, name, "
+                         "arguments, result, at FROM tool_calls WHERE conversation_id = ? AND "
+                         "after_message >= ? ORDER BY rowid", conversation_id, message_position)
+        return [(r[0], ToolCallRow(r[1], r[2], r[3], r[4], r[5], r[6], r[7], _when(r[8])))
+                for r in rows]
+
+    def append_events(self, conversation_id: str, events: Iterable[Event], retention: int
+                      ) -> None:
+        """Events that record no change of the conversation (its revision stays)."""
+        self._append_events(conversation_id, events, retention)
 
     def events_after(self, conversation_id: str, after: int, limit: int) -> EventPage:
         bounds = self._one("SELECT last_seq, trimmed_through FROM conversations "

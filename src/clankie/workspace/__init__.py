@@ -1,1 +1,2 @@
-"""Facts about local directories, read-only: canonical identity now, Git membership later."""
+"""The workspace, read-only: its canonical identity, the project-membership fact, and the
+workspace tools (confined opening, reading, listing and search, Git)."""

@@ -27,3 +27,9 @@ def identify(path: str) -> WorkspaceIdentity | None:
 def identify_saved(saved: WorkspaceIdentity) -> WorkspaceIdentity | None:
     """The identity now of the directory a conversation saved; replacement shows as a change."""
     return identify(saved.path)
+
+
+def same_directory(saved: WorkspaceIdentity, fd: int) -> bool:
+    """Whether the open directory `fd` is the directory the conversation saved."""
+    st = os.fstat(fd)
+    return stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == (saved.dev, saved.ino)

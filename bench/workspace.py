@@ -1,0 +1,137 @@
+"""Bench of the read-only workspace tools (SPEC W) on a generated Git repository.
+
+Generates (once, in a temporary folder) a repository of 10,000 text files of about 10 KiB
+each (about 100 MiB), with ignored build output and a 50 MiB file, then measures in one
+run, each figure next to `git grep` run directly on the same tree (and `rg` if present):
+
+- search_text for a rare literal and for a common word (cut at 100 matches),
+- list_files at depth 3,
+- read_file of a 250-line window in the 50 MiB file.
+
+Every figure is the median (p50) of several runs of the tool's own function in this
+process; the baselines are whole `git grep` processes. Prints one JSON document.
+
+    .venv/bin/python bench/workspace.py [--files 10000] [--runs 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from clankie.tool_dto import ListFilesArgs, ReadFileArgs, SearchTextArgs
+from clankie.workspace.confine import Root
+from clankie.workspace.deny import DenyList
+from clankie.workspace.identity import identify
+from clankie.workspace.listing import list_files
+from clankie.workspace.reading import read_file
+from clankie.workspace.search import search_text
+
+WORDS = ["alpha", "beta", "gamma", "delta", "value", "result", "config", "parser", "request",
+         "handler", "state", "event", "buffer", "stream", "token", "module", "import", "return",
+         "class", "def", "self", "data", "item", "index"]
+RARE = "zyzzyva_marker_7731"
+
+
+def generate(root: Path, files: int, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    root.mkdir(parents=True)
+    (root / ".gitignore").write_text("build/\n*.log\n")
+    for number in range(files):
+        folder = root / f"pkg{number % 40:02d}" / f"sub{number % 7}"
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = [" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(130)]
+        if number == files // 2:
+            lines[60] = f"the {RARE} is here"
+        (folder / f"file{number:05d}.py").write_text("\n".join(lines) + "\n")
+    build = root / "build"
+    build.mkdir()
+    for number in range(500):
+        (build / f"out{number}.o").write_text("alpha " * 100)
+    line = " ".join(WORDS) + "\n"
+    with open(root / "big.txt", "w") as big:
+        big.write(line * (50 * 1024 * 1024 // len(line)))
+    git = ["git", "-C", str(root), "-c", "user.name=bench", "-c", "user.email=bench@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "generated"], check=True)
+
+
+def p50(fn: Callable[[], object], runs: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def command_p50(argv: list[str], cwd: Path, runs: int) -> float:
+    return p50(lambda: subprocess.run(argv, cwd=cwd, capture_output=True, check=False), runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=9)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="clankie-bench-ws-"))
+    try:
+        repo = folder / "repo"
+        generate(repo, args.files)
+        saved = identify(str(repo))
+        assert saved is not None
+        deny = DenyList()
+        figures: dict[str, dict[str, float | None]] = {}
+
+        def tool(fn: Callable[[Root], object]) -> Callable[[], object]:
+            def once() -> object:
+                with Root(saved) as root:
+                    return fn(root)
+            return once
+
+        rg = shutil.which("rg")
+        cases = [
+            ("search_text_rare_literal",
+             tool(lambda r: search_text(r, SearchTextArgs(pattern=RARE, fixed=True), deny, 5)),
+             ["git", "grep", "-n", "-F", "-e", RARE], ["rg", "-n", "-F", RARE]),
+            ("search_text_common_word",
+             tool(lambda r: search_text(r, SearchTextArgs(pattern="handler"), deny, 5)),
+             ["git", "grep", "-n", "-m", "20", "-e", "handler"],
+             ["rg", "-n", "-m", "20", "handler"]),
+            ("list_files_depth_3",
+             tool(lambda r: list_files(r, ListFilesArgs(depth=3), deny, 5)),
+             ["git", "ls-files", "--cached", "--others", "--exclude-standard"], None),
+            ("read_file_window_in_50_MiB",
+             tool(lambda r: read_file(r, ReadFileArgs(path="big.txt", offset=1000), deny)),
+             ["git", "grep", "-c", "-F", "-e", RARE, "--", "big.txt"], None),
+        ]
+        for name, fn, baseline, ripgrep in cases:
+            ours = p50(fn, args.runs)
+            git = command_p50(baseline, repo, args.runs)
+            entry: dict[str, float | None] = {
+                "p50_ms": round(ours, 2), "baseline_cmd_p50_ms": round(git, 2),
+                "ratio_to_baseline": round(ours / git, 2)}
+            if ripgrep and rg:
+                entry["rg_p50_ms"] = round(command_p50(ripgrep, repo, args.runs), 2)
+            figures[name] = entry
+        print(json.dumps({"files": args.files, "runs": args.runs,
+                          "baselines": {n: " ".join(b) for n, _, b, _ in cases},
+                          "figures": figures}, indent=2))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    main()

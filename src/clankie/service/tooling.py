@@ -1,0 +1,70 @@
+"""The tools of one run: each model tool call dispatched, bounded and recorded (SPEC W9, W10).
+
+Owns the `ToolBox` the turn loop is given: `ask_question` goes to the service (Q1-Q5);
+a workspace tool runs against the conversation's workspace as bound now (W8), within the
+run's `run_tool_budget` of result bytes (past it, `budget_exhausted`); every call, refused
+ones included, is recorded with one `tool_activity` event. Clankie's replies go through
+here too.
+"""
+
+from __future__ import annotations
+
+import json
+
+from clankie.agent.tools import ASK_QUESTION
+from clankie.agent.transcript import ToolCall
+from clankie.settings import Settings
+from clankie.workspace import tools as workspace_tools
+from clankie.workspace.deny import DenyList
+from clankie.workspace.tools import Outcome, refused
+
+from .service import Service
+
+
+class RunTools:
+    def __init__(self, service: Service, run_id: str, settings: Settings) -> None:
+        self._service = service
+        self._run_id = run_id
+        self._left = settings.run_tool_budget
+        self._settings = workspace_tools.Settings(DenyList(settings.workspace_deny),
+                                                  settings.git_timeout)
+
+    def say(self, text: str) -> None:
+        self._service.post_reply(self._run_id, text)
+
+    def call(self, step: int, call: ToolCall) -> str:
+        outcome = self._ask(call) if call.name == ASK_QUESTION else self._workspace(call)
+        self._service.record_tool_call(self._run_id, step, call.call_id, call.name,
+                                       call.arguments, outcome)
+        return outcome.text
+
+    def _ask(self, call: ToolCall) -> Outcome:
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError:
+            return refused("invalid_request", "the arguments are not JSON",
+                           "ask_question: bad arguments")
+        result = self._service.ask_question(self._run_id, arguments)
+        payload = result.model_dump(exclude_none=True)
+        if result.status == "pending":
+            return Outcome(payload, "ok", None, f"asked question {result.request_id}")
+        return Outcome(payload, "refused", result.reason,
+                       f"ask_question: refused {result.reason}")
+
+    def _workspace(self, call: ToolCall) -> Outcome:
+        if self._left <= 0:
+            return self._exhausted(call)
+        outcome = workspace_tools.call_tool(call.name, call.arguments,
+                                            self._service.workspace_of(self._run_id),
+                                            self._settings)
+        size = len(outcome.text.encode("utf-8"))
+        if size > self._left:
+            self._left = 0
+            return self._exhausted(call)
+        self._left -= size
+        return outcome
+
+    def _exhausted(self, call: ToolCall) -> Outcome:
+        return refused("budget_exhausted", "this run has used its budget of tool results "
+                       "(setting run_tool_budget); answer with what you have or ask",
+                       f"{call.name[:60]}: refused budget_exhausted")

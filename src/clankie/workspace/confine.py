@@ -1,0 +1,289 @@
+"""Opening paths beneath a workspace's directory handle, by the kernel (SPEC W2, W3, W8).
+
+Owns the one way a workspace tool reaches a file: a relative path string, checked as
+given (never a normalised copy), opened relative to the workspace's directory descriptor
+with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` on Linux, or one component at a
+time with `O_NOFOLLOW` elsewhere (every symlink refused there). Nothing is judged by a
+string prefix or by a `realpath` computed before opening. It opens with `O_PATH` first so
+that a FIFO, socket or device is never opened for reading. It never writes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from clankie.core.model import WorkspaceIdentity
+
+from .identity import same_directory
+
+MAX_PATH_BYTES = 4_096
+O_PATH = getattr(os, "O_PATH", 0)
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+_SYS_OPENAT2 = 437  # the same number on every Linux architecture
+
+
+class Refusal(Exception):
+    """A tool refused, with a SPEC W code and a short reason the model reads."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                ("resolve", ctypes.c_uint64)]
+
+
+def _load_openat2() -> object | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p,
+                        ctypes.c_size_t]
+    return syscall
+
+
+_syscall = _load_openat2()
+_use_openat2 = _syscall is not None
+
+
+@functools.cache
+def _how(flags: int, no_symlinks: bool) -> Any:
+    how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS
+                   | (_RESOLVE_NO_SYMLINKS if no_symlinks else 0))
+    return ctypes.pointer(how)
+
+
+def use_openat2(enabled: bool) -> bool:
+    """Choose the kernel's openat2 (where present) or the portable walk; returns the old
+    choice. The walk is what non-Linux platforms get; tests exercise both."""
+    global _use_openat2
+    old = _use_openat2
+    _use_openat2 = enabled and _syscall is not None
+    return old
+
+
+def check_path(path: str) -> str:
+    """The path as given, if it is an acceptable relative path; else `invalid_path`."""
+    if not path:
+        raise Refusal("invalid_path", "the path is empty; use \".\" for the workspace")
+    if "\x00" in path:
+        raise Refusal("invalid_path", "the path contains a NUL byte")
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise Refusal("invalid_path", "the path is not valid UTF-8") from None
+    if size > MAX_PATH_BYTES:
+        raise Refusal("invalid_path", f"the path is over {MAX_PATH_BYTES} bytes")
+    if path.startswith("/"):
+        raise Refusal("invalid_path", "absolute paths are refused; give a path relative "
+                      "to the workspace")
+    if ".." in path.split("/"):
+        raise Refusal("invalid_path", "a '..' component is refused; paths stay in the "
+                      "workspace")
+    return path
+
+
+def tidy(path: str) -> str:
+    """The path's display form: no empty or '.' components ('.' for the workspace)."""
+    return "/".join(p for p in path.split("/") if p not in ("", ".")) or "."
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    fd: int
+    st: os.stat_result
+    via_symlink: bool  # a symlink (inside the workspace) was followed to get here
+
+
+class Root:
+    """The workspace directory, opened once per tool call and checked against the identity
+    the conversation saved (W8): every path below is opened relative to this handle."""
+
+    def __init__(self, saved: WorkspaceIdentity) -> None:
+        self.saved = saved
+        try:
+            self.fd = os.open(saved.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+                              | os.O_NOFOLLOW)
+        except OSError:
+            raise Refusal("workspace_missing", "the workspace directory is gone; "
+                          "nothing was read") from None
+        if not same_directory(saved, self.fd):
+            os.close(self.fd)
+            raise Refusal("workspace_replaced", "the workspace directory was replaced "
+                          "since this conversation was bound to it; nothing was read")
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self) -> Root:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def proc_path(self) -> str:
+        """A path naming this very directory (for a child's working directory)."""
+        return f"/proc/self/fd/{self.fd}" if os.path.isdir("/proc/self/fd") else self.saved.path
+
+    def open(self, path: str, *, directory: bool = False) -> Opened:
+        """Open `path` (already checked) beneath the root with `O_PATH`: it never blocks
+        and never opens a device for reading. The caller closes `fd`."""
+        # Without O_PATH (not Linux) a FIFO must not block the open: O_NONBLOCK.
+        flags = (O_PATH or os.O_NONBLOCK) | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
+        if tidy(path) == ".":
+            fd = os.open(".", flags, dir_fd=self.fd)
+            return Opened(fd, os.fstat(fd), False)
+        if not _use_openat2:
+            fd = self._walk(path, flags)
+            return Opened(fd, os.fstat(fd), False)
+        try:  # the common case first: no symlink on the way
+            fd = self._openat2(path, flags, no_symlinks=True)
+            return Opened(fd, os.fstat(fd), False)
+        except Refusal as refusal:
+            if refusal.code != "outside_workspace":
+                raise
+        fd = self._openat2(path, flags)
+        return Opened(fd, os.fstat(fd), True)
+
+    @staticmethod
+    def reopen(opened: Opened, flags: int) -> int:
+        """An `O_PATH` descriptor reopened for reading: the same file (the kernel's magic
+        link names the open file itself, not a path), never another."""
+        if not O_PATH:
+            return os.dup(opened.fd)  # without O_PATH it was opened for reading already
+        return os.open(f"/proc/self/fd/{opened.fd}", flags | os.O_CLOEXEC)
+
+    def resolved(self, opened: Opened) -> str | None:
+        """Where the kernel actually opened (relative to the root), or None if unknown."""
+        try:
+            target = os.readlink(f"/proc/self/fd/{opened.fd}")
+            root = os.readlink(f"/proc/self/fd/{self.fd}")
+        except OSError:
+            return None
+        if target == root:
+            return "."
+        if target.startswith(root.rstrip("/") + "/"):
+            return target[len(root.rstrip("/")) + 1:]
+        return None
+
+    def open_file(self, path: str, denied: Callable[[str], bool]) -> tuple[int, os.stat_result]:
+        """A regular file beneath the root, opened for reading (W3), unless a symlink led
+        to a path that `denied` refuses (W4): (descriptor, status). The caller closes it."""
+        handle = self.open(path)
+        try:
+            mode = handle.st.st_mode
+            if stat.S_ISDIR(mode):
+                raise Refusal("is_directory", f"{tidy(path)} is a directory; use list_files")
+            if not stat.S_ISREG(mode):
+                raise Refusal("not_regular_file", f"{tidy(path)} is not a regular file (a "
+                              "FIFO, socket or device); it was not opened")
+            if handle.via_symlink:
+                resolved = self.resolved(handle)
+                if resolved is None:
+                    self.without_symlinks(path)  # where it led is unknown: allow none
+                elif denied(resolved):
+                    raise Refusal("denied_path", f"{tidy(path)} leads to a secret-like path; "
+                                  "it is never read (setting workspace_deny)")
+            return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK), handle.st
+        finally:
+            os.close(handle.fd)
+
+    def _openat2(self, path: str, flags: int, *, no_symlinks: bool = False) -> int:
+        assert _syscall is not None
+        how = _how(flags, no_symlinks)
+        fd = _syscall(_SYS_OPENAT2, self.fd, path.encode("utf-8"), how,
+                      ctypes.sizeof(_OpenHow))  # type: ignore[operator]
+        if fd >= 0:
+            return int(fd)
+        code = ctypes.get_errno()
+        if code == errno.ENOSYS:  # an older kernel, or a sandbox that hides the call
+            use_openat2(False)
+            return self._walk(path, flags)
+        raise _refusal(code, path)
+
+    def without_symlinks(self, path: str) -> None:
+        """Refuse `path` unless it resolves with no symlink at all (used where the kernel
+        cannot tell us where a symlink led)."""
+        if _use_openat2:
+            os.close(self._openat2(path, O_PATH | os.O_CLOEXEC, no_symlinks=True))
+        else:
+            os.close(self._walk(path, O_PATH | os.O_CLOEXEC))
+
+    def _walk(self, path: str, flags: int) -> int:
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        current = os.dup(self.fd)
+        try:
+            for index, name in enumerate(parts):
+                last = index == len(parts) - 1
+                step = (flags if last else O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) \
+                    | os.O_NOFOLLOW
+                try:
+                    following = os.open(name, step, dir_fd=current)
+                except OSError as exc:
+                    raise _walk_refusal(exc.errno or 0, name, current, path) from None
+                if stat.S_ISLNK(os.fstat(following).st_mode):  # O_PATH|O_NOFOLLOW opens links
+                    os.close(following)
+                    raise Refusal("outside_workspace", f"{path}: symbolic links are refused "
+                                  "on this platform")
+                os.close(current)
+                current = following
+            result, current = current, -1
+            return result
+        finally:
+            if current >= 0:
+                os.close(current)
+
+
+def _walk_refusal(code: int, name: str, parent: int, path: str) -> Refusal:
+    try:
+        if stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode):
+            return Refusal("outside_workspace", f"{path}: symbolic links are refused on "
+                           "this platform")
+    except OSError:
+        pass
+    return _refusal(code, path)
+
+
+def _refusal(code: int, path: str) -> Refusal:
+    if code == errno.EXDEV:
+        return Refusal("outside_workspace", f"{path} leads outside the workspace; nothing "
+                       "outside is read")
+    if code == errno.ELOOP:
+        return Refusal("outside_workspace", f"{path}: a symbolic link loops or leads outside "
+                       "the workspace")
+    if code in (errno.ENOENT, errno.ENOTDIR):
+        return Refusal("not_found", f"{path} does not exist")
+    if code in (errno.EACCES, errno.EPERM):
+        return Refusal("permission_denied", f"{path} cannot be read (permission denied)")
+    if code == errno.ENAMETOOLONG:
+        return Refusal("invalid_path", "a path component is too long")
+    return Refusal("not_found", f"{path} cannot be opened ({errno.errorcode.get(code, code)})")
+
+
+@contextmanager
+def opened(root: Root, path: str, *, directory: bool = False) -> Iterator[Opened]:
+    handle = root.open(path, directory=directory)
+    try:
+        yield handle
+    finally:
+        os.close(handle.fd)

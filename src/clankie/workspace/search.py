@@ -1,0 +1,141 @@
+"""`search_text` (SPEC W1, W4, W5, W6): lines matching a pattern in the workspace's files.
+
+Owns searching. Git (or a walk outside Git) only names the candidate files; each file is
+opened beneath the workspace and read by us, in chunks, so no byte outside the workspace
+can reach a result. Secret-like paths are never opened (counted in `skipped_denied`),
+binary files are skipped (counted). Patterns are RE2 regular expressions (linear time:
+a pattern chosen by a model cannot make a search run away) that never match across a
+newline. Bounds: `max_results` matches, 20 a file, 500 characters a line, 32 KiB, 10 s.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import re2
+
+from clankie.tool_dto import Match, SearchTextArgs, SearchTextResult
+
+from .confine import Refusal, Root, check_path, tidy
+from .deny import DenyList
+from .listing import must_be_directory, visible_files
+from .reading import BINARY_PROBE, LINE_CHARS, decode
+
+PER_FILE = 20
+RESULT_BYTES = 32 * 1024
+SECONDS = 10.0
+CHUNK = 1024 * 1024
+_LONG_LINE = 4 * CHUNK  # a longer line is searched in pieces
+
+
+def compile_pattern(pattern: str, fixed: bool) -> re2._Regexp:
+    options = re2.Options()
+    options.log_errors = False
+    options.never_nl = True
+    options.literal = fixed
+    try:
+        return re2.compile(pattern.encode("utf-8"), options=options)
+    except (re2.error, UnicodeEncodeError) as exc:
+        detail = str(exc.args[0] if exc.args else exc).strip("b'\"")[:120]
+        raise Refusal("invalid_argument", f"pattern is not an RE2 regular expression "
+                      f"({detail}); lookaround and backreferences are not supported") from None
+
+
+class _Budget:
+    def __init__(self, max_results: int) -> None:
+        self.max_results = max_results
+        self.matches: list[Match] = []
+        self.used = 0
+        self.truncated = False
+        self.deadline = time.monotonic() + SECONDS
+        self.timed_out = False
+
+    def full(self) -> bool:
+        return self.truncated or self.timed_out
+
+    def add(self, path: str, line: int, raw: bytes) -> None:
+        text, _ = decode(raw[:LINE_CHARS * 4])
+        if len(text) > LINE_CHARS:
+            text = text[:LINE_CHARS] + "…"
+        size = len(path) + len(text.encode("utf-8")) + 16
+        if len(self.matches) == self.max_results or self.used + size > RESULT_BYTES:
+            self.truncated = True  # one more match exists than is shown
+            return
+        self.matches.append(Match(path=path, line=line, text=text))
+        self.used += size
+
+
+def search_text(root: Root, args: SearchTextArgs, deny: DenyList, git_timeout: float
+                ) -> SearchTextResult:
+    regex = compile_pattern(args.pattern, args.fixed)
+    path = tidy(check_path(args.path))
+    must_be_directory(root, path)
+    budget = _Budget(args.max_results)
+    files, hidden = visible_files(root, path, args.include_ignored, git_timeout,
+                                  budget.deadline)
+    skipped_denied = skipped_binary = 0
+    for file in files:
+        if budget.full():
+            break
+        if time.monotonic() > budget.deadline:
+            budget.timed_out = True
+            break
+        if deny.denies(file):
+            skipped_denied += 1
+            continue
+        try:
+            fd, _ = root.open_file(file, deny.denies)
+        except Refusal as refusal:
+            skipped_denied += refusal.code == "denied_path"
+            continue  # gone since it was listed, a FIFO, a symlink out: nothing to search
+        try:
+            skipped_binary += not _search_file(fd, file, regex, budget)
+        finally:
+            os.close(fd)
+    note = None
+    if budget.timed_out:
+        note = f"the search stopped after {SECONDS:g} s; narrow it with a path"
+    return SearchTextResult(pattern=args.pattern, matches=budget.matches,
+                            truncated=budget.truncated or budget.timed_out,
+                            skipped_denied=skipped_denied, hidden_by_ignore=hidden,
+                            skipped_binary=skipped_binary, note=note)
+
+
+def _search_file(fd: int, path: str, regex: re2._Regexp, budget: _Budget) -> bool:
+    """Search one open file; False if it is binary (a NUL in its first 8 KiB)."""
+    found = 0
+    line_base = 1  # the line number of the first line of `region`
+    carry = b""
+    while True:
+        chunk = os.read(fd, CHUNK)
+        if line_base == 1 and not carry and b"\x00" in chunk[:BINARY_PROBE]:
+            return False
+        if time.monotonic() > budget.deadline:
+            budget.timed_out = True
+            return True
+        last = len(chunk) < CHUNK  # a short read of a regular file: its end
+        data = carry + chunk if carry else chunk
+        region, carry = data, b""
+        if not last:
+            cut = data.rfind(b"\n") + 1
+            if cut == 0 and len(data) < _LONG_LINE:
+                carry = data
+                continue
+            if cut:
+                region, carry = data[:cut], data[cut:]
+        position = counted = 0
+        while (match := regex.search(region, position)) is not None:
+            start = region.rfind(b"\n", 0, match.start()) + 1
+            end = region.find(b"\n", match.start())
+            end = len(region) if end < 0 else end
+            line_base += region.count(b"\n", counted, start)
+            counted = start
+            budget.add(path, line_base, region[start:end])
+            found += 1
+            if found == PER_FILE or budget.full() or end >= len(region):
+                break
+            position = end + 1
+        if last or found == PER_FILE or budget.full():
+            return True
+        line_base += region.count(b"\n", counted)

@@ -1,0 +1,155 @@
+"""The read-only workspace tools as one table: name -> (argument shape, function, summary).
+
+Owns dispatching a tool call (SPEC W1-W8): arguments validated strictly
+(`invalid_argument`), the workspace opened and checked against its saved identity on
+every call (W8), the tool run, and every refusal turned into the short result of W
+(`{"status": "refused", "code", "reason"}`). It also writes the one-line summary of each
+call for the `tool_activity` event (W9): what was looked at, never file contents.
+Adding a tool means one shape in `clankie.tool_dto`, one function and one row here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from clankie import tool_dto as t
+from clankie.core.model import WorkspaceIdentity
+
+from .confine import Refusal, Root
+from .deny import DenyList
+from .git import git_diff, git_log, git_status
+from .listing import list_files
+from .reading import read_file
+from .search import search_text
+
+log = logging.getLogger("clankie.workspace")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the tools need to know besides the call."""
+
+    deny: DenyList
+    git_timeout: float
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    args: type[t.ToolArgs]
+    run: Callable[[Root, Any, Settings], BaseModel]
+    summary: Callable[[Any, dict[str, Any]], str]
+
+
+def _list_summary(a: t.ListFilesArgs, r: dict[str, Any]) -> str:
+    more = " (truncated)" if r["truncated"] else ""
+    return f"listed {a.path} depth {a.depth}: {len(r['entries'])} entries{more}"
+
+
+def _read_summary(a: t.ReadFileArgs, r: dict[str, Any]) -> str:
+    total = r["total_lines"] if r["total_lines"] is not None else "?"
+    if r["end_line"] < r["start_line"]:
+        return f"read {r['path']}: no lines from {r['start_line']} (of {total})"
+    return f"read {r['path']} lines {r['start_line']}-{r['end_line']} of {total}"
+
+
+def _search_summary(a: t.SearchTextArgs, r: dict[str, Any]) -> str:
+    more = "+" if r["truncated"] else ""
+    return f"searched {a.path} for {a.pattern!r}: {len(r['matches'])}{more} matches"
+
+
+def _diff_summary(a: t.GitDiffArgs, r: dict[str, Any]) -> str:
+    what = "staged changes" if a.staged else "changes"
+    against = f" against {a.revision}" if a.revision else ""
+    where = f" in {a.path}" if a.path else ""
+    return f"git diff: {what}{against}{where}, {len(r['diff'])} characters"
+
+
+TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
+    Tool("list_files", t.ListFilesArgs,
+         lambda root, a, s: list_files(root, a, s.deny, s.git_timeout), _list_summary),
+    Tool("read_file", t.ReadFileArgs, lambda root, a, s: read_file(root, a, s.deny),
+         _read_summary),
+    Tool("search_text", t.SearchTextArgs,
+         lambda root, a, s: search_text(root, a, s.deny, s.git_timeout), _search_summary),
+    Tool("git_status", t.GitStatusArgs, lambda root, a, s: git_status(root, s.git_timeout),
+         lambda a, r: f"git status: {len(r['entries'])} changed paths on {r['branch']}"),
+    Tool("git_log", t.GitLogArgs, lambda root, a, s: git_log(root, a, s.git_timeout),
+         lambda a, r: f"git log{' of ' + a.path if a.path else ''}: "
+                      f"{len(r['commits'])} commits"),
+    Tool("git_diff", t.GitDiffArgs, lambda root, a, s: git_diff(root, a, s.deny, s.git_timeout),
+         _diff_summary),
+)}
+assert {name: tool.args for name, tool in TOOLS.items()} == t.TOOL_ARGS
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A tool call's result as the model reads it, and what the activity event says."""
+
+    result: dict[str, Any]
+    status: str  # ok, refused, error
+    code: str | None
+    summary: str
+
+    @property
+    def text(self) -> str:
+        return json.dumps(self.result, ensure_ascii=False)
+
+
+def refused(code: str, reason: str, summary: str) -> Outcome:
+    return Outcome(t.Refused(code=code, reason=reason).model_dump(), "refused", code,
+                   summary[:200])
+
+
+def parse_arguments(name: str, arguments: str) -> tuple[Tool, Any] | Outcome:
+    """The tool and its validated arguments, or the refusal the model reads."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        return refused("unknown_tool", f"there is no tool {name[:60]!r}", f"{name[:60]}: unknown")
+    try:
+        raw = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return refused("invalid_argument", "the arguments are not JSON", f"{name}: bad arguments")
+    try:
+        return tool, tool.args.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(arguments)"
+        return refused("invalid_argument", f"{where}: {first['msg']}"[:160],
+                       f"{name}: invalid arguments")
+
+
+def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
+              settings: Settings) -> Outcome:
+    """Run one workspace tool call; never raises for anything a model or workspace does."""
+    parsed = parse_arguments(name, arguments)
+    if isinstance(parsed, Outcome):
+        return parsed
+    tool, args = parsed
+    target = _target(args)
+    if workspace is None:
+        return refused("workspace_missing", "this conversation has no workspace",
+                       f"{name}{target}: no workspace")
+    try:
+        with Root(workspace) as root:
+            result = tool.run(root, args, settings).model_dump()
+    except Refusal as refusal:
+        return refused(refusal.code, refusal.reason, f"{name}{target}: refused {refusal.code}")
+    except OSError as exc:
+        log.warning("%s failed: %s", name, exc)
+        return Outcome(t.Refused(status="error", code="io_error",
+                                 reason=f"the file system said: {exc.strerror}").model_dump(),
+                       "error", "io_error", f"{name}{target}: error")
+    return Outcome(result, "ok", None, tool.summary(args, result)[:200])
+
+
+def _target(args: Any) -> str:
+    path = getattr(args, "path", None)
+    return f" {path[:120]}" if isinstance(path, str) else ""
