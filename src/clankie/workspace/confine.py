@@ -72,6 +72,10 @@ def _how(flags: int, no_symlinks: bool) -> Any:
     return ctypes.pointer(how)
 
 
+def openat2_in_use() -> bool:
+    return _use_openat2
+
+
 def use_openat2(enabled: bool) -> bool:
     """Choose the kernel's openat2 (where present) or the portable walk; returns the old
     choice. The walk is what non-Linux platforms get; tests exercise both."""
@@ -100,6 +104,12 @@ def check_path(path: str) -> str:
         raise Refusal("invalid_path", "a '..' component is refused; paths stay in the "
                       "workspace")
     return path
+
+
+def shown(path: str) -> str:
+    """The path as a refusal names it: tidy, and short (a refusal is about 100 bytes)."""
+    path = tidy(path)
+    return path if len(path) <= 60 else f"{path[:28]}…{path[-28:]}"
 
 
 def tidy(path: str) -> str:
@@ -193,16 +203,16 @@ class Root:
         try:
             mode = handle.st.st_mode
             if stat.S_ISDIR(mode):
-                raise Refusal("is_directory", f"{tidy(path)} is a directory; use list_files")
+                raise Refusal("is_directory", f"{shown(path)} is a directory; use list_files")
             if not stat.S_ISREG(mode):
-                raise Refusal("not_regular_file", f"{tidy(path)} is not a regular file (a "
+                raise Refusal("not_regular_file", f"{shown(path)} is not a regular file (a "
                               "FIFO, socket or device); it was not opened")
             if handle.via_symlink:
                 resolved = self.resolved(handle)
                 if resolved is None:
                     self.without_symlinks(path)  # where it led is unknown: allow none
                 elif denied(resolved):
-                    raise Refusal("denied_path", f"{tidy(path)} leads to a secret-like path; "
+                    raise Refusal("denied_path", f"{shown(path)} leads to a secret-like path; "
                                   "it is never read (setting workspace_deny)")
             return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK), handle.st
         finally:
@@ -243,7 +253,7 @@ class Root:
                     raise _walk_refusal(exc.errno or 0, name, current, path) from None
                 if stat.S_ISLNK(os.fstat(following).st_mode):  # O_PATH|O_NOFOLLOW opens links
                     os.close(following)
-                    raise Refusal("outside_workspace", f"{path}: symbolic links are refused "
+                    raise Refusal("outside_workspace", f"{shown(path)}: symbolic links are refused "
                                   "on this platform")
                 os.close(current)
                 current = following
@@ -257,7 +267,7 @@ class Root:
 def _walk_refusal(code: int, name: str, parent: int, path: str) -> Refusal:
     try:
         if stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode):
-            return Refusal("outside_workspace", f"{path}: symbolic links are refused on "
+            return Refusal("outside_workspace", f"{shown(path)}: symbolic links are refused on "
                            "this platform")
     except OSError:
         pass
@@ -266,18 +276,19 @@ def _walk_refusal(code: int, name: str, parent: int, path: str) -> Refusal:
 
 def _refusal(code: int, path: str) -> Refusal:
     if code == errno.EXDEV:
-        return Refusal("outside_workspace", f"{path} leads outside the workspace; nothing "
+        return Refusal("outside_workspace", f"{shown(path)} leads outside the workspace; nothing "
                        "outside is read")
     if code == errno.ELOOP:
-        return Refusal("outside_workspace", f"{path}: a symbolic link loops or leads outside "
-                       "the workspace")
+        return Refusal("outside_workspace", f"{shown(path)}: a symbolic link loops or leads "
+                       "outside the workspace")
     if code in (errno.ENOENT, errno.ENOTDIR):
-        return Refusal("not_found", f"{path} does not exist")
+        return Refusal("not_found", f"{shown(path)} does not exist")
     if code in (errno.EACCES, errno.EPERM):
-        return Refusal("permission_denied", f"{path} cannot be read (permission denied)")
+        return Refusal("permission_denied", f"{shown(path)} cannot be read (permission denied)")
     if code == errno.ENAMETOOLONG:
         return Refusal("invalid_path", "a path component is too long")
-    return Refusal("not_found", f"{path} cannot be opened ({errno.errorcode.get(code, code)})")
+    name = errno.errorcode.get(code, str(code))
+    return Refusal("not_found", f"{shown(path)} cannot be opened ({name})")
 
 
 @contextmanager

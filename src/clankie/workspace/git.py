@@ -133,7 +133,7 @@ def is_repository(root: Root, timeout: float) -> Git | None:
 def git_status(root: Root, timeout: float) -> GitStatusResult:
     git = Git(root, timeout)
     prefix = git.prefix()
-    out = git.run("status", "--porcelain=v1", "-z", "--branch", "--untracked-files=normal",
+    out = git.run("status", "--porcelain=v1", "-z", "--branch", "--untracked-files=all",
                   "--ignore-submodules=all", "--", ".")
     items = out.split(b"\0")
     branch = None

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from clankie.tool_dto import Entry, ListFilesArgs, ListFilesResult
 
-from .confine import Refusal, Root, check_path, opened, tidy
+from .confine import Refusal, Root, check_path, opened, shown, tidy
 from .deny import DenyList
 from .git import Git, is_repository
 
@@ -164,4 +164,4 @@ def _walk_files(root: Root, path: str, deadline: float) -> Iterator[str]:
 def must_be_directory(root: Root, path: str) -> None:
     with opened(root, path) as handle:
         if not stat.S_ISDIR(handle.st.st_mode):
-            raise Refusal("invalid_path", f"{tidy(path)} is not a directory")
+            raise Refusal("invalid_path", f"{shown(path)} is not a directory")

@@ -13,7 +13,7 @@ import os
 
 from clankie.tool_dto import ReadFileArgs, ReadFileResult
 
-from .confine import Refusal, Root, check_path, tidy
+from .confine import Refusal, Root, check_path, shown, tidy
 from .deny import DenyList
 
 LINE_CHARS = 500
@@ -47,7 +47,7 @@ def decode(data: bytes) -> tuple[str, int]:
 
 def denied(path: str, deny: DenyList) -> None:
     if deny.denies(tidy(path)):
-        raise Refusal("denied_path", f"{tidy(path)} matches the secret-path deny list; it is "
+        raise Refusal("denied_path", f"{shown(path)} matches the secret-path deny list; it is "
                       "never read (setting workspace_deny)")
 
 

@@ -34,8 +34,9 @@ def compile_pattern(pattern: str, fixed: bool) -> re2._Regexp:
     options.log_errors = False
     options.never_nl = True
     options.literal = fixed
-    try:
-        return re2.compile(pattern.encode("utf-8"), options=options)
+    try:  # (?m): ^ and $ match at each line, as in grep
+        return re2.compile(pattern.encode("utf-8") if fixed else b"(?m)" +
+                           pattern.encode("utf-8"), options=options)
     except (re2.error, UnicodeEncodeError) as exc:
         detail = str(exc.args[0] if exc.args else exc).strip("b'\"")[:120]
         raise Refusal("invalid_argument", f"pattern is not an RE2 regular expression "

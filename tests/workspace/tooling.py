@@ -1,0 +1,80 @@
+"""Helpers for the workspace-tool tests: a workspace beside an 'outside' folder holding a
+secret, the tools called exactly as a run calls them, and Git run as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clankie.core.model import WorkspaceIdentity
+from clankie.workspace.deny import DenyList
+from clankie.workspace.identity import identify
+from clankie.workspace.tools import Outcome, Settings, call_tool
+
+SECRET = "OUTSIDE-SECRET-4d1f"
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+           "HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env=env)
+    return done.stdout
+
+
+@dataclass
+class Place:
+    """`root/ws` is the workspace; `root/outside` holds `secret.txt` and a folder."""
+
+    root: Path
+    deny: DenyList = field(default_factory=DenyList)
+    git_timeout: float = 5.0
+
+    @property
+    def ws(self) -> Path:
+        return self.root / "ws"
+
+    @property
+    def outside(self) -> Path:
+        return self.root / "outside"
+
+    @property
+    def identity(self) -> WorkspaceIdentity:
+        found = identify(str(self.ws))
+        assert found is not None
+        return found
+
+    def call(self, tool: str, identity: WorkspaceIdentity | None = None,
+             **args: Any) -> Outcome:
+        return call_tool(tool, json.dumps(args), identity or self.identity,
+                         Settings(self.deny, self.git_timeout))
+
+    def ok(self, tool: str, **args: Any) -> dict[str, Any]:
+        outcome = self.call(tool, **args)
+        assert outcome.status == "ok", outcome.result
+        assert SECRET not in json.dumps({k: v for k, v in outcome.result.items()
+                                         if k != "pattern"})  # a search echoes its pattern
+        return outcome.result
+
+    def refused(self, tool: str, **args: Any) -> str:
+        outcome = self.call(tool, **args)
+        assert outcome.status == "refused", outcome.result
+        assert set(outcome.result) == {"status", "code", "reason"}
+        assert len(outcome.text) < 300 and SECRET not in outcome.text
+        return str(outcome.code)
+
+
+def make_place(root: Path) -> Place:
+    place = Place(root)
+    place.ws.mkdir(parents=True)
+    place.outside.mkdir()
+    (place.outside / "secret.txt").write_text(f"{SECRET}\n")
+    (place.outside / "dir").mkdir()
+    (place.outside / "dir" / "inner.txt").write_text(f"{SECRET} inner\n")
+    (place.ws / "README.md").write_text("# Demo\nhello\n")
+    return place
