@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from textual.widgets import RichLog
+
 from clankie.tui.app import ChatApp
 
 C = "7d9c0a52-5a7e-4f51-9b1e-2f8e3c1d4a6b"
@@ -40,15 +42,31 @@ SNAPSHOT = {"conversation_id": C, "incarnation": "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a
                 "asked_at": AT, "expires_at": "2026-12-01T12:00:00.000000Z", "receipt": None}}
 
 
+WORKING = [
+    *EVENTS[:2],
+    {"type": "tool_activity", "seq": 3, "conversation_id": C, "run_id": "r1",
+     "tool": "list_files", "status": "ok", "code": None, "summary": "listed . depth 1: 4 entries",
+     "at": AT},
+    {"type": "tool_activity", "seq": 4, "conversation_id": C, "run_id": "r1",
+     "tool": "read_file", "status": "refused", "code": "denied_path",
+     "summary": "read_file .env: refused denied_path", "at": AT},
+    {"type": "tool_activity", "seq": 5, "conversation_id": C, "run_id": "r1",
+     "tool": "read_file", "status": "ok", "code": None,
+     "summary": "read pyproject.toml lines 1-12 of 12", "at": AT},
+]
+
+
 class FixedApi:
-    def __init__(self) -> None:
+    def __init__(self, events: list[dict[str, Any]] = EVENTS) -> None:
         self.tailed = False
+        self.events = events
 
     async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         if op == "events_tail":
             if not self.tailed:
                 self.tailed = True
-                return {"events": EVENTS, "next_after": 5, "oldest_seq": 1, "trimmed": False}
+                return {"events": self.events, "next_after": len(self.events),
+                        "oldest_seq": 1, "trimmed": False}
             await asyncio.Event().wait()  # nothing more happens
         if op == "input_get":
             return SNAPSHOT
@@ -58,8 +76,8 @@ class FixedApi:
         pass
 
 
-def app() -> ChatApp:
-    return ChatApp(FixedApi(), C, "unix:///home/owner/.local/share/clankie/clankie.sock")
+def app(events: list[dict[str, Any]] = EVENTS) -> ChatApp:
+    return ChatApp(FixedApi(events), C, "unix:///home/owner/.local/share/clankie/clankie.sock")
 
 
 async def settled(pilot: Any) -> None:
@@ -87,3 +105,29 @@ def test_chat_screen_with_a_pending_question(snap_compare):
 
 def test_the_question_view(snap_compare):
     assert snap_compare(app(), terminal_size=(100, 30), run_before=question_shown)
+
+
+async def working(pilot: Any) -> None:
+    for _ in range(100):
+        if "read pyproject.toml" in pilot.app.transcript():
+            break
+        await pilot.pause(0.02)
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
+def test_w9_the_chat_screen_while_clankie_reads_its_workspace(snap_compare):
+    assert snap_compare(app(WORKING), terminal_size=(100, 30), run_before=working)
+
+
+async def test_w9_tool_activity_is_a_dim_line_and_the_status_says_what_clankie_does():
+    chat = app(WORKING)
+    async with chat.run_test(size=(100, 30)) as pilot:
+        await working(pilot)
+        assert "  read_file .env: refused denied_path" in chat.transcript()
+        log = chat.query_one(RichLog)
+        activity = [strip for strip in log.lines if "listed ." in strip.text]
+        assert activity and all(seg.style is not None and seg.style.dim
+                                for seg in activity[0] if seg.text.strip())
+        status = str(chat.query_one("#status").render())
+        assert "Clankie: read pyproject.toml lines 1-12 of 12" in status

@@ -120,6 +120,9 @@ def _event_line(e: dict[str, Any]) -> str:
         return f"{head} question {e['request_id']} {e['outcome']}"
     if kind == "conversation_reset":
         return f"{head} conversation reset"
+    if kind == "tool_activity":
+        code = f" {e['code']}" if e.get("code") else ""
+        return f"{head} tool {e['tool']} {e['status']}{code}: {e['summary']}"
     return f"{head} {kind}"
 
 

@@ -62,6 +62,7 @@ class ChatApp(App[None]):
         self.displayed: dict[str, Any] | None = None  # the snapshot /question showed
         self.pending: bool | None = None
         self.running: set[str] = set()
+        self.doing: str | None = None  # the latest tool activity of a running run
         self.connected = True
         self.after = 0
 
@@ -92,7 +93,7 @@ class ChatApp(App[None]):
     def _status(self) -> None:
         self.query_one("#status", Static).update(render.status_line(
             self.service, self.conversation_id, self.pending, bool(self.running),
-            self.connected))
+            self.connected, self.doing))
 
     def _show(self, snapshot: dict[str, Any]) -> None:
         self.displayed = snapshot if snapshot["pending"] is not None else None
@@ -150,8 +151,12 @@ class ChatApp(App[None]):
                 self.running.add(event["run_id"])
             else:
                 self.running.discard(event["run_id"])
+                self.doing = None
         line = render.event_line(event)
-        if line is not None:
+        if event["type"] == "tool_activity":
+            self.doing = event["summary"] if event["run_id"] in self.running else None
+            self.query_one(RichLog).write(Text(str(line), style="dim"))
+        elif line is not None:
             self.say(line)
 
     async def _refresh_pending(self, announce: bool) -> None:

@@ -44,14 +44,22 @@ def event_line(event: dict[str, Any]) -> str | None:
         return "The conversation was reset."
     if kind == "run_status" and event["status"] == "failed":
         return f"Clankie's run failed: {event.get('error') or 'no reason given'}"
-    return None
+    return activity_line(event)
+
+
+def activity_line(event: dict[str, Any]) -> str | None:
+    """A workspace tool call, as the dim one-line entry of the log (W9): what Clankie
+    looked at ("read src/app.py lines 1-120 of 120"), never what it read."""
+    if event["type"] != "tool_activity":
+        return None
+    return f"  {event['summary']}"
 
 
 def status_line(service: str, conversation_id: str, pending: bool | None, working: bool,
-                connected: bool) -> str:
+                connected: bool, doing: str | None = None) -> str:
     question = {None: "question: ?", True: "question pending", False: "no question"}[pending]
     if service.startswith("unix://"):
         service = "unix:" + service.rsplit("/", 1)[-1]
-    state = "disconnected, retrying" if not connected else (
-        "Clankie is working..." if working else "idle")
+    busy = f"Clankie: {doing[:60]}" if doing else "Clankie is working..."
+    state = "disconnected, retrying" if not connected else (busy if working else "idle")
     return f"{service} | conversation {conversation_id[:8]} | {question} | {state}"
