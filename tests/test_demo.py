@@ -7,7 +7,12 @@ def test_demo_runs_the_whole_question_path():
     lines: list[str] = []
     assert run_demo(lines.append) == 0
     text = "\n".join(lines)
-    assert "clankie> Before I set up tests, one preference question." in text
+    assert "[list_files] listed . depth 1: 4 entries" in text
+    assert "[read_file] read pyproject.toml lines 1-4 of 4" in text
+    assert "[read_file] read_file .env: refused denied_path" in text
+    assert '"code": "denied_path"' in text and "demo-secret-never-shown" not in text
+    assert "before I set up tests, one preference question." in text
+    assert text.index("[list_files]") < text.index("[ask_question] asked question")
     assert "Which test runner should this project use?" in text
     assert "1. pytest - plain asserts, fixtures" in text
     assert "the question is still pending" in text

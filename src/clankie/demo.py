@@ -1,9 +1,11 @@
 """`clankie demo`: the whole question path, for real, in a temporary home, then cleaned up.
 
 Owns only the scenario and its transcript. It starts a real `clankie serve` with the
-scripted model in a temporary home, binds a conversation to a temporary Git repository,
-sends a message, lets Clankie ask a choice question, shows and answers it with the real
-CLI, and prints the continuation's reply that uses the answer. Offline; no key needed.
+scripted model in a temporary home, binds a conversation to a small generated project (a
+Git repository with a pyproject.toml, no tests and a secret `.env`), sends a message,
+lets Clankie look at the project with its read-only tools (the `.env` refused visibly)
+and ask a choice question, shows and answers it with the real CLI, and prints the
+continuation's reply that uses the answer. Offline; no key needed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from typing import Any
 from clankie.client import Client
 
 SCRIPT = {"turns": [
-    [{"say": "Before I set up tests, one preference question."},
+    [{"tool": "list_files", "args": {}},
+     {"tool": "read_file", "args": {"path": "pyproject.toml"}},
+     {"tool": "read_file", "args": {"path": ".env"}},
+     {"say": "I looked first: the .env file stays private ({tool_result})."},
+     {"tool": "git_status", "args": {}},
+     {"say": "There is no tests/ folder yet and pyproject.toml names no test runner, so "
+             "before I set up tests, one preference question."},
      {"ask": {"kind": "choice", "prompt": "Which test runner should this project use?",
               "options": [{"label": "pytest", "description": "plain asserts, fixtures"},
                           {"label": "unittest", "description": "standard library only"}],
@@ -35,6 +43,11 @@ SCRIPT = {"turns": [
     [{"say": "Thanks. I will set up {answer} for this project (a preference, not a "
              "settings change)."}],
 ]}
+PYPROJECT = """[project]
+name = "demo-project"
+version = "0.1.0"
+dependencies = ["requests>=2"]
+"""
 READY = re.compile(r"clankie serving on unix://(\S+)")
 DEADLINE_S = 30.0
 
@@ -74,7 +87,7 @@ def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[st
     sent = client.op("conversation_send", conversation_id=c,
                      text="Set up tests for this project, please.")
     _finished(client, sent.run_id)
-    _say_clankie(client, c, 0, out)
+    seen = _show_run(client, c, 0, out)
 
     out(f"\n$ clankie conversations questions {c[:8]}")
     out(_clankie(env, "conversations", "questions", c[:8]).rstrip())
@@ -82,7 +95,7 @@ def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[st
     out("\nowner> yes      (ordinary chat text is never an answer)")
     client.op("conversation_send", conversation_id=c, text="yes")
     _settle(client, c)
-    _say_clankie(client, c, 1, out)
+    seen = _show_run(client, c, seen, out)
     snapshot = client.input_get(c)
     assert snapshot.pending is not None
     q = snapshot.pending
@@ -96,7 +109,7 @@ def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[st
     out(_clankie(env, *args).rstrip())
     receipt = client.input_get(c, q.request_id).request.receipt  # type: ignore[union-attr]
     _finished(client, receipt.run_id)
-    _say_clankie(client, c, 2, out)
+    _show_run(client, c, seen, out)
     out("\n$ the same answer again (a retry by a careful script):")
     out(_clankie(env, *args).rstrip())
     final = client.input_get(c, q.request_id).request.receipt  # type: ignore[union-attr]
@@ -105,14 +118,23 @@ def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[st
 
 
 def _repository(path: Path, out: Callable[[str], Any]) -> Path:
-    path.mkdir()
+    """A small project: a package, its pyproject.toml, no tests, and a secret `.env` (Git
+    ignores it; Clankie's deny list refuses it anyway)."""
+    (path / "src" / "demo").mkdir(parents=True)
     (path / "README.md").write_text("# demo project\n")
+    (path / "pyproject.toml").write_text(PYPROJECT)
+    (path / "src" / "demo" / "__init__.py").write_text("def answer() -> int:\n    return 42\n")
+    (path / ".env").write_text("API_KEY=demo-secret-never-shown\n")
     git = shutil.which("git")
     if git is None:
         out("(git is not installed: the demo project is a plain folder)")
         return path
     quiet = {"capture_output": True, "check": True, "cwd": path}
-    subprocess.run([git, "init", "-q"], **quiet)  # type: ignore[call-overload]
+    (path / ".gitignore").write_text(".env\n")
+    who = ["-c", "user.name=demo", "-c", "user.email=demo@example.invalid"]
+    for args in (["init", "-q"], ["add", "."], [*who, "commit", "-qm", "First commit"]):
+        subprocess.run([git, *args], **quiet)  # type: ignore[call-overload]
+    (path / "README.md").write_text("# demo project\n\nWork in progress.\n")
     return path
 
 
@@ -150,8 +172,12 @@ def _settle(client: Client, c: str) -> None:
         _finished(client, run_id)
 
 
-def _say_clankie(client: Client, c: str, index: int, out: Callable[[str], Any]) -> None:
-    events = client.op("events_tail", conversation_id=c, limit=500).events
-    said = [e["text"] for e in events if e["type"] == "message" and e["author"] == "clankie"]
-    if index < len(said):
-        out(f"clankie> {said[index]}")
+def _show_run(client: Client, c: str, after: int, out: Callable[[str], Any]) -> int:
+    """Print what Clankie looked at and said since event `after`; the last event seen."""
+    page = client.op("events_tail", conversation_id=c, after=after, limit=500)
+    for e in page.events:
+        if e["type"] == "tool_activity":
+            out(f"  [{e['tool']}] {e['summary']}")
+        elif e["type"] == "message" and e["author"] == "clankie":
+            out(f"clankie> {e['text']}")
+    return page.next_after

@@ -146,7 +146,7 @@ def git_status(root: Root, timeout: float) -> GitStatusResult:
         if not item:
             continue
         if item.startswith("## "):
-            branch = item[3:].split("...")[0]
+            branch = _branch(item[3:])
             continue
         code, name = item[:2], item[3:]
         if code[0] in "RC":
@@ -203,6 +203,16 @@ def _head_and_tail(out: bytes) -> GitDiffResult:
     cut = len(out) - 2 * half
     return GitDiffResult(diff=f"{head}\n… [diff cut: {cut} bytes omitted; give a path to "
                          f"see less] …\n{tail}", truncated=True)
+
+
+def _branch(header: str) -> str | None:
+    """The branch from porcelain's `## ...` line: `main...origin/main [ahead 1]`,
+    `No commits yet on main`, or `HEAD (no branch)` (detached: None)."""
+    if header.startswith("No commits yet on "):
+        return header[len("No commits yet on "):]
+    if header.startswith("HEAD (no branch)"):
+        return None
+    return header.split("...")[0].split(" ")[0]
 
 
 def _relative(name: str, prefix: str) -> str:
