@@ -23,6 +23,7 @@ test: $(STAMP) lint
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/accept.py
+	$(VENV)/bin/python bench/workspace.py
 
 docs: $(STAMP)
 	$(VENV)/bin/python -c 'from clankie.core.diagram import render; open("docs/lifecycle.md", "w").write(render())'

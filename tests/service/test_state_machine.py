@@ -1,5 +1,6 @@
 """Random sequences of ask, answer, cancel, reset, takeover, revoke, workspace replacement,
-expiry and restart never break an invariant (SPEC Q4, A4, A9, R2, R3, R4, V2, revision).
+expiry, restart and workspace tool calls never break an invariant (SPEC Q4, A4, A9, R2,
+R3, R4, V2, W9, revision).
 
 Driven through the service on a real store, so the store's constraints are exercised too.
 """
@@ -17,9 +18,11 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from clankie.agent.transcript import ToolCall
 from clankie.core.errors import ClankieError
 from clankie.core.model import RunStatus
 from clankie.service import Service
+from clankie.service.tooling import RunTools
 from clankie.settings import Settings
 from tests.world import CHOICE, TEXT, World
 
@@ -66,6 +69,31 @@ class QuestionMachine(RuleBasedStateMachine):
                                      "workspace_replaced", "native_owned"}, result.reason
         self.world.service.finish_run(run, RunStatus.SUCCEEDED)
         self.read(i)
+
+    @rule(i=st.integers(0, 1), step=st.integers(0, 3))
+    def use_tools(self, i: int, step: int) -> None:
+        """A run looks at its workspace (W9): questions and the revision stay as they were."""
+        c = self.conversations[i]
+        sent = self.world.call("conversation_send", {"conversation_id": c, "text": "look"})
+        if sent["run_id"] is None:
+            return
+        run = self._execute_until(c, sent["run_id"])
+        if run is None:
+            return
+        before = self._question_state(c)
+        tools = RunTools(self.world.service, run, self.world.service.settings)
+        for call in (ToolCall("a", "list_files", "{}"), ToolCall("b", "git_status", "{}"),
+                     ToolCall("c", "read_file", '{"path": "../x"}')):
+            json.loads(tools.call(step, call))  # a result the model could read, never a crash
+        assert self._question_state(c) == before
+        self.world.service.finish_run(run, RunStatus.SUCCEEDED)
+
+    def _question_state(self, c: str) -> tuple[Any, ...]:
+        with self.world.db() as db:
+            return (db.execute("SELECT revision FROM conversations WHERE conversation_id = ?",
+                               (c,)).fetchone(),
+                    db.execute("SELECT * FROM questions WHERE conversation_id = ? ORDER BY "
+                               "request_id", (c,)).fetchall())
 
     @rule(i=st.integers(0, 1))
     def read(self, i: int) -> None:
