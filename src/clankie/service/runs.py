@@ -43,6 +43,7 @@ from .base import ServiceBase, invalid_request
 
 log = logging.getLogger("clankie.service")
 TOOL_CALLS_KEPT = 200  # per conversation: history beyond the history budget is not kept
+ARGUMENTS_KEPT = 16_384  # characters of a call's arguments kept for the history
 
 
 
@@ -105,8 +106,9 @@ class RunHooks(ServiceBase):
             run = self._run(tx, run_id)
             if run.status is not RunStatus.RUNNING:
                 raise ClankieError("not_eligible", "only a running run calls tools")
-            tx.insert_tool_call(ToolCallRow(run.conversation_id, run_id, step, call_id,
-                                            name[:200], arguments, outcome.text, now),
+            tx.insert_tool_call(ToolCallRow(run.conversation_id, run_id, step, call_id[:200],
+                                            name[:200], arguments[:ARGUMENTS_KEPT],
+                                            outcome.text, now),
                                 keep=TOOL_CALLS_KEPT)
             tx.append_events(run.conversation_id, [ToolActivity(
                 run.conversation_id, run_id, name[:60], outcome.status, outcome.code,
