@@ -91,6 +91,14 @@ class Nothing(Strict):
     pass
 
 
+class ConversationList(Strict):
+    """A page of conversations, latest activity first (older clients send `{}`)."""
+
+    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    after: Annotated[str, Field(pattern=r"^[0-9]{1,19}$")] | None = None  # a `next_after`
+    prefix: Annotated[str, Field(pattern=r"^[0-9a-f-]{1,36}$")] | None = None
+
+
 class ConversationSend(Strict):
     conversation_id: Uuid
     text: MessageText
@@ -264,6 +272,7 @@ class ConversationOut(Out):
 
 class ConversationsOut(Out):
     conversations: list[ConversationOut]
+    next_after: str | None = None  # the cursor of the next page; null on the last page
 
 
 class RunOut(Out):
@@ -371,7 +380,7 @@ def _op(input: type[Strict], output: type[Out]) -> Op:
 OPS: dict[str, Op] = {
     "conversation_create": _op(ConversationCreate, ConversationOut),
     "conversation_get": _op(ConversationRef, ConversationOut),
-    "conversation_list": _op(Nothing, ConversationsOut),
+    "conversation_list": _op(ConversationList, ConversationsOut),
     "conversation_send": _op(ConversationSend, SendOut),
     "conversation_reset": _op(ConversationRef, ResetOut),
     "conversation_set_workspace": _op(ConversationSetWorkspace, ConversationOut),

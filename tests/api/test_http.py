@@ -103,7 +103,8 @@ def test_a_lying_content_length_is_refused(http: Http):
 
 def test_empty_body_means_no_arguments(http: Http):
     response = http.post("conversation_list", raw=b"")
-    assert response.status_code == 200 and response.json() == {"conversations": []}
+    assert response.status_code == 200
+    assert response.json() == {"conversations": [], "next_after": None}
 
 
 def test_unknown_op_and_paths_are_problems(http: Http):

@@ -34,7 +34,7 @@ def test_the_socket_is_private_and_a_second_server_is_refused(served: Served):
     assert second.returncode == 1
     assert "already serving" in second.stderr and "Traceback" not in second.stderr
     with served.client() as client:
-        assert client.call("conversation_list") == {"conversations": []}
+        assert client.call("conversation_list") == {"conversations": [], "next_after": None}
 
 
 def test_serve_without_init_says_what_to_do(tmp_path: Path):
@@ -127,7 +127,7 @@ def test_two_devices_a_leased_device_answers_what_the_operator_displayed(
 
 def test_tcp_loopback_serves_the_same_api(served: Served):
     with served.client(url=served.tcp_url) as client:
-        assert client.call("conversation_list") == {"conversations": []}
+        assert client.call("conversation_list") == {"conversations": [], "next_after": None}
         assert set(client.openapi()["paths"]) >= {"/v1/ops/input_answer"}
 
 

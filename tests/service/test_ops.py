@@ -25,7 +25,7 @@ def test_init_is_idempotent_and_enrolls_a_new_owner_only_after_revocation(world:
     fresh = world.service.init_owner()
     assert fresh is not None and fresh != world.operator
     assert refused(world, "conversation_list", {}) == "unauthenticated"
-    assert world.call("conversation_list", {}, fresh) == {"conversations": []}
+    assert world.call("conversation_list", {}, fresh) == {"conversations": [], "next_after": None}
     assert refused(world, "conversation_get", {"conversation_id": old}, fresh) == "not_found"
     assert refused(world, "input_get", {"conversation_id": old}, fresh) == "not_found"
 
@@ -43,8 +43,8 @@ def test_conversation_create_get_list(world: World):
     assert (got["kind"], got["revision"], got["native_owner"]) == ("owner", 1, None)
     assert got["workspace"] == {"path": str(world.workspace.resolve())}
     listed = world.call("conversation_list")["conversations"]
-    assert [x["conversation_id"] for x in listed] == [c, room]
-    assert listed[1]["workspace"] is None
+    assert [x["conversation_id"] for x in listed] == [room, c]  # latest activity first
+    assert listed[0]["workspace"] is None
     assert refused(world, "conversation_get", {"conversation_id": UNKNOWN}) == "not_found"
 
 
@@ -72,7 +72,8 @@ def test_credential_issue_and_rotate(world: World):
     rotated = world.call("credential_rotate", {"credential_id": captain["credential_id"]})
     assert rotated["credential_id"] == captain["credential_id"]
     assert refused(world, "conversation_list", {}, captain["token"]) == "unauthenticated"
-    assert world.call("conversation_list", {}, rotated["token"]) == {"conversations": []}
+    assert world.call("conversation_list", {}, rotated["token"]) == {
+        "conversations": [], "next_after": None}
     own = world.call("credential_rotate", {}, rotated["token"])
     assert own["credential_id"] == captain["credential_id"]
     assert refused(world, "credential_rotate", {"credential_id": UNKNOWN}) == "not_found"
@@ -136,3 +137,29 @@ def test_credential_list_shows_kinds_modes_and_the_lease_never_tokens(world: Wor
     assert all("token" not in x for x in listed)
     world.clock.advance(3_600)
     assert not any(x["holds_lease"] for x in world.call("credential_list")["credentials"])
+
+
+def test_conversation_list_pages_by_latest_activity_with_a_cursor_and_a_prefix(world):
+    made = [world.conversation() for _ in range(7)]
+    world.call("conversation_send", {"conversation_id": made[0], "text": "I am active"})
+    expected = [made[0], *reversed(made[1:])]
+    seen, after, pages = [], None, 0
+    while True:
+        page = world.call("conversation_list", {"limit": 3, **({"after": after} if after
+                                                                else {})})
+        seen += [x["conversation_id"] for x in page["conversations"]]
+        pages += 1
+        after = page["next_after"]
+        if after is None:
+            break
+    assert seen == expected and pages == 3
+    one = made[3]
+    found = world.call("conversation_list", {"prefix": one[:8]})
+    assert [x["conversation_id"] for x in found["conversations"]] == [one]
+    assert found["next_after"] is None
+    assert world.call("conversation_list", {"prefix": "f" * 36})["conversations"] == []
+    everything = world.call("conversation_list", {"limit": 500})
+    assert len(everything["conversations"]) == 7 and everything["next_after"] is None
+    for bad in ({"limit": 0}, {"limit": 501}, {"after": "x"}, {"prefix": "XYZ"},
+                {"after": 3}):
+        assert refused(world, "conversation_list", bad) == "invalid_request"

@@ -1,16 +1,18 @@
 """`clankie chat`: open the operator TUI on a conversation.
 
-Owns choosing the conversation: the one named (ID or unique prefix), else the newest
-owner conversation bound to the directory (default: the current one) that no native seat
-owns, else a new one for it. The TUI itself is `clankie.tui`.
+Owns choosing the conversation: the one named (ID or unique prefix), else the most
+recently active owner conversation bound to the directory (default: the current one)
+that no native seat owns, else a new one for it. The TUI itself is `clankie.tui`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+from clankie.client import Client
 
 from .common import call, connect, resolve_conversation
 
@@ -31,11 +33,24 @@ def chat(
             chosen = resolve_conversation(client, conversation, as_json=False)
         else:
             target = str((workspace or Path.cwd()).resolve())
-            listed = call(client, "conversation_list", {}, as_json=False)["conversations"]
-            mine = [c for c in listed if c["kind"] == "owner" and c["native_owner"] is None
-                    and c["workspace"] and c["workspace"]["path"] == target]
-            chosen = mine[-1]["conversation_id"] if mine else call(
-                client, "conversation_create", {"workspace": target},
-                as_json=False)["conversation_id"]
+            mine = _latest_in(client, target)
+            chosen = mine or call(client, "conversation_create", {"workspace": target},
+                                  as_json=False)["conversation_id"]
         url, token = client.url, client.token
     ChatApp(AsyncClient(url, token), chosen, url).run()
+
+
+def _latest_in(client: Client, workspace: str, pages: int = 20) -> str | None:
+    """The most recently active owner conversation of `workspace` that no native seat
+    owns, looking through at most `pages` pages of 500."""
+    payload: dict[str, Any] = {"limit": 500}
+    for _ in range(pages):
+        listed = call(client, "conversation_list", payload, as_json=False)
+        for c in listed["conversations"]:
+            if (c["kind"] == "owner" and c["native_owner"] is None and c["workspace"]
+                    and c["workspace"]["path"] == workspace):
+                return str(c["conversation_id"])
+        if listed["next_after"] is None:
+            return None
+        payload["after"] = listed["next_after"]
+    return None

@@ -91,20 +91,23 @@ def connect() -> Client:
 
 
 def resolve_conversation(client: Client, given: str, *, as_json: bool) -> str:
-    """A full conversation ID, or a unique prefix of one (like git's short hashes)."""
+    """A full conversation ID, or a unique prefix of one (like git's short hashes); the
+    service filters by the prefix, so this costs one small page."""
     if UUID.match(given):
         return given
     if not given or not re.fullmatch(r"[0-9a-f-]+", given):
         raise typer.BadParameter(f"{given!r} is not a conversation ID or a prefix of one",
                                  param_hint="CONVERSATION")
-    listed = call(client, "conversation_list", {}, as_json=as_json)["conversations"]
+    listed = call(client, "conversation_list", {"prefix": given, "limit": 10},
+                  as_json=as_json)["conversations"]
     matches = [c["conversation_id"] for c in listed if c["conversation_id"].startswith(given)]
     if not matches:
         warn(f"clankie: no conversation starts with {given!r}")
         exit_with(MISSING)
     if len(matches) > 1:
         raise typer.BadParameter(f"{given!r} is ambiguous; it starts " +
-                                 ", ".join(matches), param_hint="CONVERSATION")
+                                 ", ".join(matches) + (" and more" if len(matches) == 10
+                                                       else ""), param_hint="CONVERSATION")
     return matches[0]
 
 

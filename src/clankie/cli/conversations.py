@@ -173,15 +173,21 @@ def new(
 
 
 @app.command("list")
-def list_(as_json: Json = False) -> None:
-    """List the conversations."""
+def list_(
+    limit: Annotated[int, typer.Option("--limit", "-L", min=1, max=500,
+                                       help="How many to show, latest activity first.")] = 30,
+    as_json: Json = False,
+) -> None:
+    """List the conversations, latest activity first."""
     with connect() as client:
-        listed = call(client, "conversation_list", {}, as_json=as_json)
+        listed = call(client, "conversation_list", {"limit": limit}, as_json=as_json)
     if as_json:
         print_json(listed)
-    else:
-        for c in listed["conversations"]:
-            say(_conversation_line(c))
+        return
+    for c in listed["conversations"]:
+        say(_conversation_line(c))
+    if listed.get("next_after"):
+        say(f"(more: showing the latest {limit}; use --limit to see more)")
 
 
 @app.command()

@@ -95,10 +95,18 @@ class Service(RunHooks):
         fact = self._membership(conversation, projects)  # Git runs outside any transaction
         return views.conversation(conversation, fact)
 
-    def conversation_list(self, token: str | None, r: dto.Nothing) -> dto.ConversationsOut:
+    def conversation_list(self, token: str | None, r: dto.ConversationList
+                          ) -> dto.ConversationsOut:
+        """A page of the caller's conversations, latest activity first; its cost grows
+        with the page, not with history."""
         with self._read("conversation_list", token) as c:
-            return dto.ConversationsOut(conversations=[
-                views.conversation(x) for x in c.tx.conversations(c.principal.owner_id)])
+            page = c.tx.conversation_page(c.principal.owner_id, r.limit + 1,
+                                          int(r.after) if r.after else None, r.prefix)
+        more = len(page) > r.limit
+        page = page[:r.limit]
+        return dto.ConversationsOut(
+            conversations=[views.conversation(x) for _, x in page],
+            next_after=str(page[-1][0]) if more else None)
 
     def conversation_send(self, token: str | None, r: dto.ConversationSend) -> dto.SendOut:
         with self._write("conversation_send", token) as c:

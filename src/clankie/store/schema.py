@@ -190,4 +190,14 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ) STRICT;
     CREATE INDEX tool_calls_by_conversation ON tool_calls(conversation_id, after_message);
     """,
+    # 3: listing by latest activity, a page at a time; runs found by conversation without
+    # scanning every run. `activity` is a store-wide counter, moved by every change, so it
+    # orders conversations and is unique.
+    """
+    CREATE INDEX runs_by_conversation ON runs(conversation_id, started_at);
+    ALTER TABLE conversations ADD COLUMN activity INTEGER NOT NULL DEFAULT 0;
+    UPDATE conversations SET activity = rowid;
+    CREATE UNIQUE INDEX conversations_activity ON conversations(activity);
+    CREATE INDEX conversations_by_activity ON conversations(owner_id, activity);
+    """,
 )

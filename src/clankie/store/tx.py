@@ -100,6 +100,7 @@ class ProjectRow:
 _CONVERSATION_COLUMNS = (
     "conversation_id, kind, owner_id, workspace_path, workspace_dev, workspace_ino, "
     "incarnation, revision, native_owner, created_at")
+_NEXT_ACTIVITY = "(SELECT coalesce(max(activity), 0) + 1 FROM conversations)"
 _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at, receipt_id, "
                 "error, started_at, finished_at")
 
@@ -194,11 +195,28 @@ class Tx:
                              "WHERE owner_id = ? ORDER BY rowid", owner_id)
         return [_conversation(r) for r in rows]
 
+    def conversation_page(self, owner_id: str, limit: int, after: int | None,
+                          prefix: str | None) -> list[tuple[int, Conversation]]:
+        """Up to `limit` conversations of an owner, latest activity first, each with its
+        activity mark; `after` is the mark of the previous page's last one. With a prefix
+        the ID index finds the few candidates (`+owner_id` keeps SQLite on it)."""
+        where, args = ["+owner_id = ?" if prefix else "owner_id = ?"], [owner_id]
+        if after is not None:
+            where.append("activity < ?")
+            args.append(after)
+        if prefix:
+            where.append("conversation_id >= ? AND conversation_id < ?")
+            args += [prefix, prefix + "\U0010ffff"]
+        rows = self._all(f"SELECT activity, {_CONVERSATION_COLUMNS} FROM conversations "
+                         f"WHERE {' AND '.join(where)} ORDER BY activity DESC LIMIT ?",
+                         *args, limit)
+        return [(r[0], _conversation(r[1:])) for r in rows]
+
     def insert_conversation(self, c: Conversation) -> None:
         ws = c.workspace
-        self._run(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}) "
-                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", c.conversation_id, c.kind.value,
-                  c.owner_id, ws.path if ws else None, ws.dev if ws else None,
+        self._run(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}, activity) "
+                  f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})", c.conversation_id,
+                  c.kind.value, c.owner_id, ws.path if ws else None, ws.dev if ws else None,
                   ws.ino if ws else None, c.incarnation, c.revision, c.native_owner,
                   iso(c.created_at))
 
@@ -347,8 +365,8 @@ class Tx:
         ws = c.workspace
         updated = self._run(
             "UPDATE conversations SET revision = ?, incarnation = ?, native_owner = ?, "
-            "workspace_path = ?, workspace_dev = ?, workspace_ino = ? "
-            "WHERE conversation_id = ? AND revision = ?",
+            "workspace_path = ?, workspace_dev = ?, workspace_ino = ?, "
+            f"activity = {_NEXT_ACTIVITY} WHERE conversation_id = ? AND revision = ?",
             c.revision, c.incarnation, c.native_owner, ws.path if ws else None,
             ws.dev if ws else None, ws.ino if ws else None, c.conversation_id, c.revision - 1)
         if updated != 1:
