@@ -2,9 +2,10 @@
 
 Owns scheduling: per conversation one run at a time, in order (R4: `claim_next_run`
 starts a run at most once), and many conversations in parallel on one asyncio loop. Each
-run executes in a daemon thread (the store and the model SDKs are blocking), so a model
-call that hangs can never keep the process from stopping; a run left `running` by a stop
-is failed `orphaned_by_restart` at the next start and never executed again (R3).
+run executes in a daemon worker thread, reused from run to run (the store and the model
+SDKs are blocking), so a model call that hangs can never keep the process from stopping;
+a run left `running` by a stop is failed `orphaned_by_restart` at the next start and
+never executed again (R3).
 Every outcome is recorded on the run: succeeded, or failed with a clear error.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +35,32 @@ T = TypeVar("T")
 ModelForRun = Callable[[TurnContext], Model]
 
 
+class _Workers:
+    """Daemon threads that run the executor's blocking calls. A thread is added only when
+    every one is busy (so conversations still run in parallel) and is then reused: no
+    thread, and no store connection, is made per call."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1  # an idle worker is promised this job
+        if start:
+            threading.Thread(target=self._work, daemon=True, name="clankie-run").start()
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while True:
+            self._jobs.get()()
+            with self._lock:
+                self._idle += 1
+
+
 class RunExecutor:
     def __init__(self, service: Service, model_for: ModelForRun) -> None:
         self._service = service
@@ -41,6 +69,7 @@ class RunExecutor:
         self._thread = threading.Thread(target=self._loop.run_forever, name="clankie-runs",
                                         daemon=True)
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._workers = _Workers()
         self._dirty: set[str] = set()
         self._executing = 0
         self._count_lock = threading.Lock()
@@ -107,7 +136,7 @@ class RunExecutor:
             else:
                 self._loop.call_soon_threadsafe(settle, result, None)
 
-        threading.Thread(target=work, daemon=True, name="clankie-run").start()
+        self._workers.submit(work)
         return await future
 
     def _count(self, delta: int) -> None:
