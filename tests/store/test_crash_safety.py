@@ -79,3 +79,67 @@ def test_sigkill_at_random_moments_loses_no_accepted_answer_and_reruns_nothing(t
     assert set(executions) <= started
     assert orphaned >= 1
     print(f"{len(accepted)} accepted answers survived {KILLS} kills; {orphaned} runs orphaned")
+
+
+BATCH_KILLS = 20
+
+
+def test_sigkill_during_batched_commits_keeps_every_acknowledged_write_whole(tmp_path: Path):
+    """Six writers at once share commits (group commit); a SIGKILL lands mid-batch. After
+    each: every acknowledged message and answer is there, and nothing is half-written."""
+    world = World.create(tmp_path)
+    conversations = [world.conversation() for _ in range(6)]
+    world.close()
+    db = str(tmp_path / "clankie.db")
+    rng = random.Random(20261201)
+    sent: list[tuple[str, str]] = []
+    accepted: list[tuple[str, str, str]] = []
+    shared = []
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for _ in range(BATCH_KILLS):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.store.batch_crash_child", db, world.operator,
+             *conversations], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        lines = LineReader(proc.stdout)
+        try:
+            assert lines.until(lambda line: True, 30).strip() == "ready"
+            time.sleep(rng.uniform(0.05, 0.3))  # the random moment of the kill, not a sync
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        out = "".join(lines.all_lines(30)).splitlines()
+        assert proc.stdout is not None
+        proc.stdout.close()
+        sent += [tuple(line.split()[1:]) for line in out if line.startswith("sent ")]  # type: ignore[misc]
+        accepted += [tuple(line.split()[1:]) for line in out  # type: ignore[misc]
+                     if line.startswith("accepted ")]
+        shared += [tuple(map(int, line.split()[1:])) for line in out
+                   if line.startswith("batched ")]
+        with closing(sqlite3.connect(db)) as conn:
+            for conversation_id, message_id in sent:
+                assert conn.execute("SELECT conversation_id FROM messages WHERE message_id = ?",
+                                    (message_id,)).fetchone() == (conversation_id,)
+            for request_id, receipt_id, run_id in accepted:
+                row = conn.execute("SELECT q.status, q.run_id, r.receipt_id FROM questions q "
+                                   "JOIN runs r ON r.run_id = q.run_id WHERE q.request_id = ?",
+                                   (request_id,)).fetchone()
+                assert row == ("answered", run_id, receipt_id), request_id
+            _assert_whole(conn)
+    assert len(accepted) >= BATCH_KILLS, "the kills came too early to test anything"
+    operations, commits = max(shared)
+    assert operations > commits, "no two operations ever shared a commit"
+
+
+def _assert_whole(conn: sqlite3.Connection) -> None:
+    """Nothing half-written: each answer has its run and each continuation its answer; each
+    turn its message; each conversation's event counter matches its events."""
+    assert conn.execute("SELECT count(*) FROM questions q LEFT JOIN runs r ON r.run_id = q.run_id "
+                        "WHERE q.status = 'answered' AND r.run_id IS NULL").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM runs r LEFT JOIN questions q ON q.run_id = r.run_id "
+                        "WHERE r.kind = 'continuation' AND q.request_id IS NULL").fetchone() == (0,)
+    rows = conn.execute("SELECT c.last_seq, (SELECT max(seq) FROM events e WHERE "
+                        "e.conversation_id = c.conversation_id) FROM conversations c "
+                        "WHERE c.last_seq > 0").fetchall()
+    assert all(last == top for last, top in rows), rows
+    assert conn.execute("SELECT (SELECT count(*) FROM runs WHERE kind = 'turn') <= "
+                        "(SELECT count(*) FROM messages WHERE author = 'owner')").fetchone() == (1,)

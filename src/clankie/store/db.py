@@ -2,7 +2,8 @@
 
 Owns connections and transactions. Writes go through one connection per `Store`,
 serialised by a lock and by `BEGIN IMMEDIATE` (so several processes or `Store`s on one
-file are serialised by SQLite itself); reads use a connection per thread. It knows
+file are serialised by SQLite itself), and concurrent writes share a commit (group
+commit, `write`); reads use a connection per thread. It knows
 nothing of the rules: `Tx` loads and saves values of `clankie.core.model`.
 """
 
@@ -11,14 +12,30 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .schema import MIGRATIONS
 from .tx import Tx
 
 BUSY_TIMEOUT_MS = 10_000
+
+
+MAX_BATCH = 64  # operations sharing one commit, at most
+MAX_BATCH_S = 0.005  # and no operation waits longer than this for others to join
+
+
+@dataclass
+class _Batch:
+    """The operations sharing one open transaction, and how its commit went."""
+
+    opened: float = field(default_factory=time.monotonic)
+    size: int = 0
+    error: BaseException | None = None
+    committed: threading.Event = field(default_factory=threading.Event)
 
 
 class SchemaTooNew(Exception):
@@ -31,6 +48,11 @@ class Store:
         # Test-only fault hook: called inside every write transaction just before COMMIT.
         self.before_commit: Callable[[], None] | None = None
         self._write_lock = threading.Lock()
+        self._state = threading.Lock()  # guards the two below
+        self._queued = 0  # operations waiting for the writer
+        self._batch: _Batch | None = None  # the open transaction, if any
+        self.operations = 0  # write operations done, and the commits they shared
+        self.commits = 0
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -73,19 +95,67 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
-        """One write transaction: `BEGIN IMMEDIATE` ... `COMMIT`, or rolled back on error."""
-        with self._write_lock:
-            conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
+        """One write operation, atomic on its own (a SAVEPOINT), durable when this returns.
+
+        Group commit: operations that arrive while another holds the writer share its
+        transaction (`BEGIN IMMEDIATE` ... one `COMMIT`). Each runs alone, in turn, in its
+        own SAVEPOINT (an error rolls back that operation only); the last of a batch (no
+        one waiting, or the batch full or old) commits, and every operation of the batch
+        returns only after that commit, or raises if it failed. Nothing is acknowledged
+        before it is durable."""
+        with self._state:
+            self._queued += 1
+        self._write_lock.acquire()
+        with self._state:
+            self._queued -= 1
+        conn = self._writer
+        error: BaseException | None = None
+        batch: _Batch | None = None
+        leader = False
+        try:
+            if self._batch is None:
+                conn.execute("BEGIN IMMEDIATE")
+                self._batch = _Batch()
+            batch = self._batch
+            conn.execute("SAVEPOINT operation")
             try:
                 yield Tx(conn)
-                if self.before_commit is not None:
-                    self.before_commit()
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            except BaseException as exc:  # this operation's own failure: undo it alone
+                error = exc
+                conn.execute("ROLLBACK TO operation")
+            conn.execute("RELEASE operation")
+            batch.size += 1
+            self.operations += 1
+        finally:
+            if batch is not None:
+                with self._state:
+                    leader = (self._queued == 0 or batch.size >= MAX_BATCH
+                              or time.monotonic() - batch.opened > MAX_BATCH_S)
+                    if leader:
+                        self._batch = None
+                if leader:
+                    self._commit(batch)
+            self._write_lock.release()
+        if batch is not None and not leader:
+            batch.committed.wait()
+        if error is not None:
+            raise error
+        if batch is not None and batch.error is not None:
+            raise sqlite3.OperationalError(f"the commit failed: {batch.error}")
+
+    def _commit(self, batch: _Batch) -> None:
+        conn = self._writer
+        try:
+            if self.before_commit is not None:
+                self.before_commit()
+            conn.execute("COMMIT")
+            self.commits += 1
+        except BaseException as exc:  # every operation of the batch is told, none kept
+            batch.error = exc
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        finally:
+            batch.committed.set()
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
