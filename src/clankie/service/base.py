@@ -56,7 +56,7 @@ class Executor(Protocol):
 
 
 @dataclass
-class _Call:
+class Call:
     tx: Tx
     principal: Principal
     now: datetime
@@ -106,13 +106,13 @@ class ServiceBase:
                                ) from exc
 
     @contextmanager
-    def _write(self, op: str, token: str | None) -> Iterator[_Call]:
+    def _write(self, op: str, token: str | None) -> Iterator[Call]:
         """One write transaction, with the caller authenticated and authorized inside it."""
         now = self.clock()
         with self._storage(), self.store.write() as tx:
             principal = authenticate(tx, token, now)
             authorize(op, principal)
-            call = _Call(tx, principal, now)
+            call = Call(tx, principal, now)
             try:
                 yield call
             except ClankieError as err:
@@ -130,12 +130,12 @@ class ServiceBase:
         self._notify()
 
     @contextmanager
-    def _read(self, op: str, token: str | None) -> Iterator[_Call]:
+    def _read(self, op: str, token: str | None) -> Iterator[Call]:
         now = self.clock()
         with self._storage(), self.store.read() as tx:
             principal = authenticate(tx, token, now)
             authorize(op, principal)
-            yield _Call(tx, principal, now)
+            yield Call(tx, principal, now)
 
     def _notify(self) -> None:
         with self._changed:

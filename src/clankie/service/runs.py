@@ -36,6 +36,7 @@ from clankie.core.model import (
     ToolActivity,
     WorkspaceIdentity,
 )
+from clankie.store import Tx
 from clankie.store.tx import ToolCallRow
 from clankie.workspace.tools import Outcome
 
@@ -97,22 +98,23 @@ class RunHooks(ServiceBase):
         with self._storage(), self.store.read() as tx:
             return self._conversation(tx, self._run(tx, run_id).conversation_id).workspace
 
-    def record_tool_call(self, run_id: str, step: int, call_id: str, name: str,
-                         arguments: str, outcome: Outcome) -> None:
+    def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome) -> None:
         """One tool call of a running run: kept for later runs' history, and shown as one
         `tool_activity` event (W9). It changes nothing else: the revision stays."""
-        now = self.clock()
         with self._internal_write() as tx:
-            run = self._run(tx, run_id)
-            if run.status is not RunStatus.RUNNING:
-                raise ClankieError("not_eligible", "only a running run calls tools")
-            tx.insert_tool_call(ToolCallRow(run.conversation_id, run_id, step, call_id[:200],
-                                            name[:200], arguments[:ARGUMENTS_KEPT],
-                                            outcome.text, now),
-                                keep=TOOL_CALLS_KEPT)
-            tx.append_events(run.conversation_id, [ToolActivity(
-                run.conversation_id, run_id, name[:60], outcome.status, outcome.code,
-                outcome.summary, now)], self.settings.event_retention)
+            self._record(tx, self._run(tx, run_id), call, outcome)
+
+    def _record(self, tx: Tx, run: Run, call: CallRecord, outcome: Outcome) -> None:
+        if run.status is not RunStatus.RUNNING:
+            raise ClankieError("not_eligible", "only a running run calls tools")
+        now = self.clock()
+        tx.insert_tool_call(ToolCallRow(run.conversation_id, run.run_id, call.step,
+                                        call.call_id[:200], call.name[:200],
+                                        call.arguments[:ARGUMENTS_KEPT], outcome.text, now),
+                            keep=TOOL_CALLS_KEPT)
+        tx.append_events(run.conversation_id, [ToolActivity(
+            run.conversation_id, run.run_id, call.name[:60], outcome.status, outcome.code,
+            outcome.summary, now)], self.settings.event_retention)
 
     # ------------------------------------------------------------- runs (the executor's)
 
@@ -149,13 +151,18 @@ class RunHooks(ServiceBase):
             self._save(tx, change)
         return change.runs[0]
 
-    def ask_question(self, run_id: str, arguments: Any) -> dto.AskResult:
-        """The `ask_question` tool (SPEC Q1-Q5): returns at once; refusal is a result."""
+    def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None
+                     ) -> dto.AskResult:
+        """The `ask_question` tool (SPEC Q1-Q5): returns at once; refusal is a result. With
+        `call`, the call is recorded (W9) in the same transaction as the question."""
         try:
             parsed = dto.ASK_QUESTION_ARGS.validate_python(arguments)
         except ValidationError as exc:
-            return dto.AskResult(status="refused", reason="invalid_request",
-                                 detail=invalid_request(exc).detail)
+            result = dto.AskResult(status="refused", reason="invalid_request",
+                                   detail=invalid_request(exc).detail)
+            if call is not None:
+                self.record_tool_call(run_id, call, ask_outcome(result))
+            return result
         if isinstance(parsed, dto.ChoiceAsk):
             args = AskArgs(QuestionKind.CHOICE, parsed.prompt,
                            tuple((o.label, o.description) for o in parsed.options),
@@ -170,9 +177,11 @@ class RunHooks(ServiceBase):
                                   run, args, self._facts(tx, conversation, now), self.new_id,
                                   timedelta(seconds=self.settings.question_ttl))
             self._save(tx, asked.change)
-        if asked.refused is not None:
-            return dto.AskResult(status="refused", reason=asked.refused)
-        return dto.AskResult(status="pending", request_id=asked.request_id)
+            result = (dto.AskResult(status="refused", reason=asked.refused) if asked.refused
+                      else dto.AskResult(status="pending", request_id=asked.request_id))
+            if call is not None:
+                self._record(tx, run, call, ask_outcome(result))
+        return result
 
     def post_reply(self, run_id: str, text: str) -> str:
         """Clankie's message from a running run; returns its message ID."""
@@ -206,6 +215,24 @@ class RunHooks(ServiceBase):
                 questions += conversation_id in pending
                 runs += len(unfinished.get(conversation_id, []))
         return Recovery(questions, runs)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """Which tool call of a run is being recorded: its model step, ID, name, arguments."""
+
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+def ask_outcome(result: dto.AskResult) -> Outcome:
+    """An `ask_question` result as the model reads it and as its activity says it."""
+    payload = result.model_dump(exclude_none=True)
+    if result.status == "pending":
+        return Outcome(payload, "ok", None, f"asked question {result.request_id}")
+    return Outcome(payload, "refused", result.reason, f"ask_question: refused {result.reason}")
 
 
 def _steps(positions: list[int], calls: list[tuple[int, ToolCallRow]]) -> tuple[PastStep, ...]:

@@ -36,7 +36,7 @@ from clankie.store.tx import CredentialRow, LeaseRow, ProjectRow
 from clankie.workspace.identity import identify
 
 from . import views
-from .base import invalid_request
+from .base import Call, invalid_request
 from .credentials import new_token, token_hash
 from .runs import RunHooks
 
@@ -271,27 +271,40 @@ class Service(RunHooks):
     # ----------------------------------------------------------------------- questions
 
     def input_get(self, token: str | None, r: dto.InputGet) -> dto.Snapshot:
-        """SPEC S1-S5: the snapshot, read from current state; expiry is committed on read."""
+        """SPEC S1-S5: the snapshot, read from current state. A read transaction suffices
+        unless the pending question is due to expire: then the expiry is committed on
+        read (S5), in a write transaction that decides again."""
+        with self._read("input_get", token) as c:
+            snapshot = self._snapshot(c, r, commit_expiry=False)
+        if snapshot is not None:
+            return snapshot
         with self._write("input_get", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            pending = c.tx.pending_question(r.conversation_id)
-            expired = lifecycle.expire_if_due(conversation, pending, c.now, self.new_id)
-            if expired is not None:
-                self._save(c.tx, expired)
-                conversation, pending = expired.conversation, None
-            request = None
-            if r.request_id is not None:
-                request = c.tx.question(r.conversation_id, r.request_id)
-                if request is None:
-                    raise ClankieError("unknown_request", "no such question in this "
-                                       "conversation, or its receipt was evicted",
-                                       request_id=r.request_id)
-            return dto.Snapshot(
-                conversation_id=conversation.conversation_id,
-                incarnation=conversation.incarnation,
-                revision=conversation.revision,
-                pending=views.question(c.tx, pending) if pending else None,
-                request=views.question(c.tx, request) if request else None)
+            snapshot = self._snapshot(c, r, commit_expiry=True)
+        assert snapshot is not None
+        return snapshot
+
+    def _snapshot(self, c: Call, r: dto.InputGet, commit_expiry: bool) -> dto.Snapshot | None:
+        conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
+        pending = c.tx.pending_question(r.conversation_id)
+        expired = lifecycle.expire_if_due(conversation, pending, c.now, self.new_id)
+        if expired is not None:
+            if not commit_expiry:
+                return None
+            self._save(c.tx, expired)
+            conversation, pending = expired.conversation, None
+        request = None
+        if r.request_id is not None:
+            request = c.tx.question(r.conversation_id, r.request_id)
+            if request is None:
+                raise ClankieError("unknown_request", "no such question in this "
+                                   "conversation, or its receipt was evicted",
+                                   request_id=r.request_id)
+        return dto.Snapshot(
+            conversation_id=conversation.conversation_id,
+            incarnation=conversation.incarnation,
+            revision=conversation.revision,
+            pending=views.question(c.tx, pending) if pending else None,
+            request=views.question(c.tx, request) if request else None)
 
     def input_answer(self, token: str | None, r: dto.InputAnswer) -> dto.AnswerReply:
         submission = Submission(r.request_id, r.incarnation, r.revision,

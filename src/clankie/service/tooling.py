@@ -18,6 +18,7 @@ from clankie.workspace import tools as workspace_tools
 from clankie.workspace.deny import DenyList
 from clankie.workspace.tools import Outcome, refused
 
+from .runs import CallRecord, ask_outcome
 from .service import Service
 
 
@@ -33,23 +34,20 @@ class RunTools:
         self._service.post_reply(self._run_id, text)
 
     def call(self, step: int, call: ToolCall) -> str:
-        outcome = self._ask(call) if call.name == ASK_QUESTION else self._workspace(call)
-        self._service.record_tool_call(self._run_id, step, call.call_id, call.name,
-                                       call.arguments, outcome)
+        record = CallRecord(step, call.call_id, call.name, call.arguments)
+        if call.name == ASK_QUESTION:
+            try:
+                arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+            except json.JSONDecodeError:
+                outcome = refused("invalid_request", "the arguments are not JSON",
+                                  "ask_question: bad arguments")
+            else:  # asked and recorded in one transaction
+                return ask_outcome(self._service.ask_question(self._run_id, arguments,
+                                                              record)).text
+        else:
+            outcome = self._workspace(call)
+        self._service.record_tool_call(self._run_id, record, outcome)
         return outcome.text
-
-    def _ask(self, call: ToolCall) -> Outcome:
-        try:
-            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError:
-            return refused("invalid_request", "the arguments are not JSON",
-                           "ask_question: bad arguments")
-        result = self._service.ask_question(self._run_id, arguments)
-        payload = result.model_dump(exclude_none=True)
-        if result.status == "pending":
-            return Outcome(payload, "ok", None, f"asked question {result.request_id}")
-        return Outcome(payload, "refused", result.reason,
-                       f"ask_question: refused {result.reason}")
 
     def _workspace(self, call: ToolCall) -> Outcome:
         if self._left <= 0:
