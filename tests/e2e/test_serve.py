@@ -142,3 +142,16 @@ def test_client_says_when_the_service_is_not_running(tmp_path: Path):
             pytest.raises(ServiceUnreachable) as err:
         client.call("conversation_list")
     assert "clankie serve" in str(err.value)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_right_after_the_ready_line_still_stops_it(tmp_path: Path, sig: int):
+    """The ready line is printed before uvicorn installs its signal handlers; a signal in
+    between must not be lost (a script that starts and at once stops the service)."""
+    for attempt in range(5):
+        served = Served.start(tmp_path / f"home{attempt}")
+        served.proc.send_signal(sig)  # at once: no pause after the ready line
+        try:
+            assert served.proc.wait(timeout=20) == 0
+        finally:
+            served.stop()

@@ -132,10 +132,12 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             config = uvicorn.Config(create_app(service), lifespan="off", access_log=False,
                                     log_level="warning", timeout_graceful_shutdown=10)
             server = _Server(config, service)
-            # uvicorn re-raises the signal it caught once it has stopped; these make that a
-            # no-op so that a clean stop exits 0.
+            # A stop signal that arrives before uvicorn has installed its own handlers (the
+            # ready line is printed first) must still stop it; and uvicorn re-raises the
+            # signal it caught once it has stopped, which then changes nothing, so a clean
+            # stop exits 0.
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: None)
+                signal.signal(sig, server.handle_exit)
             where = [f"unix://{home.socket}"] + [
                 f"http://{s.getsockname()[0]}:{s.getsockname()[1]}" for s in sockets[1:]]
             print(f"clankie serving on {' and '.join(where)} with the {settings.model} model",
