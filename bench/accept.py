@@ -1,38 +1,114 @@
-"""Benchmark: accepting answers and reading snapshots on a real `clankie serve` (Unix socket).
+"""Bench of the answer path on a real `clankie serve`, next to its floor, in one run.
 
-Prints JSON. Measures, with `synchronous=FULL`:
-- `input_answer` accepts per second and latency p50/p99 with 1 and with 8 concurrent
-  clients (each answer is to its own pending question, asked by Clankie's real scripted
-  runs before timing starts; each accepted answer's continuation really runs, so the
-  accepts compete with live runs, as they would in use);
-- `input_get` latency p50/p99 for a conversation with 10 and with 100,000 prior events
-  (SPEC S3: the two should be about equal).
+Every server runs in its own process on a Unix socket; every client is a process of its
+own (8 client processes for 8 clients: one Python process of 8 httpx threads is itself
+the bottleneck). The floor is `bench/floor_server.py`: the same stack (uvicorn, FastAPI,
+strict pydantic, a worker thread, one SQLite `synchronous=FULL` commit, the reply after
+the commit) doing nothing else, measured in the same run with the same client. Prints
+one JSON document: each figure, its ratio to the floor where one applies, and its target.
 
-Run: `make bench` (or `.venv/bin/python bench/accept.py [--accepts N] [--reads N]`).
+- `input_answer`, 1 client and 8 clients; each answer is to its own pending question,
+  and each accepted answer's continuation really runs (it replies and asks again);
+- answer sent -> the continuation's `running` event delivered to a waiting `events_tail`;
+- `input_get` with 10 and with 100,000 events in the conversation;
+- `clankie serve` ready after a kill that left 10,000 pending questions and 10,000
+  queued runs;
+- `conversation_list` (a page of 100) and a prefix lookup among 50,000 conversations.
+
+    .venv/bin/python bench/accept.py [--accepts 400] [--reads 500] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing as mp
 import os
 import platform
+import random
+import signal
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from clankie.client import Client, ClientError
+from clankie.core.lifecycle import Change
+from clankie.core.model import Author, Message, MessagePosted, iso
+from clankie.store import Store
 
-from clankie.core.lifecycle import Change  # noqa: E402
-from clankie.core.model import Author, Message, MessagePosted  # noqa: E402
-from clankie.store import Store  # noqa: E402
-from tests.e2e.served import Served, ask  # noqa: E402
+BENCH = Path(__file__).resolve().parent
+ASK = {"kind": "choice", "prompt": "Tabs or spaces?",
+       "options": [{"label": "tabs"}, {"label": "spaces"}]}
+SCRIPT = {"turns": [[{"ask": ASK}], [{"say": "Noted: {answer}."}, {"ask": ASK}]]}
+
+
+# ------------------------------------------------------------------------- processes
+
+
+class Server:
+    """A server process; its stderr is drained on a thread so it never blocks."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], ready: str,
+                 timeout: float = 120) -> None:
+        start = time.perf_counter()
+        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        self.lines: list[str] = []
+        seen = threading.Event()
+
+        def drain() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                if ready in line:
+                    seen.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        if not seen.wait(timeout):
+            self.stop()
+            raise RuntimeError("the server did not start:\n" + "".join(self.lines))
+        self.ready_s = time.perf_counter() - start
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=60)
+
+
+def clankie_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLANKIE_")}
+    env.update(CLANKIE_HOME=str(home), CLANKIE_EVENT_RETENTION="200000")
+    return env
+
+
+def serve(home: Path, script: Path | None = None) -> Server:
+    env = clankie_env(home)
+    if not (home / "operator.token").exists():
+        subprocess.run([sys.executable, "-m", "clankie", "init"], env=env, check=True,
+                       capture_output=True)
+    argv = [sys.executable, "-m", "clankie", "serve"]
+    if script is not None:
+        argv += ["--script", str(script)]
+    return Server(argv, env, "clankie serving on")
+
+
+def operator(home: Path) -> Client:
+    return Client(f"unix://{home / 'clankie.sock'}",
+                  (home / "operator.token").read_text().strip(), timeout=60)
+
+
+# --------------------------------------------------------------------------- figures
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -40,76 +116,152 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def summary(samples: list[float], seconds: float | None = None) -> dict[str, float]:
-    result = {"n": len(samples), "p50_ms": round(percentile(samples, 0.50) * 1000, 3),
-              "p99_ms": round(percentile(samples, 0.99) * 1000, 3),
-              "mean_ms": round(statistics.fmean(samples) * 1000, 3)}
+def summary(samples: list[float], seconds: float | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"n": len(samples),
+                              "p50_ms": round(percentile(samples, 0.50) * 1000, 3),
+                              "p99_ms": round(percentile(samples, 0.99) * 1000, 3),
+                              "mean_ms": round(statistics.fmean(samples) * 1000, 3)}
     if seconds is not None:
         result["per_second"] = round(len(samples) / seconds, 1)
     return result
 
 
-def prepare(served: Served, workspace: Path, count: int) -> list[tuple]:
-    """`count` conversations, each with one pending question: (conversation, snapshot)."""
-    prepared = []
-    with served.client() as client:
-        for _ in range(count):
-            c = client.op("conversation_create", workspace=str(workspace)).conversation_id
-            ask(client, c)
-            prepared.append((c, client.input_get(c)))
-    return prepared
+# ------------------------------------------------------------------------- clients
 
 
-def accepts(served: Served, workspace: Path, clients: int, per_client: int
-            ) -> dict[str, float]:
-    work = prepare(served, workspace, clients * per_client)
-    latencies: list[list[float]] = [[] for _ in range(clients)]
-    barrier = threading.Barrier(clients + 1)
-
-    def answer(i: int) -> None:
-        with served.client() as client:
-            mine = work[i::clients]
-            barrier.wait()
-            for c, snap in mine:
-                start = time.perf_counter()
-                reply = client.input_answer(c, snap.pending.request_id,
-                                            incarnation=snap.incarnation, revision=snap.revision,
-                                            option_id=snap.pending.options[0].option_id)
-                latencies[i].append(time.perf_counter() - start)
-                assert not reply.duplicate
-
-    threads = [threading.Thread(target=answer, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - start
-    return summary([x for per in latencies for x in per], elapsed)
-
-
-def reads(served: Served, workspace: Path, events: int, count: int) -> dict[str, float]:
-    with served.client() as client:
-        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
-        ask(client, c)
-        already = client.call("events_tail", {"conversation_id": c, "limit": 500})["next_after"]
-        if events > already:
-            _add_events(served, c, events - already)
-        tail = client.call("events_tail", {"conversation_id": c, "after": events - 1})
-        assert tail["next_after"] == events, tail
-        samples = []
-        for _ in range(count):
+def _client(url: str, token: str, payloads: list[dict[str, Any]], barrier: Any,
+            results: Any) -> None:
+    with Client(url, token, timeout=60) as client:
+        with contextlib.suppress(ClientError):  # the floor server has no such op
+            client.call("conversation_list", {"limit": 1})  # connect before the clock
+        barrier.wait()
+        latencies = []
+        for payload in payloads:
             start = time.perf_counter()
-            snap = client.input_get(c)
+            client.call("input_answer", payload)
+            latencies.append(time.perf_counter() - start)
+    results.put(latencies)
+
+
+def drive(url: str, token: str, payloads: list[dict[str, Any]], clients: int
+          ) -> dict[str, Any]:
+    """`clients` client processes answer `payloads` between them at once."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(clients + 1)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_client, args=(url, token, payloads[i::clients], barrier,
+                                                results)) for i in range(clients)]
+    for p in procs:
+        p.start()
+    barrier.wait(timeout=120)
+    start = time.perf_counter()
+    latencies = [x for _ in procs for x in results.get(timeout=600)]
+    elapsed = time.perf_counter() - start
+    for p in procs:
+        p.join(timeout=60)
+    return summary(latencies, elapsed)
+
+
+def pending_answers(client: Client, workspace: Path, count: int) -> list[dict[str, Any]]:
+    """`count` conversations, each with one pending question; the answers to send."""
+    made = [client.call("conversation_create", {"workspace": str(workspace)})["conversation_id"]
+            for _ in range(count)]
+    for c in made:
+        client.call("conversation_send", {"conversation_id": c, "text": "ask me"})
+    payloads = []
+    deadline = time.monotonic() + 300
+    for c in made:
+        while (snap := client.call("input_get", {"conversation_id": c}))["pending"] is None:
+            assert time.monotonic() < deadline, "the questions were not asked in time"
+            time.sleep(0.01)
+        q = snap["pending"]
+        payloads.append({"conversation_id": c, "request_id": q["request_id"],
+                         "incarnation": snap["incarnation"], "revision": snap["revision"],
+                         "option_id": q["options"][0]["option_id"]})
+    return payloads
+
+
+def settle(client: Client, conversation_ids: list[str]) -> None:
+    """Wait until the continuations started by the answers have finished."""
+    deadline = time.monotonic() + 300
+    for c in conversation_ids:
+        while client.call("input_get", {"conversation_id": c})["pending"] is None:
+            assert time.monotonic() < deadline, "the continuations did not finish"
+            time.sleep(0.01)
+
+
+# ------------------------------------------------------------------------ measures
+
+
+def floor(tmp: Path, accepts: int) -> dict[str, Any]:
+    socket, database = tmp / "floor.sock", tmp / "floor.db"
+    server = Server([sys.executable, str(BENCH / "floor_server.py"), str(socket),
+                     str(database)], dict(os.environ), "floor serving")
+    try:
+        def payloads(n: int) -> list[dict[str, Any]]:
+            return [{"conversation_id": str(uuid.uuid4()), "request_id": str(uuid.uuid4()),
+                     "incarnation": str(uuid.uuid4()), "revision": 2,
+                     "option_id": str(uuid.uuid4())} for _ in range(n)]
+        url = f"unix://{socket}"
+        for _ in range(50):  # the socket file appears before uvicorn accepts
+            if socket.exists():
+                break
+            time.sleep(0.05)
+        return {"1_client": drive(url, "-", payloads(accepts), 1),
+                "8_clients": drive(url, "-", payloads(accepts * 2), 8)}
+    finally:
+        server.stop()
+
+
+def accepts_on(home: Path, workspace: Path, count: int, clients: int) -> dict[str, Any]:
+    with operator(home) as client:
+        payloads = pending_answers(client, workspace, count)
+        result = drive(f"unix://{home / 'clankie.sock'}", client.token, payloads, clients)
+        settle(client, [p["conversation_id"] for p in payloads])
+    return result
+
+
+def continuation_start(home: Path, workspace: Path, count: int) -> dict[str, Any]:
+    """Answer sent -> the continuation's `running` event seen by a waiting tail."""
+    samples = []
+    with operator(home) as client:
+        for payload in pending_answers(client, workspace, count):
+            c = payload["conversation_id"]
+            after = client.call("events_tail", {"conversation_id": c, "limit": 500}
+                                )["next_after"]
+            start = time.perf_counter()
+            run_id = client.call("input_answer", payload)["receipt"]["run_id"]
+            while True:
+                page = client.call("events_tail", {"conversation_id": c, "after": after,
+                                                   "wait_ms": 5_000})
+                after = page["next_after"]
+                if any(e["type"] == "run_status" and e["run_id"] == run_id
+                       and e["status"] == "running" for e in page["events"]):
+                    break
             samples.append(time.perf_counter() - start)
-            assert snap.pending is not None
+        settle(client, [])
     return summary(samples)
 
 
-def _add_events(served: Served, conversation_id: str, count: int) -> None:
+def reads(home: Path, workspace: Path, events: int, count: int) -> dict[str, Any]:
+    with operator(home) as client:
+        (payload,) = pending_answers(client, workspace, 1)
+        c = payload["conversation_id"]
+        already = client.call("events_tail", {"conversation_id": c, "limit": 500})["next_after"]
+        if events > already:
+            _add_events(home / "clankie.db", c, events - already)
+        samples = []
+        for _ in range(count):
+            start = time.perf_counter()
+            snap = client.call("input_get", {"conversation_id": c})
+            samples.append(time.perf_counter() - start)
+            assert snap["pending"] is not None
+    return summary(samples)
+
+
+def _add_events(db: Path, conversation_id: str, count: int) -> None:
     """Append `count` message events in one transaction through the store's own save path."""
-    store = Store(served.home.store)
+    store = Store(db)
     try:
         with store.write() as tx:
             conversation = tx.conversation(conversation_id)
@@ -123,31 +275,134 @@ def _add_events(served: Served, conversation_id: str, count: int) -> None:
         store.close()
 
 
+def _rows(db: Path, conversations: int, workspace: Path, pending: bool) -> list[str]:
+    """Insert conversations straight into a stopped service's store (fast, for scale);
+    with `pending`, each with a pending question and a queued run."""
+    conn = sqlite3.connect(db)
+    try:
+        owner = conn.execute("SELECT owner_id FROM owners").fetchone()[0]
+        ws = workspace.stat()
+        now = datetime.now(UTC)
+        ids = [str(uuid.uuid4()) for _ in range(conversations)]
+        top = conn.execute("SELECT coalesce(max(activity), 0) FROM conversations").fetchone()[0]
+        with conn:
+            conn.executemany(
+                "INSERT INTO conversations (conversation_id, kind, owner_id, workspace_path, "
+                "workspace_dev, workspace_ino, incarnation, revision, native_owner, created_at, "
+                "activity) VALUES (?, 'owner', ?, ?, ?, ?, ?, 2, NULL, ?, ?)",
+                [(c, owner, str(workspace.resolve()), ws.st_dev, ws.st_ino, c, iso(now),
+                  top + i + 1) for i, c in enumerate(ids)])
+            if pending:
+                conn.executemany(
+                    "INSERT INTO runs (run_id, conversation_id, kind, status, incarnation, "
+                    "created_at) VALUES (?, ?, 'turn', 'queued', ?, ?)",
+                    [(str(uuid.uuid4()), c, c, iso(now)) for c in ids])
+                conn.executemany(
+                    "INSERT INTO questions (request_id, conversation_id, kind, prompt, "
+                    "allow_text, status, incarnation, workspace_path, workspace_dev, "
+                    "workspace_ino, asked_at, expires_at, asked_by_run) VALUES "
+                    "(?, ?, 'text', 'Name?', 1, 'pending', ?, ?, ?, ?, ?, ?, 'bench')",
+                    [(str(uuid.uuid4()), c, c, str(workspace.resolve()), ws.st_dev,
+                      ws.st_ino, iso(now), iso(now + timedelta(days=1))) for c in ids])
+        return ids
+    finally:
+        conn.close()
+
+
+def ready_after_kill(tmp: Path, workspace: Path, count: int) -> dict[str, Any]:
+    home = tmp / "home-kill"
+    server = serve(home)
+    server.stop(signal.SIGKILL)
+    _rows(home / "clankie.db", count, workspace, pending=True)
+    again = serve(home)
+    try:
+        recovered = [line.strip() for line in again.lines if "start-up recovery" in line]
+        return {"pending_questions": count, "queued_runs": count,
+                "ready_s": round(again.ready_s, 3), "log": recovered[-1] if recovered else None}
+    finally:
+        again.stop()
+
+
+def listing(tmp: Path, workspace: Path, count: int, calls: int) -> dict[str, Any]:
+    home = tmp / "home-list"
+    server = serve(home)
+    server.stop()
+    ids = _rows(home / "clankie.db", count, workspace, pending=False)
+    server = serve(home)
+    rng = random.Random(7)
+    try:
+        with operator(home) as client:
+            page, prefix = [], []
+            for _ in range(calls):
+                start = time.perf_counter()
+                got = client.call("conversation_list", {"limit": 100})
+                page.append(time.perf_counter() - start)
+                assert len(got["conversations"]) == 100 and got["next_after"]
+                wanted = rng.choice(ids)
+                start = time.perf_counter()
+                got = client.call("conversation_list", {"prefix": wanted[:8], "limit": 10})
+                prefix.append(time.perf_counter() - start)
+                assert wanted in [c["conversation_id"] for c in got["conversations"]]
+        return {"conversations": count, "page_of_100": summary(page),
+                "prefix_lookup": summary(prefix)}
+    finally:
+        server.stop()
+
+
+def with_ratio(figure: dict[str, Any], floor_figure: dict[str, Any]) -> dict[str, Any]:
+    return dict(figure, floor_p50_ms=floor_figure["p50_ms"],
+                ratio_p50_to_floor=round(figure["p50_ms"] / floor_figure["p50_ms"], 2),
+                floor_per_second=floor_figure.get("per_second"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--accepts", type=int, default=200, help="answers per client")
+    parser.add_argument("--accepts", type=int, default=400, help="answers for 1 client")
     parser.add_argument("--reads", type=int, default=500, help="input_get calls per case")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     args = parser.parse_args()
-    os.environ["CLANKIE_EVENT_RETENTION"] = "200000"
-    with tempfile.TemporaryDirectory(prefix="clankie-bench-") as tmp:
-        workspace = Path(tmp) / "project"
+    accepts = 40 if args.quick else args.accepts
+    reads_n = 50 if args.quick else args.reads
+    scale = 500 if args.quick else 10_000
+    with tempfile.TemporaryDirectory(prefix="clankie-bench-") as name:
+        tmp = Path(name)
+        workspace = tmp / "project"
         workspace.mkdir()
-        served = Served.start(Path(tmp) / "home")
+        (tmp / "script.json").write_text(json.dumps(SCRIPT))
+        base = floor(tmp, accepts)
+        home = tmp / "home"
+        server = serve(home, tmp / "script.json")
         try:
-            result = {
-                "benchmark": "bench/accept.py",
-                "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                            "platform": platform.platform()},
-                "transport": "unix socket",
-                "synchronous": "FULL",
-                "input_answer_1_client": accepts(served, workspace, 1, args.accepts),
-                "input_answer_8_clients": accepts(served, workspace, 8,
-                                                  max(1, args.accepts // 4)),
-                "input_get_10_events": reads(served, workspace, 10, args.reads),
-                "input_get_100000_events": reads(served, workspace, 100_000, args.reads),
-            }
+            one = accepts_on(home, workspace, accepts, 1)
+            eight = accepts_on(home, workspace, accepts * 2, 8)
+            handoff = continuation_start(home, workspace, max(20, accepts // 4))
+            few = reads(home, workspace, 10, reads_n)
+            many = reads(home, workspace, 100_000 if not args.quick else 5_000, reads_n)
         finally:
-            served.stop()
+            server.stop()
+        restart = ready_after_kill(tmp, workspace, scale)
+        listed = listing(tmp, workspace, scale * 5, max(20, reads_n // 5))
+    result = {
+        "benchmark": "bench/accept.py",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "sqlite": sqlite3.sqlite_version, "platform": platform.platform()},
+        "transport": "unix socket; server and clients in their own processes",
+        "synchronous": "FULL",
+        "floor": base,
+        "input_answer_1_client": dict(with_ratio(one, base["1_client"]),
+                                      target="p50 <= 1.5x floor, p99 <= 10 ms"),
+        "input_answer_8_clients": dict(
+            with_ratio(eight, base["8_clients"]),
+            speedup_over_1_client=round(eight["per_second"] / one["per_second"], 2),
+            target=">= 1,000/s, p50 <= 8 ms, >= 1.5x the 1-client rate"),
+        "continuation_running_seen_by_tail": dict(handoff, target="p50 <= 3 ms, p99 <= 15 ms"),
+        "input_get_10_events": dict(few, target="p50 <= 0.6 ms"),
+        "input_get_many_events": dict(
+            many, ratio_to_10_events=round(many["p50_ms"] / few["p50_ms"], 2),
+            target="within 1.1x of 10 events"),
+        "serve_ready_after_kill": dict(restart, target="<= 1 s"),
+        "conversation_list": dict(listed, target="p50 <= 5 ms each"),
+    }
     print(json.dumps(result, indent=2))
 
 
