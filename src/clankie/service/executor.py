@@ -1,23 +1,21 @@
 """The run executor inside `clankie serve`: Clankie's runs, executed for real.
 
 Owns scheduling: per conversation one run at a time, in order (R4: `claim_next_run`
-starts a run at most once), and many conversations in parallel on one asyncio loop. Each
-run executes in a daemon worker thread, reused from run to run (the store and the model
-SDKs are blocking), so a model call that hangs can never keep the process from stopping;
-a run left `running` by a stop is failed `orphaned_by_restart` at the next start and
-never executed again (R3).
+starts a run at most once), and many conversations in parallel. A commit that queues a
+run hands its conversation straight to a worker (no event loop, no polling); workers are
+daemon threads reused from run to run (the store and the model SDKs are blocking), so a
+model call that hangs can never keep the process from stopping; a run left `running` by
+a stop is failed `orphaned_by_restart` at the next start and never executed again (R3).
 Every outcome is recorded on the run: succeeded, or failed with a clear error.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
 
 from clankie.agent.context import TurnContext
 from clankie.agent.transcript import Model, ModelError
@@ -30,7 +28,6 @@ from .service import Service
 from .tooling import RunTools
 
 log = logging.getLogger("clankie.runs")
-T = TypeVar("T")
 
 ModelForRun = Callable[[TurnContext], Model]
 
@@ -65,25 +62,28 @@ class RunExecutor:
     def __init__(self, service: Service, model_for: ModelForRun) -> None:
         self._service = service
         self._model_for = model_for
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="clankie-runs",
-                                        daemon=True)
-        self._tasks: dict[str, asyncio.Task[None]] = {}
         self._workers = _Workers()
-        self._dirty: set[str] = set()
+        self._lock = threading.Lock()  # guards the two sets below
+        self._draining: set[str] = set()  # conversations a worker is draining now
+        self._dirty: set[str] = set()  # ... and that got new work meanwhile
         self._executing = 0
         self._count_lock = threading.Lock()
         self._stopped = False
 
     def start(self) -> RunExecutor:
-        self._thread.start()
         return self
 
     def submit(self, conversation_id: str, run_id: str) -> None:
-        """Called after a run's commit, from any thread: the conversation has work."""
+        """Called after a run's commit, from any thread: the conversation has work. A
+        worker starts on it at once, unless one is draining it already (it looks again)."""
         if self._stopped:
             raise RuntimeError("the run executor is stopped")
-        self._loop.call_soon_threadsafe(self._wake, conversation_id)
+        with self._lock:
+            self._dirty.add(conversation_id)
+            if conversation_id in self._draining:
+                return
+            self._draining.add(conversation_id)
+        self._workers.submit(lambda: self._drain(conversation_id))
 
     def stop(self, timeout: float) -> None:
         """Start no more runs; give running ones `timeout` seconds, then leave them."""
@@ -94,50 +94,25 @@ class RunExecutor:
         if self._executing:
             log.warning("%d run(s) still executing at stop; the next start fails them",
                         self._executing)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
 
-    def _wake(self, conversation_id: str) -> None:
-        self._dirty.add(conversation_id)
-        if conversation_id not in self._tasks:
-            self._tasks[conversation_id] = self._loop.create_task(self._drain(conversation_id))
-
-    async def _drain(self, conversation_id: str) -> None:
+    def _drain(self, conversation_id: str) -> None:
+        """Run the conversation's queued runs one at a time, in order (R4), until none."""
         try:
             while not self._stopped:
-                self._dirty.discard(conversation_id)
-                run = await self._in_thread(self._service.claim_next_run, conversation_id)
-                if run is None:
-                    if conversation_id in self._dirty:
-                        continue  # woken while claiming: look again
-                    return
-                await self._in_thread(self._execute, run)
-        except Exception:  # the loop must survive anything a conversation does
+                with self._lock:
+                    self._dirty.discard(conversation_id)
+                run = self._service.claim_next_run(conversation_id)
+                if run is not None:
+                    self._execute(run)
+                    continue
+                with self._lock:
+                    if conversation_id not in self._dirty:  # not woken while claiming
+                        self._draining.discard(conversation_id)
+                        return
+        except Exception:  # a worker must survive anything a conversation does
             log.exception("the run queue of %s stopped", conversation_id)
-        finally:
-            self._tasks.pop(conversation_id, None)
-
-    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        future: asyncio.Future[T] = self._loop.create_future()
-
-        def settle(result: T | None, error: BaseException | None) -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)  # type: ignore[arg-type]
-
-        def work() -> None:
-            try:
-                result = fn(*args)
-            except BaseException as exc:  # handed to the awaiting task, which re-raises it
-                self._loop.call_soon_threadsafe(settle, None, exc)
-            else:
-                self._loop.call_soon_threadsafe(settle, result, None)
-
-        self._workers.submit(work)
-        return await future
+        with self._lock:
+            self._draining.discard(conversation_id)
 
     def _count(self, delta: int) -> None:
         with self._count_lock:
