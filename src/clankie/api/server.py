@@ -95,6 +95,9 @@ def tcp_socket(address: str) -> socket.socket:
     return sock
 
 
+SWITCH_INTERVAL_S = 0.0005
+
+
 class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, service: Service) -> None:
         super().__init__(config)
@@ -109,6 +112,9 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
           script: Path | None = None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # A request thread waiting for the GIL behind a busy run thread would wait up to the
+    # default 5 ms switch interval: answers are latency-bound, runs are not.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     if not home.store.exists():
         raise ServeError(f"{home.path} has no clankie store; run `clankie init` first")
     with serve_lock(home.lock):

@@ -15,7 +15,7 @@ from clankie.agent.tools import ASK_QUESTION
 from clankie.agent.transcript import ToolCall
 from clankie.settings import Settings
 from clankie.workspace import tools as workspace_tools
-from clankie.workspace.deny import DenyList
+from clankie.workspace.deny import deny_list
 from clankie.workspace.tools import Outcome, refused
 
 from .runs import CallRecord, ask_outcome
@@ -27,7 +27,7 @@ class RunTools:
         self._service = service
         self._run_id = run_id
         self._left = settings.run_tool_budget
-        self._settings = workspace_tools.Settings(DenyList(settings.workspace_deny),
+        self._settings = workspace_tools.Settings(deny_list(settings.workspace_deny),
                                                   settings.git_timeout)
 
     def say(self, text: str) -> None:

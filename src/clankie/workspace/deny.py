@@ -9,8 +9,8 @@ It also gives Git the same list as exclude pathspecs, so a diff never shows thos
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 DEFAULT_DENY: tuple[str, ...] = (
@@ -61,5 +61,7 @@ class DenyList:
         return [f":(exclude,glob,icase)**/{p.strip('/')}" for p in self.patterns if p.strip("/")]
 
 
-def deny_list(patterns: Sequence[str] | None) -> DenyList:
-    return DenyList(tuple(patterns) if patterns is not None else DEFAULT_DENY)
+@functools.cache
+def deny_list(patterns: tuple[str, ...] = DEFAULT_DENY) -> DenyList:
+    """The compiled list for these patterns, compiled once per distinct list."""
+    return DenyList(patterns)
