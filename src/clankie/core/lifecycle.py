@@ -266,7 +266,7 @@ def _found_on_use(question: Question, conversation: Conversation,
         return Command.INVALIDATE, REASON_OWNER_REVOKED
     if facts.workspace is None:
         return Command.INVALIDATE, REASON_WORKSPACE_MISSING
-    if facts.workspace != question.workspace:
+    if not question.workspace.same_directory(facts.workspace):
         return Command.INVALIDATE, REASON_WORKSPACE_REPLACED
     if conversation.native_owner is not None:
         return Command.INVALIDATE, REASON_NATIVE_TAKEOVER
@@ -349,7 +349,8 @@ def _ask_refusal(conversation: Conversation, pending: Question | None, run: Run,
         return "owner_revoked"
     if facts.workspace is None:
         return "workspace_missing"
-    if facts.workspace != conversation.workspace:
+    if conversation.workspace is None or not conversation.workspace.same_directory(
+            facts.workspace):
         return "workspace_replaced"
     if conversation.native_owner is not None:
         return "native_owned"
@@ -520,7 +521,7 @@ def owner_revoked(conversation: Conversation, pending: Question | None, now: dat
 def set_workspace(conversation: Conversation, pending: Question | None,
                   workspace: WorkspaceIdentity, now: datetime, new_id: NewId) -> Change | None:
     """Rebind the workspace; a different identity invalidates the pending question."""
-    if workspace == conversation.workspace:
+    if conversation.workspace is not None and conversation.workspace.same_directory(workspace):
         return None
     questions, events = _invalidate(conversation, pending, REASON_WORKSPACE_REPLACED, now, new_id)
     return _commit(replace(conversation, workspace=workspace), questions=questions, events=events)

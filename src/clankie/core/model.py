@@ -68,11 +68,22 @@ class Author(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class WorkspaceIdentity:
-    """A directory's canonical identity: `(realpath, st_dev, st_ino)`."""
+    """A directory's canonical identity: `(realpath, st_dev, st_ino, birth)` (SPEC section
+    2). `birth` is the creation time in nanoseconds where the platform reports one: a
+    directory deleted and made again at the same path (ext4 hands back the same inode at
+    once) is a different directory."""
 
     path: str
     dev: int
     ino: int
+    birth: int | None = None
+
+    def same_directory(self, other: WorkspaceIdentity | None) -> bool:
+        """Equal path, device and inode, and equal birth times where both have one (so an
+        identity saved without a birth time compares as it always did)."""
+        return (other is not None
+                and (self.path, self.dev, self.ino) == (other.path, other.dev, other.ino)
+                and (self.birth is None or other.birth is None or self.birth == other.birth))
 
 
 @dataclass(frozen=True, slots=True)

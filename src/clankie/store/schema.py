@@ -200,4 +200,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE UNIQUE INDEX conversations_activity ON conversations(activity);
     CREATE INDEX conversations_by_activity ON conversations(owner_id, activity);
     """,
+    # 4: directory identities carry the birth time (SPEC section 2); identities saved
+    # before have none (NULL) and keep comparing by path, device and inode.
+    """
+    ALTER TABLE conversations ADD COLUMN workspace_birth INTEGER;
+    ALTER TABLE questions ADD COLUMN workspace_birth INTEGER;
+    ALTER TABLE projects ADD COLUMN root_birth INTEGER;
+    """,
 )

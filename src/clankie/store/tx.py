@@ -99,7 +99,7 @@ class ProjectRow:
 
 _CONVERSATION_COLUMNS = (
     "conversation_id, kind, owner_id, workspace_path, workspace_dev, workspace_ino, "
-    "incarnation, revision, native_owner, created_at")
+    "incarnation, revision, native_owner, created_at, workspace_birth")
 _NEXT_ACTIVITY = "(SELECT coalesce(max(activity), 0) + 1 FROM conversations)"
 _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at, receipt_id, "
                 "error, started_at, finished_at")
@@ -215,18 +215,18 @@ class Tx:
     def insert_conversation(self, c: Conversation) -> None:
         ws = c.workspace
         self._run(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}, activity) "
-                  f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})", c.conversation_id,
-                  c.kind.value, c.owner_id, ws.path if ws else None, ws.dev if ws else None,
-                  ws.ino if ws else None, c.incarnation, c.revision, c.native_owner,
-                  iso(c.created_at))
+                  f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})",
+                  c.conversation_id, c.kind.value, c.owner_id, ws.path if ws else None,
+                  ws.dev if ws else None, ws.ino if ws else None, c.incarnation, c.revision,
+                  c.native_owner, iso(c.created_at), ws.birth if ws else None)
 
     # ---------------------------------------------------------------------------- questions
 
     _QUESTION = ("SELECT request_id, conversation_id, kind, prompt, allow_text, status, "
                  "incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
                  "expires_at, asked_by_run, receipt_id, reason, answer_option_id, answer_text, "
-                 "answered_by_id, answered_by_kind, run_id, resolved_at, resolved_revision "
-                 "FROM questions ")
+                 "answered_by_id, answered_by_kind, run_id, resolved_at, resolved_revision, "
+                 "workspace_birth FROM questions ")
 
     def pending_question(self, conversation_id: str) -> Question | None:
         row = self._one(self._QUESTION + "WHERE conversation_id = ? AND status = 'pending'",
@@ -268,7 +268,8 @@ class Tx:
         return Question(
             request_id=row[0], conversation_id=row[1], kind=QuestionKind(row[2]), prompt=row[3],
             options=options, allow_text=bool(row[4]), status=status, incarnation=row[6],
-            workspace=WorkspaceIdentity(row[7], row[8], row[9]), asked_at=_when(row[10]),
+            workspace=WorkspaceIdentity(row[7], row[8], row[9], row[22]),
+            asked_at=_when(row[10]),
             expires_at=_when(row[11]), asked_by_run=row[12], receipt=receipt)
 
     # --------------------------------------------------------------------------------- runs
@@ -349,13 +350,13 @@ class Tx:
 
     def insert_project(self, p: ProjectRow) -> None:
         self._run("INSERT INTO projects (project_id, name, root_path, root_dev, root_ino, "
-                  "created_at) VALUES (?, ?, ?, ?, ?, ?)", p.project_id, p.name, p.root.path,
-                  p.root.dev, p.root.ino, iso(p.created_at))
+                  "created_at, root_birth) VALUES (?, ?, ?, ?, ?, ?, ?)", p.project_id, p.name,
+                  p.root.path, p.root.dev, p.root.ino, iso(p.created_at), p.root.birth)
 
     def projects(self) -> list[ProjectRow]:
-        return [ProjectRow(r[0], r[1], WorkspaceIdentity(r[2], r[3], r[4]), _when(r[5]))
+        return [ProjectRow(r[0], r[1], WorkspaceIdentity(r[2], r[3], r[4], r[6]), _when(r[5]))
                 for r in self._all("SELECT project_id, name, root_path, root_dev, root_ino, "
-                                   "created_at FROM projects ORDER BY rowid")]
+                                   "created_at, root_birth FROM projects ORDER BY rowid")]
 
     # ------------------------------------------------------------------------------- saving
 
@@ -365,10 +366,11 @@ class Tx:
         ws = c.workspace
         updated = self._run(
             "UPDATE conversations SET revision = ?, incarnation = ?, native_owner = ?, "
-            "workspace_path = ?, workspace_dev = ?, workspace_ino = ?, "
+            "workspace_path = ?, workspace_dev = ?, workspace_ino = ?, workspace_birth = ?, "
             f"activity = {_NEXT_ACTIVITY} WHERE conversation_id = ? AND revision = ?",
             c.revision, c.incarnation, c.native_owner, ws.path if ws else None,
-            ws.dev if ws else None, ws.ino if ws else None, c.conversation_id, c.revision - 1)
+            ws.dev if ws else None, ws.ino if ws else None, ws.birth if ws else None,
+            c.conversation_id, c.revision - 1)
         if updated != 1:
             raise sqlite3.IntegrityError(f"conversation {c.conversation_id} moved concurrently")
         for question in change.questions:
@@ -389,10 +391,12 @@ class Tx:
             self._run(
                 "INSERT INTO questions (request_id, conversation_id, kind, prompt, allow_text, "
                 "status, incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
-                "expires_at, asked_by_run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "expires_at, asked_by_run, workspace_birth) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 q.request_id, q.conversation_id, q.kind.value, q.prompt, int(q.allow_text),
                 q.status.value, q.incarnation, q.workspace.path, q.workspace.dev,
-                q.workspace.ino, iso(q.asked_at), iso(q.expires_at), q.asked_by_run)
+                q.workspace.ino, iso(q.asked_at), iso(q.expires_at), q.asked_by_run,
+                q.workspace.birth)
             self._conn.executemany(
                 "INSERT INTO options (option_id, request_id, position, label, description) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -458,7 +462,7 @@ def _credential(row: tuple[Any, ...]) -> CredentialRow:
 
 
 def _conversation(row: tuple[Any, ...]) -> Conversation:
-    ws = None if row[3] is None else WorkspaceIdentity(row[3], row[4], row[5])
+    ws = None if row[3] is None else WorkspaceIdentity(row[3], row[4], row[5], row[10])
     return Conversation(row[0], ConversationKind(row[1]), row[2], ws, row[6], row[7], row[8],
                         _when(row[9]))
 

@@ -65,7 +65,7 @@ def membership(saved: WorkspaceIdentity, projects: Sequence[tuple[str, Workspace
         return Membership("unknown", None, unknown[0])
     if not members:
         return NOT_MEMBER
-    if identify(saved.path) != saved:
+    if not saved.same_directory(identify(saved.path)):
         return Membership("unknown", None, "changed")
     return Membership("member", members[0])
 
@@ -73,7 +73,7 @@ def membership(saved: WorkspaceIdentity, projects: Sequence[tuple[str, Workspace
 def _against(workspace: str, root: WorkspaceIdentity, git_timeout: float) -> str:
     """`member`, `not_member`, or the reason this project leaves the fact unknown."""
     inside_root = _inside(workspace, root.path)
-    if identify(root.path) != root:
+    if not root.same_directory(identify(root.path)):
         return "changed" if inside_root else "not_member"
     if not (Path(root.path) / ".git").exists():
         return "member" if inside_root else "not_member"
