@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from clankie import __version__ as clankie_version
 from tests.e2e.served import ROOT, LineReader, Served, ask, settle
 from tests.peers import CommittingDropper, DroppingPeer
 
@@ -346,3 +347,30 @@ def _default_sigint() -> None:
 
 def _read_line(proc: subprocess.Popen[str], needle: str) -> str:
     return LineReader(proc.stdout).until(lambda line: needle in line, 30)
+
+
+def test_version_prints_the_version():
+    done = subprocess.run([sys.executable, "-m", "clankie", "--version"], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert (done.returncode, done.stdout.strip()) == (0, f"clankie {clankie_version}")
+
+
+def _complete(home: Path, words: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, CLANKIE_HOME=str(home), PYTHONPATH=str(ROOT / "src"),
+               _CLANKIE_COMPLETE="complete_bash", COMP_WORDS=words,
+               COMP_CWORD=str(len(words.split()) - (0 if words.endswith(" ") else 1)))
+    env.pop("CLANKIE_URL", None)
+    return subprocess.run([sys.executable, "-m", "clankie"], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+
+
+def test_shell_completion_offers_conversation_ids_from_the_running_service(
+        served: Served, workspace: Path, tmp_path: Path):
+    c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
+    done = _complete(served.home.path, f"clankie conversations show {c[:6]}")
+    assert done.returncode == 0 and done.stdout.split() == [c], done
+    everything = _complete(served.home.path, "clankie conversations questions ")
+    assert c in everything.stdout.split()
+    nobody_home = _complete(tmp_path / "no-service", f"clankie conversations show {c[:6]}")
+    assert (nobody_home.returncode, nobody_home.stdout.strip(), nobody_home.stderr) == (0, "", "")

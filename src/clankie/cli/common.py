@@ -90,6 +90,23 @@ def connect() -> Client:
         raise typer.BadParameter(str(exc)) from None
 
 
+COMPLETION_TIMEOUT_S = 0.2
+
+
+def complete_conversation(incomplete: str) -> list[str]:
+    """Shell completion of a conversation ID from the running service: only what it
+    answers within 200 ms; nothing (never an error) when it does not."""
+    if incomplete and not re.fullmatch(r"[0-9a-f-]{1,36}", incomplete):
+        return []
+    payload: dict[str, Any] = {"limit": 50, **({"prefix": incomplete} if incomplete else {})}
+    try:
+        with Client(timeout=COMPLETION_TIMEOUT_S) as client:
+            listed = client.call("conversation_list", payload)["conversations"]
+    except Exception:  # completion must never print an error into the shell
+        return []
+    return [c["conversation_id"] for c in listed]
+
+
 def resolve_conversation(client: Client, given: str, *, as_json: bool) -> str:
     """A full conversation ID, or a unique prefix of one (like git's short hashes); the
     service filters by the prefix, so this costs one small page."""

@@ -19,6 +19,7 @@ from clankie.client import ApiError
 from .common import (
     JsonOption,
     call,
+    complete_conversation,
     connect,
     exit_with,
     fail_usage,
@@ -32,7 +33,8 @@ from .common import (
 app = typer.Typer(no_args_is_help=True, help="Conversations, their events and questions.")
 
 ConversationArg = Annotated[str, typer.Argument(
-    metavar="CONVERSATION", help="A conversation ID, or a unique prefix of one.")]
+    metavar="CONVERSATION", help="A conversation ID, or a unique prefix of one.",
+    autocompletion=complete_conversation)]
 RequestArg = Annotated[str, typer.Argument(metavar="REQUEST_UUID", help="The question's ID.")]
 Incarnation = Annotated[str, typer.Option("--incarnation", metavar="UUID",
                                           help="The incarnation shown with the question.")]

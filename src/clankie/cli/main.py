@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from clankie import __version__
 from clankie.core.errors import ClankieError
 from clankie.home import Home
 from clankie.settings import SettingsError, load_settings, settings_table
@@ -22,12 +23,25 @@ from clankie.store.db import SchemaTooNew
 from . import access, chat, conversations
 from .common import write_private
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   help="clankie: a local agent service that asks its owner one question at a "
                        "time.",
                   epilog="Exit codes: 0 done; 2 usage or invalid input; 3 conflict, read again; "
                          "4 refused; 5 unauthenticated or forbidden; 6 not found or unknown "
                          "request; 7 uncertain: inspect, never resend; 1 anything else.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"clankie {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit."
+)] = False) -> None:
+    pass
 
 
 app.command()(chat.chat)
