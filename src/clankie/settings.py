@@ -35,6 +35,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("workspace_deny", DEFAULT_DENY,
             "Glob patterns of secret paths the tools never read (a list; in the environment "
             "a JSON array)."),
+    Setting("notify_command", (), "A command (a list: program and arguments, no shell) run "
+            "on each new question, with the question as JSON on standard input."),
+    Setting("notify_on_resolved", False, "Also run notify_command when a question ends."),
     Setting("model", "scripted", "The model provider: scripted, openai or anthropic."),
     Setting("openai_base_url", "", "OpenAI-compatible endpoint (empty: the SDK's default)."),
     Setting("openai_model", "gpt-4o-mini", "Model name for the openai provider."),
@@ -62,6 +65,8 @@ class Settings:
     max_steps: int = 24
     run_tool_budget: int = 262_144
     workspace_deny: tuple[str, ...] = DEFAULT_DENY
+    notify_command: tuple[str, ...] = ()
+    notify_on_resolved: bool = False
     model: str = "scripted"
     openai_base_url: str = ""
     openai_model: str = "gpt-4o-mini"
@@ -97,6 +102,11 @@ def _coerce(setting: Setting, value: Any) -> Any:
     coerced: Any = None
     if kind is tuple:
         return _strings(setting, value)
+    if kind is bool:
+        truth = {"true": True, "1": True, "false": False, "0": False}
+        if isinstance(value, bool) or str(value).lower() in truth:
+            return value if isinstance(value, bool) else truth[str(value).lower()]
+        raise SettingsError(f"setting {setting.name}: {value!r} is not true or false")
     if kind is str:
         coerced = value if isinstance(value, str) else None
     elif not isinstance(value, bool):

@@ -27,6 +27,7 @@ from clankie.agent.scripted import ScriptError
 from clankie.home import Home
 from clankie.service import Service
 from clankie.service.executor import RunExecutor
+from clankie.service.notify import Notifier
 from clankie.settings import Settings
 from clankie.store import Store
 
@@ -132,6 +133,8 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                      recovery.cancelled_questions, recovery.failed_runs)
             executor = RunExecutor(service, model_for).start()
             service.executor = executor
+            if settings.notify_command:
+                service.notifier = Notifier(settings.notify_command)
             sockets = [unix_socket(home.socket)]
             if tcp:
                 sockets.append(tcp_socket(tcp))
@@ -152,6 +155,8 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                 server.run(sockets=sockets)
             finally:
                 executor.stop(timeout=5)
+                if service.notifier is not None:
+                    service.notifier.stop()
             for sock in sockets:
                 sock.close()
         finally:

@@ -25,6 +25,8 @@ from clankie.core.lifecycle import Change, Facts
 from clankie.core.model import (
     Conversation,
     ConversationKind,
+    InputRequested,
+    InputResolved,
     Principal,
     Run,
 )
@@ -36,6 +38,7 @@ from clankie.workspace.membership import Membership, membership
 
 from . import views
 from .credentials import authenticate
+from .notify import Notifier, document
 
 log = logging.getLogger("clankie.service")
 
@@ -70,9 +73,11 @@ class ServiceBase:
     clock: Callable[[], datetime] = utcnow
     new_id: Callable[[], str] = new_uuid
     executor: Executor | None = None
+    notifier: Notifier | None = None
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
+        self._thread = threading.local()
         self._generation = 0
         self._stopping = False
         self._waiting = 0
@@ -109,6 +114,7 @@ class ServiceBase:
     def _write(self, op: str, token: str | None) -> Iterator[Call]:
         """One write transaction, with the caller authenticated and authorized inside it."""
         now = self.clock()
+        self._hooks().clear()
         with self._storage(), self.store.write() as tx:
             principal = authenticate(tx, token, now)
             authorize(op, principal)
@@ -118,6 +124,7 @@ class ServiceBase:
             except ClankieError as err:
                 raise views.error(tx, err) from None
         self._notify()
+        self._run_hooks()
         if call.raise_after_commit is not None:
             raise call.raise_after_commit
 
@@ -125,9 +132,11 @@ class ServiceBase:
     def _internal_write(self) -> Iterator[Tx]:
         """A write transaction of the service itself (runs, recovery): no caller to check;
         long-polls are woken after the commit, as for every other write."""
+        self._hooks().clear()
         with self._storage(), self.store.write() as tx:
             yield tx
         self._notify()
+        self._run_hooks()
 
     @contextmanager
     def _read(self, op: str, token: str | None) -> Iterator[Call]:
@@ -146,6 +155,30 @@ class ServiceBase:
         if change is not None:
             tx.save(change, receipt_limit=self.settings.receipt_limit,
                     event_retention=self.settings.event_retention)
+            if self.notifier is not None:
+                self._hooks().append(change)
+
+    def _hooks(self) -> list[Change]:
+        """This thread's changes whose question events wait for their commit."""
+        pending: list[Change] | None = getattr(self._thread, "hooks", None)
+        if pending is None:
+            pending = self._thread.hooks = []
+        return pending
+
+    def _run_hooks(self) -> None:
+        """After a commit: the notification hook for each question event it holds."""
+        changes, self._thread.hooks = self._hooks(), []
+        if self.notifier is None:
+            return
+        for change in changes:
+            for event in change.events:
+                wanted = isinstance(event, InputRequested) or (
+                    isinstance(event, InputResolved) and self.settings.notify_on_resolved)
+                if wanted:
+                    question = next((q for q in change.questions
+                                     if q.request_id == event.request_id), None)
+                    self.notifier.submit(change.conversation.conversation_id,
+                                         document(change.conversation, event, question))
 
     @staticmethod
     def _conversation(tx: Tx, conversation_id: str, owner_id: str | None = None) -> Conversation:

@@ -1,0 +1,146 @@
+"""The notification hook (`notify_command`) in a real `clankie serve`: one JSON document per
+question with every field, optionally one per ending; a hook that hangs, fails or is
+missing never delays or changes an ask, an answer or a snapshot; a storm of questions
+runs at most the bounded number of hooks at once."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from clankie.service.notify import MAX_RUNNING
+from tests.e2e.served import Served, ask, settle, wait_for
+
+HOOK = """
+import json, os, sys, time
+out, mode = sys.argv[1], sys.argv[2]
+data = sys.stdin.read()
+def note(text):
+    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.write(fd, text.encode())
+    os.close(fd)
+if mode == "record":
+    note(data)
+elif mode == "slow":
+    note("+\\n"); time.sleep(0.3); note(data); note("-\\n")
+elif mode == "hang":
+    time.sleep(60)
+elif mode == "fail":
+    sys.stderr.write("the hook broke\\n"); sys.exit(1)
+"""
+
+
+def hooked(tmp_path: Path, mode: str, **env: str) -> tuple[Served, Path]:
+    script, out = tmp_path / "hook.py", tmp_path / f"hook-{mode}.out"
+    script.write_text(HOOK)
+    command = json.dumps([sys.executable, str(script), str(out), mode])
+    return Served.start(tmp_path / f"home-{mode}", env={"CLANKIE_NOTIFY_COMMAND": command,
+                                                        **env}), out
+
+
+def documents(out: Path) -> list[dict[str, Any]]:
+    if not out.exists():
+        return []
+    return [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
+
+
+def conversation(served: Served, workspace: Path) -> str:
+    with served.client() as client:
+        return str(client.op("conversation_create", workspace=str(workspace)).conversation_id)
+
+
+def answer_pending(served: Served, c: str) -> None:
+    with served.client() as client:
+        snap = client.input_get(c)
+        assert snap.pending is not None
+        client.input_answer(c, snap.pending.request_id, incarnation=snap.incarnation,
+                            revision=snap.revision, option_id=snap.pending.options[0].option_id)
+
+
+def test_one_document_per_question_with_every_field(tmp_path: Path, workspace: Path):
+    served, out = hooked(tmp_path, "record")
+    try:
+        c = conversation(served, workspace)
+        with served.client() as client:
+            request = ask(client, c)
+            expires = client.input_get(c).pending.expires_at  # type: ignore[union-attr]
+        (doc,) = wait_for(lambda: documents(out), "the hook's document")
+        assert doc == {
+            "event": "input_requested", "conversation_id": c,
+            "workspace": str(workspace.resolve()), "request_id": request, "kind": "choice",
+            "prompt": "Tabs or spaces?", "options": ["tabs", "spaces"],
+            "expires_at": expires,
+            "read_with": f"clankie conversations questions {c} --request {request}"}
+        answer_pending(served, c)  # the continuation asks again: a second document
+        second = wait_for(lambda: documents(out)[1:], "the second document")
+        assert [d["event"] for d in documents(out)] == ["input_requested"] * 2  # no ending
+        assert second[0]["request_id"] != request
+    finally:
+        assert served.stop() == 0
+
+
+def test_notify_on_resolved_adds_one_document_per_ending(tmp_path: Path, workspace: Path):
+    served, out = hooked(tmp_path, "record", CLANKIE_NOTIFY_ON_RESOLVED="true")
+    try:
+        c = conversation(served, workspace)
+        with served.client() as client:
+            request = ask(client, c)
+        answer_pending(served, c)
+        wait_for(lambda: len(documents(out)) >= 3, "three documents")
+        events = [(d["event"], d.get("outcome")) for d in documents(out)]
+        assert events[:3] == [("input_requested", None), ("input_resolved", "answered"),
+                              ("input_requested", None)]
+        assert documents(out)[1]["request_id"] == request
+    finally:
+        assert served.stop() == 0
+
+
+def _path_of_one_question(served: Served, workspace: Path) -> tuple[list[str], int]:
+    """Ask, answer, let the continuation ask again: the event types and the revision."""
+    c = conversation(served, workspace)
+    with served.client() as client:
+        ask(client, c)
+        answer_pending(served, c)
+        settle(client, c)
+        events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
+        return [e["type"] for e in events], client.input_get(c).revision
+
+
+def test_a_hanging_failing_or_missing_hook_changes_nothing(tmp_path: Path, workspace: Path):
+    plain = Served.start(tmp_path / "home-plain")
+    try:
+        expected = _path_of_one_question(plain, workspace)
+    finally:
+        assert plain.stop() == 0
+    for mode in ("hang", "fail", "missing"):
+        served, _ = hooked(tmp_path, mode) if mode != "missing" else (Served.start(
+            tmp_path / "home-missing",
+            env={"CLANKIE_NOTIFY_COMMAND": '["/nonexistent/notify-me"]'}), None)
+        try:
+            assert _path_of_one_question(served, workspace) == expected, mode
+        finally:
+            assert served.stop(timeout=20) == 0, mode  # a hanging hook never holds a stop
+        log = "".join(served.log)
+        reason = {"hang": None, "fail": "exited 1: the hook broke",
+                  "missing": "/nonexistent/notify-me could not run"}[mode]
+        assert reason is None or reason in log, log
+
+
+def test_a_storm_of_questions_runs_at_most_the_bound_at_once(tmp_path: Path, workspace: Path):
+    served, out = hooked(tmp_path, "slow")
+    try:
+        made = [conversation(served, workspace) for _ in range(50)]
+        with served.client() as client:
+            for c in made:
+                client.call("conversation_send", {"conversation_id": c, "text": "ask"})
+        wait_for(lambda: len(documents(out)) == 50, "fifty documents", timeout=60)
+        running = peak = 0
+        for line in out.read_text().splitlines():
+            running += {"+": 1, "-": -1}.get(line, 0)
+            peak = max(peak, running)
+        assert 1 < peak <= MAX_RUNNING
+        assert sorted(d["conversation_id"] for d in documents(out)) == sorted(made)
+    finally:
+        assert served.stop() == 0
