@@ -8,6 +8,7 @@ checking the new SVGs by eye.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from textual.widgets import RichLog
@@ -76,8 +77,12 @@ class FixedApi:
         pass
 
 
-def app(events: list[dict[str, Any]] = EVENTS) -> ChatApp:
-    return ChatApp(FixedApi(events), C, "unix:///home/owner/.local/share/clankie/clankie.sock")
+NOW = datetime(2026, 11, 30, 13, 0, tzinfo=UTC)  # an hour after the question was asked
+
+
+def app(events: list[dict[str, Any]] = EVENTS, now: datetime = NOW) -> ChatApp:
+    return ChatApp(FixedApi(events), C, "unix:///home/owner/.local/share/clankie/clankie.sock",
+                   clock=lambda: now)
 
 
 async def settled(pilot: Any) -> None:
@@ -131,3 +136,40 @@ async def test_w9_tool_activity_is_a_dim_line_and_the_status_says_what_clankie_d
                                 for seg in activity[0] if seg.text.strip())
         status = str(chat.query_one("#status").render())
         assert "Clankie: read pyproject.toml lines 1-12 of 12" in status
+
+
+def test_the_status_line_counts_down_and_warns_in_the_last_tenth(snap_compare):
+    late = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)  # 1 h left of 24 h
+    assert snap_compare(app(now=late), terminal_size=(100, 30), run_before=settled)
+
+
+async def test_a_question_rings_the_bell_and_notifies_with_its_prompt():
+    for events, expected in ((EVENTS, 1), (WORKING, 0)):
+        chat = app(events)
+        bells: list[int] = []
+        chat.bell = lambda rung=bells: rung.append(1)  # type: ignore[method-assign]
+        async with chat.run_test(size=(100, 30)) as pilot:
+            for _ in range(100):
+                if chat.question is not None:
+                    break
+                await pilot.pause(0.02)
+            await pilot.pause()
+            notes = [n.message for n in chat._notifications]
+            status = str(chat.query_one("#status").render())
+            assert not chat.query_one("#status").has_class("expiring")
+        assert len(bells) == expected, events
+        asked = [m for m in notes if "Clankie asks: Which test runner" in m]
+        assert len(asked) == expected
+        assert "question pending, expires in 23h 00m" in status
+
+
+async def test_the_status_line_warns_when_a_tenth_of_the_time_is_left():
+    late = app(now=datetime(2026, 12, 1, 11, 0, tzinfo=UTC))
+    async with late.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        assert "expires in 1h 00m" in str(late.query_one("#status").render())
+        assert late.query_one("#status").has_class("expiring")
+    gone = app(now=datetime(2026, 12, 1, 12, 0, 1, tzinfo=UTC) + timedelta(0))
+    async with gone.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        assert "question pending, expired" in str(gone.query_one("#status").render())

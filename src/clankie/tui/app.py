@@ -10,6 +10,8 @@ resubmitted by the app. Network calls run only in workers (Textual's `@work`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -54,9 +56,12 @@ class ChatApp(App[None]):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
-    def __init__(self, api: Api, conversation_id: str, service: str) -> None:
+    def __init__(self, api: Api, conversation_id: str, service: str,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         super().__init__()
         self.api = api
+        self.clock = clock
+        self.question: dict[str, Any] | None = None  # the pending question, as last read
         self.conversation_id = conversation_id
         self.service = service
         self.displayed: dict[str, Any] | None = None  # the snapshot /question showed
@@ -75,6 +80,7 @@ class ChatApp(App[None]):
 
     def on_mount(self) -> None:
         self._status()
+        self.set_interval(1.0, self._status)  # the expiry countdown
         self.query_one(Input).focus()
         self.tail()
 
@@ -91,13 +97,17 @@ class ChatApp(App[None]):
         return "\n".join(line.text for line in self.query_one(RichLog).lines)
 
     def _status(self) -> None:
-        self.query_one("#status", Static).update(render.status_line(
+        expiry = render.expiry(self.question, self.clock()) if self.pending else None
+        status = self.query_one("#status", Static)
+        status.update(render.status_line(
             self.service, self.conversation_id, self.pending, bool(self.running),
-            self.connected, self.doing))
+            self.connected, self.doing, expiry[0] if expiry else None))
+        status.set_class(bool(expiry and expiry[1]), "expiring")
 
     def _show(self, snapshot: dict[str, Any]) -> None:
         self.displayed = snapshot if snapshot["pending"] is not None else None
         self.pending = snapshot["pending"] is not None
+        self.question = snapshot["pending"]
         panel = self.query_one("#question", Static)
         panel.update(render.question_panel(snapshot))
         panel.set_class(True, "shown")
@@ -168,8 +178,11 @@ class ChatApp(App[None]):
         # What /question displayed stays displayed: answering it after it ended is refused
         # by the service, and the app then says so and shows the question as it is now.
         self.pending = snapshot["pending"] is not None
-        if announce and self.pending:
-            self.notify("Clankie asked a question. /question shows it.")
+        self.question = snapshot["pending"]
+        if announce and self.question is not None:
+            self.bell()  # heard from another window too
+            self.notify(f"Clankie asks: {self.question['prompt'][:200]}\n/question shows it.",
+                        title="A question")
 
     # ----------------------------------------------------------------------- commands
 

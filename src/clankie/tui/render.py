@@ -6,6 +6,7 @@ answer N` uses; the panel shows the incarnation and revision an answer will be b
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 
@@ -55,9 +56,28 @@ def activity_line(event: dict[str, Any]) -> str | None:
     return f"  {event['summary']}"
 
 
+def expiry(question: dict[str, Any] | None, now: datetime) -> tuple[str, bool] | None:
+    """How long until the pending question expires, and whether it is in the last 10% of
+    its time (a warning)."""
+    if question is None:
+        return None
+    asked = datetime.fromisoformat(question["asked_at"].replace("Z", "+00:00"))
+    expires = datetime.fromisoformat(question["expires_at"].replace("Z", "+00:00"))
+    left = (expires - now).total_seconds()
+    warning = left <= 0.1 * max((expires - asked).total_seconds(), 1)
+    if left <= 0:
+        return "expired", True
+    hours, rest = divmod(int(left), 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds:02d}s"
+    return f"expires in {text}", warning
+
+
 def status_line(service: str, conversation_id: str, pending: bool | None, working: bool,
-                connected: bool, doing: str | None = None) -> str:
+                connected: bool, doing: str | None = None, expires: str | None = None) -> str:
     question = {None: "question: ?", True: "question pending", False: "no question"}[pending]
+    if pending and expires:
+        question = f"question pending, {expires}"
     if service.startswith("unix://"):
         service = "unix:" + service.rsplit("/", 1)[-1]
     busy = f"Clankie: {doing[:60]}" if doing else "Clankie is working..."
