@@ -3,13 +3,24 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean
+.PHONY: demo test lint bench docs lock clean
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package that a fresh install resolves (`make lock` makes it
+# anew); the package's own ranges in pyproject.toml stay open for library users.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet -e '.[dev]'
+	echo "# Made by 'make lock' from a fresh venv on $$(date -u +%Y-%m-%d); used by make demo/test and CI." > constraints.txt
+	.lock-venv/bin/pip freeze --exclude-editable | grep -v '^clankie' >> constraints.txt
+	rm -rf .lock-venv
 
 demo: $(STAMP)
 	$(VENV)/bin/clankie demo
