@@ -20,7 +20,7 @@ from clankie.home import Home
 from clankie.settings import SettingsError, load_settings, settings_table
 from clankie.store.db import SchemaTooNew
 
-from . import access, chat, conversations
+from . import access, chat, conversations, doctor
 from .common import write_private
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
@@ -45,6 +45,7 @@ def _options(version: Annotated[bool, typer.Option(
 
 
 app.command()(chat.chat)
+app.command()(doctor.doctor)
 app.add_typer(conversations.app, name="conversations")
 app.add_typer(access.devices, name="devices")
 app.add_typer(access.credentials, name="credentials")

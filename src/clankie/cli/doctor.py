@@ -1,0 +1,170 @@
+"""`clankie doctor`: what is wrong with this setup, one line a check, each with its fix.
+
+Owns the checks, which only look: the home and its mode, the store's schema (opened
+read-only, never migrated), the token file, the service and the token, the model
+provider, Git, the settings. Exit 0 when every check passes, 1 otherwise; `--json` for
+scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+from dataclasses import asdict, dataclass
+from typing import Annotated
+
+import httpx
+import typer
+
+from clankie.client import ApiError, Client, ClientError, ServiceUnreachable
+from clankie.home import Home
+from clankie.settings import Settings, SettingsError, load_settings
+from clankie.store.schema import MIGRATIONS
+
+PROBE_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Check:
+    check: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+def _mode(path: os.PathLike[str] | str) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def check_home(home: Home) -> Check:
+    if not home.path.is_dir():
+        return Check("home", False, f"{home.path} does not exist", "run `clankie init`")
+    mode = _mode(home.path)
+    if mode != 0o700:
+        return Check("home", False, f"{home.path} has mode {mode:o}, not 700",
+                     f"chmod 700 {home.path}")
+    return Check("home", True, f"{home.path} (mode 700)")
+
+
+def check_store(home: Home) -> Check:
+    if not home.store.exists():
+        return Check("store", False, f"no store at {home.store}", "run `clankie init`")
+    try:
+        conn = sqlite3.connect(f"file:{home.store}?mode=ro", uri=True)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return Check("store", False, f"{home.store} cannot be read: {exc}",
+                     "check its owner and mode (0600)")
+    if version > len(MIGRATIONS):
+        return Check("store", False, f"schema {version} is newer than this clankie knows "
+                     f"({len(MIGRATIONS)})", "upgrade clankie")
+    if version < len(MIGRATIONS):
+        return Check("store", True, f"schema {version}; `clankie serve` will migrate it to "
+                     f"{len(MIGRATIONS)}")
+    return Check("store", True, f"schema {version} (current)")
+
+
+def check_token(home: Home) -> Check:
+    if os.environ.get("CLANKIE_TOKEN"):
+        return Check("token", True, "CLANKIE_TOKEN is set")
+    if not home.token_file.exists():
+        return Check("token", False, f"no token file at {home.token_file}",
+                     "run `clankie init` (it issues one when the file is missing)")
+    mode = _mode(home.token_file)
+    if mode != 0o600:
+        return Check("token", False, f"{home.token_file} has mode {mode:o}, not 600",
+                     f"chmod 600 {home.token_file}")
+    return Check("token", True, f"{home.token_file} (mode 600)")
+
+
+def check_service() -> Check:
+    try:
+        with Client(timeout=PROBE_TIMEOUT_S) as client:
+            client.call("conversation_list", {"limit": 1})
+            where = client.url
+    except ServiceUnreachable as exc:
+        return Check("service", False, f"not reachable: {exc}", "start it: `clankie serve`")
+    except ApiError as exc:
+        fix = ("the token was rotated or revoked: use the new one (CLANKIE_TOKEN or "
+               "operator.token), or `clankie init` after a revocation"
+               if exc.code == "unauthenticated" else None)
+        return Check("service", False, f"refused the token: {exc.code}", fix)
+    except (ClientError, ValueError) as exc:
+        return Check("service", False, str(exc), "check CLANKIE_URL")
+    return Check("service", True, f"{where} answers and accepts the token")
+
+
+def check_model(settings: Settings) -> Check:
+    if settings.model == "scripted":
+        return Check("model", True, "scripted (offline)")
+    if settings.model == "anthropic":
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            return Check("model", False, "anthropic: ANTHROPIC_API_KEY is not set",
+                         "export ANTHROPIC_API_KEY in the service's environment")
+        return Check("model", True, f"anthropic ({settings.anthropic_model}), key present")
+    if settings.model == "openai":
+        if settings.openai_base_url:
+            url = settings.openai_base_url.rstrip("/") + "/models"
+            try:
+                httpx.get(url, timeout=PROBE_TIMEOUT_S, headers={"Authorization": "Bearer "
+                          + os.environ.get("OPENAI_API_KEY", "not-needed")})
+            except httpx.HTTPError as exc:
+                return Check("model", False, f"openai: {settings.openai_base_url} does not "
+                             f"answer ({type(exc).__name__})", "start the local model server "
+                             "or fix openai_base_url")
+            return Check("model", True, f"openai ({settings.openai_model}) at "
+                         f"{settings.openai_base_url} answers")
+        if not os.environ.get("OPENAI_API_KEY"):
+            return Check("model", False, "openai: OPENAI_API_KEY is not set",
+                         "export OPENAI_API_KEY, or set openai_base_url to a local server")
+        return Check("model", True, f"openai ({settings.openai_model}), key present")
+    return Check("model", False, f"unknown model {settings.model!r}",
+                 "set model to scripted, openai or anthropic")
+
+
+def check_git() -> Check:
+    git = shutil.which("git")
+    if git is None:
+        return Check("git", False, "git is not on PATH (the Git tools and the project "
+                     "membership fact need it)", "install git (e.g. apt-get install git)")
+    try:
+        done = subprocess.run([git, "--version"], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("git", False, f"git does not run: {exc}", "reinstall git")
+    return Check("git", True, done.stdout.strip())
+
+
+def run_checks(home: Home) -> list[Check]:
+    checks = [check_home(home), check_store(home), check_token(home), check_service()]
+    try:
+        settings = load_settings(home.path if home.path.is_dir() else None)
+    except SettingsError as exc:
+        checks.append(Check("settings", False, str(exc),
+                            "fix settings.toml or the CLANKIE_ variable it names"))
+        settings = Settings()
+    else:
+        checks.append(Check("settings", True, "valid"))
+    checks += [check_model(settings), check_git()]
+    return checks
+
+
+def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON."
+                                                 )] = False) -> None:
+    """Check this setup: home, store, token, service, model, Git, settings."""
+    checks = run_checks(Home.from_env())
+    if as_json:
+        typer.echo(json.dumps([asdict(c) for c in checks], indent=2))
+    else:
+        for c in checks:
+            typer.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.check}: {c.detail}"
+                       + (f"\n     fix: {c.fix}" if c.fix and not c.ok else ""))
+    raise typer.Exit(0 if all(c.ok for c in checks) else 1)
+
