@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.served import Served, finished
+from tests.e2e.test_cli import cli
 from tests.fakes import (
     Endpoint,
     Reply,
@@ -216,6 +217,9 @@ def test_restart_while_a_continuation_runs_fails_it_and_never_sends_it_again(wor
         receipt = client.input_get(c, client.call("events_tail", {
             "conversation_id": c, "limit": 500})["events"][3]["request_id"]).request.receipt
         assert receipt.continuation == "failed"
+    shown = cli(world.served, "conversations", "questions", c, "--request",
+                receipt.request_id).stdout
+    assert "interrupted by a restart and will not run again" in shown
     endpoint.plan.append(p.text("After the restart."))
     assert world.run(world.send(c, "next"))["status"] == "succeeded"
     assert len(endpoint.requests) == 4  # the held continuation was never sent again

@@ -173,3 +173,12 @@ async def test_the_status_line_warns_when_a_tenth_of_the_time_is_left():
     async with gone.run_test(size=(100, 30)) as pilot:
         await settled(pilot)
         assert "question pending, expired" in str(gone.query_one("#status").render())
+
+
+def test_r3_an_interrupted_run_is_said_plainly():
+    from clankie.tui.render import event_line
+
+    line = event_line({"type": "run_status", "seq": 9, "conversation_id": C, "run_id": "r",
+                       "kind": "continuation", "status": "failed",
+                       "error": "orphaned_by_restart", "at": AT})
+    assert line is not None and "interrupted by a restart and will not run again" in line

@@ -70,6 +70,13 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> Non
     if receipt["run_id"]:
         error = f": {receipt['continuation_error']}" if receipt["continuation_error"] else ""
         say(f"    continuation run {receipt['run_id']}: {receipt['continuation']}{error}")
+        if receipt["continuation_error"] == ORPHANED:
+            say(f"    {INTERRUPTED}")
+
+
+ORPHANED = "orphaned_by_restart"
+INTERRUPTED = ("The answer is kept, but Clankie's run for it was interrupted by a restart "
+               "and will not run again; a reply it posted before is not a finished run.")
 
 
 def _show_question(q: dict[str, Any]) -> None:

@@ -44,6 +44,9 @@ def event_line(event: dict[str, Any]) -> str | None:
     if kind == "conversation_reset":
         return "The conversation was reset."
     if kind == "run_status" and event["status"] == "failed":
+        if event.get("error") == "orphaned_by_restart":
+            return ("Clankie's run was interrupted by a restart and will not run again; "
+                    "anything it said before is not a finished run.")
         return f"Clankie's run failed: {event.get('error') or 'no reason given'}"
     return activity_line(event)
 
