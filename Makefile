@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs lock clean
+.PHONY: demo test lint bench chaos docs lock clean
 
 # constraints.txt pins every package that a fresh install resolves (`make lock` makes it
 # anew); the package's own ranges in pyproject.toml stay open for library users.
@@ -35,6 +35,9 @@ test: $(STAMP) lint
 bench: $(STAMP)
 	$(VENV)/bin/python bench/accept.py
 	$(VENV)/bin/python bench/workspace.py
+
+chaos: $(STAMP)
+	$(VENV)/bin/python -m tests.chaos --kills 500
 
 docs: $(STAMP)
 	$(VENV)/bin/python -c 'from clankie.core.diagram import render; open("docs/lifecycle.md", "w").write(render())'

@@ -1,0 +1,292 @@
+"""A kill campaign from the outside: a real `clankie serve`, a client ledger, SIGKILL at random
+moments, and after every restart a check made from the API alone.
+
+Between kills, one client acts at random on six conversations as a user's scripts would:
+operator option answers, text answers, a Take Control device answering, identical
+duplicates, cancels, resets, a native takeover, messages (each message's turn asks), and
+answers to requests whose receipts were evicted (default `receipt_limit`). Questions
+expire after a few seconds, so expiry happens too. After every restart it verifies:
+
+- every acknowledged answer is there: its receipt names the same run (or the receipt was
+  evicted: then the run itself still carries the receipt), and answering it again
+  identically is a duplicate with the same receipt and run;
+- no run is queued or running from before the restart, and no run's start ever changes
+  (none executed twice); an evicted request starts nothing;
+- no reply was a 5xx; every answer whose reply never came resolves by reading it.
+
+    python -m tests.chaos [--kills 500] [--seed N]    (prints a JSON summary)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clankie.client import ApiError, Client, ServiceUnreachable, Uncertain
+from tests.e2e.served import Served
+
+ASK = {"kind": "choice", "prompt": "Tabs or spaces?", "allow_text": True,
+       "options": [{"label": "tabs"}, {"label": "spaces"}]}
+SCRIPT = {"turns": [[{"ask": ASK}]] * 5_000}
+ENV = {"CLANKIE_QUESTION_TTL": "4"}
+
+
+@dataclass
+class Ack:
+    conversation_id: str
+    request_id: str
+    receipt_id: str
+    run_id: str | None
+    payload: dict[str, Any]
+    token: str
+
+
+@dataclass
+class Ledger:
+    acks: dict[str, Ack] = field(default_factory=dict)  # by request
+    evicted: list[Ack] = field(default_factory=list)  # acknowledged, receipt since evicted
+    uncertain: list[tuple[str, str, str]] = field(default_factory=list)  # conv, request, token
+    starts: dict[str, str | None] = field(default_factory=dict)  # run -> started_at
+    errors: list[str] = field(default_factory=list)  # what must never happen
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+class Campaign:
+    def __init__(self, root: Path, seed: int) -> None:
+        self.root = root
+        self.rng = random.Random(seed)
+        self.ledger = Ledger()
+        self.served = Served.start(root / "home", script=SCRIPT, env=ENV)
+        with self.served.client() as client:
+            self.conversations = []
+            for n in range(6):
+                workspace = root / f"ws{n}"
+                workspace.mkdir()
+                self.conversations.append(str(client.op(
+                    "conversation_create", workspace=str(workspace)).conversation_id))
+            self.device = client.op("device_pair", name="phone", mode="control").token
+        self.operator = self.served.home.token_file.read_text().strip()
+        self._lease()
+
+    def _lease(self) -> None:
+        with self.served.client(self.device) as device:
+            device.op("device_take_control", ttl_s=3_600)
+
+    # -------------------------------------------------------------------------- acting
+
+    def act_until_killed(self, deadline: float) -> None:
+        with self.served.client() as client:
+            while time.monotonic() < deadline:
+                try:
+                    self._act(client)
+                except (ServiceUnreachable, Uncertain):
+                    return  # killed
+
+    def _act(self, client: Client) -> None:
+        c = self.rng.choice(self.conversations[:-1] if self.rng.random() < 0.98
+                            else self.conversations)
+        snap = client.call("input_get", {"conversation_id": c})
+        pending = snap["pending"]
+        roll = self.rng.random()
+        if pending is None or roll < 0.1:
+            self._call(client, "conversation_send", {"conversation_id": c, "text": "go on"})
+            return
+        base = {"conversation_id": c, "request_id": pending["request_id"],
+                "incarnation": snap["incarnation"], "revision": snap["revision"]}
+        if roll < 0.45:
+            self._answer(base | {"option_id": self.rng.choice(pending["options"])["option_id"]},
+                         self.operator)
+        elif roll < 0.6:
+            self._answer(base | {"text": self.rng.choice(["tabs, please", "spaces"])},
+                         self.operator)
+        elif roll < 0.72:
+            self._answer(base | {"option_id": pending["options"][0]["option_id"]}, self.device)
+        elif roll < 0.8:
+            self._call(client, "input_cancel", base)
+        elif roll < 0.87 and self.ledger.acks:
+            self._duplicate(self.rng.choice(list(self.ledger.acks.values())))
+        elif roll < 0.93:
+            self._call(client, "conversation_reset", {"conversation_id": c})
+        elif roll < 0.935 and c == self.conversations[-1]:
+            self._call(client, "native_takeover", {"conversation_id": c, "seat": "tmux:1"})
+        else:
+            self._evicted_answer(client)
+
+    def _call(self, client: Client, op: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            result = client.call(op, payload)
+        except ApiError as exc:
+            self.ledger.counts[f"{op}:{exc.code}"] += 1
+            if exc.status >= 500:
+                self.ledger.errors.append(f"{op} gave {exc.status} {exc.code}")
+            return None
+        self.ledger.counts[f"{op}:ok"] += 1
+        return result
+
+    def _answer(self, payload: dict[str, Any], token: str) -> None:
+        with self.served.client(token) as client:
+            try:
+                reply = client.call("input_answer", payload)
+            except Uncertain:
+                self.ledger.uncertain.append((payload["conversation_id"],
+                                              payload["request_id"], token))
+                raise
+            except ApiError as exc:
+                self.ledger.counts[f"input_answer:{exc.code}"] += 1
+                if exc.status >= 500:
+                    self.ledger.errors.append(f"input_answer gave {exc.status} {exc.code}")
+                if exc.code == "forbidden" and token == self.device:
+                    self._lease()  # the lease went with a restart's clock? take it again
+                return
+        receipt = reply["receipt"]
+        self.ledger.counts["input_answer:accepted"] += 1
+        who = "device" if token == self.device else "text" if "text" in payload else "option"
+        self.ledger.counts[f"accepted:{who}"] += 1
+        self.ledger.acks[payload["request_id"]] = Ack(
+            payload["conversation_id"], payload["request_id"], receipt["receipt_id"],
+            receipt["run_id"], payload, token)
+
+    def _duplicate(self, ack: Ack) -> None:
+        with self.served.client(ack.token) as client:
+            try:
+                reply = client.call("input_answer", ack.payload)
+            except ApiError as exc:
+                if exc.code != "unknown_request":  # evicted: fine; anything else is wrong
+                    self.ledger.errors.append(f"a duplicate answer gave {exc.code}")
+                self.ledger.counts[f"duplicate:{exc.code}"] += 1
+                return
+        same = (reply["duplicate"], reply["receipt"]["receipt_id"], reply["receipt"]["run_id"])
+        if same != (True, ack.receipt_id, ack.run_id):
+            self.ledger.errors.append(f"a duplicate of {ack.request_id} was not the original")
+        self.ledger.counts["duplicate:same receipt"] += 1
+
+    def _evicted_answer(self, client: Client) -> None:
+        """Answer an acknowledged request again, but differently: one whose receipt was
+        evicted must be unknown_request and start nothing; another, already_answered."""
+        ack = (self.rng.choice(self.ledger.evicted) if self.ledger.evicted
+               else next(iter(self.ledger.acks.values()), None))
+        if ack is None:
+            return
+        other = dict(ack.payload, option_id=None, text="something else")
+        other = {k: v for k, v in other.items() if v is not None}
+        before = _last_seq(client, ack.conversation_id)
+        with self.served.client(ack.token) as answerer:
+            try:
+                answerer.call("input_answer", other)
+                self.ledger.errors.append("a different answer to an answered request was taken")
+            except ApiError as exc:
+                self.ledger.counts[f"evicted_or_answered:{exc.code}"] += 1
+                expected = "unknown_request" if ack in self.ledger.evicted else "already_answered"
+                if exc.code != expected:
+                    self.ledger.errors.append(f"a different answer gave {exc.code}, "
+                                              f"not {expected}")
+                if exc.code == "unknown_request":
+                    page = client.call("events_tail", {"conversation_id": ack.conversation_id,
+                                                       "after": before})
+                    if any(e["type"] == "run_status" and e["status"] == "queued"
+                           and e["kind"] == "continuation" for e in page["events"]):
+                        self.ledger.errors.append("an evicted request started a run")
+
+    # -------------------------------------------------------------------------- checking
+
+    def verify(self) -> None:
+        with self.served.client() as client:
+            for ack in list(self.ledger.acks.values()):
+                self._verify_ack(client, ack)
+            for c, request_id, _ in self.ledger.uncertain:
+                try:
+                    snap = client.call("input_get", {"conversation_id": c,
+                                                     "request_id": request_id})
+                    self.ledger.counts[f"uncertain:{snap['request']['status']}"] += 1
+                except ApiError as exc:
+                    if exc.code != "unknown_request":
+                        self.ledger.errors.append(f"an uncertain answer reads as {exc.code}")
+                    self.ledger.counts["uncertain:evicted"] += 1
+            self.ledger.uncertain.clear()
+            for run_id, started in list(self.ledger.starts.items()):
+                run = client.call("run_get", {"run_id": run_id})
+                if run["status"] in ("queued", "running"):
+                    self.ledger.errors.append(f"run {run_id} is {run['status']} after restart")
+                if started is not None and run["started_at"] != started:
+                    self.ledger.errors.append(f"run {run_id} started twice")
+                self.ledger.starts[run_id] = run["started_at"]
+
+    def _verify_ack(self, client: Client, ack: Ack) -> None:
+        if ack.run_id is not None:
+            run = client.call("run_get", {"run_id": ack.run_id})
+            if (run["kind"], run["receipt_id"]) != ("continuation", ack.receipt_id):
+                self.ledger.errors.append(f"the run of {ack.request_id} does not carry it")
+            self.ledger.starts.setdefault(ack.run_id, run["started_at"])
+        try:
+            snap = client.call("input_get", {"conversation_id": ack.conversation_id,
+                                             "request_id": ack.request_id})
+        except ApiError as exc:
+            if exc.code != "unknown_request":
+                self.ledger.errors.append(f"acknowledged {ack.request_id} reads as {exc.code}")
+            del self.ledger.acks[ack.request_id]  # evicted: its run was checked above
+            self.ledger.evicted.append(ack)
+            self.ledger.counts["acknowledged:evicted"] += 1
+            return
+        receipt = snap["request"]["receipt"]
+        if (receipt["receipt_id"], receipt["run_id"]) != (ack.receipt_id, ack.run_id):
+            self.ledger.errors.append(f"acknowledged {ack.request_id} lost its receipt")
+
+    # ----------------------------------------------------------------------------- run
+
+    def kill_and_restart(self) -> None:
+        self.served.stop(signal.SIGKILL)
+        self.served = Served.start(self.root / "home", init=False, script=SCRIPT, env=ENV)
+        self._lease()
+
+    def run(self, kills: int) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            for _ in range(kills):
+                moment = self.rng.uniform(0.05, 0.6)
+                killer = threading.Timer(moment, self.served.proc.send_signal,
+                                         args=(signal.SIGKILL,))
+                killer.start()
+                self.act_until_killed(time.monotonic() + moment + 5)
+                killer.join()
+                self.kill_and_restart()
+                self.verify()
+        finally:
+            self.served.stop()
+        return {"kills": kills, "seconds": round(time.monotonic() - started, 1),
+                "acknowledged_answers_checked": self.ledger.counts["input_answer:accepted"],
+                "runs_checked": len(self.ledger.starts), "errors": self.ledger.errors,
+                "counts": dict(sorted(self.ledger.counts.items()))}
+
+
+def _last_seq(client: Client, conversation_id: str) -> int:
+    after = 0
+    while True:
+        page = client.call("events_tail", {"conversation_id": conversation_id, "after": after,
+                                           "limit": 500})
+        after = page["next_after"]
+        if len(page["events"]) < 500:
+            return int(after)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=20261130)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="clankie-chaos-") as tmp:
+        summary = Campaign(Path(tmp), args.seed).run(args.kills)
+    print(json.dumps(summary, indent=2))
+    raise SystemExit(1 if summary["errors"] else 0)
+
+
+if __name__ == "__main__":
+    main()
