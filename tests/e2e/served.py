@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,8 @@ class Served:
     @classmethod
     def start(cls, home_path: Path, *extra: str, init: bool = True,
               env: dict[str, str] | None = None,
-              script: dict[str, Any] | None = DEFAULT_SCRIPT) -> Served:
+              script: dict[str, Any] | None = DEFAULT_SCRIPT,
+              preexec: Callable[[], None] | None = None) -> Served:
         if init:
             done = clankie("init", home=home_path)
             assert done.returncode == 0, done.stderr
@@ -103,7 +105,7 @@ class Served:
         proc = subprocess.Popen([sys.executable, "-m", "clankie", "serve", "--tcp",
                                  "127.0.0.1:0", *extra], env=env, cwd=ROOT, text=True,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, preexec_fn=preexec)
         lines = LineReader(proc.stderr)
         try:
             line = lines.until(lambda text: READY.search(text) is not None, 30)

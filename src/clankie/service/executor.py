@@ -109,6 +109,9 @@ class RunExecutor:
                     if conversation_id not in self._dirty:  # not woken while claiming
                         self._draining.discard(conversation_id)
                         return
+        except ClankieError as exc:  # e.g. storage_unavailable: a full disk
+            log.error("the runs of %s wait: %s (a restart fails any it started)",
+                      conversation_id, exc)
         except Exception:  # a worker must survive anything a conversation does
             log.exception("the run queue of %s stopped", conversation_id)
         with self._lock:
