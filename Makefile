@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench chaos docs lock clean
+.PHONY: demo test lint bench chaos soak docs lock clean
 
 # constraints.txt pins every package that a fresh install resolves (`make lock` makes it
 # anew); the package's own ranges in pyproject.toml stay open for library users.
@@ -17,7 +17,7 @@ lock:
 	rm -rf .lock-venv
 	$(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
-	.lock-venv/bin/pip install --quiet -e '.[dev]'
+	.lock-venv/bin/pip install --quiet -e '.[dev,soak]'
 	echo "# Made by 'make lock' from a fresh venv on $$(date -u +%Y-%m-%d); used by make demo/test and CI." > constraints.txt
 	.lock-venv/bin/pip freeze --exclude-editable | grep -v '^clankie' >> constraints.txt
 	rm -rf .lock-venv
@@ -35,6 +35,10 @@ test: $(STAMP) lint
 bench: $(STAMP)
 	$(VENV)/bin/python bench/accept.py
 	$(VENV)/bin/python bench/workspace.py
+
+soak: $(STAMP)
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[dev,soak]'
+	$(VENV)/bin/python bench/soak.py --minutes 30 --out soak-out
 
 chaos: $(STAMP)
 	$(VENV)/bin/python -m tests.chaos --kills 500
