@@ -11,13 +11,11 @@ from __future__ import annotations
 import sys
 import threading
 
-from clankie.core.model import RunStatus
 from clankie.service import Service
 from clankie.settings import Settings
 from clankie.store import Store
+from tests.store.crash_child import one_round
 
-CHOICE = {"kind": "choice", "prompt": "Tabs or spaces?",
-          "options": [{"label": "tabs"}, {"label": "spaces"}]}
 _print = threading.Lock()
 
 
@@ -28,23 +26,7 @@ def say(line: str) -> None:
 
 def loop(service: Service, token: str, conversation_id: str) -> None:
     while True:
-        sent = service.call("conversation_send", token,
-                            {"conversation_id": conversation_id, "text": "next"})
-        say(f"sent {conversation_id} {sent.message_id}")  # type: ignore[attr-defined]
-        turn = service.claim_next_run(conversation_id)
-        assert turn is not None
-        asked = service.ask_question(turn.run_id, CHOICE)
-        service.finish_run(turn.run_id, RunStatus.SUCCEEDED)
-        snap = service.call("input_get", token, {"conversation_id": conversation_id})
-        reply = service.call("input_answer", token, {
-            "conversation_id": conversation_id, "request_id": asked.request_id,
-            "incarnation": snap.incarnation, "revision": snap.revision,  # type: ignore[attr-defined]
-            "option_id": snap.pending.options[0].option_id})  # type: ignore[attr-defined]
-        receipt = reply.receipt  # type: ignore[attr-defined]
-        say(f"accepted {asked.request_id} {receipt.receipt_id} {receipt.run_id}")
-        continuation = service.claim_next_run(conversation_id)
-        assert continuation is not None
-        service.finish_run(continuation.run_id, RunStatus.SUCCEEDED)
+        one_round(service, token, conversation_id, lambda run_id: None, say)
         say(f"batched {service.store.operations} {service.store.commits}")
 
 

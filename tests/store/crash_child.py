@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 from clankie.core.model import RunStatus
 from clankie.service import Service
@@ -31,24 +32,33 @@ def main(db: str, conversation_id: str, token: str, log_path: str) -> None:
 
     print("ready", flush=True)
     while True:
-        sent = service.call("conversation_send", token,
-                            {"conversation_id": conversation_id, "text": "next"})
-        turn = service.claim_next_run(conversation_id)
-        assert turn is not None and turn.run_id == sent.run_id  # type: ignore[attr-defined]
-        started(turn.run_id)
-        asked = service.ask_question(turn.run_id, CHOICE)
-        service.finish_run(turn.run_id, RunStatus.SUCCEEDED)
-        snap = service.call("input_get", token, {"conversation_id": conversation_id})
-        reply = service.call("input_answer", token, {
-            "conversation_id": conversation_id, "request_id": asked.request_id,
-            "incarnation": snap.incarnation, "revision": snap.revision,  # type: ignore[attr-defined]
-            "option_id": snap.pending.options[1].option_id})  # type: ignore[attr-defined]
-        receipt = reply.receipt  # type: ignore[attr-defined]
-        print(f"accepted {asked.request_id} {receipt.receipt_id} {receipt.run_id}", flush=True)
-        continuation = service.claim_next_run(conversation_id)
-        assert continuation is not None and continuation.run_id == receipt.run_id
-        started(continuation.run_id)
-        service.finish_run(continuation.run_id, RunStatus.SUCCEEDED)
+        one_round(service, token, conversation_id, started,
+                  lambda line: print(line, flush=True))
+
+
+def one_round(service: Service, token: str, conversation_id: str,
+              started: Callable[[str], None], say: Callable[[str], None]) -> None:
+    """A message, its turn asks, the question is answered, the continuation runs; says
+    `sent ...` and `accepted ...` only after each returned."""
+    sent = service.call("conversation_send", token,
+                        {"conversation_id": conversation_id, "text": "next"})
+    say(f"sent {conversation_id} {sent.message_id}")  # type: ignore[attr-defined]
+    turn = service.claim_next_run(conversation_id)
+    assert turn is not None and turn.run_id == sent.run_id  # type: ignore[attr-defined]
+    started(turn.run_id)
+    asked = service.ask_question(turn.run_id, CHOICE)
+    service.finish_run(turn.run_id, RunStatus.SUCCEEDED)
+    snap = service.call("input_get", token, {"conversation_id": conversation_id})
+    reply = service.call("input_answer", token, {
+        "conversation_id": conversation_id, "request_id": asked.request_id,
+        "incarnation": snap.incarnation, "revision": snap.revision,  # type: ignore[attr-defined]
+        "option_id": snap.pending.options[1].option_id})  # type: ignore[attr-defined]
+    receipt = reply.receipt  # type: ignore[attr-defined]
+    say(f"accepted {asked.request_id} {receipt.receipt_id} {receipt.run_id}")
+    continuation = service.claim_next_run(conversation_id)
+    assert continuation is not None and continuation.run_id == receipt.run_id
+    started(continuation.run_id)
+    service.finish_run(continuation.run_id, RunStatus.SUCCEEDED)
 
 
 if __name__ == "__main__":
