@@ -78,7 +78,7 @@ class ServiceBase:
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
         self._thread = threading.local()
-        self._generation = 0
+        self._generations: dict[str, int] = {}
         self._stopping = False
         self._waiting = 0
 
@@ -123,7 +123,7 @@ class ServiceBase:
                 yield call
             except ClankieError as err:
                 raise views.error(tx, err) from None
-        self._notify()
+        self._notify(tx.touched)
         self._run_hooks()
         if call.raise_after_commit is not None:
             raise call.raise_after_commit
@@ -135,7 +135,7 @@ class ServiceBase:
         self._hooks().clear()
         with self._storage(), self.store.write() as tx:
             yield tx
-        self._notify()
+        self._notify(tx.touched)
         self._run_hooks()
 
     @contextmanager
@@ -146,10 +146,20 @@ class ServiceBase:
             authorize(op, principal)
             yield Call(tx, principal, now)
 
-    def _notify(self) -> None:
+    def _notify(self, conversations: set[str]) -> None:
+        """After a commit: wake the long-polls of the conversations that got events."""
+        if not conversations:
+            return
         with self._changed:
-            self._generation += 1
+            for conversation_id in conversations:
+                self._generations[conversation_id] = self._generations.get(conversation_id,
+                                                                           0) + 1
             self._changed.notify_all()
+
+    def generation(self, conversation_id: str) -> int:
+        """How many commits added events to the conversation (a long-poll's wake-up)."""
+        with self._changed:
+            return self._generations.get(conversation_id, 0)
 
     def _save(self, tx: Tx, change: Change | None) -> None:
         if change is not None:

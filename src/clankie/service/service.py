@@ -176,8 +176,7 @@ class Service(RunHooks):
         """SPEC V1: events after `after`; waits up to `wait_ms` for one when there are none."""
         deadline = time.monotonic() + r.wait_ms / 1000
         while True:
-            with self._changed:
-                generation = self._generation
+            generation = self.generation(r.conversation_id)
             with self._read("events_tail", token) as c:
                 self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
                 page = c.tx.events_after(r.conversation_id, r.after, r.limit)
@@ -193,7 +192,8 @@ class Service(RunHooks):
                 self._waiting += 1
                 try:
                     self._changed.wait_for(
-                        lambda g=generation: self._generation != g or self._stopping, remaining)
+                        lambda g=generation: self._generations.get(r.conversation_id, 0) != g
+                        or self._stopping, remaining)
                 finally:
                     self._waiting -= 1
 

@@ -108,6 +108,7 @@ _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at,
 class Tx:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        self.touched: set[str] = set()  # conversations whose events this transaction added
 
     def _one(self, sql: str, *args: Any) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self._conn.execute(sql, args).fetchone()
@@ -437,6 +438,7 @@ class Tx:
             bodies.append((conversation_id, seq, json.dumps(event.body(seq), ensure_ascii=False)))
         if not bodies:
             return
+        self.touched.add(conversation_id)
         self._conn.executemany("INSERT INTO events (conversation_id, seq, body) VALUES (?, ?, ?)",
                                bodies)
         keep_from = seq - retention
