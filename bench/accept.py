@@ -86,14 +86,14 @@ class Server:
             self.proc.wait(timeout=60)
 
 
-def clankie_env(home: Path) -> dict[str, str]:
+def clankie_env(home: Path, retention: int = 200_000) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLANKIE_")}
-    env.update(CLANKIE_HOME=str(home), CLANKIE_EVENT_RETENTION="200000")
+    env.update(CLANKIE_HOME=str(home), CLANKIE_EVENT_RETENTION=str(retention))
     return env
 
 
-def serve(home: Path, script: Path | None = None) -> Server:
-    env = clankie_env(home)
+def serve(home: Path, script: Path | None = None, retention: int = 200_000) -> Server:
+    env = clankie_env(home, retention)
     if not (home / "operator.token").exists():
         subprocess.run([sys.executable, "-m", "clankie", "init"], env=env, check=True,
                        capture_output=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -120,3 +122,23 @@ def test_the_store_is_wal_with_full_sync(world: World):
     assert writer.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert writer.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
     assert writer.execute("PRAGMA foreign_keys").fetchone() == (1,)
+
+
+def test_reads_from_short_lived_threads_open_no_new_descriptors(tmp_path: Path):
+    """Worker threads come and go (anyio retires idle ones); reading from each must not
+    leave a connection, and its descriptors, behind (found by the soak)."""
+    store = Store(tmp_path / "s.db")
+    try:
+        def read() -> None:
+            with store.read() as tx:
+                tx.active_owner()
+
+        read()
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(200):
+            thread = threading.Thread(target=read)
+            thread.start()
+            thread.join()
+        assert len(os.listdir("/proc/self/fd")) <= before
+    finally:
+        store.close()

@@ -3,7 +3,7 @@
 Owns connections and transactions. Writes go through one connection per `Store`,
 serialised by a lock and by `BEGIN IMMEDIATE` (so several processes or `Store`s on one
 file are serialised by SQLite itself), and concurrent writes share a commit (group
-commit, `write`); reads use a connection per thread. It knows
+commit, `write`); reads use a pool of read-only connections, one per concurrent read. It knows
 nothing of the rules: `Tx` loads and saves values of `clankie.core.model`.
 """
 
@@ -53,8 +53,8 @@ class Store:
         self._batch: _Batch | None = None  # the open transaction, if any
         self.operations = 0  # write operations done, and the commits they shared
         self.commits = 0
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._readers: list[sqlite3.Connection] = []  # every read connection, to close
+        self._idle: list[sqlite3.Connection] = []  # ... and those not in use now
         self._readers_lock = threading.Lock()
         if self.path != ":memory:" and not os.path.exists(self.path):
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))  # private from birth
@@ -159,25 +159,32 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
-        """One consistent read snapshot on this thread's own connection."""
-        conn = getattr(self._local, "conn", None)
+        """One consistent read snapshot on a read-only connection from the pool. The pool
+        is not tied to threads: worker threads come and go (anyio retires idle ones), and a
+        connection per thread would leave one open for every thread that ever read."""
+        with self._readers_lock:
+            conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self._connect()
             conn.execute("PRAGMA query_only=ON")
-            self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
-        conn.execute("BEGIN")
         try:
-            yield Tx(conn)
+            conn.execute("BEGIN")
+            try:
+                yield Tx(conn)
+            finally:
+                conn.execute("COMMIT")
         finally:
-            conn.execute("COMMIT")
+            with self._readers_lock:
+                self._idle.append(conn)
 
     def close(self) -> None:
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
+            self._idle.clear()
         with self._write_lock:
             self._writer.close()
 
