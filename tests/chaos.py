@@ -186,6 +186,9 @@ class Campaign:
             except ApiError as exc:
                 self.ledger.counts[f"evicted_or_answered:{exc.code}"] += 1
                 expected = "unknown_request" if ack in self.ledger.evicted else "already_answered"
+                if exc.code == "unknown_request" and expected != exc.code and _evicted(
+                        client, ack):  # its receipt was evicted since the last check
+                    expected = exc.code
                 if exc.code != expected:
                     self.ledger.errors.append(f"a different answer gave {exc.code}, "
                                               f"not {expected}")
@@ -265,6 +268,16 @@ class Campaign:
                 "acknowledged_answers_checked": self.ledger.counts["input_answer:accepted"],
                 "runs_checked": len(self.ledger.starts), "errors": self.ledger.errors,
                 "counts": dict(sorted(self.ledger.counts.items()))}
+
+
+def _evicted(client: Client, ack: Ack) -> bool:
+    """Whether reading the request says its receipt is gone (evicted)."""
+    try:
+        client.call("input_get", {"conversation_id": ack.conversation_id,
+                                  "request_id": ack.request_id})
+    except ApiError as exc:
+        return exc.code == "unknown_request"
+    return False
 
 
 def _last_seq(client: Client, conversation_id: str) -> int:
