@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,17 +28,8 @@ def failing(checks: dict[str, dict[str, object]]) -> set[str]:
     return {name for name, c in checks.items() if not c["ok"]}
 
 
-@pytest.fixture
-def good(tmp_path: Path) -> Iterator[Served]:
-    served = Served.start(tmp_path / "home")
-    try:
-        yield served
-    finally:
-        served.stop()
-
-
-def test_a_good_setup_passes_every_check(good: Served):
-    code, checks = doctor(good.home.path)
+def test_a_good_setup_passes_every_check(served: Served):
+    code, checks = doctor(served.home.path)
     assert code == 0 and failing(checks) == set(), checks
     assert set(checks) == {"home", "store", "token", "service", "settings", "model", "git"}
     assert str(checks["git"]["detail"]).startswith("git version")
@@ -51,32 +41,32 @@ def test_a_missing_home(tmp_path: Path):
     assert checks["home"]["fix"] == "run `clankie init`"
 
 
-def test_a_home_with_the_wrong_mode(good: Served):
-    good.home.path.chmod(0o755)
-    code, checks = doctor(good.home.path)
+def test_a_home_with_the_wrong_mode(served: Served):
+    served.home.path.chmod(0o755)
+    code, checks = doctor(served.home.path)
     assert (code, failing(checks)) == (1, {"home"})
     assert "chmod 700" in str(checks["home"]["fix"])
 
 
-def test_a_token_file_with_the_wrong_mode(good: Served):
-    good.home.token_file.chmod(0o644)
-    code, checks = doctor(good.home.path)
+def test_a_token_file_with_the_wrong_mode(served: Served):
+    served.home.token_file.chmod(0o644)
+    code, checks = doctor(served.home.path)
     assert (code, failing(checks)) == (1, {"token"})
 
 
-def test_a_stopped_service(good: Served):
-    good.stop()
-    code, checks = doctor(good.home.path)
+def test_a_stopped_service(served: Served):
+    served.stop()
+    code, checks = doctor(served.home.path)
     assert (code, failing(checks)) == (1, {"service"})
     assert checks["service"]["fix"] == "start it: `clankie serve`"
 
 
-def test_a_rotated_token(good: Served):
-    old = good.home.token_file.read_text().strip()
-    with good.client() as client:
+def test_a_rotated_token(served: Served):
+    old = served.home.token_file.read_text().strip()
+    with served.client() as client:
         client.call("credential_rotate", {})  # the file still holds the old token
-    good.home.token_file.write_text(old + "\n")
-    code, checks = doctor(good.home.path)
+    served.home.token_file.write_text(old + "\n")
+    code, checks = doctor(served.home.path)
     assert (code, failing(checks)) == (1, {"service"})
     assert "unauthenticated" in str(checks["service"]["detail"])
     assert "rotated" in str(checks["service"]["fix"])
@@ -87,25 +77,25 @@ def test_a_rotated_token(good: Served):
     ("openai", {}, "OPENAI_API_KEY is not set"),
     ("openai", {"CLANKIE_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "does not answer"),
 ])
-def test_a_model_provider_that_is_not_set_up(good: Served, model: str, env: dict[str, str],
+def test_a_model_provider_that_is_not_set_up(served: Served, model: str, env: dict[str, str],
                                              detail: str):
-    code, checks = doctor(good.home.path, CLANKIE_MODEL=model, **env)
+    code, checks = doctor(served.home.path, CLANKIE_MODEL=model, **env)
     assert (code, failing(checks)) == (1, {"model"})
     assert detail in str(checks["model"]["detail"])
-    code, checks = doctor(good.home.path, CLANKIE_MODEL=model, ANTHROPIC_API_KEY="k",
+    code, checks = doctor(served.home.path, CLANKIE_MODEL=model, ANTHROPIC_API_KEY="k",
                           OPENAI_API_KEY="k")
     assert "model" not in failing(checks) or "does not answer" in detail
 
 
-def test_missing_git(good: Served, tmp_path: Path):
+def test_missing_git(served: Served, tmp_path: Path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    code, checks = doctor(good.home.path, PATH=str(bin_dir))
+    code, checks = doctor(served.home.path, PATH=str(bin_dir))
     assert (code, failing(checks)) == (1, {"git"})
 
 
-def test_invalid_settings(good: Served):
-    (good.home.path / "settings.toml").write_text("question_ttl = 'soon'\n")
-    code, checks = doctor(good.home.path)
+def test_invalid_settings(served: Served):
+    (served.home.path / "settings.toml").write_text("question_ttl = 'soon'\n")
+    code, checks = doctor(served.home.path)
     assert (code, failing(checks)) == (1, {"settings"})
     assert "question_ttl" in str(checks["settings"]["detail"])
