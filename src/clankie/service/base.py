@@ -77,7 +77,6 @@ class ServiceBase:
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
-        self._thread = threading.local()
         self._generations: dict[str, int] = {}
         self._stopping = False
         self._waiting = 0
@@ -114,7 +113,6 @@ class ServiceBase:
     def _write(self, op: str, token: str | None) -> Iterator[Call]:
         """One write transaction, with the caller authenticated and authorized inside it."""
         now = self.clock()
-        self._hooks().clear()
         with self._storage(), self.store.write() as tx:
             principal = authenticate(tx, token, now)
             authorize(op, principal)
@@ -123,8 +121,7 @@ class ServiceBase:
                 yield call
             except ClankieError as err:
                 raise views.error(tx, err) from None
-        self._notify(tx.touched)
-        self._run_hooks()
+        self._after_commit(tx)
         if call.raise_after_commit is not None:
             raise call.raise_after_commit
 
@@ -132,11 +129,9 @@ class ServiceBase:
     def _internal_write(self) -> Iterator[Tx]:
         """A write transaction of the service itself (runs, recovery): no caller to check;
         long-polls are woken after the commit, as for every other write."""
-        self._hooks().clear()
         with self._storage(), self.store.write() as tx:
             yield tx
-        self._notify(tx.touched)
-        self._run_hooks()
+        self._after_commit(tx)
 
     @contextmanager
     def _read(self, op: str, token: str | None) -> Iterator[Call]:
@@ -146,15 +141,16 @@ class ServiceBase:
             authorize(op, principal)
             yield Call(tx, principal, now)
 
-    def _notify(self, conversations: set[str]) -> None:
-        """After a commit: wake the long-polls of the conversations that got events."""
-        if not conversations:
-            return
-        with self._changed:
-            for conversation_id in conversations:
-                self._generations[conversation_id] = self._generations.get(conversation_id,
-                                                                           0) + 1
-            self._changed.notify_all()
+    def _after_commit(self, tx: Tx) -> None:
+        """Wake the long-polls of the conversations that got events; run the hooks."""
+        if tx.touched:
+            with self._changed:
+                for conversation_id in tx.touched:
+                    self._generations[conversation_id] = self._generations.get(
+                        conversation_id, 0) + 1
+                self._changed.notify_all()
+        if self.notifier is not None:
+            self._run_hooks(tx.saved)
 
     def generation(self, conversation_id: str) -> int:
         """How many commits added events to the conversation (a long-poll's wake-up)."""
@@ -165,21 +161,10 @@ class ServiceBase:
         if change is not None:
             tx.save(change, receipt_limit=self.settings.receipt_limit,
                     event_retention=self.settings.event_retention)
-            if self.notifier is not None:
-                self._hooks().append(change)
 
-    def _hooks(self) -> list[Change]:
-        """This thread's changes whose question events wait for their commit."""
-        pending: list[Change] | None = getattr(self._thread, "hooks", None)
-        if pending is None:
-            pending = self._thread.hooks = []
-        return pending
-
-    def _run_hooks(self) -> None:
+    def _run_hooks(self, changes: list[Change]) -> None:
         """After a commit: the notification hook for each question event it holds."""
-        changes, self._thread.hooks = self._hooks(), []
-        if self.notifier is None:
-            return
+        assert self.notifier is not None
         for change in changes:
             for event in change.events:
                 wanted = isinstance(event, InputRequested) or (

@@ -108,7 +108,8 @@ _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at,
 class Tx:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        self.touched: set[str] = set()  # conversations whose events this transaction added
+        self.saved: list[Change] = []  # the changes this operation saved
+        self.touched: set[str] = set()  # conversations whose events it added
 
     def _one(self, sql: str, *args: Any) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self._conn.execute(sql, args).fetchone()
@@ -363,6 +364,7 @@ class Tx:
 
     def save(self, change: Change, *, receipt_limit: int, event_retention: int) -> None:
         """Write one conversation's change; the revision check guards against lost updates."""
+        self.saved.append(change)
         c = change.conversation
         ws = c.workspace
         updated = self._run(
