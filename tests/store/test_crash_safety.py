@@ -26,6 +26,25 @@ KILLS = 50
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def killed_at_random(child: list[str], after: float) -> list[str]:
+    """Run a child module until it says `ready`, SIGKILL it `after` seconds later, and
+    return every line it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", *child], stdout=subprocess.PIPE,
+                            text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    lines = LineReader(proc.stdout)
+    try:
+        assert lines.until(lambda line: True, 30).strip() == "ready"
+        time.sleep(after)  # the random moment of the kill, not a synchronisation
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    out = "".join(lines.all_lines(30)).splitlines()
+    assert proc.stdout is not None
+    proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    return out
+
+
 def test_sigkill_at_random_moments_loses_no_accepted_answer_and_reruns_nothing(tmp_path: Path):
     world = World.create(tmp_path)
     conversation_id = world.conversation()
@@ -33,24 +52,10 @@ def test_sigkill_at_random_moments_loses_no_accepted_answer_and_reruns_nothing(t
     db, log = str(tmp_path / "clankie.db"), tmp_path / "executed.log"
     rng = random.Random(20261130)
     accepted: list[tuple[str, str, str]] = []
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     for _ in range(KILLS):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.store.crash_child", db, conversation_id,
-             world.operator, str(log)],
-            stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-        lines = LineReader(proc.stdout)
-        try:
-            assert lines.until(lambda line: True, 30).strip() == "ready"
-            time.sleep(rng.uniform(0.0, 0.15))  # the random moment of the kill, not a sync
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-        out = "".join(lines.all_lines(30))
-        assert proc.stdout is not None
-        proc.stdout.close()
-        assert proc.returncode == -signal.SIGKILL
-        accepted += [tuple(line.split()[1:]) for line in out.splitlines()
+        out = killed_at_random(["tests.store.crash_child", db, conversation_id,
+                                world.operator, str(log)], rng.uniform(0.0, 0.15))
+        accepted += [tuple(line.split()[1:]) for line in out
                      if line.startswith("accepted ")]  # type: ignore[misc]
         with closing(sqlite3.connect(db)) as conn:
             for request_id, receipt_id, run_id in accepted:
@@ -95,21 +100,9 @@ def test_sigkill_during_batched_commits_keeps_every_acknowledged_write_whole(tmp
     sent: list[tuple[str, str]] = []
     accepted: list[tuple[str, str, str]] = []
     shared = []
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     for _ in range(BATCH_KILLS):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.store.batch_crash_child", db, world.operator,
-             *conversations], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-        lines = LineReader(proc.stdout)
-        try:
-            assert lines.until(lambda line: True, 30).strip() == "ready"
-            time.sleep(rng.uniform(0.05, 0.3))  # the random moment of the kill, not a sync
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-        out = "".join(lines.all_lines(30)).splitlines()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        out = killed_at_random(["tests.store.batch_crash_child", db, world.operator,
+                                *conversations], rng.uniform(0.05, 0.3))
         sent += [tuple(line.split()[1:]) for line in out if line.startswith("sent ")]  # type: ignore[misc]
         accepted += [tuple(line.split()[1:]) for line in out  # type: ignore[misc]
                      if line.startswith("accepted ")]

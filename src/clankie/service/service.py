@@ -191,8 +191,8 @@ class Service(RunHooks):
             with self._changed:
                 self._waiting += 1
                 try:
-                    self._changed.wait_for(
-                        lambda g=generation: self._generations.get(r.conversation_id, 0) != g
+                    self._changed.wait_for(  # the condition's lock is reentrant
+                        lambda g=generation: self.generation(r.conversation_id) != g
                         or self._stopping, remaining)
                 finally:
                     self._waiting -= 1
