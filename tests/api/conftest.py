@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from clankie.api import create_app
+from clankie.api.app import create_app
 from tests.world import World
 
 

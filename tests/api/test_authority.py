@@ -8,7 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from clankie import dto
-from clankie.api import create_app
+from clankie.api.app import create_app
 from tests.core.test_authority import EXPECTED
 from tests.world import World
 

@@ -8,7 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from clankie import dto
-from clankie.api import MAX_BODY_BYTES, create_app
+from clankie.api.app import MAX_BODY_BYTES, create_app
 from tests.api.conftest import Http
 from tests.world import World
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import uvicorn
 
-from clankie.api import create_app
-from clankie.api.server import _Server, unix_socket
+from clankie.api.app import HttpServer, create_app
+from clankie.api.server import unix_socket
 from clankie.client import Client
 from tests.world import World
 
@@ -26,7 +26,7 @@ def test_stopping_wakes_a_waiting_long_poll(world: World, tmp_path: Path):
     c = world.conversation()
     sock = unix_socket(tmp_path / "s.sock")
     assert (tmp_path / "s.sock").stat().st_mode & 0o777 == 0o600
-    server = _Server(uvicorn.Config(create_app(world.service), lifespan="off",
+    server = HttpServer(uvicorn.Config(create_app(world.service), lifespan="off",
                                     log_level="warning"), world.service)
     serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
     serving.start()

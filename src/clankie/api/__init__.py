@@ -1,5 +1,4 @@
-"""The HTTP dispatcher: `POST /v1/ops/{op}` onto the service, errors as RFC 9457 problems."""
+"""The HTTP dispatcher: `POST /v1/ops/{op}` onto the service, errors as RFC 9457 problems.
 
-from .app import MAX_BODY_BYTES, create_app
-
-__all__ = ["MAX_BODY_BYTES", "create_app"]
+`app` is the ASGI app and its server, `server` is `clankie serve` around them; this package
+imports neither on its own (serve loads the HTTP layer while start-up recovery runs)."""

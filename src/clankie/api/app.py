@@ -1,8 +1,9 @@
 """The ASGI app: `POST /v1/ops/{op}` and `GET /v1/openapi.json`, nothing else.
 
 Owns the HTTP edge: the body limit (64 KiB, enforced while reading, before parsing), JSON
-decoding, the bearer token, running the synchronous service off the event loop, and
-turning every failure into a problem document. It decides nothing the service decides.
+decoding, the bearer token, running the synchronous service off the event loop, turning
+every failure into a problem document, and the uvicorn server that wakes long-polls when
+it is stopped. It decides nothing the service decides.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 import json
 import logging
 from functools import partial
+from types import FrameType
 from typing import Any
 
 import anyio
+import uvicorn
 from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
@@ -30,6 +33,24 @@ MAX_BODY_BYTES = 64 * 1024
 # Long-polls wait in threads of their own so that they never starve other operations.
 _OPS_THREADS = 16
 _TAIL_THREADS = 64
+
+
+class HttpServer(uvicorn.Server):
+    """uvicorn's server; a stop wakes the long-polls at once (they would wait `wait_ms`)."""
+
+    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+        super().__init__(config)
+        self._service = service
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._service.stop_waiting()
+        super().handle_exit(sig, frame)
+
+
+def http_server(service: Service) -> HttpServer:
+    config = uvicorn.Config(create_app(service), lifespan="off", access_log=False,
+                            log_level="warning", timeout_graceful_shutdown=10)
+    return HttpServer(config, service)
 
 
 def create_app(service: Service) -> FastAPI:

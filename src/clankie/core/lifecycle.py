@@ -527,19 +527,39 @@ def set_workspace(conversation: Conversation, pending: Question | None,
     return _commit(replace(conversation, workspace=workspace), questions=questions, events=events)
 
 
+@dataclass(frozen=True, slots=True)
+class Restarted:
+    """What SPEC R3 makes of every conversation at start-up, the same for each: its pending
+    question ends `question`/`reason`, each unfinished run ends `run`/`error`, one revision
+    for both. The store applies it to all conversations at once (`Tx.restart_all`)."""
+
+    question: Status
+    reason: str
+    run: RunStatus
+    error: str
+
+
+RESTARTED: Final = Restarted(transition(Status.PENDING, Command.RESTART), REASON_RESTART,
+                             run_transition(RunStatus.QUEUED, RunCommand.FAIL),
+                             ORPHANED_BY_RESTART)
+assert RESTARTED.run is run_transition(RunStatus.RUNNING, RunCommand.FAIL)
+
+
 def restart(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
             now: datetime, new_id: NewId) -> Change | None:
-    """SPEC R3: before serving, cancel the pending question and fail every unfinished run.
+    """SPEC R3: before serving, cancel the pending question and fail every unfinished run,
+    as `RESTARTED` says (one conversation; the reference for `Tx.restart_all`).
 
     Nothing is executed again: a failed run is terminal in `RUN_TRANSITIONS`.
     """
     questions: list[Question] = []
     events: list[Event] = []
     if pending is not None:
-        ended, event = _end(conversation, pending, Command.RESTART, REASON_RESTART, now, new_id)
+        ended, event = _end(conversation, pending, Command.RESTART, RESTARTED.reason, now,
+                            new_id)
         questions, events = [ended], [event]
     orphaned = [
-        replace(r, status=run_transition(r.status, RunCommand.FAIL), error=ORPHANED_BY_RESTART,
+        replace(r, status=run_transition(r.status, RunCommand.FAIL), error=RESTARTED.error,
                 finished_at=now)
         for r in runs
         if r.status in (RunStatus.QUEUED, RunStatus.RUNNING)

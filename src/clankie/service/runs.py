@@ -199,21 +199,13 @@ class RunHooks(ServiceBase):
 
     def recover(self) -> Recovery:
         """SPEC R3, before serving: pending questions cancelled (`restart`), unfinished runs
-        failed (`orphaned_by_restart`). Nothing is executed again."""
-        now = self.clock()
-        questions = runs = 0
+        failed (`orphaned_by_restart`), all conversations at once. Nothing is executed
+        again."""
         with self._internal_write() as tx:
-            pending = {q.conversation_id: q for q in tx.pending_questions()}
-            unfinished: dict[str, list[Run]] = {}
-            for run in tx.unfinished_runs():
-                unfinished.setdefault(run.conversation_id, []).append(run)
-            for conversation_id in sorted(pending.keys() | unfinished.keys()):
-                change = lifecycle.restart(self._conversation(tx, conversation_id),
-                                           pending.get(conversation_id),
-                                           unfinished.get(conversation_id, []), now, self.new_id)
-                self._save(tx, change)
-                questions += conversation_id in pending
-                runs += len(unfinished.get(conversation_id, []))
+            questions, runs = tx.restart_all(
+                lifecycle.RESTARTED, self.clock(),
+                receipt_limit=self.settings.receipt_limit,
+                event_retention=self.settings.event_retention)
         return Recovery(questions, runs)
 
 

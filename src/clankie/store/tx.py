@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from clankie.core.lifecycle import Change
+from clankie.core.lifecycle import Change, Restarted
 from clankie.core.model import (
     Actor,
     Answer,
@@ -451,12 +451,99 @@ class Tx:
         self._run("UPDATE conversations SET last_seq = ?, trimmed_through = ? "
                   "WHERE conversation_id = ?", seq, trimmed, conversation_id)
 
+    def restart_all(self, restarted: Restarted, now: datetime, *, receipt_limit: int,
+                    event_retention: int) -> tuple[int, int]:
+        """SPEC R3 for every conversation at once, set-based (start-up: 10,000 conversations
+        in well under a second): each one with a pending question or an unfinished run gets
+        what `lifecycle.restart` gives it one at a time (the tests compare the two row by
+        row): one revision, the question's receipt, the runs failed, their events in order,
+        its next activity mark (in ID order), the bounds of `save`. Receipt IDs are random
+        UUIDs made by SQLite (no call back into Python per row). Returns (questions, runs).
+        """
+        args = {"question": restarted.question.value, "reason": restarted.reason,
+                "run": restarted.run.value, "error": restarted.error, "now": iso(now),
+                "retention": event_retention, "limit": receipt_limit}
+        for statement in _RESTART_ALL:
+            self._conn.execute(statement, {k: v for k, v in args.items()
+                                           if f":{k}" in statement})
+        plan = self._all("SELECT conversation_id, request_id IS NOT NULL, runs "
+                         "FROM temp.restart_plan")
+        self._conn.execute("DROP TABLE temp.restart_plan")
+        self.touched.update(row[0] for row in plan)
+        return sum(row[1] for row in plan), sum(row[2] for row in plan)
+
     def _evict_receipts(self, conversation_id: str, limit: int) -> None:
         self._run(
             "DELETE FROM questions WHERE conversation_id = ? AND status != 'pending' AND "
             "request_id NOT IN (SELECT request_id FROM questions WHERE conversation_id = ? AND "
             "status != 'pending' ORDER BY resolved_revision DESC, rowid DESC LIMIT ?)",
             conversation_id, conversation_id, limit)
+
+
+_UNFINISHED = "status IN ('queued', 'running')"
+# A random (version 4) UUID, as `uuid.uuid4()` writes it, from SQLite's own CSPRNG.
+_NEW_UUID = ("lower(printf('%s-%s-4%s-%x%s-%s', hex(randomblob(4)), hex(randomblob(2)), "
+             "substr(hex(randomblob(2)), 2), 8 + abs(random() % 4), "
+             "substr(hex(randomblob(2)), 2), hex(randomblob(6))))")
+# `Tx.restart_all`, in order: the plan (one row per conversation to restart, with its new
+# revision and activity mark), the events (after the last, question first, then runs
+# oldest first), the event bound, the conversations, the questions, the runs, the receipt
+# bound. The event bodies are those of `InputResolved.body` and `RunStatusChanged.body`.
+_RESTART_ALL = (
+    f"""CREATE TEMP TABLE restart_plan AS
+        SELECT c.conversation_id, c.revision + 1 AS revision, c.last_seq, c.trimmed_through,
+               q.request_id,
+               (SELECT count(*) FROM runs r WHERE r.conversation_id = c.conversation_id
+                AND r.{_UNFINISHED}) AS runs,
+               (SELECT coalesce(max(activity), 0) FROM conversations)
+               + row_number() OVER (ORDER BY c.conversation_id) AS activity
+        FROM conversations c
+        LEFT JOIN questions q ON q.conversation_id = c.conversation_id AND q.status = 'pending'
+        WHERE c.conversation_id IN (SELECT conversation_id FROM questions
+                                    WHERE status = 'pending'
+                                    UNION SELECT conversation_id FROM runs WHERE {_UNFINISHED})""",
+    """INSERT INTO events (conversation_id, seq, body)
+        SELECT conversation_id, last_seq + 1,
+               json_object('type', 'input_resolved', 'seq', last_seq + 1,
+                           'conversation_id', conversation_id, 'request_id', request_id,
+                           'outcome', :question, 'at', :now)
+        FROM temp.restart_plan WHERE request_id IS NOT NULL""",
+    f"""INSERT INTO events (conversation_id, seq, body)
+        SELECT conversation_id, seq,
+               json_object('type', 'run_status', 'seq', seq, 'conversation_id',
+                           conversation_id, 'run_id', run_id, 'kind', kind, 'status', :run,
+                           'error', :error, 'at', :now)
+        FROM (SELECT r.conversation_id, r.run_id, r.kind,
+                     p.last_seq + (p.request_id IS NOT NULL)
+                     + row_number() OVER (PARTITION BY r.conversation_id ORDER BY r.rowid) AS seq
+              FROM runs r JOIN temp.restart_plan p USING (conversation_id)
+              WHERE r.{_UNFINISHED})""",
+    """UPDATE temp.restart_plan SET last_seq = last_seq + (request_id IS NOT NULL) + runs""",
+    """DELETE FROM events
+        WHERE conversation_id IN (SELECT conversation_id FROM temp.restart_plan
+                                  WHERE last_seq - :retention > trimmed_through)
+          AND seq <= (SELECT p.last_seq - :retention FROM temp.restart_plan p
+                      WHERE p.conversation_id = events.conversation_id)""",
+    """UPDATE conversations
+        SET revision = p.revision, activity = p.activity, last_seq = p.last_seq,
+            trimmed_through = max(p.trimmed_through, p.last_seq - :retention)
+        FROM temp.restart_plan p WHERE conversations.conversation_id = p.conversation_id""",
+    f"""UPDATE questions
+        SET status = :question, receipt_id = {_NEW_UUID}, reason = :reason,
+            resolved_at = :now, resolved_revision = p.revision
+        FROM temp.restart_plan p
+        WHERE questions.request_id = p.request_id AND questions.status = 'pending'""",
+    f"""UPDATE runs SET status = :run, error = :error, finished_at = :now
+        WHERE {_UNFINISHED}""",
+    """DELETE FROM questions WHERE rowid IN (
+        SELECT id FROM (
+            SELECT q.rowid AS id, row_number() OVER (
+                PARTITION BY q.conversation_id
+                ORDER BY q.resolved_revision DESC, q.rowid DESC) AS newer
+            FROM questions q JOIN temp.restart_plan p USING (conversation_id)
+            WHERE p.request_id IS NOT NULL AND q.status != 'pending')
+        WHERE newer > :limit)""",
+)
 
 
 def _credential(row: tuple[Any, ...]) -> CredentialRow:
