@@ -96,14 +96,16 @@ class RunExecutor:
                         self._executing)
 
     def _drain(self, conversation_id: str) -> None:
-        """Run the conversation's queued runs one at a time, in order (R4), until none."""
+        """Run the conversation's queued runs one at a time, in order (R4), until none. A
+        finishing run starts the next one in its own transaction."""
         try:
+            run = None
             while not self._stopped:
                 with self._lock:
                     self._dirty.discard(conversation_id)
-                run = self._service.claim_next_run(conversation_id)
+                run = (self._execute(run) if run is not None
+                       else self._service.claim_next_run(conversation_id))
                 if run is not None:
-                    self._execute(run)
                     continue
                 with self._lock:
                     if conversation_id not in self._dirty:  # not woken while claiming
@@ -121,15 +123,20 @@ class RunExecutor:
         with self._count_lock:
             self._executing += delta
 
-    def _execute(self, run: Run) -> None:
+    def _execute(self, run: Run) -> Run | None:
+        """Execute a started run and finish it; returns the conversation's next run, started
+        by the finish (none once stopping)."""
         self._count(+1)
         try:
-            status, error = RunStatus.SUCCEEDED, None
+            status, error, said = RunStatus.SUCCEEDED, None, ()
             try:
-                context = self._service.run_context(run.run_id)
                 settings = self._service.settings
-                run_turn(self._model_for(context), context,
-                         RunTools(self._service, run.run_id, settings), settings.max_steps)
+                tools = RunTools(self._service, run.run_id, settings)
+                context = self._service.run_context(run.run_id)
+                try:
+                    run_turn(self._model_for(context), context, tools, settings.max_steps)
+                finally:
+                    said = tools.unsaid()
             except ModelError as exc:
                 status, error = RunStatus.FAILED, f"model_error: {exc}"
             except ClankieError as exc:
@@ -138,8 +145,22 @@ class RunExecutor:
                 log.exception("run %s failed", run.run_id)
                 status, error = RunStatus.FAILED, f"internal_error: {type(exc).__name__}"
             try:
-                self._service.finish_run(run.run_id, status, error)
+                return self._finish(run, status, error, said)
             except (ClankieError, IllegalTransition) as exc:
                 log.error("run %s could not be recorded as %s: %s", run.run_id, status, exc)
+                return None
         finally:
             self._count(-1)
+
+    def _finish(self, run: Run, status: RunStatus, error: str | None,
+                said: tuple[str, ...]) -> Run | None:
+        try:
+            return self._service.finish_run(run.run_id, status, error, said=said,
+                                            claim_next=not self._stopped)
+        except ClankieError as exc:
+            if not said:
+                raise
+            # its last words could not be stored: the run fails, saying why, without them
+            return self._service.finish_run(run.run_id, RunStatus.FAILED,
+                                            f"{exc.code}: {exc.detail}",
+                                            claim_next=not self._stopped)

@@ -8,6 +8,7 @@ run is given, and recovery before serving (R3). The executor is `executor.py`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -98,11 +99,15 @@ class RunHooks(ServiceBase):
         with self._storage(), self.store.read() as tx:
             return self._conversation(tx, self._run(tx, run_id).conversation_id).workspace
 
-    def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome) -> None:
+    def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
+                         said: Sequence[str] = ()) -> None:
         """One tool call of a running run: kept for later runs' history, and shown as one
-        `tool_activity` event (W9). It changes nothing else: the revision stays."""
+        `tool_activity` event (W9), after the words the run said before it (`said`). It
+        changes nothing else: the revision stays."""
         with self._internal_write() as tx:
-            self._record(tx, self._run(tx, run_id), call, outcome)
+            run = self._run(tx, run_id)
+            self._say(tx, run, said)
+            self._record(tx, run, call, outcome)
 
     def _record(self, tx: Tx, run: Run, call: CallRecord, outcome: Outcome) -> None:
         if run.status is not RunStatus.RUNNING:
@@ -134,34 +139,40 @@ class RunHooks(ServiceBase):
     def claim_next_run(self, conversation_id: str) -> Run | None:
         """SPEC R4: the oldest queued run, if no run of the conversation is running."""
         with self._internal_write() as tx:
-            conversation = self._conversation(tx, conversation_id)
-            unfinished = tx.unfinished_runs(conversation_id)
-            if not unfinished or unfinished[0].status is not RunStatus.QUEUED:
-                return None
-            change = lifecycle.move_run(conversation, unfinished[0], RunCommand.START,
-                                        self.clock())
-            self._save(tx, change)
+            return self._claim(tx, conversation_id)
+
+    def _claim(self, tx: Tx, conversation_id: str) -> Run | None:
+        unfinished = tx.unfinished_runs(conversation_id)
+        if not unfinished or unfinished[0].status is not RunStatus.QUEUED:
+            return None
+        change = lifecycle.move_run(self._conversation(tx, conversation_id), unfinished[0],
+                                    RunCommand.START, self.clock())
+        self._save(tx, change)
         return change.runs[0]
 
-    def finish_run(self, run_id: str, status: RunStatus, error: str | None = None) -> Run:
+    def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
+                   said: Sequence[str] = (), claim_next: bool = False) -> Run | None:
+        """End a run, after the last words it said (`said`); with `claim_next`, start the
+        conversation's next queued run in the same transaction (R4) and return it."""
         with self._internal_write() as tx:
             run = self._run(tx, run_id)
-            change = lifecycle.move_run(self._conversation(tx, run.conversation_id), run,
-                                        lifecycle.FINISHING[status], self.clock(), error)
-            self._save(tx, change)
-        return change.runs[0]
+            self._say(tx, run, said)
+            self._save(tx, lifecycle.move_run(self._conversation(tx, run.conversation_id), run,
+                                              lifecycle.FINISHING[status], self.clock(), error))
+            return self._claim(tx, run.conversation_id) if claim_next else None
 
-    def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None
-                     ) -> dto.AskResult:
+    def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
+                     said: Sequence[str] = ()) -> dto.AskResult:
         """The `ask_question` tool (SPEC Q1-Q5): returns at once; refusal is a result. With
-        `call`, the call is recorded (W9) in the same transaction as the question."""
+        `call`, the call is recorded (W9) in the same transaction as the question, and so
+        are the words the run said before it (`said`)."""
         try:
             parsed = dto.ASK_QUESTION_ARGS.validate_python(arguments)
         except ValidationError as exc:
             result = dto.AskResult(status="refused", reason="invalid_request",
                                    detail=invalid_request(exc).detail)
             if call is not None:
-                self.record_tool_call(run_id, call, ask_outcome(result))
+                self.record_tool_call(run_id, call, ask_outcome(result), said)
             return result
         if isinstance(parsed, dto.ChoiceAsk):
             args = AskArgs(QuestionKind.CHOICE, parsed.prompt,
@@ -172,6 +183,7 @@ class RunHooks(ServiceBase):
         now = self.clock()
         with self._internal_write() as tx:
             run = self._run(tx, run_id)
+            self._say(tx, run, said)
             conversation = self._conversation(tx, run.conversation_id)
             asked = lifecycle.ask(conversation, tx.pending_question(conversation.conversation_id),
                                   run, args, self._facts(tx, conversation, now), self.new_id,
@@ -183,17 +195,20 @@ class RunHooks(ServiceBase):
                 self._record(tx, run, call, ask_outcome(result))
         return result
 
-    def post_reply(self, run_id: str, text: str) -> str:
-        """Clankie's message from a running run; returns its message ID."""
+    def post_replies(self, run_id: str, texts: Sequence[str]) -> None:
+        """Clankie's messages from a running run, in one transaction."""
         with self._internal_write() as tx:
-            run = self._run(tx, run_id)
+            self._say(tx, self._run(tx, run_id), texts)
+
+    def _say(self, tx: Tx, run: Run, texts: Sequence[str]) -> None:
+        """Each text a message of Clankie's (one change each), only from a running run."""
+        for text in texts:
             if run.status is not RunStatus.RUNNING:
                 raise ClankieError("not_eligible", "only a running run can reply")
-            change, message, _ = lifecycle.post_message(
+            change, _, _ = lifecycle.post_message(
                 self._conversation(tx, run.conversation_id), Author.CLANKIE, text,
                 self.clock(), self.new_id, start_turn=False)
             self._save(tx, change)
-        return message.message_id
 
     # ------------------------------------------------------------------------ recovery
 

@@ -4,7 +4,9 @@ Owns the `ToolBox` the turn loop is given: `ask_question` goes to the service (Q
 a workspace tool runs against the conversation's workspace as bound now (W8), within the
 run's `run_tool_budget` of result bytes (past it, `budget_exhausted`); every call, refused
 ones included, is recorded with one `tool_activity` event. Clankie's replies go through
-here too.
+here too, stored with the next thing the run stores: the question it asks, the record of
+a tool call (before a workspace tool starts, since it may take a while), or its finish
+(`unsaid`). So a run that says something and asks writes once, not twice.
 """
 
 from __future__ import annotations
@@ -29,9 +31,14 @@ class RunTools:
         self._left = settings.run_tool_budget
         self._settings = workspace_tools.Settings(deny_list(settings.workspace_deny),
                                                   settings.git_timeout)
+        self._unsaid: list[str] = []
 
     def say(self, text: str) -> None:
-        self._service.post_reply(self._run_id, text)
+        self._unsaid.append(text)
+
+    def unsaid(self) -> tuple[str, ...]:
+        """What the run said that is not stored yet: the finish stores it."""
+        return tuple(self._unsaid)
 
     def call(self, step: int, call: ToolCall) -> str:
         record = CallRecord(step, call.call_id, call.name, call.arguments)
@@ -41,12 +48,18 @@ class RunTools:
             except json.JSONDecodeError:
                 outcome = refused("invalid_request", "the arguments are not JSON",
                                   "ask_question: bad arguments")
-            else:  # asked and recorded in one transaction
-                return ask_outcome(self._service.ask_question(self._run_id, arguments,
-                                                              record)).text
+            else:  # said, asked and recorded in one transaction
+                result = self._service.ask_question(self._run_id, arguments, record,
+                                                    self.unsaid())
+                self._unsaid.clear()
+                return ask_outcome(result).text
         else:
+            if self._unsaid:  # out before the tool starts
+                self._service.post_replies(self._run_id, self.unsaid())
+                self._unsaid.clear()
             outcome = self._workspace(call)
-        self._service.record_tool_call(self._run_id, record, outcome)
+        self._service.record_tool_call(self._run_id, record, outcome, self.unsaid())
+        self._unsaid.clear()
         return outcome.text
 
     def _workspace(self, call: ToolCall) -> Outcome:
