@@ -150,7 +150,8 @@ class Facts:
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """Everything one transaction commits for one conversation. The revision moved by one."""
+    """Everything one change commits for one conversation. The revision moved by one (a
+    transaction may hold several changes: a run's words and its question, say)."""
 
     conversation: Conversation
     questions: tuple[Question, ...] = ()

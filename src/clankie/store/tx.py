@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -120,6 +120,11 @@ class Tx:
 
     def _run(self, sql: str, *args: Any) -> int:
         return self._conn.execute(sql, args).rowcount
+
+    def _returned(self, sql: str, *args: Any) -> tuple[Any, ...] | None:
+        """The row a `... RETURNING` statement returned, if any (run to its end)."""
+        rows = self._all(sql, *args)
+        return rows[0] if rows else None
 
     # ----------------------------------------------------------------- owners, credentials
 
@@ -332,7 +337,12 @@ class Tx:
     def append_events(self, conversation_id: str, events: Iterable[Event], retention: int
                       ) -> None:
         """Events that record no change of the conversation (its revision stays)."""
-        self._append_events(conversation_id, events, retention)
+        batch = list(events)
+        numbered = self._returned("UPDATE conversations SET last_seq = last_seq + ? "
+                                  "WHERE conversation_id = ? RETURNING last_seq, trimmed_through",
+                                  len(batch), conversation_id)
+        assert numbered is not None
+        self._write_events(conversation_id, batch, numbered, retention)
 
     def events_after(self, conversation_id: str, after: int, limit: int) -> EventPage:
         bounds = self._one("SELECT last_seq, trimmed_through FROM conversations "
@@ -367,14 +377,15 @@ class Tx:
         self.saved.append(change)
         c = change.conversation
         ws = c.workspace
-        updated = self._run(
+        numbered = self._returned(  # the events' numbers are taken in the same statement
             "UPDATE conversations SET revision = ?, incarnation = ?, native_owner = ?, "
             "workspace_path = ?, workspace_dev = ?, workspace_ino = ?, workspace_birth = ?, "
-            f"activity = {_NEXT_ACTIVITY} WHERE conversation_id = ? AND revision = ?",
+            f"activity = {_NEXT_ACTIVITY}, last_seq = last_seq + ? "
+            "WHERE conversation_id = ? AND revision = ? RETURNING last_seq, trimmed_through",
             c.revision, c.incarnation, c.native_owner, ws.path if ws else None,
             ws.dev if ws else None, ws.ino if ws else None, ws.birth if ws else None,
-            c.conversation_id, c.revision - 1)
-        if updated != 1:
+            len(change.events), c.conversation_id, c.revision - 1)
+        if numbered is None:
             raise sqlite3.IntegrityError(f"conversation {c.conversation_id} moved concurrently")
         for question in change.questions:
             self._save_question(question)
@@ -384,7 +395,7 @@ class Tx:
             self._run("INSERT INTO messages (message_id, conversation_id, author, text, at) "
                       "VALUES (?, ?, ?, ?, ?)", message.message_id, message.conversation_id,
                       message.author.value, message.text, iso(message.at))
-        self._append_events(c.conversation_id, change.events, event_retention)
+        self._write_events(c.conversation_id, change.events, numbered, event_retention)
         if any(q.status is not Status.PENDING for q in change.questions):
             self._evict_receipts(c.conversation_id, receipt_limit)
 
@@ -429,27 +440,25 @@ class Tx:
             iso(r.started_at) if r.started_at else None,
             iso(r.finished_at) if r.finished_at else None)
 
-    def _append_events(self, conversation_id: str, events: Iterable[Event], retention: int) -> None:
-        row = self._one("SELECT last_seq, trimmed_through FROM conversations "
-                        "WHERE conversation_id = ?", conversation_id)
-        assert row is not None
-        seq, trimmed = int(row[0]), int(row[1])
-        bodies = []
-        for event in events:
-            seq += 1
-            bodies.append((conversation_id, seq, json.dumps(event.body(seq), ensure_ascii=False)))
-        if not bodies:
+    def _write_events(self, conversation_id: str, events: Sequence[Event],
+                      numbered: tuple[Any, ...], retention: int) -> None:
+        """Events numbered up to `last_seq`, which already counts them; the oldest beyond
+        the retention are trimmed (V1)."""
+        last, trimmed = int(numbered[0]), int(numbered[1])
+        if not events:
             return
         self.touched.add(conversation_id)
-        self._conn.executemany("INSERT INTO events (conversation_id, seq, body) VALUES (?, ?, ?)",
-                               bodies)
-        keep_from = seq - retention
+        first = last - len(events) + 1
+        self._conn.executemany(
+            "INSERT INTO events (conversation_id, seq, body) VALUES (?, ?, ?)",
+            [(conversation_id, seq, json.dumps(event.body(seq), ensure_ascii=False))
+             for seq, event in enumerate(events, start=first)])
+        keep_from = last - retention
         if keep_from > trimmed:
             self._run("DELETE FROM events WHERE conversation_id = ? AND seq <= ?",
                       conversation_id, keep_from)
-            trimmed = keep_from
-        self._run("UPDATE conversations SET last_seq = ?, trimmed_through = ? "
-                  "WHERE conversation_id = ?", seq, trimmed, conversation_id)
+            self._run("UPDATE conversations SET trimmed_through = ? WHERE conversation_id = ?",
+                      keep_from, conversation_id)
 
     def restart_all(self, restarted: Restarted, now: datetime, *, receipt_limit: int,
                     event_retention: int) -> tuple[int, int]:
