@@ -10,7 +10,8 @@ one JSON document: each figure, its ratio to the floor where one applies, and it
 - `input_answer`, 1 client and 8 clients; each answer is to its own pending question,
   and each accepted answer's continuation really runs (it replies and asks again);
 - answer sent -> the continuation's `running` event delivered to a waiting `events_tail`;
-- `input_get` with 10 and with 100,000 events in the conversation;
+- `input_get` with 10 and with 100,000 events in the conversation, and the same call from a
+  raw-socket client that costs almost nothing (what the server takes; httpx adds the rest);
 - `clankie serve` ready after a kill that left 10,000 pending questions and 10,000
   queued runs;
 - `conversation_list` (a page of 100) and a prefix lookup among 50,000 conversations.
@@ -28,6 +29,7 @@ import os
 import platform
 import random
 import signal
+import socket
 import sqlite3
 import statistics
 import subprocess
@@ -194,17 +196,17 @@ def settle(client: Client, conversation_ids: list[str]) -> None:
 
 
 def floor(tmp: Path, accepts: int) -> dict[str, Any]:
-    socket, database = tmp / "floor.sock", tmp / "floor.db"
-    server = Server([sys.executable, str(BENCH / "floor_server.py"), str(socket),
+    listening, database = tmp / "floor.sock", tmp / "floor.db"
+    server = Server([sys.executable, str(BENCH / "floor_server.py"), str(listening),
                      str(database)], dict(os.environ), "floor serving")
     try:
         def payloads(n: int) -> list[dict[str, Any]]:
             return [{"conversation_id": str(uuid.uuid4()), "request_id": str(uuid.uuid4()),
                      "incarnation": str(uuid.uuid4()), "revision": 2,
                      "option_id": str(uuid.uuid4())} for _ in range(n)]
-        url = f"unix://{socket}"
+        url = f"unix://{listening}"
         for _ in range(50):  # the socket file appears before uvicorn accepts
-            if socket.exists():
+            if listening.exists():
                 break
             time.sleep(0.05)
         return {"1_client": drive(url, "-", payloads(accepts), 1),
@@ -256,6 +258,36 @@ def reads(home: Path, workspace: Path, events: int, count: int) -> dict[str, Any
             snap = client.call("input_get", {"conversation_id": c})
             samples.append(time.perf_counter() - start)
             assert snap["pending"] is not None
+        raw = raw_reads(home / "clankie.sock", client.token, c, count)
+    return dict(summary(samples), server_seen_by_a_raw_socket_client=raw)
+
+
+def raw_reads(socket_path: Path, token: str, conversation_id: str, count: int
+              ) -> dict[str, Any]:
+    """The same `input_get` from a client that costs almost nothing (the request's bytes
+    built once, the reply read by its Content-Length): what the server itself takes, and
+    so what the httpx client adds."""
+    body = json.dumps({"conversation_id": conversation_id}).encode()
+    request = (b"POST /v1/ops/input_get HTTP/1.1\r\nhost: clankie\r\n"
+               b"authorization: Bearer " + token.encode() + b"\r\n"
+               b"content-type: application/json\r\n"
+               b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    samples = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(socket_path))
+        for _ in range(count):
+            start = time.perf_counter()
+            sock.sendall(request)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += sock.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            while len(rest) < length:
+                rest += sock.recv(65536)
+            samples.append(time.perf_counter() - start)
+            assert head.startswith(b"HTTP/1.1 200") and json.loads(rest)["pending"]
     return summary(samples)
 
 
