@@ -145,3 +145,17 @@ def test_m2_a_plain_directory_project_counts_by_path(tmp_path: Path):
     plain = tmp_path / "plain"
     (plain / "inner").mkdir(parents=True)
     assert fact(plain / "inner", ("p1", plain))["status"] == "member"
+
+
+def test_m2_an_inherited_git_dir_does_not_answer_for_the_project(repo: Path, tmp_path: Path,
+                                                                  monkeypatch):
+    """The service's own environment must not choose the repository Git reads: with
+    `GIT_DIR` naming another repository (which has a worktree at the workspace), Git would
+    list that repository's worktrees instead of the project's (the workspace tools' Git
+    drops every inherited `GIT_*` too, W7)."""
+    other = repository(tmp_path / "other")
+    git("worktree", "add", "-q", str(tmp_path / "wt"), "-b", "feature", cwd=other)
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    assert fact(tmp_path / "wt", ("p1", repo)) == {"status": "not_member",
+                                                   "project_id": None, "reason": None}

@@ -97,7 +97,7 @@ class RunExecutor:
 
     def _drain(self, conversation_id: str) -> None:
         """Run the conversation's queued runs one at a time, in order (R4), until none. A
-        finishing run starts the next one in its own transaction."""
+        finishing run starts the next one in the transaction that finishes it."""
         try:
             run = None
             while not self._stopped:

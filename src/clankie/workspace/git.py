@@ -44,12 +44,14 @@ _RUNS_COMMANDS = re.compile(
     r"credential\..*helper|gpg\..*program|sequence\.editor|uploadpack\..+|"
     r"remote\..+\.(uploadpack|receivepack|proxy)|core\.alternaterefscommand)$",
     re.IGNORECASE)
-_FIXED = ["--no-pager", "--no-optional-locks", "-c", "core.fsmonitor=false",
+FIXED = ["--no-pager", "--no-optional-locks", "-c", "core.fsmonitor=false",
           "-c", "core.pager=cat", "-c", "protocol.allow=never", "-c", "core.quotepath=off",
           "-c", "color.ui=false"]
 
 
-def _environment() -> dict[str, str]:
+def environment() -> dict[str, str]:
+    """This process's environment without `GIT_*` (nothing inherited chooses a repository,
+    a config or a command), with no prompts, pagers, protocols or optional locks."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(LC_ALL="C", GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat",
                PAGER="cat", GIT_OPTIONAL_LOCKS="0", GIT_ALLOW_PROTOCOL="",
@@ -70,12 +72,12 @@ class Git:
         git = shutil.which("git")
         if git is None:
             raise Refusal("git_unavailable", "git is not installed")
-        argv = [git, *_FIXED, *self._safe_overrides(git), *args]
+        argv = [git, *FIXED, *self._safe_overrides(git), *args]
         return self._spawn(argv, check)
 
     def _spawn(self, argv: list[str], check: bool) -> bytes:
         try:
-            done = subprocess.run(argv, cwd=self.root.proc_path, env=_environment(),
+            done = subprocess.run(argv, cwd=self.root.proc_path, env=environment(),
                                   stdin=subprocess.DEVNULL, capture_output=True,
                                   timeout=self.timeout, pass_fds=(self.root.fd,), check=False)
         except subprocess.TimeoutExpired:
@@ -94,7 +96,7 @@ class Git:
     def _safe_overrides(self, git: str) -> list[str]:
         """`-c KEY=` for every command-running setting the configuration names."""
         if self._overrides is None:
-            listed = self._spawn([git, *_FIXED, "config", "--null", "--list"], check=False)
+            listed = self._spawn([git, *FIXED, "config", "--null", "--list"], check=False)
             keys = {item.split(b"\n", 1)[0].decode("utf-8", "replace")
                     for item in listed.split(b"\0") if item}
             self._overrides = [arg for key in sorted(keys) if _RUNS_COMMANDS.match(key)

@@ -4,8 +4,9 @@ Owns the rule: a workspace is a member of project P when it lies inside P's root
 inside a worktree that P's repository has registered (`git worktree list --porcelain`).
 Anything it cannot be sure of is `unknown`: more than one project (`ambiguous`), an
 identity that changed (`changed`), Git missing, failing, slow or a prunable worktree
-(`unverified`). It only reads: no enrollment, no Git changes (`GIT_OPTIONAL_LOCKS=0`),
-nothing written anywhere.
+(`unverified`). It only reads: no enrollment, no Git changes, nothing written anywhere;
+Git runs as the workspace tools run it (`git.FIXED`, `git.environment()`: no inherited
+`GIT_*`, no optional locks, no pager, no protocol).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from clankie.core.model import WorkspaceIdentity
 
+from .git import FIXED, environment
 from .identity import identify
 
 Status = Literal["member", "not_member", "unknown"]
@@ -98,11 +100,11 @@ def list_worktrees(repository: str, timeout: float) -> list[Worktree]:
     git = shutil.which("git")
     if git is None:
         raise GitUnverified("git is not on PATH")
-    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
     try:
-        done = subprocess.run([git, "-C", repository, "worktree", "list", "--porcelain"],
-                              capture_output=True, text=True, timeout=timeout, env=env,
-                              stdin=subprocess.DEVNULL, check=False)
+        done = subprocess.run([git, *FIXED, "-C", repository, "worktree", "list",
+                               "--porcelain"], capture_output=True, text=True,
+                              timeout=timeout, env=environment(), stdin=subprocess.DEVNULL,
+                              check=False)
     except (subprocess.TimeoutExpired, OSError) as exc:
         raise GitUnverified(str(exc)) from None
     if done.returncode != 0:
