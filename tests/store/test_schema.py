@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from clankie.store import Store
-from clankie.store.db import SchemaTooNew
+from clankie.store.db import SchemaTooNew, StoreUnusable
 from clankie.store.schema import MIGRATIONS
 from tests.world import World
 
@@ -142,3 +142,14 @@ def test_reads_from_short_lived_threads_open_no_new_descriptors(tmp_path: Path):
         assert len(os.listdir("/proc/self/fd")) <= before
     finally:
         store.close()
+
+
+def test_an_sqlite_too_old_for_the_store_is_refused_before_anything_is_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The store's SQL needs SQLite 3.35 (`RETURNING`, `UPDATE ... FROM`); an older library
+    is said plainly and touches nothing, instead of failing every write later."""
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.34.1")
+    with pytest.raises(StoreUnusable, match=r"SQLite 3\.35 or newer.*3\.34\.1"):
+        Store(tmp_path / "s.db")
+    assert not (tmp_path / "s.db").exists()

@@ -18,7 +18,7 @@ from clankie import __version__
 from clankie.core.errors import ClankieError
 from clankie.home import Home
 from clankie.settings import SettingsError, load_settings, settings_table
-from clankie.store.db import SchemaTooNew
+from clankie.store.db import StoreUnusable
 
 from . import access, chat, conversations, doctor
 from .common import write_private
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except KeyboardInterrupt:
         return 130
-    except (ClankieError, SettingsError, SchemaTooNew) as exc:
+    except (ClankieError, SettingsError, StoreUnusable) as exc:
         typer.echo(f"clankie: {exc}", err=True)
         return 1
     except Exception as exc:  # anything unexpected: one line, never a traceback

@@ -38,12 +38,23 @@ class _Batch:
     committed: threading.Event = field(default_factory=threading.Event)
 
 
-class SchemaTooNew(Exception):
+MIN_SQLITE = (3, 35, 0)  # RETURNING (events numbered in an UPDATE), UPDATE ... FROM
+
+
+class StoreUnusable(Exception):
+    """This clankie cannot use the store: said to the user as it is."""
+
+
+class SchemaTooNew(StoreUnusable):
     """The store was written by a newer clankie than this one."""
 
 
 class Store:
     def __init__(self, path: Path | str) -> None:
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            raise StoreUnusable(
+                f"clankie needs SQLite {'.'.join(map(str, MIN_SQLITE[:2]))} or newer; this "
+                f"Python uses SQLite {sqlite3.sqlite_version}")
         self.path = str(path)
         # Test-only fault hook: called inside every write transaction just before COMMIT.
         self.before_commit: Callable[[], None] | None = None
