@@ -5,7 +5,10 @@ Between kills, one client acts at random on six conversations as a user's script
 operator option answers, text answers, a Take Control device answering, identical
 duplicates, cancels, resets, a native takeover, messages (each message's turn asks), and
 answers to requests whose receipts were evicted (default `receipt_limit`). Questions
-expire after a few seconds, so expiry happens too. After every restart it verifies:
+expire after a second: every sixth round lasts long enough that one question, left alone,
+expires: answered from a snapshot read before it expired, it is `request_expired` (A7);
+read, it has expired; answered again, `request_closed` (A5). After every restart it
+verifies:
 
 - every acknowledged answer is there: its receipt names the same run (or the receipt was
   evicted: then the run itself still carries the receipt), and answering it again
@@ -37,7 +40,10 @@ from tests.e2e.served import Served
 ASK = {"kind": "choice", "prompt": "Tabs or spaces?", "allow_text": True,
        "options": [{"label": "tabs"}, {"label": "spaces"}]}
 SCRIPT = {"turns": [[{"ask": ASK}]] * 5_000}
-ENV = {"CLANKIE_QUESTION_TTL": "4"}
+ENV = {"CLANKIE_QUESTION_TTL": "1"}
+READ_S, HOLD_S = 0.3, 1.4  # a held question is read, then answered, this long after it
+# was first seen pending (its TTL is 1 s)
+LONG_ROUND = 6  # every sixth round is long enough for that
 
 
 @dataclass
@@ -48,6 +54,16 @@ class Ack:
     run_id: str | None
     payload: dict[str, Any]
     token: str
+
+
+@dataclass
+class Held:
+    """A pending question the campaign leaves alone until it has expired."""
+
+    conversation_id: str
+    request_id: str
+    seen: float  # monotonic
+    snapshot: dict[str, Any] | None = None  # read before it expired
 
 
 @dataclass
@@ -75,6 +91,7 @@ class Campaign:
                     "conversation_create", workspace=str(workspace)).conversation_id))
             self.device = client.op("device_pair", name="phone", mode="control").token
         self.operator = self.served.home.token_file.read_text().strip()
+        self.held: Held | None = None  # a question left alone to expire
         self._lease()
 
     def _lease(self) -> None:
@@ -92,10 +109,21 @@ class Campaign:
                     return  # killed
 
     def _act(self, client: Client) -> None:
-        c = self.rng.choice(self.conversations[:-1] if self.rng.random() < 0.98
-                            else self.conversations)
+        held = self.held
+        if held is not None and held.snapshot is None and time.monotonic() > held.seen + READ_S:
+            self._read_held(client, held)
+            return
+        if held is not None and time.monotonic() > held.seen + HOLD_S:
+            self._answer_expired(client, held)
+            return
+        c = self.rng.choice([c for c in (self.conversations[:-1] if self.rng.random() < 0.98
+                                         else self.conversations)
+                             if held is None or c != held.conversation_id])
         snap = client.call("input_get", {"conversation_id": c})
         pending = snap["pending"]
+        if pending is not None and held is None:
+            self.held = Held(c, pending["request_id"], time.monotonic())
+            return
         roll = self.rng.random()
         if pending is None or roll < 0.1:
             self._call(client, "conversation_send", {"conversation_id": c, "text": "go on"})
@@ -120,6 +148,44 @@ class Campaign:
             self._call(client, "native_takeover", {"conversation_id": c, "seat": "tmux:1"})
         else:
             self._evicted_answer(client)
+
+    def _read_held(self, client: Client, held: Held) -> None:
+        """The snapshot a user reads before the question expires, and answers too late."""
+        snap = client.call("input_get", {"conversation_id": held.conversation_id})
+        if snap["pending"] is None or snap["pending"]["request_id"] != held.request_id:
+            self.held = None  # it was asked long before it was seen: expired already
+            self.ledger.counts["expired:before the read"] += 1
+            return
+        held.snapshot = snap
+
+    def _answer_expired(self, client: Client, held: Held) -> None:
+        """Past its TTL, untouched: answered from the earlier snapshot it is
+        `request_expired` (A7, which commits the expiry); read, it has expired; answered
+        again, `request_closed` (A5). Nothing else is right."""
+        self.held = None
+        assert held.snapshot is not None
+        q = held.snapshot["pending"]
+        payload = {"conversation_id": held.conversation_id, "request_id": held.request_id,
+                   "incarnation": held.snapshot["incarnation"],
+                   "revision": held.snapshot["revision"],
+                   "option_id": q["options"][0]["option_id"]}
+        for expected in ("request_expired", "request_closed"):
+            try:
+                client.call("input_answer", payload)
+                self.ledger.errors.append("an expired question took an answer")
+                return
+            except ApiError as exc:
+                self.ledger.counts[f"expired:{exc.code}"] += 1
+                if exc.code != expected:
+                    self.ledger.errors.append(f"answering an expired question gave "
+                                              f"{exc.code}, not {expected}")
+                    return
+            snap = client.call("input_get", {"conversation_id": held.conversation_id,
+                                             "request_id": held.request_id})
+            if snap["request"]["status"] != "expired":
+                self.ledger.errors.append(f"an expired question reads as "
+                                          f"{snap['request']['status']}")
+            payload |= {"revision": snap["revision"]}
 
     def _call(self, client: Client, op: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         try:
@@ -248,13 +314,15 @@ class Campaign:
     def kill_and_restart(self) -> None:
         self.served.stop(signal.SIGKILL)
         self.served = Served.start(self.root / "home", init=False, script=SCRIPT, env=ENV)
+        self.held = None  # R3 cancelled it
         self._lease()
 
     def run(self, kills: int) -> dict[str, Any]:
         started = time.monotonic()
         try:
-            for _ in range(kills):
-                moment = self.rng.uniform(0.05, 0.6)
+            for round_number in range(1, kills + 1):
+                moment = (self.rng.uniform(0.05, 0.6) if round_number % LONG_ROUND
+                          else self.rng.uniform(HOLD_S + 0.6, HOLD_S + 1.0))
                 killer = threading.Timer(moment, self.served.proc.send_signal,
                                          args=(signal.SIGKILL,))
                 killer.start()

@@ -17,4 +17,5 @@ def test_r3_a4_a9_thirty_kills_lose_no_acknowledged_answer_and_run_nothing_twice
     assert summary["acknowledged_answers_checked"] >= KILLS, summary  # it did real work
     counts = summary["counts"]
     assert counts.get("duplicate:same receipt", 0) >= 1, counts
+    assert counts.get("expired:request_expired", 0) >= 1, counts  # S5/A7 under kills too
     assert summary["runs_checked"] >= KILLS
