@@ -45,8 +45,8 @@ _RUNS_COMMANDS = re.compile(
     r"remote\..+\.(uploadpack|receivepack|proxy)|core\.alternaterefscommand)$",
     re.IGNORECASE)
 FIXED = ["--no-pager", "--no-optional-locks", "-c", "core.fsmonitor=false",
-          "-c", "core.pager=cat", "-c", "protocol.allow=never", "-c", "core.quotepath=off",
-          "-c", "color.ui=false"]
+         "-c", "core.pager=cat", "-c", "protocol.allow=never", "-c", "core.quotepath=off",
+         "-c", "color.ui=false"]
 
 
 def environment() -> dict[str, str]:
