@@ -10,7 +10,7 @@ from tests.chaos import Campaign
 KILLS = 30
 
 
-def test_r3_a4_a9_thirty_kills_lose_no_acknowledged_answer_and_run_nothing_twice(
+def test_r3_a4_a5_a7_a9_s5_thirty_kills_lose_no_acknowledged_answer_and_run_nothing_twice(
         tmp_path: Path):
     summary = Campaign(tmp_path, seed=20261130).run(KILLS)
     assert summary["errors"] == [], summary

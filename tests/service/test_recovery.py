@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from clankie.core import lifecycle
-from clankie.core.model import Run
 from clankie.settings import Settings
 from clankie.store import Store
 
@@ -23,22 +22,23 @@ from ..world import TEXT, World
 def recover_one_by_one(world: World, store: Store) -> tuple[int, int]:
     """The reference: the core's `restart` for each conversation, saved on its own."""
     settings, questions, runs = world.service.settings, 0, 0
+    with sqlite3.connect(store.path) as conn:
+        ids = sorted(c for (c,) in conn.execute("SELECT conversation_id FROM conversations"))
+    conn.close()
     with store.write() as tx:
-        pending = {q.conversation_id: q for q in tx.pending_questions()}
-        unfinished: dict[str, list[Run]] = {}
-        for run in tx.unfinished_runs():
-            unfinished.setdefault(run.conversation_id, []).append(run)
-        for conversation_id in sorted(pending.keys() | unfinished.keys()):
+        for conversation_id in ids:
             conversation = tx.conversation(conversation_id)
             assert conversation is not None
-            change = lifecycle.restart(conversation, pending.get(conversation_id),
-                                       unfinished.get(conversation_id, []), world.clock(),
+            pending = tx.pending_question(conversation_id)
+            unfinished = tx.unfinished_runs(conversation_id)
+            change = lifecycle.restart(conversation, pending, unfinished, world.clock(),
                                        world.service.new_id)
-            assert change is not None
+            if change is None:
+                continue
             tx.save(change, receipt_limit=settings.receipt_limit,
                     event_retention=settings.event_retention)
-            questions += conversation_id in pending
-            runs += len(unfinished.get(conversation_id, []))
+            questions += pending is not None
+            runs += len(unfinished)
     return questions, runs
 
 

@@ -81,7 +81,7 @@ def send(world: World, c: str, text: str = "hi") -> Callable[[], Any]:
     return lambda: world.call("conversation_send", {"conversation_id": c, "text": text})
 
 
-def test_a_continuation_that_says_and_asks_writes_three_times(world: World, stop_after):
+def test_a10_w9_a_continuation_that_says_and_asks_writes_three_times(world: World, stop_after):
     """Start (R4, its own commit: `running` is seen at once), the words with the question,
     the finish. Before issue 10's change it was five: start, words, question, finish and an
     empty look for a next run."""
@@ -99,10 +99,14 @@ def test_a_continuation_that_says_and_asks_writes_three_times(world: World, stop
     assert [e.get("status") for e in events if e["type"] == "run_status"] == [
         "queued", "running", "succeeded"]
     assert events[3]["text"] == "Noted: spaces."
-    assert world.snapshot(c)["pending"]["prompt"] == "Tabs or spaces?"
+    after_run = world.snapshot(c)
+    assert after_run["pending"]["prompt"] == "Tabs or spaces?"
+    # revision (SPEC section 1): one per change (answer, start, words, question, finish),
+    # though the words and the question share a transaction
+    assert after_run["revision"] == snap["revision"] + 5
 
 
-def test_last_words_are_stored_with_the_finish(world: World, stop_after):
+def test_v1_last_words_are_stored_with_the_finish(world: World, stop_after):
     r = runs(world, {"turns": [[{"say": "Hello."}, {"say": "Bye."}]]}, stop_after)
     c = world.conversation()
     after = 0
@@ -112,7 +116,7 @@ def test_last_words_are_stored_with_the_finish(world: World, stop_after):
         ("message", "Hello."), ("message", "Bye."), ("run_status", "succeeded")]
 
 
-def test_words_before_a_workspace_tool_are_stored_before_it_runs(world: World, stop_after):
+def test_w9_words_before_a_workspace_tool_are_stored_before_it_runs(world: World, stop_after):
     """A workspace tool may take seconds: what Clankie said first is not held back."""
     (world.workspace / "notes.txt").write_text("one\n")
     r = runs(world, {"turns": [[{"say": "Looking."},
@@ -146,7 +150,7 @@ def test_r4_the_next_run_starts_in_the_finishing_transaction(world: World, stop_
         "second", "succeeded"]
 
 
-def test_a_failed_run_keeps_what_it_said(world: World, stop_after):
+def test_v1_a_failed_run_keeps_what_it_said(world: World, stop_after):
     """Words said in the step whose tool then failed the run are stored with the failure."""
     r = runs(world, {"turns": [[{"say": "Let me ask."}, {"ask": ASK}]]}, stop_after)
     c = world.conversation()
@@ -164,7 +168,7 @@ def test_a_failed_run_keeps_what_it_said(world: World, stop_after):
         ("run_status", "running"), ("message", "Let me ask."), ("run_status", "failed")]
 
 
-def test_a_stopped_executor_starts_no_next_run(world: World, stop_after):
+def test_r3_r4_a_stopped_executor_starts_no_next_run(world: World, stop_after):
     c = world.conversation()
     for text in ("one", "two"):
         world.call("conversation_send", {"conversation_id": c, "text": text})

@@ -145,22 +145,11 @@ class RunExecutor:
                 log.exception("run %s failed", run.run_id)
                 status, error = RunStatus.FAILED, f"internal_error: {type(exc).__name__}"
             try:
-                return self._finish(run, status, error, said)
+                return self._service.finish_run(run.run_id, status, error, said=said,
+                                                claim_next=not self._stopped)
             except (ClankieError, IllegalTransition) as exc:
                 log.error("run %s could not be recorded as %s: %s", run.run_id, status, exc)
                 return None
         finally:
             self._count(-1)
 
-    def _finish(self, run: Run, status: RunStatus, error: str | None,
-                said: tuple[str, ...]) -> Run | None:
-        try:
-            return self._service.finish_run(run.run_id, status, error, said=said,
-                                            claim_next=not self._stopped)
-        except ClankieError as exc:
-            if not said:
-                raise
-            # its last words could not be stored: the run fails, saying why, without them
-            return self._service.finish_run(run.run_id, RunStatus.FAILED,
-                                            f"{exc.code}: {exc.detail}",
-                                            claim_next=not self._stopped)

@@ -79,17 +79,24 @@ class Notifier:
 
     def _run(self, document: dict[str, Any]) -> None:
         data = json.dumps(document, ensure_ascii=False).encode("utf-8") + b"\n"
+        if self._stopped:
+            return
+        try:  # not under the lock: `submit`, called after every commit, takes it
+            proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    start_new_session=True)
+        except OSError as exc:
+            log.warning("notify: %s could not run: %s", self.argv[0], exc.strerror or exc)
+            return
         with self._lock:
-            if self._stopped:
-                return
-            try:
-                proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        start_new_session=True)
-            except OSError as exc:
-                log.warning("notify: %s could not run: %s", self.argv[0], exc.strerror or exc)
-                return
-            self._running.add(proc)
+            stopped = self._stopped  # a stop between the check and the start missed it
+            if not stopped:
+                self._running.add(proc)
+        if stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return
         try:
             self._wait(proc, data)
         finally:

@@ -255,10 +255,6 @@ class Tx:
                         "ORDER BY resolved_revision DESC, rowid DESC LIMIT 1", conversation_id)
         return None if row is None else self._question(row)
 
-    def pending_questions(self) -> list[Question]:
-        return [self._question(r) for r in
-                self._all(self._QUESTION + "WHERE status = 'pending' ORDER BY rowid")]
-
     def _question(self, row: tuple[Any, ...]) -> Question:
         options = tuple(Option(o[0], o[1], o[2]) for o in self._all(
             "SELECT option_id, label, description FROM options WHERE request_id = ? "
@@ -285,14 +281,10 @@ class Tx:
         row = self._one(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", run_id)
         return None if row is None else _run(row)
 
-    def unfinished_runs(self, conversation_id: str | None = None) -> list[Run]:
-        """Queued and running runs, oldest first."""
-        where = "status IN ('queued', 'running')"
-        if conversation_id is None:
-            return [_run(r) for r in
-                    self._all(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY rowid")]
+    def unfinished_runs(self, conversation_id: str) -> list[Run]:
+        """A conversation's queued and running runs, oldest first."""
         return [_run(r) for r in self._all(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {where} "
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {_UNFINISHED} "
             "ORDER BY rowid", conversation_id)]
 
     def started_before(self, run: Run) -> int:
@@ -473,8 +465,7 @@ class Tx:
                 "run": restarted.run.value, "error": restarted.error, "now": iso(now),
                 "retention": event_retention, "limit": receipt_limit}
         for statement in _RESTART_ALL:
-            self._conn.execute(statement, {k: v for k, v in args.items()
-                                           if f":{k}" in statement})
+            self._conn.execute(statement, args)  # each takes the names it uses
         plan = self._all("SELECT conversation_id, request_id IS NOT NULL, runs "
                          "FROM temp.restart_plan")
         self._conn.execute("DROP TABLE temp.restart_plan")
