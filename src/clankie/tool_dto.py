@@ -72,7 +72,7 @@ class Out(BaseModel):
 
 class Entry(Out):
     path: str
-    type: str  # file, directory, symlink, other
+    type: str  # file, directory, symlink, submodule (a nested repository), other
     size: int | None
     denied: bool
 
@@ -81,6 +81,7 @@ class ListFilesResult(Out):
     entries: list[Entry]
     truncated: bool
     hidden_by_ignore: int
+    note: str | None = None
 
 
 class ReadFileResult(Out):
@@ -114,7 +115,7 @@ class SearchTextResult(Out):
 
 class StatusEntry(Out):
     path: str
-    status: str  # the two porcelain letters XY, e.g. " M", "A ", "??"
+    status: str  # porcelain's XY (" M", "A ", "??", "UU"), or "submodule" or "filtered"
 
 
 class GitStatusResult(Out):

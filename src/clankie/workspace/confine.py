@@ -16,6 +16,7 @@ import functools
 import os
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from clankie.core.model import WorkspaceIdentity
 from .identity import same_directory
 
 MAX_PATH_BYTES = 4_096
+CALL_SECONDS = 10.0  # W5: a tool call returns, with a result or `time_limit`, within this
 O_PATH = getattr(os, "O_PATH", 0)
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
@@ -128,8 +130,9 @@ class Root:
     """The workspace directory, opened once per tool call and checked against the identity
     the conversation saved (W8): every path below is opened relative to this handle."""
 
-    def __init__(self, saved: WorkspaceIdentity) -> None:
+    def __init__(self, saved: WorkspaceIdentity, seconds: float = CALL_SECONDS) -> None:
         self.saved = saved
+        self.deadline = time.monotonic() + seconds
         try:
             self.fd = os.open(saved.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
                               | os.O_NOFOLLOW)
@@ -143,6 +146,15 @@ class Root:
 
     def close(self) -> None:
         os.close(self.fd)
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def check_time(self) -> None:
+        """Refuse `time_limit` once the call's time is up (W5)."""
+        if self.out_of_time():
+            raise Refusal("time_limit", f"the tool call took longer than {CALL_SECONDS:g} s "
+                          "and stopped; narrow it with a path")
 
     def __enter__(self) -> Root:
         return self

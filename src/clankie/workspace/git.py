@@ -1,22 +1,20 @@
-"""Git, run read-only with fixed arguments (SPEC W7), and the tools `git_status`, `git_log`,
-`git_diff`.
+"""The tools `git_status`, `git_log` and `git_diff` (SPEC W1, W5, W7), Git on objects only.
 
-Owns every Git command a workspace tool runs. Each runs: without a shell or pager; with
-`-c core.fsmonitor=false`, `--no-optional-locks`, no protocol allowed (so nothing is
-fetched); with every command-running setting the repository's configuration names
-(filters, diff drivers and textconv, pagers, fsmonitor) overridden empty on the command
-line, which Git reads last; with no inherited `GIT_*` variables and no terminal prompt;
-in the workspace's own directory handle (so a swapped directory is never entered); and
-within `git_timeout`. Pathspecs come after `--`; a revision may not start with `-`.
-Nothing a workspace's `.git/config` or `.gitattributes` says makes a tool run a command.
+Owns what each Git tool says. Git (through `gitrepo`) only resolves revisions, lists trees
+and commits and reads blobs; the index is parsed by `gitindex`; every working-tree byte is
+read by the confined opener (W2). Whether a tracked file changed is told as Git tells it:
+unchanged when its stat data matches the index (and is not racy), else by hashing its
+bytes as a blob. Diffs are ours (`textdiff`). A file whose attributes name a filter is
+`filtered` and never diffed; gitlinks are `submodule`, never entered; a secret-like path
+(W4) is named, never quoted. Every result names only paths beneath the workspace.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-import re
-import shutil
-import subprocess
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from clankie.tool_dto import (
@@ -31,191 +29,310 @@ from clankie.tool_dto import (
 
 from .confine import Refusal, Root, check_path, tidy
 from .deny import DenyList
+from .gitindex import MODE_GITLINK, MODE_SYMLINK, IndexEntry
+from .gitrepo import Objects, Repository, find_repository
+from .textdiff import Collected, header, patch
+from .worktree import Seen, Worktree
 
-DIFF_BYTES = 32 * 1024
 STATUS_ENTRIES = 200
-OUTPUT_BYTES = 16 * 1024 * 1024  # more than any tool keeps: the rest is never read
-
-# Settings whose value is a command Git may run while reading. Each one the repository
-# sets is overridden empty; empty means "no command" to Git.
-_RUNS_COMMANDS = re.compile(
-    r"^(filter\..+\.(clean|smudge|process)|diff\..+\.(command|textconv)|diff\.external|"
-    r"core\.(fsmonitor|pager|sshcommand|askpass|editor|gitproxy)|pager\..+|"
-    r"credential\..*helper|gpg\..*program|sequence\.editor|uploadpack\..+|"
-    r"remote\..+\.(uploadpack|receivepack|proxy)|core\.alternaterefscommand)$",
-    re.IGNORECASE)
-FIXED = ["--no-pager", "--no-optional-locks", "-c", "core.fsmonitor=false",
-         "-c", "core.pager=cat", "-c", "protocol.allow=never", "-c", "core.quotepath=off",
-         "-c", "color.ui=false"]
+DIFF_SIDE_BYTES = 2 * 1024 * 1024  # a larger version is named with its size, not diffed
+LOG_BYTES = 1024 * 1024
+_CHUNK = 256 * 1024
 
 
-def environment() -> dict[str, str]:
-    """This process's environment without `GIT_*` (nothing inherited chooses a repository,
-    a config or a command), with no prompts, pagers, protocols or optional locks."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(LC_ALL="C", GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat",
-               PAGER="cat", GIT_OPTIONAL_LOCKS="0", GIT_ALLOW_PROTOCOL="",
-               GIT_NO_LAZY_FETCH="1", GIT_ASKPASS="", SSH_ASKPASS="")
-    return env
+def repository(root: Root, git_timeout: float) -> Repository | None:
+    """The workspace's checked repository, or None outside Git."""
+    return find_repository(root.fd, root.saved.path, git_timeout, root.deadline)
+
+
+def _required(root: Root, git_timeout: float) -> Repository:
+    repo = repository(root, git_timeout)
+    if repo is None:
+        raise Refusal("not_a_repository", "the workspace is not in a Git repository")
+    return repo
 
 
 @dataclass
-class Git:
-    """Git in one workspace, for one tool call."""
+class _Tree:
+    """One tool call's Git state: the repository, its objects, the walk and the files."""
 
     root: Root
-    timeout: float
-    _overrides: list[str] | None = None
-    _prefix: str | None = None
+    repo: Repository
+    objects: Objects
+    view: Worktree
+    files: dict[str, Seen]  # what the walk found: tracked and untracked, not ignored
+    nested: list[str]  # untracked folders that hold a repository of their own
 
-    def run(self, *args: str, check: bool = True) -> bytes:
-        git = shutil.which("git")
-        if git is None:
-            raise Refusal("git_unavailable", "git is not installed")
-        argv = [git, *FIXED, *self._safe_overrides(git), *args]
-        return self._spawn(argv, check)
+    @classmethod
+    def read(cls, root: Root, repo: Repository, objects: Objects) -> _Tree:
+        view = Worktree.of(root, repo, objects)
+        files: dict[str, Seen] = {}
+        nested: list[str] = []
+        for seen in view.walk():
+            if seen.state == "submodule" and seen.path not in view.tracked:
+                nested.append(seen.path)
+            elif seen.kind != "directory" and seen.state != "ignored":
+                files[seen.path] = seen
+        return cls(root, repo, objects, view, files, nested)
 
-    def _spawn(self, argv: list[str], check: bool) -> bytes:
+    def stage0(self) -> dict[str, IndexEntry]:
+        return {path: entries[0] for path, entries in self.view.tracked.items()
+                if entries[0].stage == 0}
+
+    def unchanged_quick(self, entry: IndexEntry, seen: Seen) -> bool:
+        """Whether the file is the index's by its stat data alone (no byte read): same
+        mode, same stat data, written before the index was (else it may be racy)."""
+        return (_mode(seen.st.st_mode) == entry.mode and _stat_matches(entry, seen.st)
+                and entry.mtime < self.repo.index_mtime)
+
+    def unchanged(self, entry: IndexEntry, seen: Seen) -> bool:
+        """Whether the working tree's file is the index's, as Git would decide it."""
+        if _mode(seen.st.st_mode) != entry.mode:
+            return False
+        return self.unchanged_quick(entry, seen) or self.blob_id(seen) == entry.oid
+
+    def blob_id(self, seen: Seen) -> str | None:
+        """The object ID the file's bytes would have as a blob (None: unreadable)."""
+        digest = hashlib.sha256() if self.repo.hash_size == 32 else hashlib.sha1()
+        if seen.kind == "symlink":
+            target = self.link_target(seen.path)
+            if target is None:
+                return None
+            digest.update(b"blob %d\x00" % len(target) + target)
+            return digest.hexdigest()
         try:
-            done = subprocess.run(argv, cwd=self.root.proc_path, env=environment(),
-                                  stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=self.timeout, pass_fds=(self.root.fd,), check=False)
-        except subprocess.TimeoutExpired:
-            raise Refusal("git_unavailable", f"git took longer than {self.timeout:g} s") \
-                from None
-        except OSError as exc:
-            raise Refusal("git_unavailable", f"git could not run: {exc.strerror}") from None
-        if check and done.returncode != 0:
-            error = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            first = error[0][:160] if error else f"exit {done.returncode}"
-            if "not a git repository" in first.lower():
-                raise Refusal("not_a_repository", "the workspace is not in a Git repository")
-            raise Refusal("git_unavailable", f"git failed: {first}")
-        return done.stdout[:OUTPUT_BYTES]
+            fd, st = self.root.open_file(seen.path, lambda _: False)
+        except Refusal:
+            return None
+        try:
+            digest.update(b"blob %d\x00" % st.st_size)
+            read = 0
+            while chunk := os.read(fd, _CHUNK):
+                digest.update(chunk)
+                read += len(chunk)
+                self.root.check_time()
+            return digest.hexdigest() if read == st.st_size else None
+        finally:
+            os.close(fd)
 
-    def _safe_overrides(self, git: str) -> list[str]:
-        """`-c KEY=` for every command-running setting the configuration names."""
-        if self._overrides is None:
-            listed = self._spawn([git, *FIXED, "config", "--null", "--list"], check=False)
-            keys = {item.split(b"\n", 1)[0].decode("utf-8", "replace")
-                    for item in listed.split(b"\0") if item}
-            self._overrides = [arg for key in sorted(keys) if _RUNS_COMMANDS.match(key)
-                               for arg in ("-c", f"{key}=")]
-        return self._overrides
+    def link_target(self, path: str) -> bytes | None:
+        folder, _, name = path.rpartition("/")
+        try:
+            parent = self.root.open(folder or ".", directory=True)
+        except Refusal:
+            return None
+        try:
+            return os.fsencode(os.readlink(name, dir_fd=parent.fd))
+        except OSError:
+            return None
+        finally:
+            os.close(parent.fd)
 
-    def prefix(self) -> str:
-        """Where the workspace lies inside its repository ('' at the top); refuses a
-        workspace that Git does not see as a work tree."""
-        if self._prefix is None:
-            out = self.run("rev-parse", "--is-inside-work-tree", "--show-prefix")
-            fields = out.decode("utf-8", "replace").splitlines()
-            if not fields or fields[0] != "true":
-                raise Refusal("not_a_repository", "the workspace is not a Git work tree")
-            self._prefix = fields[1] if len(fields) > 1 else ""
-        return self._prefix
-
-    def ls_files(self, *options: str, path: str = ".") -> list[str]:
-        """`git ls-files -z OPTIONS -- PATH`, as paths relative to the workspace."""
-        self.prefix()
-        out = self.run("ls-files", "-z", *options, "--", path)
-        return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
-
-
-def is_repository(root: Root, timeout: float) -> Git | None:
-    """Git for this workspace, or None when it is not in a repository (or Git is absent,
-    in which case the workspace is treated as a plain folder)."""
-    git = Git(root, timeout)
-    try:
-        git.prefix()
-    except Refusal:
-        return None
-    return git
+    def content(self, path: str) -> bytes | None:
+        """The working tree's bytes of a file (None when larger than a diff reads)."""
+        seen = self.files.get(path)
+        if seen is not None and seen.kind == "symlink":
+            return self.link_target(path)
+        try:
+            fd, st = self.root.open_file(path, lambda _: False)
+        except Refusal:
+            return None
+        try:
+            if st.st_size > DIFF_SIDE_BYTES:
+                return None
+            return os.read(fd, DIFF_SIDE_BYTES + 1)[:DIFF_SIDE_BYTES]
+        finally:
+            os.close(fd)
 
 
-def git_status(root: Root, timeout: float) -> GitStatusResult:
-    git = Git(root, timeout)
-    prefix = git.prefix()
-    out = git.run("status", "--porcelain=v1", "-z", "--branch", "--untracked-files=all",
-                  "--ignore-submodules=all", "--", ".")
-    items = out.split(b"\0")
-    branch = None
-    entries: list[StatusEntry] = []
-    truncated = False
-    index = 0
-    while index < len(items):
-        item = items[index].decode("utf-8", "replace")
-        index += 1
-        if not item:
+def git_status(root: Root, git_timeout: float) -> GitStatusResult:
+    with _required(root, git_timeout) as repo, repo.objects() as objects:
+        tree = _Tree.read(root, repo, objects)
+        head = repo.tree(repo.commit("HEAD"))
+        entries = sorted(_status(tree, head))
+        branch = repo.branch()
+    shown = [StatusEntry(path=p, status=s) for p, s in entries[:STATUS_ENTRIES]]
+    return GitStatusResult(branch=branch, entries=shown, truncated=len(entries) > STATUS_ENTRIES)
+
+
+def _status(tree: _Tree, head: dict[str, tuple[int, str]]) -> Iterator[tuple[str, str]]:
+    index = tree.view.tracked
+    for path in sorted(set(index) | set(head)):
+        tree.root.check_time()
+        entries = index.get(path)
+        if entries and entries[0].stage != 0:
+            yield path, "UU"
             continue
-        if item.startswith("## "):
-            branch = _branch(item[3:])
+        entry = entries[0] if entries else None
+        old = head.get(path)
+        if (entry and entry.mode == MODE_GITLINK) or (old and old[0] == MODE_GITLINK):
+            yield path, "submodule"
             continue
-        code, name = item[:2], item[3:]
-        if code[0] in "RC":
-            index += 1  # the rename's source path follows
-        if len(entries) == STATUS_ENTRIES:
-            truncated = True
-            break
-        entries.append(StatusEntry(path=_relative(name, prefix), status=code))
-    return GitStatusResult(branch=branch, entries=entries, truncated=truncated)
+        if entry is None:
+            yield path, "D "  # an untracked file there is said below
+            continue
+        x = " " if old == (entry.mode, entry.oid) else ("A" if old is None else "M")
+        if entry.intent_to_add:
+            x = " "
+        seen = tree.files.get(path)
+        if seen is None:
+            y = "D"
+        elif tree.unchanged_quick(entry, seen):
+            y = " "
+        elif seen.rules.filtered(tree.view.top(path)):
+            yield path, "filtered"
+            continue
+        else:
+            y = " " if tree.unchanged(entry, seen) else ("A" if entry.intent_to_add else "M")
+        if x + y != "  ":
+            yield path, x + y
+    for path, seen in tree.files.items():
+        if path not in index and seen.state == "untracked":
+            yield path, "??"
+    for path in tree.nested:
+        yield path, "submodule"
 
 
 def git_log(root: Root, args: GitLogArgs, timeout: float) -> GitLogResult:
-    git = Git(root, timeout)
-    git.prefix()
-    path = tidy(check_path(args.path)) if args.path is not None else "."
-    out = git.run("log", f"--max-count={args.limit}", "--no-decorate", "--no-show-signature",
-                  "--no-color", "--format=%H%x1f%an%x1f%aI%x1f%s%x1e", "--", path)
+    with _required(root, timeout) as repo:
+        commit = repo.commit("HEAD")
+        if commit is None:
+            return GitLogResult(commits=[])
+        path = tidy(check_path(args.path)) if args.path is not None else "."
+        where = (repo.prefix + path if path != "." else repo.prefix).rstrip("/")
+        out = repo.run("rev-list", f"--max-count={args.limit}",
+                       "--format=%H%x00%an%x00%aI%x00%s", commit, "--",
+                       *([where] if where else []), limit=LOG_BYTES)
     commits = []
-    for record in out.decode("utf-8", "replace").split("\x1e"):
-        fields = record.strip("\n").split("\x1f")
-        if len(fields) == 4:
-            commits.append(Commit(commit=fields[0], author=fields[1], date=fields[2],
+    for line in out.decode("utf-8", "replace").split("\n"):
+        fields = line.split("\x00", 3)
+        if len(fields) == 4 and not line.startswith("commit "):
+            commits.append(Commit(commit=fields[0], author=fields[1][:200], date=fields[2],
                                   subject=fields[3][:300]))
     return GitLogResult(commits=commits)
 
 
 def git_diff(root: Root, args: GitDiffArgs, deny: DenyList, timeout: float) -> GitDiffResult:
-    git = Git(root, timeout)
-    git.prefix()
-    path = tidy(check_path(args.path)) if args.path is not None else "."
-    argv = ["diff", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames"]
-    if args.staged:
-        argv.append("--cached")
-    if args.revision is not None:
-        revision = args.revision
-        if not revision or revision.startswith("-") or "\x00" in revision:
-            raise Refusal("invalid_argument", "a revision may not be empty or start with '-'")
-        verified = git.run("rev-parse", "--verify", "--quiet", "--end-of-options",
-                           f"{revision}^{{commit}}", check=False).decode().strip()
-        if not re.fullmatch(r"[0-9a-f]{40,64}", verified):
-            raise Refusal("invalid_argument", f"{revision!r} is not a commit of this "
-                          "repository")
-        argv.append(verified)
-    out = git.run(*argv, "--", path, *deny.git_excludes())
-    return _head_and_tail(out)
+    scope = tidy(check_path(args.path)) if args.path is not None else "."
+    with _required(root, timeout) as repo, repo.objects() as objects:
+        tree = _Tree.read(root, repo, objects)
+        base = None
+        if args.revision is not None:
+            base = repo.commit(args.revision)
+            if base is None:
+                raise Refusal("invalid_argument", f"{args.revision[:80]!r} is not a commit of "
+                              "this repository")
+        elif args.staged:
+            base = repo.commit("HEAD")
+        out = Collected()
+        for path, old, new in _changes(tree, base, args, repo):
+            if scope != "." and path != scope and not path.startswith(scope + "/"):
+                continue
+            root.check_time()
+            out.add(_file_diff(tree, path, old, new, deny))
+    text, truncated = out.text()
+    return GitDiffResult(diff=text, truncated=truncated)
 
 
-def _head_and_tail(out: bytes) -> GitDiffResult:
-    if len(out) <= DIFF_BYTES:
-        return GitDiffResult(diff=out.decode("utf-8", "replace"), truncated=False)
-    half = DIFF_BYTES // 2
-    head = out[:half].decode("utf-8", "ignore")
-    tail = out[-half:].decode("utf-8", "ignore")
-    cut = len(out) - 2 * half
-    return GitDiffResult(diff=f"{head}\n… [diff cut: {cut} bytes omitted; give a path to "
-                         f"see less] …\n{tail}", truncated=True)
+# A side of a diff: (mode, object ID) for a blob or gitlink, (mode, None) for the working
+# tree's file, None for absent.
+Side = tuple[int, str | None] | None
 
 
-def _branch(header: str) -> str | None:
-    """The branch from porcelain's `## ...` line: `main...origin/main [ahead 1]`,
-    `No commits yet on main`, or `HEAD (no branch)` (detached: None)."""
-    if header.startswith("No commits yet on "):
-        return header[len("No commits yet on "):]
-    if header.startswith("HEAD (no branch)"):
+def _changes(tree: _Tree, base: str | None, args: GitDiffArgs, repo: Repository
+             ) -> Iterator[tuple[str, Side, Side]]:
+    index = tree.stage0()
+    if args.revision is None and not args.staged:  # the index against the working tree
+        for path, entry in sorted(index.items()):
+            if entry.mode == MODE_GITLINK or entry.intent_to_add:
+                continue
+            seen = tree.files.get(path)
+            if seen is None:
+                yield path, (entry.mode, entry.oid), None
+            elif not tree.unchanged_quick(entry, seen) and (
+                    seen.rules.filtered(tree.view.top(path)) or not tree.unchanged(entry, seen)):
+                yield path, (entry.mode, entry.oid), (_mode(seen.st.st_mode), None)
+        return
+    old_files = repo.tree(base)
+    if args.staged:  # a commit against the index
+        for path in sorted(set(old_files) | set(index)):
+            old = old_files.get(path)
+            entry = index.get(path)
+            new: Side = (entry.mode, entry.oid) if entry else None
+            if old != new:
+                yield path, old, new
+        return
+    for path in sorted(set(old_files) | set(index)):  # a commit against the working tree
+        old = old_files.get(path)
+        entry = index.get(path)
+        seen = tree.files.get(path)
+        if entry is not None and entry.mode == MODE_GITLINK:
+            if old != (entry.mode, entry.oid):
+                yield path, old, (entry.mode, entry.oid)
+            continue
+        if seen is None or entry is None:
+            if old is not None:
+                yield path, old, None
+            continue
+        if old is not None and old == (entry.mode, entry.oid) and tree.unchanged_quick(
+                entry, seen):
+            continue
+        mode = _mode(seen.st.st_mode)
+        if old is None or old[0] != mode or seen.rules.filtered(tree.view.top(path)) \
+                or tree.blob_id(seen) != old[1]:
+            yield path, old, (mode, None)
+
+
+def _file_diff(tree: _Tree, path: str, old: Side, new: Side, deny: DenyList) -> str:
+    head = header(path, old[0] if old else None, new[0] if new else None)
+    if deny.denies(path):
+        return head + "(a secret-like path: its contents are never shown; setting " \
+                      "workspace_deny)\n"
+    if (old and old[0] == MODE_GITLINK) or (new and new[0] == MODE_GITLINK):
+        lines = [f"-Subproject commit {old[1]}\n" if old else "",
+                 f"+Subproject commit {new[1]}\n" if new else ""]
+        return head + "(a nested repository: never entered)\n" + "".join(lines)
+    if new is not None and new[1] is None and tree.files.get(path) is not None and \
+            tree.files[path].rules.filtered(tree.view.top(path)):
+        return head + "(filtered: its attributes name a filter, which is never run; not " \
+                      "diffed)\n"
+    before = _side(tree, path, old)
+    after = _side(tree, path, new)
+    if (old and before is None) or (new and after is None):
+        sizes = " -> ".join(str(_size(tree, path, side)) for side in (old, new) if side)
+        return head + (f"(not diffed: {sizes} bytes, more than the {DIFF_SIDE_BYTES} a "
+                       "diff reads; use read_file)\n")
+    return head + "".join(patch(path, before, after))
+
+
+def _side(tree: _Tree, path: str, side: Side) -> bytes | None:
+    if side is None:
         return None
-    return header.split("...")[0].split(" ")[0]
+    if side[1] is None:
+        return tree.content(path)
+    return tree.objects.read(side[1], DIFF_SIDE_BYTES)
 
 
-def _relative(name: str, prefix: str) -> str:
-    return name[len(prefix):] if prefix and name.startswith(prefix) else name
+def _size(tree: _Tree, path: str, side: Side) -> int | str:
+    if side is None:
+        return 0
+    if side[1] is None:
+        seen = tree.files.get(path)
+        return seen.st.st_size if seen else "?"
+    found = tree.objects.size(side[1])
+    return found if found is not None else "?"
+
+
+def _mode(st_mode: int) -> int:
+    if stat.S_ISLNK(st_mode):
+        return MODE_SYMLINK
+    if stat.S_ISDIR(st_mode):
+        return MODE_GITLINK
+    return 0o100755 if st_mode & 0o100 else 0o100644
+
+
+def _stat_matches(entry: IndexEntry, st: os.stat_result) -> bool:
+    return (entry.mtime == divmod(st.st_mtime_ns, 1_000_000_000)
+            and entry.ctime == divmod(st.st_ctime_ns, 1_000_000_000)
+            and entry.ino == st.st_ino & 0xFFFFFFFF and entry.uid == st.st_uid
+            and entry.gid == st.st_gid and entry.size == st.st_size & 0xFFFFFFFF)

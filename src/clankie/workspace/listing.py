@@ -1,164 +1,70 @@
-"""`list_files` (SPEC W1, W4, W6) and the set of files a search looks at.
+"""`list_files` (SPEC W1, W4, W6) and the repository-or-not choice the listing and the
+search share.
 
-Owns which files of a workspace are visible: in a Git workspace, what
-`git ls-files --cached --others --exclude-standard` lists (ignored entries are counted,
-not shown); elsewhere every file, skipping `.git`. Directories are walked through
-descriptors opened beneath the workspace with `O_NOFOLLOW`, so a walk never follows a
-symlink or leaves the workspace. Secret-like paths are shown, marked `denied`.
+Owns which entries of a folder are shown: in a Git workspace, tracked ones and untracked
+ones that the ignore rules do not exclude (those are counted in `hidden_by_ignore`, and an
+ignored folder is not entered); nested repositories appear with type `submodule`; outside
+Git, every entry but `.git`. The entries come from `worktree`'s confined walk, sorted,
+folder by folder. Secret-like paths are shown, marked `denied`. A repository the Git tools
+refuse (W7) is listed as a plain folder, and the result says so.
 """
 
 from __future__ import annotations
 
-import os
 import stat
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from clankie.tool_dto import Entry, ListFilesArgs, ListFilesResult
 
 from .confine import Refusal, Root, check_path, opened, shown, tidy
 from .deny import DenyList
-from .git import Git, is_repository
+from .git import repository
+from .worktree import Worktree
 
 MAX_ENTRIES = 200
-WALK_FILES = 100_000  # a search outside Git looks at no more files than this
 
 
-def _join(folder: str, name: str) -> str:
-    return name if folder == "." else f"{folder}/{name}"
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    return "other"
-
-
-def _scan(fd: int) -> list[tuple[str, os.stat_result]]:
-    """The entries of an open directory, sorted by name, with their own (lstat) status."""
-    found = []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            if entry.name == ".git":
-                continue
-            try:
-                found.append((entry.name, entry.stat(follow_symlinks=False)))
-            except OSError:
-                continue
-    return sorted(found)
-
-
-def _open_child(parent: int, name: str) -> int | None:
+@contextmanager
+def worktree(root: Root, git_timeout: float) -> Iterator[tuple[Worktree, str | None]]:
+    """The workspace as Git sees it, or as a plain folder (with a note saying why) when it
+    is not a repository the Git tools read."""
     try:
-        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                       dir_fd=parent)
-    except OSError:
-        return None
-
-
-class _Ignored:
-    """Git's ignored entries below a folder: files, and whole directories ('dir/')."""
-
-    def __init__(self, git: Git | None, path: str) -> None:
-        self.files: set[str] = set()
-        self.dirs: tuple[str, ...] = ()
-        if git is not None:
-            listed = git.ls_files("--others", "--ignored", "--exclude-standard", "--directory",
-                                  path=path)
-            self.files = {p for p in listed if not p.endswith("/")}
-            self.dirs = tuple(p for p in listed if p.endswith("/"))
-
-    def __contains__(self, path: str) -> bool:
-        return path in self.files or any((path + "/").startswith(d) for d in self.dirs)
+        repo = repository(root, git_timeout)
+    except Refusal as refusal:
+        if refusal.code not in ("unsafe_repository", "git_unavailable"):
+            raise
+        yield Worktree.of(root, None, None), (f"read as a plain folder, without Git's ignore "
+                                              f"rules: {refusal.reason}")
+        return
+    if repo is None:
+        yield Worktree.of(root, None, None), None
+        return
+    with repo, repo.objects() as objects:
+        yield Worktree.of(root, repo, objects), None
 
 
 def list_files(root: Root, args: ListFilesArgs, deny: DenyList, git_timeout: float
                ) -> ListFilesResult:
     path = tidy(check_path(args.path))
-    git = is_repository(root, git_timeout)
-    ignored = _Ignored(git, path)
+    must_be_directory(root, path)
     entries: list[Entry] = []
     hidden = 0
     truncated = False
-
-    def walk(fd: int, folder: str, level: int) -> None:
-        nonlocal hidden, truncated
-        for name, st in _scan(fd):
-            if truncated:
-                return
-            child = _join(folder, name)
-            if child in ignored:
+    with worktree(root, git_timeout) as (view, note):
+        for seen in view.walk(path, depth=args.depth):
+            if seen.state == "ignored":
                 hidden += 1
                 continue
             if len(entries) == MAX_ENTRIES:
                 truncated = True
-                return
-            kind = _kind(st.st_mode)
-            entries.append(Entry(path=child, type=kind,
-                                 size=st.st_size if kind == "file" else None,
-                                 denied=deny.denies(child)))
-            if kind == "directory" and level < args.depth:
-                sub = _open_child(fd, name)
-                if sub is not None:
-                    try:
-                        walk(sub, child, level + 1)
-                    finally:
-                        os.close(sub)
-
-    with opened(root, path, directory=True) as handle:
-        fd = root.reopen(handle, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            walk(fd, path, 1)
-        finally:
-            os.close(fd)
-    return ListFilesResult(entries=entries, truncated=truncated, hidden_by_ignore=hidden)
-
-
-def visible_files(root: Root, path: str, include_ignored: bool, git_timeout: float,
-                  deadline: float) -> tuple[list[str], int]:
-    """The files a search looks at below `path`, sorted, and how many entries ignore rules
-    hid from it (0 when they are included)."""
-    git = is_repository(root, git_timeout)
-    if git is not None:
-        files = set(git.ls_files("--cached", "--others", "--exclude-standard", path=path))
-        if include_ignored:
-            files |= set(git.ls_files("--others", "--ignored", "--exclude-standard",
-                                      path=path))
-            return sorted(files), 0
-        hidden = git.ls_files("--others", "--ignored", "--exclude-standard", "--directory",
-                              path=path)
-        return sorted(files), len(hidden)
-    return list(_walk_files(root, path, deadline)), 0
-
-
-def _walk_files(root: Root, path: str, deadline: float) -> Iterator[str]:
-    """Every regular file below `path`, folder by folder in name order, each folder opened
-    beneath the workspace (never through a symlink), at most `WALK_FILES` files and only
-    until `deadline`."""
-    count = 0
-    folders = [path]
-    while folders:
-        folder = folders.pop()
-        try:
-            with opened(root, folder, directory=True) as handle:
-                fd = root.reopen(handle, os.O_RDONLY | os.O_DIRECTORY)
-        except Refusal:
-            continue
-        try:
-            children = _scan(fd)
-        finally:
-            os.close(fd)
-        folders += [_join(folder, n) for n, st in reversed(children) if stat.S_ISDIR(st.st_mode)]
-        for name, st in children:
-            if stat.S_ISREG(st.st_mode):
-                count += 1
-                if count > WALK_FILES or time.monotonic() > deadline:
-                    return
-                yield _join(folder, name)
+                break
+            kind = "submodule" if seen.state == "submodule" else seen.kind
+            entries.append(Entry(path=seen.path, type=kind,
+                                 size=seen.st.st_size if kind == "file" else None,
+                                 denied=deny.denies(seen.path)))
+    return ListFilesResult(entries=entries, truncated=truncated, hidden_by_ignore=hidden,
+                           note=note)
 
 
 def must_be_directory(root: Root, path: str) -> None:

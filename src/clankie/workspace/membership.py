@@ -5,15 +5,14 @@ inside a worktree that P's repository has registered (`git worktree list --porce
 Anything it cannot be sure of is `unknown`: more than one project (`ambiguous`), an
 identity that changed (`changed`), Git missing, failing, slow or a prunable worktree
 (`unverified`). It only reads: no enrollment, no Git changes, nothing written anywhere;
-Git runs as the workspace tools run it (`git.FIXED`, `git.environment()`: no inherited
-`GIT_*`, no optional locks, no pager, no protocol).
+Git runs as the workspace tools run it (`gitrepo`: the repository checked first, Git on
+its git directory only, never on a work tree, with an environment built from nothing).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import Any, Literal
 
 from clankie.core.model import WorkspaceIdentity
 
-from .git import FIXED, environment
+from .confine import Refusal
+from .gitrepo import find_repository
 from .identity import identify
 
 Status = Literal["member", "not_member", "unknown"]
@@ -97,20 +97,23 @@ def _inside(path: str, folder: str) -> bool:
 
 def list_worktrees(repository: str, timeout: float) -> list[Worktree]:
     """The linked worktrees a repository has registered (its main worktree left out)."""
-    git = shutil.which("git")
-    if git is None:
-        raise GitUnverified("git is not on PATH")
     try:
-        done = subprocess.run([git, *FIXED, "-C", repository, "worktree", "list",
-                               "--porcelain"], capture_output=True, text=True,
-                              timeout=timeout, env=environment(), stdin=subprocess.DEVNULL,
-                              check=False)
-    except (subprocess.TimeoutExpired, OSError) as exc:
-        raise GitUnverified(str(exc)) from None
-    if done.returncode != 0:
-        raise GitUnverified(done.stderr.strip())
+        fd = os.open(repository, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise GitUnverified(exc.strerror) from None
+    try:
+        repo = find_repository(fd, os.path.realpath(repository), timeout,
+                               time.monotonic() + timeout)
+        if repo is None or repo.prefix:
+            raise GitUnverified("the project root holds no git directory of its own")
+        with repo:
+            listed = repo.run("worktree", "list", "--porcelain").decode("utf-8", "replace")
+    except Refusal as refusal:
+        raise GitUnverified(refusal.reason) from None
+    finally:
+        os.close(fd)
     worktrees = []
-    for block in done.stdout.strip().split("\n\n"):
+    for block in listed.strip().split("\n\n"):
         fields = dict(line.partition(" ")[::2] for line in block.splitlines())
         if "worktree" in fields:
             worktrees.append(Worktree(os.path.realpath(fields["worktree"]), "prunable" in fields))

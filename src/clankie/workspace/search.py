@@ -1,11 +1,15 @@
 """`search_text` (SPEC W1, W4, W5, W6): lines matching a pattern in the workspace's files.
 
-Owns searching. Git (or a walk outside Git) only names the candidate files; each file is
-opened beneath the workspace and read by us, in chunks, so no byte outside the workspace
-can reach a result. Secret-like paths are never opened (counted in `skipped_denied`),
-binary files are skipped (counted). Patterns are RE2 regular expressions (linear time:
-a pattern chosen by a model cannot make a search run away) that never match across a
-newline. Bounds: `max_results` matches, 20 a file, 500 characters a line, 32 KiB, 10 s.
+Owns searching. The confined walk (`worktree`) names the candidate files as Git would see
+them (tracked and untracked, not ignored unless asked); each file is opened beneath the
+workspace and read by us, in chunks, so no byte outside the workspace can reach a result.
+Secret-like paths are never opened (counted in `skipped_denied`), binary files are
+skipped (counted), nested repositories are not entered. Patterns are RE2 regular
+expressions (linear time: a pattern chosen by a model cannot make a search run away) that
+never match across a newline. One call of the matcher sees at most `CHUNK` bytes and a
+pattern's compiled program at most `MAX_PROGRAM` instructions, so each call is short and
+the 10 s deadline is checked between calls, even within one long line. Bounds:
+`max_results` matches, 20 a file, 500 characters a line, 32 KiB, 10 s.
 """
 
 from __future__ import annotations
@@ -17,16 +21,17 @@ import re2
 
 from clankie.tool_dto import Match, SearchTextArgs, SearchTextResult
 
-from .confine import Refusal, Root, check_path, tidy
+from .confine import CALL_SECONDS, Refusal, Root, check_path, tidy
 from .deny import DenyList
-from .listing import must_be_directory, visible_files
+from .listing import must_be_directory, worktree
 from .reading import BINARY_PROBE, LINE_CHARS, decode
 
 PER_FILE = 20
 RESULT_BYTES = 32 * 1024
-SECONDS = 10.0
-CHUNK = 1024 * 1024
-_LONG_LINE = 4 * CHUNK  # a longer line is searched in pieces
+SECONDS = CALL_SECONDS
+CHUNK = 128 * 1024  # a matcher call sees at most twice this: a longer line is searched in
+# pieces (a match across two pieces of one line longer than this is not found)
+MAX_PROGRAM = 5_000  # RE2 instructions; e.g. `\w{1000}` alone is over 3,000
 
 
 def compile_pattern(pattern: str, fixed: bool) -> re2._Regexp:
@@ -35,21 +40,26 @@ def compile_pattern(pattern: str, fixed: bool) -> re2._Regexp:
     options.never_nl = True
     options.literal = fixed
     try:  # (?m): ^ and $ match at each line, as in grep
-        return re2.compile(pattern.encode("utf-8") if fixed else b"(?m)" +
+        compiled = re2.compile(pattern.encode("utf-8") if fixed else b"(?m)" +
                            pattern.encode("utf-8"), options=options)
     except (re2.error, UnicodeEncodeError) as exc:
         detail = str(exc.args[0] if exc.args else exc).strip("b'\"")[:120]
         raise Refusal("invalid_argument", f"pattern is not an RE2 regular expression "
                       f"({detail}); lookaround and backreferences are not supported") from None
+    if compiled.programsize > MAX_PROGRAM:
+        raise Refusal("invalid_pattern", f"the pattern is too complex to search with in "
+                      f"bounded time ({compiled.programsize} instructions, at most "
+                      f"{MAX_PROGRAM}); use smaller repetition counts")
+    return compiled
 
 
 class _Budget:
-    def __init__(self, max_results: int) -> None:
+    def __init__(self, max_results: int, deadline: float) -> None:
         self.max_results = max_results
         self.matches: list[Match] = []
         self.used = 0
         self.truncated = False
-        self.deadline = time.monotonic() + SECONDS
+        self.deadline = deadline
         self.timed_out = False
 
     def full(self) -> bool:
@@ -72,29 +82,38 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList, git_timeout: f
     regex = compile_pattern(args.pattern, args.fixed)
     path = tidy(check_path(args.path))
     must_be_directory(root, path)
-    budget = _Budget(args.max_results)
-    files, hidden = visible_files(root, path, args.include_ignored, git_timeout,
-                                  budget.deadline)
-    skipped_denied = skipped_binary = 0
-    for file in files:
-        if budget.full():
-            break
-        if time.monotonic() > budget.deadline:
-            budget.timed_out = True
-            break
-        if deny.denies(file):
-            skipped_denied += 1
-            continue
+    budget = _Budget(args.max_results, root.deadline)
+    skipped_denied = skipped_binary = hidden = 0
+    with worktree(root, git_timeout) as (view, plain):
+        files = view.walk(path, into_ignored=args.include_ignored)
         try:
-            fd, _ = root.open_file(file, deny.denies)
+            for seen in files:
+                if budget.full():
+                    break
+                if seen.state == "ignored" and not args.include_ignored:
+                    hidden += 1
+                    continue
+                if seen.kind != "file":
+                    continue
+                if deny.denies(seen.path):
+                    skipped_denied += 1
+                    continue
+                try:
+                    fd, _ = root.open_file(seen.path, deny.denies)
+                except Refusal as refusal:
+                    skipped_denied += refusal.code == "denied_path"
+                    continue  # gone since it was listed, replaced by a FIFO or a symlink out
+                try:
+                    skipped_binary += not _search_file(fd, seen.path, regex, budget)
+                finally:
+                    os.close(fd)
         except Refusal as refusal:
-            skipped_denied += refusal.code == "denied_path"
-            continue  # gone since it was listed, a FIFO, a symlink out: nothing to search
-        try:
-            skipped_binary += not _search_file(fd, file, regex, budget)
+            if refusal.code != "time_limit":
+                raise
+            budget.timed_out = True
         finally:
-            os.close(fd)
-    note = None
+            files.close()
+    note = plain
     if budget.timed_out:
         note = f"the search stopped after {SECONDS:g} s; narrow it with a path"
     return SearchTextResult(pattern=args.pattern, matches=budget.matches,
@@ -120,7 +139,7 @@ def _search_file(fd: int, path: str, regex: re2._Regexp, budget: _Budget) -> boo
         region, carry = data, b""
         if not last:
             cut = data.rfind(b"\n") + 1
-            if cut == 0 and len(data) < _LONG_LINE:
+            if cut == 0 and len(data) < CHUNK:
                 carry = data
                 continue
             if cut:

@@ -1,0 +1,249 @@
+"""The workspace's files as Git sees them, found by our own confined walk (SPEC W2, W6, W7).
+
+Owns walking a workspace folder by folder, each opened beneath its parent's descriptor
+with `O_NOFOLLOW` (a symlink is an entry, never followed), and telling what each entry is
+to Git: `tracked` (in the index, or a folder holding tracked files), `untracked`, `ignored`
+(by the ignore files; everything inside an ignored folder is ignored too, tracked files
+aside) or `submodule` (a gitlink, or a folder with its own `.git`: listed, never entered).
+Git never walks the working tree: the index is read from the git directory, the ignore and
+attribute files beneath the workspace by this walk, those above it from the index's blobs.
+Outside Git every entry is `untracked` and `.git` is skipped. The walk is linear in the
+entries it looks at (ignored ones included) and stops with `time_limit` at the call's
+deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .confine import Refusal, Root
+from .gitindex import MODE_GITLINK, IndexEntry
+from .gitrepo import Objects, Repository
+from .gitrules import RULE_FILE_BYTES, Rules
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_RULE_FILES = (".gitignore", ".gitattributes")
+
+
+def kind_of(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def join(folder: str, name: str) -> str:
+    return name if folder == "." else f"{folder}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    path: str  # relative to the workspace
+    kind: str  # file, directory, symlink, other
+    st: os.stat_result
+    state: str  # tracked, untracked, ignored, submodule
+    level: int  # 1 for the entries of the folder the walk started in
+    rules: Rules  # the rules in force in the entry's folder
+
+
+@dataclass
+class _Folder:
+    fd: int
+    path: str
+    rules: Rules
+    ignored: bool
+    level: int
+    children: list[tuple[str, os.stat_result]]
+    next: int = 0
+
+
+@dataclass
+class Worktree:
+    """One tool call's view of the workspace: the index entries beneath it, the rules in
+    force at its top, and the walk."""
+
+    root: Root
+    repo: Repository | None
+    tracked: dict[str, list[IndexEntry]] = field(default_factory=dict)
+    tracked_dirs: set[str] = field(default_factory=set)
+    rules: Rules = field(default_factory=Rules)
+    looked: int = 0
+
+    @classmethod
+    def of(cls, root: Root, repo: Repository | None, objects: Objects | None) -> Worktree:
+        view = cls(root, repo)
+        if repo is None:
+            return view
+        entries = repo.index()
+        above = {e.path: e for e in entries if not e.path.startswith(repo.prefix)
+                 and e.path.rsplit("/", 1)[-1] in _RULE_FILES and e.stage == 0}
+        for entry in entries:
+            if entry.path.startswith(repo.prefix):
+                path = entry.path[len(repo.prefix):]
+                view.tracked.setdefault(path, []).append(entry)
+                parts = path.split("/")
+                for end in range(1, len(parts)):
+                    view.tracked_dirs.add("/".join(parts[:end]))
+        rules = Rules(repo.git_file("info/exclude", RULE_FILE_BYTES),
+                      repo.git_file("info/attributes", RULE_FILE_BYTES))
+        parts = repo.prefix.split("/")[:-1]
+        for end in range(len(parts)):  # the folders above the workspace, from the top down
+            base = "".join(f"{p}/" for p in parts[:end])
+            files = [above.get(base + name) for name in _RULE_FILES]
+            blobs = [objects.read(e.oid, RULE_FILE_BYTES) if e and objects else None
+                     for e in files]
+            rules = rules.below(base, blobs[0], blobs[1])
+        view.rules = rules
+        return view
+
+    def top(self, path: str) -> str:
+        """A workspace-relative path as Git names it (relative to the top)."""
+        prefix = self.repo.prefix if self.repo is not None else ""
+        return prefix if path == "." else prefix + path
+
+    def walk(self, start: str = ".", depth: int | None = None,
+             into_ignored: bool = False) -> Iterator[Seen]:
+        """The entries below `start` (a folder, already checked), folder by folder in name
+        order, each before what is inside it; at most `depth` levels; ignored folders are
+        entered only when `into_ignored`."""
+        rules, ignored = self._rules_down_to(start)
+        with_handle = self.root.open(start, directory=True)
+        try:
+            fd = self.root.reopen(with_handle, os.O_RDONLY | os.O_DIRECTORY)
+        finally:
+            os.close(with_handle.fd)
+        stack = [self._enter(fd, start, rules, ignored, 1)]
+        try:
+            while stack:
+                folder = stack[-1]
+                if folder.next == len(folder.children):
+                    os.close(stack.pop().fd)
+                    continue
+                name, st = folder.children[folder.next]
+                folder.next += 1
+                self.looked += 1
+                if self.looked % 256 == 0:
+                    self.root.check_time()
+                path = join(folder.path, name)
+                kind = kind_of(st.st_mode)
+                state = self._state(path, kind, folder)
+                child = None
+                if kind == "directory" and state != "submodule":
+                    descend = ((depth is None or folder.level < depth)
+                               and (state != "ignored" or into_ignored))
+                    if descend or (self.repo is not None and state != "ignored"):
+                        child = self._open(folder.fd, name)
+                    if child is not None and self.repo is not None and state != "ignored" \
+                            and path not in self.tracked_dirs and _has_git(child):
+                        state = "submodule"
+                    if child is not None and not (descend and state != "submodule"):
+                        os.close(child)
+                        child = None
+                yield Seen(path, kind, st, state, folder.level, folder.rules)
+                if child is not None:
+                    stack.append(self._enter(child, path, folder.rules,
+                                             state == "ignored", folder.level + 1))
+        finally:
+            for folder in stack:
+                os.close(folder.fd)
+
+    def _state(self, path: str, kind: str, folder: _Folder) -> str:
+        if self.repo is None:
+            return "untracked"
+        entries = self.tracked.get(path)
+        if entries:
+            return "submodule" if entries[0].mode == MODE_GITLINK else "tracked"
+        if kind == "directory" and path in self.tracked_dirs:
+            return "tracked"
+        if folder.ignored or folder.rules.ignored(self.top(path), kind == "directory"):
+            return "ignored"
+        return "untracked"
+
+    def _enter(self, fd: int, path: str, rules: Rules, ignored: bool, level: int) -> _Folder:
+        try:
+            children = _scan(fd)
+        except OSError:
+            children = []
+        if self.repo is not None and not ignored:
+            names = {name for name, _ in children}
+            found = [_rule_file(fd, n) if n in names else None for n in _RULE_FILES]
+            rules = rules.below(self._base(path), found[0], found[1])
+        return _Folder(fd, path, rules, ignored, level, children)
+
+    def _rules_down_to(self, folder: str) -> tuple[Rules, bool]:
+        """The rules in force in `folder` (workspace-relative) from the folders above it,
+        and whether it, or a folder above it within the workspace, is ignored."""
+        rules = self.rules
+        if self.repo is None:
+            return rules, False
+        here = "."
+        for part in [p for p in folder.split("/") if p not in ("", ".")]:
+            found = [self._read_rule_file(join(here, name)) for name in _RULE_FILES]
+            rules = rules.below(self._base(here), found[0], found[1])
+            here = join(here, part)
+            if here not in self.tracked_dirs and rules.ignored(self.top(here), True):
+                return rules, True
+        return rules, False
+
+    def _base(self, folder: str) -> str:
+        return self.top(folder) if folder == "." else self.top(folder) + "/"
+
+    def _read_rule_file(self, path: str) -> bytes | None:
+        try:
+            fd, _ = self.root.open_file(path, lambda _: False)
+        except Refusal:
+            return None
+        try:
+            return os.read(fd, RULE_FILE_BYTES)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _open(parent: int, name: str) -> int | None:
+        try:
+            return os.open(name, _DIR, dir_fd=parent)
+        except OSError:
+            return None
+
+
+def _scan(fd: int) -> list[tuple[str, os.stat_result]]:
+    """An open folder's entries but `.git`, sorted by name, with their own (lstat) status."""
+    found = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.name == ".git":
+                continue
+            try:
+                found.append((entry.name, entry.stat(follow_symlinks=False)))
+            except OSError:
+                continue
+    found.sort()
+    return found
+
+
+def _has_git(fd: int) -> bool:
+    try:
+        os.stat(".git", dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _rule_file(folder: int, name: str) -> bytes | None:
+    try:
+        fd = os.open(name, _FILE, dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, RULE_FILE_BYTES)
+    finally:
+        os.close(fd)
