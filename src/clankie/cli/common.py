@@ -3,11 +3,15 @@
 Owns the SPEC section 10 exit codes and the one function `call` through which a command
 reaches the service. A command sends a request at most once: `Uncertain` (no reply after
 sending) is exit 7 with the way to inspect the result, never a second try.
+
+Everything a command prints goes through `say`, `warn` or `print_json`, which show text
+from others (prompts, options, messages, summaries, paths, details) with its control and
+invisible format characters made visible (`clankie.text`): nothing from the service
+reaches the terminal raw. Nothing printed is ever interpreted as markup.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -18,6 +22,7 @@ from typing import Any, Final, NoReturn
 import typer
 
 from clankie.client import ApiError, Client, ServiceUnreachable, Uncertain
+from clankie.text import visible, visible_json
 
 DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
 EXIT_OF_CODE: Final[dict[str, int]] = {
@@ -41,15 +46,17 @@ JsonOption = typer.Option("--json", help="Print the service's object (or problem
 
 
 def say(text: str = "") -> None:
-    typer.echo(text)
+    typer.echo(visible(text))
 
 
 def warn(text: str) -> None:
-    typer.echo(text, err=True)
+    typer.echo(visible(text), err=True)
 
 
 def print_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    """The service's object as JSON; hidden characters are JSON escapes, so it parses the
+    same and nothing in it acts on a terminal."""
+    typer.echo(visible_json(value))
 
 
 def exit_with(code: int) -> NoReturn:

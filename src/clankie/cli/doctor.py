@@ -25,6 +25,8 @@ from clankie.home import Home
 from clankie.settings import Settings, SettingsError, load_settings
 from clankie.store.schema import MIGRATIONS
 
+from .common import say
+
 PROBE_TIMEOUT_S = 2.0
 
 
@@ -164,7 +166,7 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print the check
         typer.echo(json.dumps([asdict(c) for c in checks], indent=2))
     else:
         for c in checks:
-            typer.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.check}: {c.detail}"
-                       + (f"\n     fix: {c.fix}" if c.fix and not c.ok else ""))
+            say(f"{'ok  ' if c.ok else 'FAIL'} {c.check}: {c.detail}"
+                + (f"\n     fix: {c.fix}" if c.fix and not c.ok else ""))
     raise typer.Exit(0 if all(c.ok for c in checks) else 1)
 

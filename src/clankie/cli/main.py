@@ -21,7 +21,7 @@ from clankie.settings import SettingsError, load_settings, settings_table
 from clankie.store.db import StoreUnusable
 
 from . import access, chat, conversations, doctor
-from .common import write_private
+from .common import say, warn, write_private
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   help="clankie: a local agent service that asks its owner one question at a "
@@ -52,7 +52,7 @@ app.add_typer(access.credentials, name="credentials")
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(f"clankie: {message}", err=True)
+    warn(f"clankie: {message}")
     return typer.Exit(code)
 
 
@@ -72,10 +72,10 @@ def init() -> None:
     finally:
         store.close()
     if token is None:
-        typer.echo(f"clankie is already set up in {home.path}")
+        say(f"clankie is already set up in {home.path}")
         return
     write_private(home.token_file, token + "\n")
-    typer.echo(f"clankie is set up in {home.path}; operator token in {home.token_file}")
+    say(f"clankie is set up in {home.path}; operator token in {home.token_file}")
 
 
 @app.command()
@@ -127,10 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except (ClankieError, SettingsError, StoreUnusable) as exc:
-        typer.echo(f"clankie: {exc}", err=True)
+        warn(f"clankie: {exc}")
         return 1
     except Exception as exc:  # anything unexpected: one line, never a traceback
-        typer.echo(f"clankie: internal error: {type(exc).__name__}: {exc}", err=True)
+        warn(f"clankie: internal error: {type(exc).__name__}: {exc}")
         return 1
     return 0
 

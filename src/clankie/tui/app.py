@@ -5,6 +5,11 @@ snapshot and keeps it as `displayed`; `/question answer N` sends the N-th displa
 option with the displayed request, incarnation and revision, once. A conflict is said
 and the question shown again; an uncertain outcome is said as uncertain; nothing is ever
 resubmitted by the app. Network calls run only in workers (Textual's `@work`).
+
+Whatever the app shows goes through `say`, `_status`, `_show` or `notice`: text from
+others with its control and invisible format characters made visible (`clankie.text`),
+and never interpreted as markup (plain `Text`/`Content`, `markup=False`), so a model's
+`[@click=app.quit]` is only words.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.content import Content
+from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, RichLog, Static
 
 from clankie.client import ApiError, ServiceUnreachable, Uncertain
+from clankie.text import visible
 
 from . import render
 from .commands import (
@@ -72,9 +80,9 @@ class ChatApp(App[None]):
         self.after = 0
 
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        yield Static(id="status", markup=False)
         yield RichLog(id="log", wrap=True, markup=False)
-        yield Static(id="question")
+        yield Static(id="question", markup=False)
         yield Input(placeholder="Message Clankie, or /question, /help", id="input")
         yield Footer()
 
@@ -89,8 +97,13 @@ class ChatApp(App[None]):
 
     # ------------------------------------------------------------------------ showing
 
-    def say(self, text: str) -> None:
-        self.query_one(RichLog).write(Text(text))
+    def say(self, text: str, style: str = "") -> None:
+        self.query_one(RichLog).write(Text(visible(text), style=style))
+
+    def notice(self, message: str, *, title: str = "",
+               severity: SeverityLevel = "information") -> None:
+        """A toast (`notify`), shown like the log: visible, never markup."""
+        self.notify(visible(message), title=title, severity=severity, markup=False)
 
     def transcript(self) -> str:
         """The chat log as plain text (for tests and for people who copy it)."""
@@ -99,9 +112,9 @@ class ChatApp(App[None]):
     def _status(self) -> None:
         expiry = render.expiry(self.question, self.clock()) if self.pending else None
         status = self.query_one("#status", Static)
-        status.update(render.status_line(
+        status.update(Content(visible(render.status_line(
             self.service, self.conversation_id, self.pending, bool(self.running),
-            self.connected, self.doing, expiry[0] if expiry else None))
+            self.connected, self.doing, expiry[0] if expiry else None))))
         status.set_class(bool(expiry and expiry[1]), "expiring")
 
     def _show(self, snapshot: dict[str, Any]) -> None:
@@ -109,7 +122,7 @@ class ChatApp(App[None]):
         self.pending = snapshot["pending"] is not None
         self.question = snapshot["pending"]
         panel = self.query_one("#question", Static)
-        panel.update(render.question_panel(snapshot))
+        panel.update(Content(visible(render.question_panel(snapshot))))
         panel.set_class(True, "shown")
         self._status()
 
@@ -133,12 +146,12 @@ class ChatApp(App[None]):
                 self.connected = False
                 self._status()
                 if failures == 0:
-                    self.notify(f"Lost the service: {exc}", severity="warning")
+                    self.notice(f"Lost the service: {exc}", severity="warning")
                 await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
                 failures += 1
                 continue
             except ApiError as exc:
-                self.notify(f"{exc.code}: {exc.detail}", severity="error")
+                self.notice(f"{exc.code}: {exc.detail}", severity="error")
                 return
             recovered = failures > 0 or self.after == 0
             failures = 0
@@ -165,7 +178,7 @@ class ChatApp(App[None]):
         line = render.event_line(event)
         if event["type"] == "tool_activity":
             self.doing = event["summary"] if event["run_id"] in self.running else None
-            self.query_one(RichLog).write(Text(str(line), style="dim"))
+            self.say(str(line), style="dim")
         elif line is not None:
             self.say(line)
 
@@ -181,7 +194,7 @@ class ChatApp(App[None]):
         self.question = snapshot["pending"]
         if announce and self.question is not None:
             self.bell()  # heard from another window too
-            self.notify(f"Clankie asks: {self.question['prompt'][:200]}\n/question shows it.",
+            self.notice(f"Clankie asks: {self.question['prompt'][:200]}\n/question shows it.",
                         title="A question")
 
     # ----------------------------------------------------------------------- commands
