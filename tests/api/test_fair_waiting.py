@@ -145,3 +145,20 @@ def test_v5_a_whole_request_is_never_cut_by_the_deadline(
                                            "wait_ms": int(quick_deadline * 3_000)})
         assert page["events"] == [] and time.monotonic() - started >= quick_deadline * 3
         assert client.call("conversation_list")["conversations"]
+
+
+def test_v5_a_long_poll_whose_client_hung_up_gives_its_slot_back_at_once(
+        world: World, tmp_path: Path):
+    c = world.conversation()
+    body = b'{"conversation_id": "%s", "after": 1000, "wait_ms": 30000}' % c.encode()
+    tail = (b"POST /v1/ops/events_tail HTTP/1.1\r\nHost: clankie\r\n"
+            b"Authorization: Bearer " + world.operator.encode() + b"\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    with serving(world, tmp_path) as path, ExitStack() as stack:
+        socks = [connect(path, stack) for _ in range(LONG_POLL_SLOTS)]
+        for sock in socks:
+            sock.sendall(tail)
+        wait_until(lambda: world.service.waiting == LONG_POLL_SLOTS, "the long-polls to wait")
+        socks[0].close()  # long before its 30 s are up
+        wait_until(lambda: world.service.waiting == LONG_POLL_SLOTS - 1,
+                   "the hung-up long-poll to give its slot back")
