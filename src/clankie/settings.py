@@ -43,12 +43,17 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("openai_model", "gpt-4o-mini", "Model name for the openai provider."),
     Setting("anthropic_base_url", "", "Anthropic endpoint (empty: the SDK's default)."),
     Setting("anthropic_model", "claude-sonnet-4-5", "Model name for the anthropic provider."),
+    Setting("max_connections", 256, "Connections served at once on each listener (the Unix "
+            "socket, the TCP port); past it a new connection is closed at once."),
 )
 
 _MINIMUM: Final[dict[str, float]] = {"question_ttl": 1, "receipt_limit": 1,
                                      "event_retention": 1, "take_control_ttl": 1,
                                      "git_timeout": 0.1, "max_steps": 1,
-                                     "run_tool_budget": 1_024}
+                                     "run_tool_budget": 1_024, "max_connections": 1}
+# A ceiling for a local service. Each connection is a file descriptor, and the process's
+# own limit (often 1,024 soft) still applies; the default fits it with both listeners full.
+_MAXIMUM: Final[dict[str, float]] = {"max_connections": 4_096}
 
 
 class SettingsError(Exception):
@@ -72,6 +77,7 @@ class Settings:
     openai_model: str = "gpt-4o-mini"
     anthropic_base_url: str = ""
     anthropic_model: str = "claude-sonnet-4-5"
+    max_connections: int = 256
 
 
 assert [f.name for f in fields(Settings)] == [s.name for s in SETTINGS]
@@ -119,6 +125,9 @@ def _coerce(setting: Setting, value: Any) -> Any:
     minimum = _MINIMUM.get(setting.name)
     if minimum is not None and coerced < minimum:
         raise SettingsError(f"setting {setting.name}: {value!r} is below {minimum}")
+    maximum = _MAXIMUM.get(setting.name)
+    if maximum is not None and coerced > maximum:
+        raise SettingsError(f"setting {setting.name}: {value!r} is above {maximum}")
     return coerced
 
 

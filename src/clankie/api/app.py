@@ -4,10 +4,18 @@ Owns the HTTP edge: the body limit (64 KiB, enforced while reading, before parsi
 decoding, the bearer token, running the synchronous service off the event loop, turning
 every failure into a problem document, and the uvicorn server that wakes long-polls when
 it is stopped. It decides nothing the service decides.
+
+Fair waiting (SPEC V5): a long-poll waits on this event loop, not on a worker thread, so
+however many wait, they take no thread from anything else; only its reads run on threads
+of their own (`_TAIL_READ_THREADS`). A call with `wait_ms` 0 and every other operation run
+on the ops threads. Which long-polls may wait (a slot of their credential) the service
+decides; connections (a whole request in time, a bound per listener) are `connections.py`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from functools import partial
@@ -17,22 +25,26 @@ from typing import Any
 import anyio
 import uvicorn
 from fastapi import FastAPI, Request
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
 from clankie import __version__
 from clankie.core.errors import ClankieError
 from clankie.service import Service
 
+from .connections import bounded_protocol
 from .openapi import build_openapi
 from .problems import problem
 
 log = logging.getLogger("clankie.api")
 
 MAX_BODY_BYTES = 64 * 1024
-# Long-polls wait in threads of their own so that they never starve other operations.
 _OPS_THREADS = 16
-_TAIL_THREADS = 64
+# A long-poll's reads (its first, and one after each wake-up) run apart from the ops, so
+# many long-polls woken by one commit never keep an operation waiting for a thread.
+_TAIL_READ_THREADS = 8
 
 
 class HttpServer(uvicorn.Server):
@@ -49,7 +61,9 @@ class HttpServer(uvicorn.Server):
 
 def http_server(service: Service) -> HttpServer:
     config = uvicorn.Config(create_app(service), lifespan="off", access_log=False,
-                            log_level="warning", timeout_graceful_shutdown=10)
+                            log_level="warning", timeout_graceful_shutdown=10,
+                            http=bounded_protocol(service.settings.max_connections),
+                            ws="none")
     return HttpServer(config, service)
 
 
@@ -57,17 +71,41 @@ def create_app(service: Service) -> FastAPI:
     app = FastAPI(title="clankie dispatcher", version=__version__, openapi_url=None,
                   docs_url=None, redoc_url=None)
     ops_limiter = anyio.CapacityLimiter(_OPS_THREADS)
-    tail_limiter = anyio.CapacityLimiter(_TAIL_THREADS)
+    tail_read_limiter = anyio.CapacityLimiter(_TAIL_READ_THREADS)
+
+    async def events_tail(request: Request, payload: Any) -> BaseModel:
+        """V1 and V5: read; while the service says to wait, wait here without a thread."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:  # on a commit thread
+            # A loop that has closed (the server stopped) has nobody left to wake.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(woken.set)
+
+        with service.open_tail(_bearer(request), payload, wake) as tail:
+            limiter = tail_read_limiter if tail.waits else ops_limiter
+            while True:
+                woken.clear()
+                page = await anyio.to_thread.run_sync(tail.read, limiter=limiter)
+                if page is not None:
+                    return page
+                await _until_woken(woken, request, tail.remaining())
 
     @app.post("/v1/ops/{op}")
     async def dispatch(op: str, request: Request) -> Response:
         try:
             body = await _read_body(request)
             payload = _parse_json(body)
-            limiter = tail_limiter if op == "events_tail" else ops_limiter
-            result = await anyio.to_thread.run_sync(
-                partial(service.call, op, _bearer(request), payload), limiter=limiter)
+            if op == "events_tail":
+                result = await events_tail(request, payload)
+            else:
+                result = await anyio.to_thread.run_sync(
+                    partial(service.call, op, _bearer(request), payload), limiter=ops_limiter)
             return JSONResponse(result.model_dump(mode="json"))
+        except ClientDisconnect:
+            # The client hung up (or sent too slowly and was cut off): nobody to answer.
+            return Response(status_code=400)
         except ClankieError as err:
             return problem(err)
         except Exception:  # the last line of defence: log it, never show it to a client
@@ -84,6 +122,27 @@ def create_app(service: Service) -> FastAPI:
         return problem(ClankieError(code, str(exc.detail)), status=exc.status_code)
 
     return app
+
+
+async def _until_woken(woken: asyncio.Event, request: Request, seconds: float) -> None:
+    """Wait until `woken` is set or `seconds` have passed. A client that hangs up meanwhile
+    raises `ClientDisconnect`, so that its long-poll's slot is free at once."""
+    gone = False
+    with anyio.move_on_after(seconds):
+        async with anyio.create_task_group() as group:
+
+            async def watch_client() -> None:
+                nonlocal gone
+                # The body was read whole: the next message is the client hanging up.
+                if (await request.receive())["type"] == "http.disconnect":
+                    gone = True
+                    group.cancel_scope.cancel()
+
+            group.start_soon(watch_client)
+            await woken.wait()
+            group.cancel_scope.cancel()
+    if gone:
+        raise ClientDisconnect
 
 
 def _bearer(request: Request) -> str | None:

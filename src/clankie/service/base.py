@@ -2,14 +2,14 @@
 
 Owns how every operation meets the store: a write or read transaction in which the
 caller is authenticated and authorized, storage failures as `storage_unavailable`, saving
-a `Change`, waking long-polls after a commit, and the lookups every operation shares.
+a `Change`, waking long-polls after a commit (`longpoll.py`), and the lookups every
+operation shares.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,10 +38,10 @@ from clankie.workspace.membership import Membership, membership
 
 from . import views
 from .credentials import authenticate
+from .longpoll import LongPolls
 from .notify import Notifier, document
 
 log = logging.getLogger("clankie.service")
-
 
 
 def utcnow() -> datetime:
@@ -76,10 +76,7 @@ class ServiceBase:
     notifier: Notifier | None = None
 
     def __post_init__(self) -> None:
-        self._changed = threading.Condition()
-        self._generations: dict[str, int] = {}
-        self._stopping = False
-        self._waiting = 0
+        self.long_polls = LongPolls()
 
     def has_owner(self) -> bool:
         with self._storage(), self.store.read() as tx:
@@ -87,15 +84,12 @@ class ServiceBase:
 
     @property
     def waiting(self) -> int:
-        """How many long-polls are waiting now."""
-        with self._changed:
-            return self._waiting
+        """How many long-polls are waiting now (each holds a slot of its credential)."""
+        return self.long_polls.waiting
 
     def stop_waiting(self) -> None:
         """Shutting down: every long-poll returns now, and new ones do not wait."""
-        with self._changed:
-            self._stopping = True
-            self._changed.notify_all()
+        self.long_polls.stop()
 
     # ------------------------------------------------------------------- transactions
 
@@ -144,18 +138,13 @@ class ServiceBase:
     def _after_commit(self, tx: Tx) -> None:
         """Wake the long-polls of the conversations that got events; run the hooks."""
         if tx.touched:
-            with self._changed:
-                for conversation_id in tx.touched:
-                    self._generations[conversation_id] = self._generations.get(
-                        conversation_id, 0) + 1
-                self._changed.notify_all()
+            self.long_polls.changed(tx.touched)
         if self.notifier is not None:
             self._run_hooks(tx.saved)
 
     def generation(self, conversation_id: str) -> int:
         """How many commits added events to the conversation (a long-poll's wake-up)."""
-        with self._changed:
-            return self._generations.get(conversation_id, 0)
+        return self.long_polls.generation(conversation_id)
 
     def _save(self, tx: Tx, change: Change | None) -> None:
         if change is not None:

@@ -3,13 +3,15 @@
 Owns the order of every operation: validate the input (`clankie.dto`), open one
 transaction, authenticate the token and authorize the op in it, load, let `clankie.core`
 decide, save, commit, and only then act on the outside (start a run, wake long-polls).
-It knows nothing of HTTP: `call(op, token, payload)` is the whole entry point. The run
-side is `runs.py`; transactions and shared lookups are `base.py`.
+It knows nothing of HTTP: `call(op, token, payload)` is the whole entry point, and
+`open_tail` the same for `events_tail` by a caller that waits in its own way (the HTTP
+edge, without a thread). The run side is `runs.py`; transactions and shared lookups are
+`base.py`; long-poll waiting and its slots are `longpoll.py`.
 """
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +40,7 @@ from clankie.workspace.identity import identify
 from . import views
 from .base import Call, invalid_request
 from .credentials import new_token, token_hash
+from .longpoll import Tail, Wake
 from .runs import RunHooks
 
 assert dto.OPS.keys() == WHO_MAY.keys()
@@ -46,17 +49,16 @@ assert dto.OPS.keys() == WHO_MAY.keys()
 class Service(RunHooks):
     def call(self, op: str, token: str | None, payload: Any) -> BaseModel:
         """Perform `op` for the holder of `token`; raise `ClankieError` on any refusal."""
-        spec = dto.OPS.get(op)
-        if spec is None:
-            raise ClankieError("not_found", f"there is no operation {op!r}")
-        if not isinstance(payload, Mapping):
-            raise ClankieError("invalid_request", "the request body must be a JSON object")
-        try:
-            request = spec.input.model_validate(payload)
-        except ValidationError as exc:
-            raise invalid_request(exc) from None
+        request = _validated(op, payload)
         handler: Callable[[str | None, Any], BaseModel] = getattr(self, op)
         return handler(token, request)
+
+    def open_tail(self, token: str | None, payload: Any, wake: Wake) -> Tail:
+        """`events_tail` for a caller that waits in its own way: validated here (no I/O),
+        then read with `Tail.read` as `longpoll.py` says; `wake` is called on a commit
+        thread when there may be something new."""
+        request: dto.EventsTail = _validated("events_tail", payload)
+        return self._tail(token, request, wake)
 
     def init_owner(self, *, reissue: bool = False) -> str | None:
         """Create the owner and a first operator token, unless a live owner exists.
@@ -173,29 +175,29 @@ class Service(RunHooks):
     # -------------------------------------------------------------------------- events
 
     def events_tail(self, token: str | None, r: dto.EventsTail) -> dto.EventsOut:
-        """SPEC V1: events after `after`; waits up to `wait_ms` for one when there are none."""
-        deadline = time.monotonic() + r.wait_ms / 1000
-        while True:
-            generation = self.generation(r.conversation_id)
+        """SPEC V1: events after `after`; waits up to `wait_ms` for one when there are none,
+        on this thread, if its credential has a long-poll slot free (V5)."""
+        woken = threading.Event()
+        with self._tail(token, r, woken.set) as tail:
+            while True:
+                woken.clear()
+                page = tail.read()
+                if page is not None:
+                    return page
+                woken.wait(tail.remaining())
+
+    def _tail(self, token: str | None, r: dto.EventsTail, wake: Wake) -> Tail:
+        def read() -> tuple[str, dto.EventsOut]:
             with self._read("events_tail", token) as c:
                 self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
                 page = c.tx.events_after(r.conversation_id, r.after, r.limit)
-            trimmed = r.after < page.trimmed_through
-            remaining = deadline - time.monotonic()
-            if page.events or trimmed or remaining <= 0 or self._stopping:
-                return dto.EventsOut(
-                    events=page.events,
-                    next_after=page.events[-1]["seq"] if page.events else r.after,
-                    oldest_seq=page.trimmed_through + 1,
-                    trimmed=trimmed)
-            with self._changed:
-                self._waiting += 1
-                try:
-                    self._changed.wait_for(  # the condition's lock is reentrant
-                        lambda g=generation: self.generation(r.conversation_id) != g
-                        or self._stopping, remaining)
-                finally:
-                    self._waiting -= 1
+            return c.principal.credential_id, dto.EventsOut(
+                events=page.events,
+                next_after=page.events[-1]["seq"] if page.events else r.after,
+                oldest_seq=page.trimmed_through + 1,
+                trimmed=r.after < page.trimmed_through)
+
+        return Tail(self.long_polls, r.conversation_id, r.wait_ms, read, wake)
 
     def run_get(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
         with self._read("run_get", token) as c:
@@ -334,6 +336,19 @@ class Service(RunHooks):
         with self._storage(), self.store.read() as tx:
             return dto.AnswerReply(receipt=views.receipt(tx, receipt),
                                    duplicate=decision.duplicate)
+
+
+def _validated(op: str, payload: Any) -> Any:
+    """The op's input shape, or `not_found` (no such op) / `invalid_request`."""
+    spec = dto.OPS.get(op)
+    if spec is None:
+        raise ClankieError("not_found", f"there is no operation {op!r}")
+    if not isinstance(payload, Mapping):
+        raise ClankieError("invalid_request", "the request body must be a JSON object")
+    try:
+        return spec.input.model_validate(payload)
+    except ValidationError as exc:
+        raise invalid_request(exc) from None
 
 
 def _existing_dir(path: str, what: str) -> WorkspaceIdentity:

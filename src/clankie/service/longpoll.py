@@ -1,0 +1,171 @@
+"""Long-polls (SPEC V1, V5): wake-ups after commits, and waiting slots per credential.
+
+Owns fair waiting. A long-poll (`events_tail` with `wait_ms` > 0) that finds nothing to
+return takes one of its credential's `LONG_POLL_SLOTS` slots and waits for a commit that
+adds events to its conversation; with no slot free it returns at once with what is there.
+Slots are counted by the authenticated credential, so rotating a token or spelling it
+otherwise gains none. A call that does not wait takes no slot, so waiting long-polls
+never delay anything else.
+
+How a caller waits is the caller's own: `Tail.read` never blocks. It returns the result,
+or None, meaning "wait until your `wake` is called or `remaining()` has passed, then read
+again". `wake` is called on the committing thread, so it must be quick and must not
+raise: a thread sets a `threading.Event`; the HTTP edge sets an `asyncio.Event` through
+its loop, so a long-poll waiting there holds no worker thread at all.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from clankie import dto
+
+__all__ = ["LONG_POLL_SLOTS", "LongPolls", "Read", "Tail", "Wake"]
+
+LONG_POLL_SLOTS: Final = 8
+
+Wake = Callable[[], None]
+# One read of the tail, authenticated: the caller's credential ID and the page.
+Read = Callable[[], tuple[str, dto.EventsOut]]
+
+
+class _Watch:
+    """One waiting long-poll's interest in a conversation (compared by identity)."""
+
+    __slots__ = ("conversation_id", "wake")
+
+    def __init__(self, conversation_id: str, wake: Wake) -> None:
+        self.conversation_id = conversation_id
+        self.wake = wake
+
+
+class LongPolls:
+    """The service's long-polls: per-conversation commit counters, watches, slots."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._generations: dict[str, int] = {}
+        self._watches: dict[str, set[_Watch]] = {}
+        self._slots: dict[str, int] = {}  # credential ID -> long-polls holding a slot
+        self._stopping = False
+
+    @property
+    def waiting(self) -> int:
+        """How many long-polls hold a slot now."""
+        with self._lock:
+            return sum(self._slots.values())
+
+    @property
+    def stopping(self) -> bool:
+        with self._lock:
+            return self._stopping
+
+    def generation(self, conversation_id: str) -> int:
+        """How many commits added events to the conversation."""
+        with self._lock:
+            return self._generations.get(conversation_id, 0)
+
+    def changed(self, conversation_ids: Iterable[str]) -> None:
+        """After a commit: wake the long-polls of the conversations that got events."""
+        with self._lock:
+            woken: list[_Watch] = []
+            for conversation_id in conversation_ids:
+                self._generations[conversation_id] = self._generations.get(
+                    conversation_id, 0) + 1
+                woken.extend(self._watches.get(conversation_id, ()))
+        for watch in woken:
+            watch.wake()
+
+    def stop(self) -> None:
+        """Shutting down: every long-poll is woken now, and none waits from now on."""
+        with self._lock:
+            self._stopping = True
+            woken = [w for watches in self._watches.values() for w in watches]
+        for watch in woken:
+            watch.wake()
+
+    def claim(self, credential_id: str) -> bool:
+        """Take a slot of the credential; False when all of its slots are taken."""
+        with self._lock:
+            held = self._slots.get(credential_id, 0)
+            if self._stopping or held >= LONG_POLL_SLOTS:
+                return False
+            self._slots[credential_id] = held + 1
+            return True
+
+    def release(self, credential_id: str) -> None:
+        with self._lock:
+            held = self._slots[credential_id] - 1
+            if held:
+                self._slots[credential_id] = held
+            else:
+                del self._slots[credential_id]
+
+    def watch(self, conversation_id: str, since: int, wake: Wake) -> _Watch:
+        """Call `wake` on each commit with events for the conversation from now on, and at
+        once if one came after the generation `since` (or the service is stopping)."""
+        watch = _Watch(conversation_id, wake)
+        with self._lock:
+            self._watches.setdefault(conversation_id, set()).add(watch)
+            missed = self._stopping or self._generations.get(conversation_id, 0) != since
+        if missed:
+            wake()
+        return watch
+
+    def unwatch(self, watch: _Watch) -> None:
+        with self._lock:
+            watches = self._watches[watch.conversation_id]
+            watches.discard(watch)
+            if not watches:
+                del self._watches[watch.conversation_id]
+
+
+class Tail:
+    """One `events_tail` call: `read()` until it returns the page, waiting in between;
+    `close()` (or the `with` block's end) gives its slot back, however it ended."""
+
+    def __init__(self, polls: LongPolls, conversation_id: str, wait_ms: int, read: Read,
+                 wake: Wake) -> None:
+        self.waits = wait_ms > 0
+        self._polls = polls
+        self._conversation_id = conversation_id
+        self._deadline = time.monotonic() + wait_ms / 1000
+        self._read = read
+        self._wake = wake
+        self._slot: str | None = None  # the credential whose slot this long-poll holds
+        self._watch: _Watch | None = None
+
+    def __enter__(self) -> Tail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def remaining(self) -> float:
+        """Seconds left until `wait_ms` has passed."""
+        return max(0.0, self._deadline - time.monotonic())
+
+    def read(self) -> dto.EventsOut | None:
+        """The page to return, or None: wait for a wake-up or the deadline, and read again.
+        Raises `ClankieError` as the read does (every read authenticates again)."""
+        since = self._polls.generation(self._conversation_id)
+        credential_id, page = self._read()
+        if page.events or page.trimmed or self.remaining() <= 0 or self._polls.stopping:
+            return page
+        if self._slot is None:
+            if not self._polls.claim(credential_id):
+                return page  # V5: no slot free, so what is there, at once
+            self._slot = credential_id
+            self._watch = self._polls.watch(self._conversation_id, since, self._wake)
+        return None
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._polls.unwatch(self._watch)
+            self._watch = None
+        if self._slot is not None:
+            self._polls.release(self._slot)
+            self._slot = None
