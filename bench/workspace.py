@@ -6,7 +6,10 @@ run, each figure next to `git grep` run directly on the same tree (and `rg` if p
 
 - search_text for a rare literal and for a common word (cut at 100 matches),
 - list_files at depth 3,
-- read_file of a 250-line window in the 50 MiB file.
+- read_file of a 250-line window in the 50 MiB file,
+- git_status and git_diff with 10 changed files, next to `git status` and `git diff`,
+- list_files in a second repository of 16,000 Git-ignored folders (SPEC W5: linear),
+  next to `git ls-files --others --ignored --exclude-standard --directory`.
 
 Every figure is the median (p50) of several runs of the tool's own function in this
 process; the baselines are whole `git grep` processes. Prints one JSON document.
@@ -28,9 +31,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from clankie.tool_dto import ListFilesArgs, ReadFileArgs, SearchTextArgs
+from clankie.tool_dto import GitDiffArgs, ListFilesArgs, ReadFileArgs, SearchTextArgs
 from clankie.workspace.confine import Root
 from clankie.workspace.deny import DenyList
+from clankie.workspace.git import git_diff, git_status
 from clankie.workspace.identity import identify
 from clankie.workspace.listing import list_files
 from clankie.workspace.reading import read_file
@@ -64,6 +68,22 @@ def generate(root: Path, files: int, seed: int = 7) -> None:
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "generated"], check=True)
+    for number in range(0, files, max(1, files // 10))[:10]:  # 10 changed files
+        changed = root / f"pkg{number % 40:02d}" / f"sub{number % 7}" / f"file{number:05d}.py"
+        with open(changed, "a") as out:
+            out.write("one more line\n")
+
+
+def generate_ignored(root: Path, folders: int = 16_000) -> None:
+    root.mkdir(parents=True)
+    (root / ".gitignore").write_text("cache-*/\n")
+    for number in range(folders):
+        (root / f"cache-{number:05d}").mkdir()
+    (root / "kept.txt").write_text("kept\n")
+    git = ["git", "-C", str(root), "-c", "user.name=bench", "-c", "user.email=bench@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "generated"], check=True)
 
 
 def p50(fn: Callable[[], object], runs: int) -> float:
@@ -89,14 +109,17 @@ def main() -> None:
     try:
         repo = folder / "repo"
         generate(repo, args.files)
+        ignored = folder / "ignored"
+        generate_ignored(ignored)
         saved = identify(str(repo))
-        assert saved is not None
+        saved_ignored = identify(str(ignored))
+        assert saved is not None and saved_ignored is not None
         deny = DenyList()
         figures: dict[str, dict[str, float | None]] = {}
 
-        def tool(fn: Callable[[Root], object]) -> Callable[[], object]:
+        def tool(fn: Callable[[Root], object], where: object = saved) -> Callable[[], object]:
             def once() -> object:
-                with Root(saved) as root:
+                with Root(where) as root:  # type: ignore[arg-type]
                     return fn(root)
             return once
 
@@ -115,10 +138,19 @@ def main() -> None:
             ("read_file_window_in_50_MiB",
              tool(lambda r: read_file(r, ReadFileArgs(path="big.txt", offset=1000), deny)),
              ["git", "grep", "-c", "-F", "-e", RARE, "--", "big.txt"], None),
+            ("git_status_10_changed", tool(lambda r: git_status(r, 5)),
+             ["git", "status", "--porcelain"], None),
+            ("git_diff_10_changed", tool(lambda r: git_diff(r, GitDiffArgs(), deny, 5)),
+             ["git", "diff"], None),
+            ("list_files_16000_ignored_folders",
+             tool(lambda r: list_files(r, ListFilesArgs(depth=3), deny, 5), saved_ignored),
+             ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--directory"],
+             None),
         ]
         for name, fn, baseline, ripgrep in cases:
             ours = p50(fn, args.runs)
-            git = command_p50(baseline, repo, args.runs)
+            where = ignored if name.startswith("list_files_16000") else repo
+            git = command_p50(baseline, where, args.runs)
             entry: dict[str, float | None] = {
                 "p50_ms": round(ours, 2), "baseline_cmd_p50_ms": round(git, 2),
                 "ratio_to_baseline": round(ours / git, 2)}

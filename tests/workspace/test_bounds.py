@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -207,3 +208,97 @@ def test_w1_read_file_arguments_are_strict(place: Place):
         assert place.refused("read_file", **bad) == "invalid_argument", bad
     assert json.loads(place.call("read_file", path="README.md").text)["start_line"] == 1
     assert os.path.exists(place.ws / "README.md")
+
+
+_MEASURE = """
+import json, resource, sys, time
+sys.path.insert(0, {src!r})
+from clankie.workspace.tools import Settings, call_tool
+from clankie.workspace.deny import DenyList
+from clankie.workspace.identity import identify
+settings = Settings(DenyList(), 5.0)
+ws = identify({ws!r})
+call_tool("list_files", '{{}}', ws, settings)  # warm: imports, caches
+report = []
+for tool, args in {calls!r}:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.monotonic()
+    out = call_tool(tool, json.dumps(args), ws, settings)
+    seconds = time.monotonic() - start
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    report.append({{"seconds": seconds, "grew_kib": grew, "status": out.status,
+                    "result": out.result}})
+print(json.dumps(report))
+"""
+
+
+def _measured(place: Place, *calls: tuple[str, dict[str, object]]) -> list[dict[str, object]]:
+    """Each call made in a child process: its seconds, peak memory growth and result."""
+    probe = _MEASURE.format(src=str(ROOT / "src"), ws=str(place.ws), calls=list(calls))
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=300, check=True)
+    return json.loads(done.stdout)
+
+
+W5_SECONDS = 11.0  # a tool call returns within 10 s plus 1 s, whatever the input
+W5_MEMORY_KIB = 64 * 1024
+
+
+def test_w5_listing_16000_ignored_folders_is_linear_and_within_the_bound(place: Place):
+    ws = place.ws
+    (ws / ".gitignore").write_text("cache-*/\n")
+    for n in range(16_000):
+        (ws / f"cache-{n:05d}").mkdir()
+    (ws / "kept.txt").write_text("kept\n")
+    git("init", "-q", "-b", "main", cwd=ws)
+    git("add", ".", cwd=ws)
+    git("commit", "-q", "-m", "first", cwd=ws)
+    listing, search = _measured(place, ("list_files", {"depth": 3}),
+                                ("search_text", {"pattern": "kept"}))
+    assert listing["status"] == "ok" and listing["seconds"] < W5_SECONDS
+    assert listing["result"]["hidden_by_ignore"] == 16_000
+    assert {e["path"] for e in listing["result"]["entries"]} == {
+        ".gitignore", "README.md", "kept.txt"}
+    assert search["status"] == "ok" and search["seconds"] < W5_SECONDS
+    assert [m["path"] for m in search["result"]["matches"]] == ["kept.txt"]
+    assert search["result"]["hidden_by_ignore"] == 16_000
+
+
+def test_w5_a_costly_pattern_on_a_4_mib_line_returns_within_the_bound(place: Place):
+    letters = random.Random(16)  # random word characters: the matcher's worst case
+    with open(place.ws / "one-line.txt", "wb") as out:
+        for _ in range(4):
+            out.write(bytes(letters.choices(b"abdefghijklmnopq", k=1024 * 1024)))
+    (place.ws / "after.txt").write_text("a" + "b" * 1_000 + "c\n")
+    found, refused = _measured(place, ("search_text", {"pattern": r"a\w{1000}c"}),
+                               ("search_text", {"pattern": r"a\w{900}c|b\w{900}d"}))
+    assert found["status"] == "ok" and found["seconds"] < W5_SECONDS
+    if found["result"]["truncated"]:  # said, with numbers and a way on
+        assert "stopped after 10 s" in found["result"]["note"]
+    else:
+        assert [m["path"] for m in found["result"]["matches"]] == ["after.txt"]
+    assert refused["status"] == "refused" and refused["result"]["code"] == "invalid_pattern"
+    assert refused["seconds"] < 1.0
+
+
+def test_w5_a_huge_deleted_file_is_named_not_read_into_memory(place: Place):
+    ws = place.ws
+    line = b"0123456789" * 10 + b"\n"
+    with open(ws / "huge.log", "wb") as big:
+        for _ in range(100 * 1024 * 1024 // len(line) // 1_024):
+            big.write(line * 1_024)
+    (ws / "small.txt").write_text("one\n")
+    git("init", "-q", "-b", "main", cwd=ws)
+    git("add", ".", cwd=ws)
+    git("commit", "-q", "-m", "first", cwd=ws)
+    (ws / "huge.log").unlink()
+    (ws / "small.txt").write_text("two\n")
+    diff, status, head = _measured(place, ("git_diff", {}), ("git_status", {}),
+                                   ("git_diff", {"revision": "HEAD"}))
+    for measured in (diff, status, head):
+        assert measured["status"] == "ok" and measured["seconds"] < W5_SECONDS
+        assert measured["grew_kib"] < W5_MEMORY_KIB, measured["grew_kib"]
+    text = diff["result"]["diff"]
+    assert "deleted file mode 100644" in text and "more than the" in text
+    assert "-one\n+two" in text and len(text.encode()) <= 32 * 1024
+    assert {"path": "huge.log", "status": " D"} in status["result"]["entries"]

@@ -12,6 +12,7 @@ bytes as a blob. Diffs are ours (`textdiff`). A file whose attributes name a fil
 from __future__ import annotations
 
 import hashlib
+import heapq
 import os
 import stat
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from .confine import Refusal, Root, check_path, tidy
 from .deny import DenyList
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, IndexEntry
 from .gitrepo import Objects, Repository, find_repository
-from .textdiff import Collected, header, patch
+from .textdiff import bounded, header, patch
 from .worktree import Seen, Worktree
 
 STATUS_ENTRIES = 200
@@ -76,14 +77,13 @@ class _Tree:
         return cls(root, repo, objects, view, files, nested)
 
     def stage0(self) -> dict[str, IndexEntry]:
-        return {path: entries[0] for path, entries in self.view.tracked.items()
-                if entries[0].stage == 0}
+        return {path: entry for path, entry in self.view.tracked.items() if entry.stage == 0}
 
     def unchanged_quick(self, entry: IndexEntry, seen: Seen) -> bool:
         """Whether the file is the index's by its stat data alone (no byte read): same
         mode, same stat data, written before the index was (else it may be racy)."""
         return (_mode(seen.st.st_mode) == entry.mode and _stat_matches(entry, seen.st)
-                and entry.mtime < self.repo.index_mtime)
+                and entry.mtime_ns < self.repo.index_mtime_ns)
 
     def unchanged(self, entry: IndexEntry, seen: Seen) -> bool:
         """Whether the working tree's file is the index's, as Git would decide it."""
@@ -145,35 +145,62 @@ class _Tree:
             os.close(fd)
 
 
+# One version of a file in a diff: (mode, object ID) for a blob or a gitlink in a commit or
+# the index, (mode, None) for the working tree's file, None when absent.
+Side = tuple[int, str | None] | None
+
+
+@dataclass
+class _Commit:
+    """A commit's files compared with the index as they stream by from Git: only what
+    differs is kept, so memory follows the changes, not the size of the tree."""
+
+    present: set[str]  # index paths the commit has, the same or not
+    differ: dict[str, tuple[int, str]]  # the commit's version where it is not the index's
+    only: dict[str, tuple[int, str]]  # paths the commit has and the index has not
+
+    @classmethod
+    def of(cls, repo: Repository, commit: str | None, index: dict[str, IndexEntry]) -> _Commit:
+        compared = cls(set(), {}, {})
+        for path, mode, oid in repo.tree(commit):
+            entry = index.get(path)
+            if entry is None:
+                compared.only[path] = (mode, oid)
+                continue
+            compared.present.add(path)
+            if (entry.mode, entry.oid) != (mode, oid) or entry.stage:
+                compared.differ[path] = (mode, oid)
+        return compared
+
+    def old(self, path: str, entry: IndexEntry) -> Side:
+        """The commit's version of an index path."""
+        if path not in self.present:
+            return None
+        return self.differ.get(path, (entry.mode, entry.oid))
+
+
 def git_status(root: Root, git_timeout: float) -> GitStatusResult:
     with _required(root, git_timeout) as repo, repo.objects() as objects:
         tree = _Tree.read(root, repo, objects)
-        head = repo.tree(repo.commit("HEAD"))
-        entries = sorted(_status(tree, head))
+        head = _Commit.of(repo, repo.commit("HEAD"), tree.view.tracked)
+        entries = heapq.nsmallest(STATUS_ENTRIES + 1, _status(tree, head))
         branch = repo.branch()
     shown = [StatusEntry(path=p, status=s) for p, s in entries[:STATUS_ENTRIES]]
     return GitStatusResult(branch=branch, entries=shown, truncated=len(entries) > STATUS_ENTRIES)
 
 
-def _status(tree: _Tree, head: dict[str, tuple[int, str]]) -> Iterator[tuple[str, str]]:
-    index = tree.view.tracked
-    for path in sorted(set(index) | set(head)):
+def _status(tree: _Tree, head: _Commit) -> Iterator[tuple[str, str]]:
+    for path, entry in tree.view.tracked.items():
         tree.root.check_time()
-        entries = index.get(path)
-        if entries and entries[0].stage != 0:
+        if entry.stage != 0:
             yield path, "UU"
             continue
-        entry = entries[0] if entries else None
-        old = head.get(path)
-        if (entry and entry.mode == MODE_GITLINK) or (old and old[0] == MODE_GITLINK):
+        old = head.old(path, entry)
+        if entry.mode == MODE_GITLINK or (old and old[0] == MODE_GITLINK):
             yield path, "submodule"
             continue
-        if entry is None:
-            yield path, "D "  # an untracked file there is said below
-            continue
-        x = " " if old == (entry.mode, entry.oid) else ("A" if old is None else "M")
-        if entry.intent_to_add:
-            x = " "
+        x = " " if old == (entry.mode, entry.oid) or entry.intent_to_add else \
+            ("A" if old is None else "M")
         seen = tree.files.get(path)
         if seen is None:
             y = "D"
@@ -186,8 +213,10 @@ def _status(tree: _Tree, head: dict[str, tuple[int, str]]) -> Iterator[tuple[str
             y = " " if tree.unchanged(entry, seen) else ("A" if entry.intent_to_add else "M")
         if x + y != "  ":
             yield path, x + y
+    for path, (mode, _) in head.only.items():
+        yield path, "submodule" if mode == MODE_GITLINK else "D "
     for path, seen in tree.files.items():
-        if path not in index and seen.state == "untracked":
+        if path not in tree.view.tracked and seen.state == "untracked":
             yield path, "??"
     for path in tree.nested:
         yield path, "submodule"
@@ -224,26 +253,23 @@ def git_diff(root: Root, args: GitDiffArgs, deny: DenyList, timeout: float) -> G
                               "this repository")
         elif args.staged:
             base = repo.commit("HEAD")
-        out = Collected()
-        for path, old, new in _changes(tree, base, args, repo):
-            if scope != "." and path != scope and not path.startswith(scope + "/"):
-                continue
+        changes = sorted(change for change in _changes(tree, base, args, repo)
+                         if scope == "." or change[0] == scope
+                         or change[0].startswith(scope + "/"))
+
+        def render(change: tuple[str, Side, Side]) -> str:
             root.check_time()
-            out.add(_file_diff(tree, path, old, new, deny))
-    text, truncated = out.text()
+            return _file_diff(tree, *change, deny)
+
+        text, truncated = bounded(changes, render)
     return GitDiffResult(diff=text, truncated=truncated)
-
-
-# A side of a diff: (mode, object ID) for a blob or gitlink, (mode, None) for the working
-# tree's file, None for absent.
-Side = tuple[int, str | None] | None
 
 
 def _changes(tree: _Tree, base: str | None, args: GitDiffArgs, repo: Repository
              ) -> Iterator[tuple[str, Side, Side]]:
     index = tree.stage0()
     if args.revision is None and not args.staged:  # the index against the working tree
-        for path, entry in sorted(index.items()):
+        for path, entry in index.items():
             if entry.mode == MODE_GITLINK or entry.intent_to_add:
                 continue
             seen = tree.files.get(path)
@@ -253,34 +279,27 @@ def _changes(tree: _Tree, base: str | None, args: GitDiffArgs, repo: Repository
                     seen.rules.filtered(tree.view.top(path)) or not tree.unchanged(entry, seen)):
                 yield path, (entry.mode, entry.oid), (_mode(seen.st.st_mode), None)
         return
-    old_files = repo.tree(base)
-    if args.staged:  # a commit against the index
-        for path in sorted(set(old_files) | set(index)):
-            old = old_files.get(path)
-            entry = index.get(path)
-            new: Side = (entry.mode, entry.oid) if entry else None
-            if old != new:
-                yield path, old, new
-        return
-    for path in sorted(set(old_files) | set(index)):  # a commit against the working tree
-        old = old_files.get(path)
-        entry = index.get(path)
-        seen = tree.files.get(path)
-        if entry is not None and entry.mode == MODE_GITLINK:
+    commit = _Commit.of(repo, base, index)
+    for path, old in commit.only.items():
+        yield path, old, None
+    for path, entry in index.items():
+        old = commit.old(path, entry)
+        if args.staged:  # a commit against the index
             if old != (entry.mode, entry.oid):
                 yield path, old, (entry.mode, entry.oid)
             continue
-        if seen is None or entry is None:
+        seen = tree.files.get(path)  # a commit against the working tree
+        if entry.mode == MODE_GITLINK:
+            if old != (entry.mode, entry.oid):
+                yield path, old, (entry.mode, entry.oid)
+        elif seen is None:
             if old is not None:
                 yield path, old, None
+        elif old == (entry.mode, entry.oid) and tree.unchanged_quick(entry, seen):
             continue
-        if old is not None and old == (entry.mode, entry.oid) and tree.unchanged_quick(
-                entry, seen):
-            continue
-        mode = _mode(seen.st.st_mode)
-        if old is None or old[0] != mode or seen.rules.filtered(tree.view.top(path)) \
-                or tree.blob_id(seen) != old[1]:
-            yield path, old, (mode, None)
+        elif old is None or old[0] != _mode(seen.st.st_mode) or \
+                seen.rules.filtered(tree.view.top(path)) or tree.blob_id(seen) != old[1]:
+            yield path, old, (_mode(seen.st.st_mode), None)
 
 
 def _file_diff(tree: _Tree, path: str, old: Side, new: Side, deny: DenyList) -> str:
@@ -332,7 +351,6 @@ def _mode(st_mode: int) -> int:
 
 
 def _stat_matches(entry: IndexEntry, st: os.stat_result) -> bool:
-    return (entry.mtime == divmod(st.st_mtime_ns, 1_000_000_000)
-            and entry.ctime == divmod(st.st_ctime_ns, 1_000_000_000)
+    return (entry.mtime_ns == st.st_mtime_ns and entry.ctime_ns == st.st_ctime_ns
             and entry.ino == st.st_ino & 0xFFFFFFFF and entry.uid == st.st_uid
             and entry.gid == st.st_gid and entry.size == st.st_size & 0xFFFFFFFF)

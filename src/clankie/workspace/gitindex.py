@@ -19,6 +19,7 @@ _STAT = struct.Struct(">10I")  # ctime s/ns, mtime s/ns, dev, ino, mode, uid, gi
 _EXTENDED = 0x4000
 _INTENT_TO_ADD = 0x2000  # in the extended flags
 _SKIP_WORKTREE = 0x4000  # in the extended flags
+_NS = 1_000_000_000
 
 
 class IndexError_(Exception):
@@ -31,8 +32,8 @@ class IndexEntry:
     mode: int
     oid: str  # hex
     stage: int  # 0, or 1-3 in a conflict
-    ctime: tuple[int, int]
-    mtime: tuple[int, int]
+    ctime_ns: int
+    mtime_ns: int
     ino: int
     uid: int
     gid: int
@@ -98,7 +99,8 @@ def parse_index(data: bytes, hash_size: int = 20) -> list[IndexEntry]:
                 raise IndexError_(f"the index names a path Git itself refuses: {path[:80]!r}")
             entries.append(IndexEntry(
                 path=path, mode=fields[6], oid=oid, stage=(flags >> 12) & 3,
-                ctime=(fields[0], fields[1]), mtime=(fields[2], fields[3]), ino=fields[5],
+                ctime_ns=fields[0] * _NS + fields[1], mtime_ns=fields[2] * _NS + fields[3],
+                ino=fields[5],
                 uid=fields[7], gid=fields[8], size=fields[9],
                 intent_to_add=bool(extended & _INTENT_TO_ADD),
                 skip_worktree=bool(extended & _SKIP_WORKTREE)))

@@ -25,6 +25,7 @@ import signal
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .confine import Refusal
@@ -32,7 +33,7 @@ from .gitindex import IndexEntry, IndexError_, parse_index, path_breaks_git_rule
 
 ALLOWED = frozenset({"cat-file", "config", "ls-tree", "rev-list", "rev-parse", "worktree"})
 OUTPUT_BYTES = 8 * 1024 * 1024  # the most any one command's output is read
-INDEX_BYTES = 32 * 1024 * 1024
+INDEX_BYTES = 8 * 1024 * 1024  # about 80,000 entries: what W5's 64 MiB holds with room
 GIT_FILE_BYTES = 64 * 1024
 _ERROR_BYTES = 4 * 1024
 _READ = 64 * 1024
@@ -70,7 +71,7 @@ class Repository:
     timeout: float
     deadline: float
     hash_size: int = 20
-    index_mtime: tuple[int, int] = (0, 0)
+    index_mtime_ns: int = 0
     _git: str = field(default_factory=_git)
     _index: list[IndexEntry] | None = None
 
@@ -145,14 +146,14 @@ class Repository:
 
     def index(self) -> list[IndexEntry]:
         """Every entry of the index (empty before the first `git add`), read once; sets
-        `index_mtime`, when Git wrote it (a file changed in that moment must be hashed)."""
+        `index_mtime_ns`, when Git wrote it (a file changed in that moment must be hashed)."""
         if self._index is None:
             found = self._git_file("index", INDEX_BYTES)
             if found is None:
                 self._index = []
                 return self._index
             data, st = found
-            self.index_mtime = divmod(st.st_mtime_ns, 1_000_000_000)
+            self.index_mtime_ns = st.st_mtime_ns
             try:
                 self._index = parse_index(data, self.hash_size)
             except IndexError_ as exc:
@@ -174,32 +175,29 @@ class Repository:
                        f"{revision}^{{commit}}", limit=1024, check=False).decode().strip()
         return out if len(out) == 2 * self.hash_size and _is_hex(out) else None
 
-    def tree(self, commit: str | None) -> dict[str, tuple[int, str]]:
-        """The files of a commit beneath the workspace: path (relative to the workspace) ->
-        (mode, object ID); gitlinks included, never entered."""
+    def tree(self, commit: str | None) -> Iterator[tuple[str, int, str]]:
+        """The files of a commit beneath the workspace, in Git's order: (path relative to
+        the workspace, mode, object ID); gitlinks included, never entered."""
         if commit is None:
-            return {}
+            return
         where = f"{commit}:{self.prefix.rstrip('/')}" if self.prefix else f"{commit}^{{tree}}"
         tree = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", where,
                         limit=1024, check=False).decode().strip()
         if not _is_hex(tree) or len(tree) != 2 * self.hash_size:
-            return {}  # the workspace's folder is not in that commit
+            return  # the workspace's folder is not in that commit
         out = self.run("ls-tree", "-r", "-z", "--full-tree", tree)
         if len(out) >= OUTPUT_BYTES:
             raise Refusal("git_unavailable", "the commit lists more files than these tools "
                           "read; give a path")
-        files: dict[str, tuple[int, str]] = {}
-        for item in out.split(b"\0"):
-            if not item:
-                continue
-            meta, _, name = item.partition(b"\t")
+        start = 0
+        while (end := out.find(b"\0", start)) >= 0:
+            meta, _, name = out[start:end].partition(b"\t")
+            start = end + 1
             mode, _, rest = meta.partition(b" ")
-            oid = rest.partition(b" ")[2].decode()
             path = name.decode("utf-8", "surrogateescape")
             if path_breaks_git_rules(path):
                 raise unsafe(f"a commit names a path Git itself refuses: {path[:80]!r}")
-            files[path] = (int(mode, 8), oid)
-        return files
+            yield path, int(mode, 8), rest.partition(b" ")[2].decode()
 
     def objects(self) -> Objects:
         return Objects(self)

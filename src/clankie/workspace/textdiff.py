@@ -13,50 +13,54 @@ from __future__ import annotations
 
 import bisect
 import difflib
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 DIFF_BYTES = 32 * 1024
 BINARY_PROBE = 8 * 1024
 CONTEXT = 3
 _SMALL = 250_000  # difflib is used on regions of at most this many line pairs
 _BUDGET = 4_000_000  # lines looked at in matching, per file, before giving up on minimal
+T = TypeVar("T")
 
 
-class Collected:
-    """A diff's text, bounded: the first half of the bound, and a rolling last half."""
+def bounded(items: Sequence[T], render: Callable[[T], str], limit: int = DIFF_BYTES
+            ) -> tuple[str, bool]:
+    """The diffs of `items`, kept within `limit` bytes: at most the first half and the last
+    half, each rendered from its own end, with what was cut said between them. Only as
+    many items are rendered as those halves need, however many there are."""
+    half = limit // 2
+    first: list[str] = []
+    size = done = 0
+    while done < len(items) and size <= half:
+        first.append(render(items[done]))
+        size += _size(first[-1])
+        done += 1
+    last: list[str] = []
+    back = len(items)
+    size = 0
+    while back > done and size <= half:
+        back -= 1
+        last.append(render(items[back]))
+        size += _size(last[-1])
+    skipped = back - done
+    head = "".join(first).encode("utf-8", "replace")
+    tail = "".join(reversed(last)).encode("utf-8", "replace")
+    if not skipped and len(head) + len(tail) <= limit:
+        return (head + tail).decode("utf-8", "replace"), False
+    if not skipped:  # one run of text: its start and its end
+        whole = head + tail
+        head, tail, cut = whole[:half], whole[-half:], len(whole) - 2 * half
+    else:
+        cut = max(0, len(head) - half) + max(0, len(tail) - half)
+        head, tail = head[:half], tail[-half:]
+    files = f"{skipped} changed files and " if skipped else ""
+    return (f"{head.decode('utf-8', 'ignore')}… [diff cut: {files}{cut} bytes omitted; give a "
+            f"path to see less] …\n{tail.decode('utf-8', 'ignore')}"), True
 
-    def __init__(self, limit: int = DIFF_BYTES) -> None:
-        self.half = limit // 2
-        self.head: list[str] = []
-        self.head_size = 0
-        self.tail: deque[str] = deque()
-        self.tail_size = 0
-        self.total = 0
 
-    def add(self, text: str) -> None:
-        size = len(text.encode("utf-8", "replace"))
-        self.total += size
-        if self.head_size + size <= self.half and not self.tail:
-            self.head.append(text)
-            self.head_size += size
-            return
-        self.tail.append(text)
-        self.tail_size += size
-        while self.tail_size - len(self.tail[0].encode("utf-8", "replace")) >= self.half:
-            self.tail_size -= len(self.tail.popleft().encode("utf-8", "replace"))
-
-    def text(self) -> tuple[str, bool]:
-        """The diff (head, a line saying what was cut, tail) and whether anything was."""
-        whole = "".join(self.head) + "".join(self.tail)
-        cut = self.total - self.head_size - self.tail_size
-        if cut <= 0 and self.tail_size <= self.half:
-            return whole, False
-        tail = "".join(self.tail).encode("utf-8", "replace")
-        kept = tail[-self.half:].decode("utf-8", "ignore")
-        cut += len(tail) - len(kept.encode("utf-8"))
-        return (f"{''.join(self.head)}… [diff cut: {cut} bytes omitted; give a path to see "
-                f"less] …\n{kept}"), True
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "replace"))
 
 
 def header(path: str, old_mode: int | None, new_mode: int | None) -> str:

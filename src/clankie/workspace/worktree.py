@@ -71,7 +71,7 @@ class Worktree:
 
     root: Root
     repo: Repository | None
-    tracked: dict[str, list[IndexEntry]] = field(default_factory=dict)
+    tracked: dict[str, IndexEntry] = field(default_factory=dict)  # a conflict: any stage
     tracked_dirs: set[str] = field(default_factory=set)
     rules: Rules = field(default_factory=Rules)
     looked: int = 0
@@ -87,7 +87,7 @@ class Worktree:
         for entry in entries:
             if entry.path.startswith(repo.prefix):
                 path = entry.path[len(repo.prefix):]
-                view.tracked.setdefault(path, []).append(entry)
+                view.tracked.setdefault(path, entry)
                 parts = path.split("/")
                 for end in range(1, len(parts)):
                     view.tracked_dirs.add("/".join(parts[:end]))
@@ -157,9 +157,9 @@ class Worktree:
     def _state(self, path: str, kind: str, folder: _Folder) -> str:
         if self.repo is None:
             return "untracked"
-        entries = self.tracked.get(path)
-        if entries:
-            return "submodule" if entries[0].mode == MODE_GITLINK else "tracked"
+        entry = self.tracked.get(path)
+        if entry is not None:
+            return "submodule" if entry.mode == MODE_GITLINK else "tracked"
         if kind == "directory" and path in self.tracked_dirs:
             return "tracked"
         if folder.ignored or folder.rules.ignored(self.top(path), kind == "directory"):
