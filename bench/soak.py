@@ -73,6 +73,11 @@ class Load:
             self.conversations = [client.call("conversation_create", {
                 "workspace": str(workspace)})["conversation_id"] for _ in range(CONVERSATIONS)]
             self.device = client.call("device_pair", {"name": "soak", "mode": "control"})["token"]
+            # V5: at most 8 waiting long-polls a credential, so the tails are spread over
+            # read-only devices as many as they need (a ninth would return at once)
+            self.readers = [client.call("device_pair", {"name": f"reader{n}",
+                                                        "mode": "read_only"})["token"]
+                            for n in range(-(-LONG_POLLS // 8))]
         self.up.set()
 
     def count(self, what: str) -> None:
@@ -131,7 +136,8 @@ class Load:
             if not self.up.wait(1):
                 continue
             try:
-                with operator(self.home) as client:
+                url = f"unix://{self.home / 'clankie.sock'}"
+                with Client(url, self.readers[index // 8]) as client:
                     while not self.stop.is_set():
                         page = client.call("events_tail", {"conversation_id": c, "after": after,
                                                            "limit": 500, "wait_ms": 5_000})
