@@ -715,8 +715,7 @@ def build(root: Path, layout: str, attacks: tuple[Attack, ...]) -> Built:
         prepare = KINDS[a.kind][1]
         if prepare is not None:
             prepare(b, a, i)
-    if b.extra_index or b.dropped_index:
-        b.base_index = index_entries(b.gitdir.parent)
+    b.base_index = index_entries(b.gitdir.parent)  # arming may not run Git any more
     for i, a in ordered:
         if KINDS[a.kind][0] < 9:
             arm = KINDS[a.kind][2]
@@ -777,12 +776,20 @@ def _result_text(tool: str, result: dict[str, Any]) -> str:
 
 
 def _named_paths(tool: str, result: dict[str, Any]) -> list[str]:
-    if tool == "git_status":
+    """The paths a result names: entries, matches, status lines, a diff's file headers."""
+    if tool in ("list_files", "git_status"):
         return [e["path"] for e in result.get("entries", [])]
+    if tool == "search_text":
+        return [m["path"] for m in result.get("matches", [])]
     if tool == "git_diff":
         return [line.split(" b/", 1)[-1] for line in result.get("diff", "").splitlines()
                 if line.startswith("diff --git ")]
     return []
+
+
+def _beyond(path: str) -> bool:
+    """Whether a named path is absolute or climbs out with a `..` component."""
+    return path.startswith("/") or ".." in path.split("/")
 
 
 class Checker:
@@ -841,7 +848,7 @@ class Checker:
             f"[W7 ok or refused, never error] status {outcome.status}:{where}\n  {text[:300]}")
         if outcome.status == "refused":
             assert set(outcome.result) == {"status", "code", "reason"} and len(
-                outcome.text) < 300, f"[W refusal shape] {outcome.text[:400]}{where}"
+                outcome.text) < 300, f"[W1 refusal shape] {outcome.text[:400]}{where}"
         fired = sorted(p.name[len("marker."):] for p in b.root.rglob("marker.*"))
         assert not fired, (
             "[W7 never runs a command] planted commands ran: "
@@ -855,7 +862,11 @@ class Checker:
         assert not outside, (
             f"[W7 never reads past the workspace] files outside were opened: {outside[:8]}"
             f"{where}")
-        inside_nested = [p for p in _named_paths(tc.tool, outcome.result)
+        named = _named_paths(tc.tool, outcome.result) if outcome.status == "ok" else []
+        beyond = [p for p in named if _beyond(p)]
+        assert not beyond, (
+            f"[W7 results name only paths beneath the workspace] {beyond[:6]}{where}")
+        inside_nested = [p for p in named if tc.tool in GIT_TOOLS
                          for rel in b.nested if p.startswith(rel + "/") and p != rel + "/"]
         assert not entered and not inside_nested, (
             f"[W7 nested repositories are never entered] opened {entered[:6]}, "
