@@ -18,10 +18,17 @@ random valid arguments, pathspec magic and odd revisions among them. After every
   short shape `{status, code, reason}`;
 - every file under the folder, `.git` and its index included, is byte-identical (and keeps
   its mtime) - nothing was created or removed;
+- no path a result names is absolute or climbs out with `..`; a Git tool names nothing
+  inside a nested repository;
 - a `.git` file or symlink, `core.worktree`, `core.bare`, `commondir`, alternates or index
   entries breaking Git's path rules make every Git tool refuse `unsafe_repository`;
 - otherwise `git_status` and `git_log` with a plain path still answer `ok` (the hostile
   parts are neutralised, not a reason to refuse).
+
+Every tool is called once per example (random arguments, random order) plus up to six
+more random calls. A second test runs each attack kind alone with the calls most likely
+to trip it, so every kind is covered in every run. Failures name the invariant, the call
+and the scenario; the full example is printed as a Hypothesis note.
 
 The default run is small and derandomized (CI reproducible); `CLANKIE_CAMPAIGN_EXAMPLES=500`
 runs that many fresh random examples instead.
@@ -65,7 +72,8 @@ CAMPAIGN = settings(
     database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    phases=[Phase.explicit, Phase.generate, Phase.shrink],  # no explain: it would rerun
+    # no explain phase: it reruns failing examples (a repository each) to annotate them
+    phases=[Phase.explicit, Phase.generate, Phase.shrink],
 )
 
 # --- what an attacker writes ------------------------------------------------------------------
