@@ -193,11 +193,25 @@ class Built:
     def ws_prefix(self) -> str:
         return "" if self.top == self.ws else "ws/"
 
-    def marker(self, label: str, what: str) -> str:
-        """A shell command that touches this attack's marker."""
+    def marker_file(self, label: str, what: str) -> str:
+        """The path of this attack's marker (`root/marker.LABEL`)."""
         label = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)[:60]
         self.markers[label] = what
-        return f"touch {self.root}/marker.{label}"
+        return f"{self.root}/marker.{label}"
+
+    def marker(self, label: str, what: str) -> str:
+        """A shell command that touches this attack's marker (and ignores the arguments
+        Git appends, so that it touches nothing else)."""
+        return f"touch {self.marker_file(label, what)}; :"
+
+    def marker_script(self, label: str, what: str) -> str:
+        """An executable that touches this attack's marker, for settings Git runs without a
+        shell (`gpg.program`) as well as with one."""
+        script = self.root / "bin" / label
+        script.parent.mkdir(exist_ok=True)
+        script.write_text(f"#!/bin/sh\n{self.marker(label, what)}\n")
+        script.chmod(0o755)
+        return str(script)
 
     def config(self, text: str, gitdir: Path | None = None, name: str = "config") -> None:
         with open((gitdir or self.gitdir) / name, "a", encoding="utf-8") as out:
@@ -250,10 +264,11 @@ class Built:
                     gitdir=victim / ".git")
         self.hooks(victim / ".git" / "hooks", "victim-hook")
 
-    def nested_repo(self, rel: str, form: str) -> None:
-        """A repository inside the workspace at `rel` with a hostile configuration, filters
-        and hooks of its own and a denied `.env`; untracked, or recorded in the outer index
-        as a gitlink (`form` gitlink or submodule) whose checkout has moved on and is dirty."""
+    def nested_repo(self, rel: str, form: str, armed: bool = True) -> None:
+        """A repository inside the workspace at `rel` with a denied `.env` (and when `armed`
+        a hostile configuration, filters and hooks of its own); untracked, or recorded in the
+        outer index as a gitlink (`form` gitlink or submodule) whose checkout has moved on
+        and is dirty."""
         inner = self.ws / rel
         inner.mkdir(parents=True)
         (inner / "app.py").write_text("print('nested')\n")
@@ -266,10 +281,8 @@ class Built:
             if form == "submodule":
                 (self.top / ".gitmodules").write_text(
                     f'[submodule "{rel}"]\n\tpath = {self.ws_prefix}{rel}\n'
-                    f"\turl = ext::sh -c touch% {self.root}/marker.gitmodules-url\n"
-                    f"\tupdate = !touch {self.root}/marker.gitmodules-update\n")
-                self.markers.update({"gitmodules-url": ".gitmodules url",
-                                     "gitmodules-update": ".gitmodules update"})
+                    f"\turl = ext::sh -c touch% {self.marker_file('gitmodules-url', 'url')}\n"
+                    f"\tupdate = !{self.marker('gitmodules-update', 'update')}\n")
                 git("add", ".gitmodules", cwd=self.top)
             git("commit", "-q", "-m", f"add {rel}", cwd=self.top)
         (inner / ".env").write_text(f"TOKEN={DENIED}-2\n")
@@ -279,12 +292,13 @@ class Built:
         (inner / "app.py").write_text("print('nested dirty')\n")
         self.nested.append(rel)
         label = rel.replace("/", "-")
+        if not armed:
+            return
 
         def arm() -> None:
             gitdir = inner / ".git"
             for key, what in (("core.fsmonitor", "fsmonitor"), ("core.pager", "pager"),
                               ("filter.nested.clean", "filter"),
-                              ("filter.nested.process", "process"),
                               ("diff.nested.textconv", "textconv"),
                               ("diff.nested.command", "diff-command"),
                               ("diff.external", "diff-external")):
@@ -351,6 +365,7 @@ def kind(name: str, order: int = 0, prepare: Step | None = None) -> Callable[[St
 
 
 COMMAND_STYLES = {
+    "script": "",  # the path of an executable that touches the marker
     "touch": "{m}",
     "touch; cat": "{m}; cat",
     "touch; false": "{m}; false",
@@ -360,9 +375,14 @@ COMMAND_STYLES = {
 
 @kind("config_command")
 def _config_command(b: Built, a: Attack, i: int) -> None:
-    key = a.get("key")
-    command = COMMAND_STYLES[a.get("style", "touch")].format(
-        m=b.marker(f"a{i}-{key}", f"{key} in .git/config"))
+    key, style = a.get("key"), a.get("style", "script")
+    label, what = f"a{i}-{key}", f"{key} in .git/config"
+    if style == "script":
+        command = b.marker_script(label, what)
+    else:
+        command = COMMAND_STYLES[style].format(m=b.marker(label, what))
+        if key.startswith("credential."):
+            command = "!" + command  # a helper that is a shell snippet
     b.config(config_text(key, command, a.get("case", "lower")))
     if key.startswith("remote."):
         b.config(config_text("remote.origin.url", "ssh://example.invalid/x"))
@@ -565,15 +585,16 @@ def _index_writes(b: Built, a: Attack, i: int) -> None:
         os.utime(path, (1, 1))
 
 
-@kind("diff_submodule", prepare=lambda b, a, i: None if b.nested else
-      b.nested_repo("nested", "gitlink"))
+@kind("diff_submodule", order=1, prepare=lambda b, a, i: None if b.nested else
+      b.nested_repo("nested", "gitlink", armed=a.get("armed", False)))
 def _diff_submodule(b: Built, a: Attack, i: int) -> None:
     for setting in a.get("settings"):
         key, _, value = setting.partition("=")
         b.config(config_text(key, value))
 
 
-@kind("nested", prepare=lambda b, a, i: b.nested_repo(a.get("where"), a.get("form")))
+@kind("nested", prepare=lambda b, a, i: b.nested_repo(a.get("where"), a.get("form"),
+                                                     a.get("armed", True)))
 def _nested(b: Built, a: Attack, i: int) -> None:
     pass  # armed late by nested_repo, after the outer index is written
 
@@ -585,15 +606,13 @@ def _prepare_signed(b: Built, a: Attack, i: int) -> None:
 @kind("gpg_signature", prepare=_prepare_signed)
 def _gpg_signature(b: Built, a: Attack, i: int) -> None:
     fmt = a.get("format", "openpgp")
-    program = {"openpgp": "gpg.program", "ssh": "gpg.ssh.program",
-               "x509": "gpg.x509.program"}[fmt]
+    program = {"openpgp": "gpg.program", "x509": "gpg.x509.program"}[fmt]
     b.config(config_text("log.showSignature", "true") + config_text("gpg.format", fmt)
-             + config_text(program, b.marker(f"a{i}-gpg-{fmt}", f"{program} on a signed "
-                                             "commit with log.showSignature")))
+             + config_text(program, b.marker_script(f"a{i}-gpg-{fmt}", f"{program} on a "
+                                                    "signed commit with log.showSignature")))
     parent = read_object(b.gitdir, b.head)
     tree = parent.split(b"\n", 1)[0].split(b" ")[1].decode()
-    signature = {"openpgp": "PGP SIGNATURE", "ssh": "SSH SIGNATURE",
-                 "x509": "SIGNED MESSAGE"}[fmt]
+    signature = {"openpgp": "PGP SIGNATURE", "x509": "SIGNED MESSAGE"}[fmt]
     body = (f"tree {tree}\nparent {b.head}\n"
             "author t <t@example.invalid> 1700000000 +0000\n"
             "committer t <t@example.invalid> 1700000000 +0000\n"
@@ -611,7 +630,8 @@ def _set_head(b: Built, sha: str) -> None:
 
 @kind("promisor")
 def _promisor(b: Built, a: Attack, i: int) -> None:
-    m = b.marker(f"a{i}-lazy-fetch", "a lazy fetch of a partial clone's missing object")
+    m = "touch " + b.marker_file(f"a{i}-lazy-fetch",
+                                 "a lazy fetch of a partial clone's missing object")
     b.config(config_text("core.repositoryformatversion", "1")
              + config_text("extensions.partialClone", "origin")
              + config_text("remote.origin.url", f"ext::sh -c {m.replace(' ', '% ')}")
@@ -695,8 +715,7 @@ def build(root: Path, layout: str, attacks: tuple[Attack, ...]) -> Built:
         prepare = KINDS[a.kind][1]
         if prepare is not None:
             prepare(b, a, i)
-    if b.extra_index or b.dropped_index:
-        b.base_index = index_entries(b.gitdir.parent)
+    b.base_index = index_entries(b.gitdir.parent)  # arming may not run Git any more
     for i, a in ordered:
         if KINDS[a.kind][0] < 9:
             arm = KINDS[a.kind][2]
@@ -757,12 +776,20 @@ def _result_text(tool: str, result: dict[str, Any]) -> str:
 
 
 def _named_paths(tool: str, result: dict[str, Any]) -> list[str]:
-    if tool == "git_status":
+    """The paths a result names: entries, matches, status lines, a diff's file headers."""
+    if tool in ("list_files", "git_status"):
         return [e["path"] for e in result.get("entries", [])]
+    if tool == "search_text":
+        return [m["path"] for m in result.get("matches", [])]
     if tool == "git_diff":
         return [line.split(" b/", 1)[-1] for line in result.get("diff", "").splitlines()
                 if line.startswith("diff --git ")]
     return []
+
+
+def _beyond(path: str) -> bool:
+    """Whether a named path is absolute or climbs out with a `..` component."""
+    return path.startswith("/") or ".." in path.split("/")
 
 
 class Checker:
@@ -821,7 +848,7 @@ class Checker:
             f"[W7 ok or refused, never error] status {outcome.status}:{where}\n  {text[:300]}")
         if outcome.status == "refused":
             assert set(outcome.result) == {"status", "code", "reason"} and len(
-                outcome.text) < 300, f"[W refusal shape] {outcome.text[:400]}{where}"
+                outcome.text) < 300, f"[W1 refusal shape] {outcome.text[:400]}{where}"
         fired = sorted(p.name[len("marker."):] for p in b.root.rglob("marker.*"))
         assert not fired, (
             "[W7 never runs a command] planted commands ran: "
@@ -835,7 +862,11 @@ class Checker:
         assert not outside, (
             f"[W7 never reads past the workspace] files outside were opened: {outside[:8]}"
             f"{where}")
-        inside_nested = [p for p in _named_paths(tc.tool, outcome.result)
+        named = _named_paths(tc.tool, outcome.result) if outcome.status == "ok" else []
+        beyond = [p for p in named if _beyond(p)]
+        assert not beyond, (
+            f"[W7 results name only paths beneath the workspace] {beyond[:6]}{where}")
+        inside_nested = [p for p in named if tc.tool in GIT_TOOLS
                          for rel in b.nested if p.startswith(rel + "/") and p != rel + "/"]
         assert not entered and not inside_nested, (
             f"[W7 nested repositories are never entered] opened {entered[:6]}, "
