@@ -42,6 +42,8 @@ soak: $(STAMP)
 
 chaos: $(STAMP)
 	$(VENV)/bin/python -m tests.chaos --kills 500
+	CLANKIE_CAMPAIGN_EXAMPLES=500 $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/workspace/test_hostile_campaign.py
 
 docs: $(STAMP)
 	$(VENV)/bin/python -c 'from clankie.core.diagram import render; open("docs/lifecycle.md", "w").write(render())'

@@ -430,12 +430,11 @@ INCLUDE_PAYLOADS = ("core.fsmonitor", "core.pager", "diff.external", "filter.inc
 @kind("include")
 def _include(b: Built, a: Attack, i: int) -> None:
     payload, how, where = a.get("payload"), a.get("how"), a.get("where")
+    b.unsafe.append(f"the configuration includes another file ({how})")
     if payload == "core.worktree":
         text = config_text(payload, str(b.place.outside))
-        b.unsafe.append(f"core.worktree via {how}")
     elif payload == "core.bare":
         text = config_text(payload, "true")
-        b.unsafe.append(f"core.bare via {how}")
     elif payload == "core.hooksPath":
         b.hooks(b.root / f"inc-hooks-{i}", f"a{i}-inc-hook")
         text = config_text(payload, str(b.root / f"inc-hooks-{i}"))
@@ -653,8 +652,8 @@ POINTS_OUTSIDE = ("mailmap.file", "core.excludesFile", "core.attributesFile", "d
 def _points_outside(b: Built, a: Attack, i: int) -> None:
     key = a.get("key")
     b.config(config_text(key, str(b.place.outside / a.get("target", "secret.txt"))))
-    if key == "include.path":
-        b.may_refuse.append("an included file that is not configuration")
+    if key == "include.path":  # a repository's configuration that includes files is unsafe
+        b.unsafe.append("include.path pointing outside")
 
 
 @kind("symlinks", prepare=lambda b, a, i: _symlinks(b, commit=True) if a.get("tracked")

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from clankie.workspace.gitrepo import config_refusal
 from clankie.workspace.identity import identify
 from tests.workspace.tooling import Place, git, make_place
+from tests.workspace.watch import Watch
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -94,14 +96,34 @@ def test_w7_a_hostile_git_config_never_runs_a_command(repo: Place, name: str):
     assert not marker.exists(), f"{key} ran a command"
 
 
-def test_w7_config_included_from_another_file_is_neutralised_too(repo: Place):
+def test_w7_a_configuration_that_includes_files_is_refused_before_git_reads_it(
+        repo: Place):
     marker = repo.root / "marker-include"
     extra = repo.root / "extra.gitconfig"
     extra.write_text(f"[core]\n\tfsmonitor = touch {marker}; false\n")
     git("config", "include.path", str(extra), cwd=repo.ws)
     os.utime(repo.ws / "app.py", (1, 1))
-    repo.ok("git_status")
+    with Watch(extra) as watch:
+        for tool in ("git_status", "git_log", "git_diff"):
+            assert repo.refused(tool) == "unsafe_repository"
+        assert watch.opened() == []
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("config", [
+    "[core] worktree = /", "[CORE]\n\tWorkTree=/x", "[core]\nbare", "[core]\n bare = yes",
+    "[include]\n\tpath = x", '[includeIf "gitdir:/"]\n\tpath = x',
+    '[IncludeIf "onbranch:m"]\npath=x',
+    "[core]\n\tfoo = bar \\\n\tworktree = /"])
+def test_w7_the_configuration_is_read_cautiously_before_git_reads_it(config: str):
+    assert config_refusal(config.encode()) is not None
+
+
+@pytest.mark.parametrize("config", [
+    "[core]\n\tbare = false\n\tfilemode = true", '[remote "origin"]\n\tpath = x',
+    "[core]\n# worktree = /\n; bare = true", '[core "x"]\n\tname = worktree'])
+def test_w7_an_ordinary_configuration_passes_the_cautious_read(config: str):
+    assert config_refusal(config.encode()) is None
 
 
 @pytest.mark.parametrize("revision", ["--output=/tmp/clankie-marker", "-p", "--", "-",

@@ -388,8 +388,10 @@ def _exists(fd: int, name: str) -> bool:
 
 
 def _check(repo: Repository) -> None:
-    """Refuse a git directory whose objects, refs or work tree lead elsewhere."""
-    for name in ("HEAD", "objects", "refs", "index", "config", "packed-refs", "info"):
+    """Refuse a git directory whose objects, refs, configuration or work tree lead
+    elsewhere, or whose index names a path Git itself refuses."""
+    for name in ("HEAD", "objects", "refs", "index", "config", "config.worktree",
+                 "packed-refs", "info"):
         try:
             if stat.S_ISLNK(os.stat(name, dir_fd=repo.fd, follow_symlinks=False).st_mode):
                 raise unsafe(f".git/{name} is a symbolic link")
@@ -398,17 +400,50 @@ def _check(repo: Repository) -> None:
     for name in ("commondir", "objects/info/alternates", "objects/info/http-alternates"):
         if _exists(repo.fd, name):
             raise unsafe(f".git/{name} makes it read objects or refs from elsewhere")
+    for name in ("config", "config.worktree"):  # before Git reads them, which follows includes
+        reason = config_refusal(repo.git_file(name, GIT_FILE_BYTES) or b"")
+        if reason:
+            raise unsafe(reason)
     out = repo.run("config", "--null", "--list", limit=GIT_FILE_BYTES)
-    for item in out.split(b"\0"):
+    for item in out.split(b"\0"):  # what Git itself reads, as a second look
         key, _, value = item.decode("utf-8", "replace").partition("\n")
-        key = key.lower()
-        if key == "core.worktree":
-            raise unsafe("its configuration sets core.worktree (a work tree elsewhere)")
-        if key == "core.bare" and value.strip().lower() in _TRUE:
-            raise unsafe("its configuration says it is bare (core.bare)")
-        if key == "extensions.objectformat" and value.strip().lower() == "sha256":
+        reason = _key_refusal(*key.lower().rsplit(".", 1), value) if "." in key else None
+        if reason:
+            raise unsafe(reason)
+        if key.lower() == "extensions.objectformat" and value.strip().lower() == "sha256":
             repo.hash_size = 32
-    repo.index()  # an index naming a path Git itself refuses is refused before any use
+    repo.index()
+
+
+def config_refusal(data: bytes) -> str | None:
+    """Why a configuration file makes a repository unsafe, read without Git: it includes
+    other files, or names a work tree or says it is bare. Cautious where Git's syntax is
+    subtle: a key is looked for on every line, continuation lines included."""
+    section = ""
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            header, _, line = line[1:].partition("]")
+            section = header.strip().split(None, 1)[0].split(".", 1)[0].lower() \
+                if header.strip() else ""
+            line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        key, _, value = line.partition("=")
+        reason = _key_refusal(section, key.strip().lower(), value)
+        if reason:
+            return reason
+    return None
+
+
+def _key_refusal(section: str, key: str, value: str) -> str | None:
+    if section.startswith("include") and key == "path":
+        return "its configuration includes other files (include.path, includeIf)"
+    if section == "core" and key == "worktree":
+        return "its configuration sets core.worktree (a work tree elsewhere)"
+    if section == "core" and key == "bare" and value.strip().strip('"').lower() in _TRUE:
+        return "its configuration says it is bare (core.bare)"
+    return None
 
 
 def _out_of_time() -> Refusal:
