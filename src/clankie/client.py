@@ -26,6 +26,10 @@ from clankie.home import Home, operator_token, service_url
 __all__ = ["ApiError", "AsyncClient", "Client", "ServiceUnreachable", "Uncertain"]
 
 DEFAULT_TIMEOUT = 30.0
+# A long-poll that comes back empty at once found no free slot (V5: 8 a credential):
+# a follower pauses this long before asking again, rather than asking in a tight loop.
+EMPTY_AT_ONCE_S = 0.25
+PAUSE_AFTER_EMPTY_S = 1.0
 Model = TypeVar("Model", bound=BaseModel)
 
 

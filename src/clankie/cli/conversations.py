@@ -8,13 +8,14 @@ service decides, and it never sends an answer twice.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from clankie import dto
-from clankie.client import ApiError
+from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S, ApiError
 
 from .common import (
     JsonOption,
@@ -258,9 +259,12 @@ def events(
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
         while True:
+            asked = time.monotonic()
             page = call(client, "events_tail", {
                 "conversation_id": c, "after": after, "limit": 500,
                 "wait_ms": FOLLOW_WAIT_MS if follow else 0}, as_json=as_json)
+            if follow and not page["events"] and time.monotonic() - asked < EMPTY_AT_ONCE_S:
+                time.sleep(PAUSE_AFTER_EMPTY_S)
             if as_json:
                 print_json(page)
             else:

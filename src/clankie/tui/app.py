@@ -15,6 +15,7 @@ and never interpreted as markup (plain `Text`/`Content`, `markup=False`), so a m
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +29,13 @@ from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, RichLog, Static
 
-from clankie.client import ApiError, ServiceUnreachable, Uncertain
+from clankie.client import (
+    EMPTY_AT_ONCE_S,
+    PAUSE_AFTER_EMPTY_S,
+    ApiError,
+    ServiceUnreachable,
+    Uncertain,
+)
 from clankie.text import visible
 
 from . import render
@@ -139,9 +146,12 @@ class ChatApp(App[None]):
         failures = 0
         while True:
             try:
+                asked = time.monotonic()
                 page = await self.api.call("events_tail", {
                     "conversation_id": self.conversation_id, "after": self.after,
                     "limit": 500, "wait_ms": TAIL_WAIT_MS})
+                if not page["events"] and time.monotonic() - asked < EMPTY_AT_ONCE_S:
+                    await asyncio.sleep(PAUSE_AFTER_EMPTY_S)
             except (ServiceUnreachable, Uncertain) as exc:
                 self.connected = False
                 self._status()
