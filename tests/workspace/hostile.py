@@ -207,7 +207,8 @@ class Built:
     def marker_script(self, label: str, what: str) -> str:
         """An executable that touches this attack's marker, for settings Git runs without a
         shell (`gpg.program`) as well as with one."""
-        script = self.root / "bin" / label
+        script = self.root / "bin" / "".join(c if c.isalnum() or c in "-_" else "_"
+                                             for c in label)[:60]
         script.parent.mkdir(exist_ok=True)
         script.write_text(f"#!/bin/sh\n{self.marker(label, what)}\n")
         script.chmod(0o755)

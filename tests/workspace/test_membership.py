@@ -159,3 +159,16 @@ def test_m2_an_inherited_git_dir_does_not_answer_for_the_project(repo: Path, tmp
     monkeypatch.setenv("GIT_WORK_TREE", str(other))
     assert fact(tmp_path / "wt", ("p1", repo)) == {"status": "not_member",
                                                    "project_id": None, "reason": None}
+
+
+def test_m3_m4_a_project_repository_that_leads_elsewhere_is_unverified_and_runs_nothing(
+        repo: Path, tmp_path: Path):
+    worktree = tmp_path / "wt"
+    git("worktree", "add", "-q", str(worktree), cwd=repo)
+    marker = tmp_path / "marker"
+    with open(repo / ".git" / "config", "a") as config:
+        config.write(f"[core]\n\tfsmonitor = touch {marker}; false\n\tworktree = {tmp_path}\n")
+    before = snapshot(repo / ".git")
+    assert fact(worktree, ("p1", repo)) == {"status": "unknown", "project_id": None,
+                                            "reason": "unverified"}
+    assert not marker.exists() and snapshot(repo / ".git") == before
