@@ -9,13 +9,13 @@ index makes the Git tools refuse `unsafe_repository`. Pure: bytes in, values out
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
 MODE_GITLINK = 0o160000
 MODE_SYMLINK = 0o120000
 _HEADER = struct.Struct(">4sII")
-_STAT = struct.Struct(">10I")  # ctime s/ns, mtime s/ns, dev, ino, mode, uid, gid, size
 _EXTENDED = 0x4000
 _INTENT_TO_ADD = 0x2000  # in the extended flags
 _SKIP_WORKTREE = 0x4000  # in the extended flags
@@ -42,11 +42,13 @@ class IndexEntry:
     skip_worktree: bool = False
 
 
+# An empty, `.`, `..` or `.git` component (any case) anywhere, or an empty path.
+_BAD_COMPONENT = re.compile(r"(?:^|/)(?:\.|\.\.|\.git)?(?:/|$)", re.IGNORECASE)
+
+
 def path_breaks_git_rules(path: str) -> bool:
     """Whether Git itself would refuse this path in an index or a tree."""
-    if not path or path.startswith("/") or "\x00" in path:
-        return True
-    return any(part in ("", ".", "..") or part.lower() == ".git" for part in path.split("/"))
+    return "\x00" in path or _BAD_COMPONENT.search(path) is not None
 
 
 def parse_index(data: bytes, hash_size: int = 20) -> list[IndexEntry]:
@@ -59,18 +61,16 @@ def parse_index(data: bytes, hash_size: int = 20) -> list[IndexEntry]:
     if signature != b"DIRC" or version not in (2, 3, 4):
         raise IndexError_(f"the index is not in a format these tools read (version {version})")
     entries: list[IndexEntry] = []
+    head = struct.Struct(f">10I{hash_size}sH")  # stat data, object ID, flags
     offset = _HEADER.size
     previous = b""
     end = len(data) - hash_size
     try:
         for _ in range(count):
             start = offset
-            fields = _STAT.unpack_from(data, offset)
-            offset += _STAT.size
-            oid = data[offset:offset + hash_size].hex()
-            offset += hash_size
-            (flags,) = struct.unpack_from(">H", data, offset)
-            offset += 2
+            *fields, raw_oid, flags = head.unpack_from(data, offset)
+            offset += head.size
+            oid = raw_oid.hex()
             extended = 0
             if flags & _EXTENDED:
                 if version < 3:
@@ -98,12 +98,9 @@ def parse_index(data: bytes, hash_size: int = 20) -> list[IndexEntry]:
             if path_breaks_git_rules(path):
                 raise IndexError_(f"the index names a path Git itself refuses: {path[:80]!r}")
             entries.append(IndexEntry(
-                path=path, mode=fields[6], oid=oid, stage=(flags >> 12) & 3,
-                ctime_ns=fields[0] * _NS + fields[1], mtime_ns=fields[2] * _NS + fields[3],
-                ino=fields[5],
-                uid=fields[7], gid=fields[8], size=fields[9],
-                intent_to_add=bool(extended & _INTENT_TO_ADD),
-                skip_worktree=bool(extended & _SKIP_WORKTREE)))
+                path, fields[6], oid, (flags >> 12) & 3, fields[0] * _NS + fields[1],
+                fields[2] * _NS + fields[3], fields[5], fields[7], fields[8], fields[9],
+                bool(extended & _INTENT_TO_ADD), bool(extended & _SKIP_WORKTREE)))
     except (struct.error, ValueError):
         raise IndexError_("the index is truncated or malformed") from None
     _refuse_split_index(data, offset, end)

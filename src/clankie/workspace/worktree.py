@@ -84,13 +84,15 @@ class Worktree:
         entries = repo.index()
         above = {e.path: e for e in entries if not e.path.startswith(repo.prefix)
                  and e.path.rsplit("/", 1)[-1] in _RULE_FILES and e.stage == 0}
+        cut = len(repo.prefix)
         for entry in entries:
             if entry.path.startswith(repo.prefix):
-                path = entry.path[len(repo.prefix):]
+                path = entry.path[cut:]
                 view.tracked.setdefault(path, entry)
-                parts = path.split("/")
-                for end in range(1, len(parts)):
-                    view.tracked_dirs.add("/".join(parts[:end]))
+                folder = path.rpartition("/")[0]
+                while folder and folder not in view.tracked_dirs:
+                    view.tracked_dirs.add(folder)
+                    folder = folder.rpartition("/")[0]
         rules = Rules(repo.git_file("info/exclude", RULE_FILE_BYTES),
                       repo.git_file("info/attributes", RULE_FILE_BYTES))
         parts = repo.prefix.split("/")[:-1]
