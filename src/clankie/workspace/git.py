@@ -128,15 +128,13 @@ class _Tree:
         finally:
             os.close(parent.fd)
 
-    def content(self, path: str) -> bytes | None:
-        """The working tree's bytes of a file (None when larger than a diff reads)."""
+    def content(self, path: str, deny: DenyList) -> bytes | None:
+        """The working tree's bytes of a file, None when larger than a diff reads; refused
+        when it cannot be read (gone, or a symlink to a secret-like path since the walk)."""
         seen = self.files.get(path)
         if seen is not None and seen.kind == "symlink":
             return self.link_target(path)
-        try:
-            fd, st = self.root.open_file(path, lambda _: False)
-        except Refusal:
-            return None
+        fd, st = self.root.open_file(path, deny.denies)
         try:
             if st.st_size > DIFF_SIDE_BYTES:
                 return None
@@ -315,8 +313,13 @@ def _file_diff(tree: _Tree, path: str, old: Side, new: Side, deny: DenyList) -> 
             tree.files[path].rules.filtered(tree.view.top(path)):
         return head + "(filtered: its attributes name a filter, which is never run; not " \
                       "diffed)\n"
-    before = _side(tree, path, old)
-    after = _side(tree, path, new)
+    try:
+        before = _side(tree, path, old, deny)
+        after = _side(tree, path, new, deny)
+    except Refusal as refusal:
+        if refusal.code == "time_limit":
+            raise
+        return head + f"(not read: {refusal.reason})\n"
     if (old and before is None) or (new and after is None):
         sizes = " -> ".join(str(_size(tree, path, side)) for side in (old, new) if side)
         return head + (f"(not diffed: {sizes} bytes, more than the {DIFF_SIDE_BYTES} a "
@@ -324,11 +327,11 @@ def _file_diff(tree: _Tree, path: str, old: Side, new: Side, deny: DenyList) -> 
     return head + "".join(patch(path, before, after))
 
 
-def _side(tree: _Tree, path: str, side: Side) -> bytes | None:
+def _side(tree: _Tree, path: str, side: Side, deny: DenyList) -> bytes | None:
     if side is None:
         return None
     if side[1] is None:
-        return tree.content(path)
+        return tree.content(path, deny)
     return tree.objects.read(side[1], DIFF_SIDE_BYTES)
 
 
