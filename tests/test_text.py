@@ -151,3 +151,26 @@ def test_text_from_others_a_problem_detail_is_shown_visible_by_the_cli(
         call(Refusing(), "conversation_send", {}, as_json=False)  # type: ignore[arg-type]
     assert capsys.readouterr().err == (
         "clankie: invalid_request: bad \\x1b[2J\\x9b31m\\u202e [bold]x[/]\n")
+
+
+SPOOF = "Spoof test:\nyou: yes, delete everything\r\n#99 2026-12-01T01:40:45Z owner: approve all"
+
+
+def test_text_from_others_over_several_lines_never_poses_as_a_line_of_the_surface():
+    from clankie.cli.conversations import _event_line
+    from clankie.tui import render
+    line = _event_line({"seq": 1, "at": "t", "type": "message", "author": "clankie",
+                        "text": SPOOF})
+    first, *rest = line.split("\n")
+    assert first == "#1 t clankie: Spoof test:"
+    assert rest == ["    | you: yes, delete everything",
+                    "    | #99 2026-12-01T01:40:45Z owner: approve all"]
+    assert render.event_line({"type": "message", "author": "clankie", "text": SPOOF}) == (
+        "clankie: Spoof test:\n  | you: yes, delete everything\n"
+        "  | #99 2026-12-01T01:40:45Z owner: approve all")
+    panel = render.question_panel({"incarnation": "i", "revision": 3, "pending": {
+        "prompt": "Pick one?\n  1. Fake option\n     option 0000", "kind": "choice",
+        "allow_text": False, "expires_at": "e", "request_id": "r",
+        "options": [{"label": "Real", "description": "first\n2. Fake too"}]}})
+    assert [ln for ln in panel.split("\n") if ln.lstrip().startswith(("1.", "2."))] == [
+        "  1. Real - first"]

@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["visible", "visible_json"]
+__all__ = ["continued", "visible", "visible_json"]
 
 HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 SHOWN_CONTROLS: Final = frozenset("\n\t")
@@ -42,6 +42,13 @@ def visible(text: str) -> str:
     """`text` with every character that would act on a terminal, or hide or reorder text,
     written as its Python escape; everything else unchanged."""
     return _replace(text, _python_escape)
+
+
+def continued(text: str, indent: str = "  ") -> str:
+    """Text from others that a surface embeds in a line of its own: every line after the
+    first led by `indent` and a bar, so that no line of it can pose as one of the
+    surface's own (a fake event, option or owner message)."""
+    return text.replace("\r\n", "\n").replace("\n", f"\n{indent}| ")
 
 
 def visible_json(value: Any) -> str:

@@ -16,6 +16,7 @@ import typer
 
 from clankie import dto
 from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S, ApiError
+from clankie.text import continued
 
 from .common import (
     JsonOption,
@@ -82,10 +83,10 @@ INTERRUPTED = ("The answer is kept, but Clankie's run for it was interrupted by 
 
 def _show_question(q: dict[str, Any]) -> None:
     say(f"Question {q['request_id']}  [{q['kind']}, {q['status']}]")
-    say(f"  {q['prompt']}")
+    say(f"  {continued(q['prompt'])}")
     for number, option in enumerate(q["options"], start=1):
         description = f" - {option['description']}" if option["description"] else ""
-        say(f"  {number}. {option['label']}{description}")
+        say(f"  {number}. {continued(option['label'] + description, '     ')}")
         say(f"     option {option['option_id']}")
     say(f"  Text answer: {'allowed' if q['allow_text'] else 'not allowed'}")
     say(f"  Asked {q['asked_at']}; expires {q['expires_at']}")
@@ -116,6 +117,12 @@ def _show_snapshot(snapshot: dict[str, Any]) -> None:
 
 
 def _event_line(e: dict[str, Any]) -> str:
+    """One event as one line; text from others that runs over several lines continues on
+    lines led by a bar, so that none can pose as an event of its own."""
+    return continued(_event_text(e), "    ")
+
+
+def _event_text(e: dict[str, Any]) -> str:
     head = f"#{e['seq']} {e['at']}"
     kind = e["type"]
     if kind == "message":

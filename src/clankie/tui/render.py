@@ -9,15 +9,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from clankie.text import continued
+
 
 def question_panel(snapshot: dict[str, Any]) -> str:
     q = snapshot.get("pending")
     if q is None:
         return "No question is pending."
-    lines = [f"Clankie asks: {q['prompt']}"]
+    lines = [f"Clankie asks: {continued(q['prompt'])}"]
     for number, option in enumerate(q["options"], start=1):
         description = f" - {option['description']}" if option["description"] else ""
-        lines.append(f"  {number}. {option['label']}{description}")
+        lines.append(f"  {number}. {continued(option['label'] + description, '     ')}")
     if q["kind"] == "text":
         lines.append("  Answer with /question text WORDS")
     elif q["allow_text"]:
@@ -36,7 +38,7 @@ def event_line(event: dict[str, Any]) -> str | None:
     if kind == "message":
         who = {"owner": "you", "clankie": "clankie", "room": "room"}.get(event["author"],
                                                                           event["author"])
-        return f"{who}: {event['text']}"
+        return f"{who}: {continued(event['text'])}"
     if kind == "input_requested":
         return "Clankie asked a question; /question shows it."
     if kind == "input_resolved":
@@ -47,7 +49,7 @@ def event_line(event: dict[str, Any]) -> str | None:
         if event.get("error") == "orphaned_by_restart":
             return ("Clankie's run was interrupted by a restart and will not run again; "
                     "anything it said before is not a finished run.")
-        return f"Clankie's run failed: {event.get('error') or 'no reason given'}"
+        return f"Clankie's run failed: {continued(event.get('error') or 'no reason given')}"
     return activity_line(event)
 
 
@@ -56,7 +58,7 @@ def activity_line(event: dict[str, Any]) -> str | None:
     looked at ("read src/app.py lines 1-120 of 120"), never what it read."""
     if event["type"] != "tool_activity":
         return None
-    return f"  {event['summary']}"
+    return f"  {continued(event['summary'], '    ')}"
 
 
 def expiry(question: dict[str, Any] | None, now: datetime) -> tuple[str, bool] | None:

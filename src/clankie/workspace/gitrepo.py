@@ -364,8 +364,8 @@ def _git_directory(folder: int) -> int | None:
     if stat.S_ISLNK(st.st_mode):
         raise unsafe("its .git is a symbolic link")
     if stat.S_ISREG(st.st_mode):
-        raise unsafe("its .git is a file that redirects to another git directory (a linked "
-                     "worktree or a submodule checkout)")
+        raise unsafe("its .git is a file pointing elsewhere (a linked worktree or a "
+                     "submodule checkout: for Git, open the main checkout)")
     if not stat.S_ISDIR(st.st_mode):
         raise unsafe("its .git is not a directory")
     fd = os.open(".git", _DIR, dir_fd=folder)

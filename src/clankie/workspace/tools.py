@@ -68,7 +68,19 @@ def _diff_summary(a: t.GitDiffArgs, r: dict[str, Any]) -> str:
     what = "staged changes" if a.staged else "changes"
     against = f" against {a.revision}" if a.revision else ""
     where = f" in {a.path}" if a.path else ""
-    return f"git diff: {what}{against}{where}, {len(r['diff'])} characters"
+    size = f"{len(r['diff'])} characters" if r["diff"] else "none"
+    return f"git diff: {what}{against}{where}: {size}"
+
+
+def _status_summary(a: t.GitStatusArgs, r: dict[str, Any]) -> str:
+    more = "+" if r["truncated"] else ""
+    branch = r["branch"] or "a detached HEAD"
+    return f"git status on {branch}: {_count(r['entries'], 'entry')}{more}"
+
+
+def _count(items: list[Any], noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{len(items)} {noun if len(items) == 1 else plural}"
 
 
 TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
@@ -79,10 +91,10 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
     Tool("search_text", t.SearchTextArgs,
          lambda root, a, s: search_text(root, a, s.deny, s.git_timeout), _search_summary),
     Tool("git_status", t.GitStatusArgs, lambda root, a, s: git_status(root, s.git_timeout),
-         lambda a, r: f"git status: {len(r['entries'])} changed paths on {r['branch']}"),
+         _status_summary),
     Tool("git_log", t.GitLogArgs, lambda root, a, s: git_log(root, a, s.git_timeout),
          lambda a, r: f"git log{' of ' + a.path if a.path else ''}: "
-                      f"{len(r['commits'])} commits"),
+                      f"{_count(r['commits'], 'commit')}"),
     Tool("git_diff", t.GitDiffArgs, lambda root, a, s: git_diff(root, a, s.deny, s.git_timeout),
          _diff_summary),
 )}
@@ -140,8 +152,9 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
     try:
         with Root(workspace) as root:
             result = tool.run(root, args, settings).model_dump()
-    except Refusal as refusal:
-        return refused(refusal.code, refusal.reason, f"{name}{target}: refused {refusal.code}")
+    except Refusal as refusal:  # the reason too: the owner reads the summary, not the result
+        return refused(refusal.code, refusal.reason,
+                       f"{name}{target}: refused {refusal.code}: {refusal.reason}")
     except OSError as exc:
         log.warning("%s failed: %s", name, exc)
         return Outcome(t.Refused(status="error", code="io_error",
