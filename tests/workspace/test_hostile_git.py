@@ -343,3 +343,15 @@ def test_w1_w7_our_diff_applies_as_a_patch_to_reach_the_working_tree(repo: Place
     git("add", "-A", cwd=ws)
     assert repo.ok("git_diff", staged=True)["diff"] == diff
     assert repo.ok("git_diff", revision="HEAD")["diff"] == diff
+
+
+@pytest.mark.parametrize("revision", [":README.md", ":0:README.md", ":2:app.py", "HEAD:app.py",
+                                      ":/first", "HEAD :x", "main~1:x"])
+def test_w7_a_revision_never_makes_git_read_the_index_or_a_work_tree(
+        repo: Place, revision: str):
+    git("config", "core.fsmonitor", f"touch {repo.root}/marker-fsmonitor; echo", cwd=repo.ws)
+    os.utime(repo.ws / "app.py", (1, 1))
+    assert repo.refused("git_diff", revision=revision) == "invalid_argument"
+    for revision_ok in ("HEAD", "main", "HEAD~0", "HEAD^{commit}", "main@{0}"):
+        repo.ok("git_diff", revision=revision_ok)
+    _every_call_stays_inside(repo)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -32,6 +33,13 @@ from .confine import Refusal
 from .gitindex import IndexEntry, IndexError_, parse_index, path_breaks_git_rules
 
 ALLOWED = frozenset({"cat-file", "config", "ls-tree", "rev-list", "rev-parse", "worktree"})
+# `--bare`: Git has no work tree at all, so nothing can make it look at one (with `GIT_DIR`
+# alone it takes its working directory for one: `rev-parse :path` then reads the index and
+# runs the repository's fsmonitor). `-c core.bare=true` does not do this; `--bare` does.
+GLOBAL_OPTIONS = ("--bare", "--no-pager", "--literal-pathspecs", "--no-replace-objects")
+# What a revision may look like: names, `@{...}`, `^`, `~` and numbers. No `:` (an index
+# or a path: `:README`, `HEAD:x`, `:/text`), no space, never a leading `-`.
+_REVISION = re.compile(r"[A-Za-z0-9_./@{}^~+-]{1,256}")
 OUTPUT_BYTES = 8 * 1024 * 1024  # the most any one command's output is read
 INDEX_BYTES = 8 * 1024 * 1024  # about 80,000 entries: what W5's 64 MiB holds with room
 GIT_FILE_BYTES = 64 * 1024
@@ -102,7 +110,7 @@ class Repository:
         if timeout <= 0:
             raise _out_of_time()
         try:
-            child = subprocess.Popen([self._git, "--no-pager", *args], cwd=self.cwd,
+            child = subprocess.Popen([self._git, *GLOBAL_OPTIONS, *args], cwd=self.cwd,
                                      env=git_environment(), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      pass_fds=(self.fd,), start_new_session=True)
@@ -169,8 +177,9 @@ class Repository:
 
     def commit(self, revision: str) -> str | None:
         """The commit a revision names, as an object ID; None if it names none."""
-        if not revision or revision.startswith("-") or "\x00" in revision:
-            raise Refusal("invalid_argument", "a revision may not be empty or start with '-'")
+        if revision.startswith("-") or not _REVISION.fullmatch(revision):
+            raise Refusal("invalid_argument", "a revision is a branch, tag or commit, with "
+                          "~N, ^N or @{...} if needed; it may not start with '-' or hold ':'")
         out = self.run("rev-parse", "--verify", "--quiet", "--end-of-options",
                        f"{revision}^{{commit}}", limit=1024, check=False).decode().strip()
         return out if len(out) == 2 * self.hash_size and _is_hex(out) else None
@@ -215,7 +224,7 @@ class Objects:
         if mode not in self._pipes:
             try:
                 child = subprocess.Popen(
-                    [self.repo._git, "--no-pager", "cat-file", mode], cwd=self.repo.cwd,
+                    [self.repo._git, *GLOBAL_OPTIONS, "cat-file", mode], cwd=self.repo.cwd,
                     env=git_environment(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL, pass_fds=(self.repo.fd,),
                     start_new_session=True, bufsize=0)
