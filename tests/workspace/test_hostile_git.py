@@ -355,3 +355,40 @@ def test_w7_a_revision_never_makes_git_read_the_index_or_a_work_tree(
     for revision_ok in ("HEAD", "main", "HEAD~0", "HEAD^{commit}", "main@{0}"):
         repo.ok("git_diff", revision=revision_ok)
     _every_call_stays_inside(repo)
+
+
+@pytest.mark.parametrize("link", ["objects/pack", "refs/heads/steal", "objects/info",
+                                  "logs", "packed-refs"])
+def test_w7_a_symlink_anywhere_in_dot_git_makes_git_tools_refuse(tmp_path: Path, link: str):
+    place = make_place(tmp_path)
+    private = place.outside / "private"
+    private.mkdir()
+    (private / "secrets.txt").write_text(f"{SECRET}\n")
+    git("init", "-q", "-b", "main", cwd=private)
+    git("add", ".", cwd=private)
+    git("commit", "-q", "-m", f"PRIVATE {SECRET}", cwd=private)
+    git("gc", "-q", cwd=private)  # packed: objects/pack and packed-refs
+    git("init", "-q", "-b", "main", cwd=place.ws)
+    git("add", ".", cwd=place.ws)
+    git("commit", "-q", "-m", "first", cwd=place.ws)
+    ours, theirs = place.ws / ".git" / link, private / ".git" / link
+    if link == "refs/heads/steal":
+        theirs = private / ".git" / "refs" / "heads" / "main"
+        git("update-ref", "refs/heads/main", git("rev-parse", "HEAD", cwd=private).strip(),
+            cwd=private)
+        (place.ws / ".git" / "HEAD").write_text("ref: refs/heads/steal\n")
+    if ours.is_dir():
+        shutil.rmtree(ours)
+    else:
+        ours.unlink(missing_ok=True)
+    ours.symlink_to(os.path.relpath(theirs, ours.parent))
+    _every_call_stays_inside(place)
+    for tool in GIT_TOOLS:
+        assert place.refused(tool) == "unsafe_repository"
+
+
+def test_w7_a_symlinked_hook_is_no_reason_to_refuse(repo: Place):
+    (repo.root / "pre-commit").write_text(f"#!/bin/sh\ntouch {repo.root}/marker-hook\n")
+    (repo.root / "pre-commit").chmod(0o755)
+    (repo.ws / ".git" / "hooks" / "pre-commit").symlink_to(repo.root / "pre-commit")
+    assert set(_every_call_stays_inside(repo).values()) == {"ok"}

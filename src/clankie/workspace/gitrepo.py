@@ -399,13 +399,9 @@ def _exists(fd: int, name: str) -> bool:
 def _check(repo: Repository) -> None:
     """Refuse a git directory whose objects, refs, configuration or work tree lead
     elsewhere, or whose index names a path Git itself refuses."""
-    for name in ("HEAD", "objects", "refs", "index", "config", "config.worktree",
-                 "packed-refs", "info"):
-        try:
-            if stat.S_ISLNK(os.stat(name, dir_fd=repo.fd, follow_symlinks=False).st_mode):
-                raise unsafe(f".git/{name} is a symbolic link")
-        except FileNotFoundError:
-            pass
+    link = _symlink_in(repo.fd, repo.deadline)
+    if link is not None:
+        raise unsafe(f".git/{link[:80]} is a symbolic link (Git would follow it elsewhere)")
     for name in ("commondir", "objects/info/alternates", "objects/info/http-alternates"):
         if _exists(repo.fd, name):
             raise unsafe(f".git/{name} makes it read objects or refs from elsewhere")
@@ -422,6 +418,41 @@ def _check(repo: Repository) -> None:
         if key.lower() == "extensions.objectformat" and value.strip().lower() == "sha256":
             repo.hash_size = 32
     repo.index()
+
+
+_NEVER_READ = frozenset({"hooks", "modules"})  # hooks never run; nested repositories' own
+
+
+def _symlink_in(gitdir: int, deadline: float) -> str | None:
+    """The first symlink anywhere in the git directory but its hooks and nested
+    repositories, or None: Git follows a symlink at any depth (an `objects/pack` or a
+    ref pointing at another repository's), so none may be there at all."""
+    top = os.dup(gitdir)
+    stack = [(top, "", os.scandir(top))]
+    looked = 0
+    try:
+        while stack:
+            fd, base, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                entries.close()
+                os.close(fd)
+                stack.pop()
+                continue
+            looked += 1
+            if looked % 1024 == 0 and time.monotonic() > deadline:
+                raise _out_of_time()
+            if entry.is_symlink():
+                return base + entry.name
+            if entry.is_dir(follow_symlinks=False) and not (not base and entry.name in
+                                                              _NEVER_READ):
+                child = os.open(entry.name, _DIR, dir_fd=fd)
+                stack.append((child, f"{base}{entry.name}/", os.scandir(child)))
+        return None
+    finally:
+        for fd, _, entries in stack:
+            entries.close()
+            os.close(fd)
 
 
 def config_refusal(data: bytes) -> str | None:
