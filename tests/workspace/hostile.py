@@ -106,7 +106,8 @@ def index_entries(top: Path) -> list[tuple[int, str, bytes]]:
 
 def _git_env(cwd: Path) -> dict[str, str]:
     return {"HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "GIT_CONFIG_NOSYSTEM": "1"}
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "gc.auto",
+            "GIT_CONFIG_VALUE_0": "0"}
 
 
 def quote_config(text: str) -> str:

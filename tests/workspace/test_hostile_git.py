@@ -392,3 +392,29 @@ def test_w7_a_symlinked_hook_is_no_reason_to_refuse(repo: Place):
     (repo.root / "pre-commit").chmod(0o755)
     (repo.ws / ".git" / "hooks" / "pre-commit").symlink_to(repo.root / "pre-commit")
     assert set(_every_call_stays_inside(repo).values()) == {"ok"}
+
+
+@pytest.mark.parametrize("ignore,attributes", [
+    ("[z-a]\n", ""), ("*.[[:digit:]]\n", ""), ("x" * 100_000 + "\n", ""),
+    ("".join(f"file{n}.txt\n" for n in range(10_000)), ""), ("", "[z-a] filter=x\n"),
+    ("", "*.[[:digit:]] filter=x\n"), ("", "".join(f"f{n} filter=x\n" for n in range(5_000)))])
+def test_w5_w6_any_ignore_or_attribute_file_is_read_never_fails_a_call(
+        repo: Place, ignore: str, attributes: str):
+    (repo.ws / "sub").mkdir()
+    for folder in (repo.ws, repo.ws / "sub"):
+        (folder / ".gitignore").write_text(ignore)
+        (folder / ".gitattributes").write_text(attributes)
+    (repo.ws / "sub" / "file7.txt").write_text("seven\n")
+    os.utime(repo.ws / "app.py", (1, 1))
+    assert set(_every_call_stays_inside(repo).values()) == {"ok"}
+
+
+def test_w7_an_index_cut_short_anywhere_is_unsafe_never_an_error(repo: Place):
+    (repo.ws / "more.txt").write_text("more\n")
+    git("add", "more.txt", cwd=repo.ws)
+    git("update-index", "--index-version", "4", cwd=repo.ws)
+    whole = (repo.ws / ".git" / "index").read_bytes()
+    for cut in range(12, len(whole) - 20):
+        (repo.ws / ".git" / "index").write_bytes(whole[:cut])
+        outcome = repo.call("git_status")
+        assert outcome.status == "refused", (cut, outcome.result)

@@ -204,7 +204,7 @@ def _status(tree: _Tree, head: _Commit) -> Iterator[tuple[str, str]]:
             y = "D"
         elif tree.unchanged_quick(entry, seen):
             y = " "
-        elif seen.rules.filtered(tree.view.top(path)):
+        elif seen.filtered:
             yield path, "filtered"
             continue
         else:
@@ -274,7 +274,7 @@ def _changes(tree: _Tree, base: str | None, args: GitDiffArgs, repo: Repository
             if seen is None:
                 yield path, (entry.mode, entry.oid), None
             elif not tree.unchanged_quick(entry, seen) and (
-                    seen.rules.filtered(tree.view.top(path)) or not tree.unchanged(entry, seen)):
+                    seen.filtered or not tree.unchanged(entry, seen)):
                 yield path, (entry.mode, entry.oid), (_mode(seen.st.st_mode), None)
         return
     commit = _Commit.of(repo, base, index)
@@ -296,7 +296,7 @@ def _changes(tree: _Tree, base: str | None, args: GitDiffArgs, repo: Repository
         elif old == (entry.mode, entry.oid) and tree.unchanged_quick(entry, seen):
             continue
         elif old is None or old[0] != _mode(seen.st.st_mode) or \
-                seen.rules.filtered(tree.view.top(path)) or tree.blob_id(seen) != old[1]:
+                seen.filtered or tree.blob_id(seen) != old[1]:
             yield path, old, (_mode(seen.st.st_mode), None)
 
 
@@ -310,7 +310,7 @@ def _file_diff(tree: _Tree, path: str, old: Side, new: Side, deny: DenyList) -> 
                  f"+Subproject commit {new[1]}\n" if new else ""]
         return head + "(a nested repository: never entered)\n" + "".join(lines)
     if new is not None and new[1] is None and tree.files.get(path) is not None and \
-            tree.files[path].rules.filtered(tree.view.top(path)):
+            tree.files[path].filtered:
         return head + "(filtered: its attributes name a filter, which is never run; not " \
                       "diffed)\n"
     try:

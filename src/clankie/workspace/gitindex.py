@@ -101,7 +101,7 @@ def parse_index(data: bytes, hash_size: int = 20) -> list[IndexEntry]:
                 path, fields[6], oid, (flags >> 12) & 3, fields[0] * _NS + fields[1],
                 fields[2] * _NS + fields[3], fields[5], fields[7], fields[8], fields[9],
                 bool(extended & _INTENT_TO_ADD), bool(extended & _SKIP_WORKTREE)))
-    except (struct.error, ValueError):
+    except (struct.error, ValueError, IndexError):  # IndexError: a varint cut short
         raise IndexError_("the index is truncated or malformed") from None
     _refuse_split_index(data, offset, end)
     return entries

@@ -446,7 +446,12 @@ def _symlink_in(gitdir: int, deadline: float) -> str | None:
                 return base + entry.name
             if entry.is_dir(follow_symlinks=False) and not (not base and entry.name in
                                                               _NEVER_READ):
-                child = os.open(entry.name, _DIR, dir_fd=fd)
+                try:
+                    child = os.open(entry.name, _DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    continue  # gone meanwhile (Git packing its objects, say)
+                except OSError:
+                    return base + entry.name  # a folder swapped for a symlink meanwhile
                 stack.append((child, f"{base}{entry.name}/", os.scandir(child)))
         return None
     finally:

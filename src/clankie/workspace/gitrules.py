@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathspec import GitIgnoreSpec
 
 RULE_FILE_BYTES = 1024 * 1024  # the most of one ignore or attributes file that is read
+RULE_LINES = 1_000  # patterns of one file that are kept; a line over RULE_LINE_CHARS is not
+RULE_LINE_CHARS = 1_000  # (Git has no such bounds; W5 does: a file of 10,000 patterns or of
+# one 100 KB line is a repository's way to make matching slow or big)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,26 +31,41 @@ class _Level:
     filter_set: tuple[bool, ...]  # per pattern: names a filter (True) or unsets it
 
 
+def _lines(data: bytes) -> list[str]:
+    lines = []
+    for line in data[:RULE_FILE_BYTES].decode("utf-8", "replace").splitlines():
+        if len(line) <= RULE_LINE_CHARS and line.strip() and not line.startswith("#"):
+            lines.append(line)
+            if len(lines) == RULE_LINES:
+                break
+    return lines
+
+
 def _ignore_spec(data: bytes | None) -> GitIgnoreSpec | None:
-    if not data:
-        return None
-    return _spec(data[:RULE_FILE_BYTES].decode("utf-8", "replace").splitlines())
+    return _spec(_lines(data)) if data else None
 
 
 def _spec(lines: list[str]) -> GitIgnoreSpec | None:
+    """The patterns as one matcher; a line that no matcher understands (Git would match
+    nothing with it either) is left out, never an error."""
     try:
         spec = GitIgnoreSpec.from_lines(lines)
-    except ValueError:  # a line Git would not understand either matches nothing
-        spec = GitIgnoreSpec.from_lines([line for line in lines if _valid(line)])
+    except Exception:  # re.error, RE2's errors: whatever the input
+        kept = [line for line in lines if _single(line)]
+        try:
+            spec = GitIgnoreSpec.from_lines(kept)
+        except Exception:  # RE2 cannot hold them together: one by one
+            spec = GitIgnoreSpec.from_lines(kept, backend="simple")
     return spec if spec.patterns else None
 
 
-def _valid(line: str) -> bool:
+def _single(pattern: str) -> bool:
+    """Whether the pattern compiles to exactly one pattern (so a match's index names its
+    line), whatever it holds."""
     try:
-        GitIgnoreSpec.from_lines([line])
-    except ValueError:
+        return len(GitIgnoreSpec.from_lines([pattern]).patterns) == 1
+    except Exception:  # re.error, RE2's own errors
         return False
-    return True
 
 
 def _filter_lines(data: bytes | None, macros: set[str]
@@ -58,7 +76,7 @@ def _filter_lines(data: bytes | None, macros: set[str]
         return None, ()
     patterns: list[str] = []
     values: list[bool] = []
-    for raw in data[:RULE_FILE_BYTES].decode("utf-8", "replace").splitlines():
+    for raw in _lines(data):
         words = raw.split()
         if not words or words[0].startswith("#"):
             continue
@@ -77,15 +95,7 @@ def _filter_lines(data: bytes | None, macros: set[str]
         if decided is not None and _single(words[0]):
             patterns.append(words[0])
             values.append(decided)
-    return (GitIgnoreSpec.from_lines(patterns) if patterns else None), tuple(values)
-
-
-def _single(pattern: str) -> bool:
-    """Whether the pattern is one pattern (so a match's index names its line)."""
-    try:
-        return len(GitIgnoreSpec.from_lines([pattern]).patterns) == 1
-    except ValueError:
-        return False
+    return _spec(patterns), tuple(values)
 
 
 def _sets_filter(word: str, macros: set[str]) -> bool:
@@ -123,6 +133,12 @@ class Rules:
         if self._exclude is not None:
             return bool(_check(self._exclude, path, is_dir))
         return False
+
+    @property
+    def any_filter(self) -> bool:
+        """Whether any attribute line in force decides `filter` at all (usually none)."""
+        return self._info[0] is not None or any(level.filters is not None
+                                                 for level in self._levels)
 
     def filtered(self, path: str) -> bool:
         """Whether the attributes name a filter (a clean/smudge command) for this path."""

@@ -50,7 +50,7 @@ class Seen:
     st: os.stat_result
     state: str  # tracked, untracked, ignored, submodule
     level: int  # 1 for the entries of the folder the walk started in
-    rules: Rules  # the rules in force in the entry's folder
+    filtered: bool  # the attributes name a filter for it (which is never run)
 
 
 @dataclass
@@ -148,7 +148,9 @@ class Worktree:
                     if child is not None and not (descend and state != "submodule"):
                         os.close(child)
                         child = None
-                yield Seen(path, kind, st, state, folder.level, folder.rules)
+                filtered = (kind != "directory" and folder.rules.any_filter
+                            and folder.rules.filtered(self.top(path)))
+                yield Seen(path, kind, st, state, folder.level, filtered)
                 if child is not None:
                     stack.append(self._enter(child, path, folder.rules,
                                              state == "ignored", folder.level + 1))
