@@ -302,3 +302,33 @@ def test_w5_a_huge_deleted_file_is_named_not_read_into_memory(place: Place):
     assert "deleted file mode 100644" in text and "more than the" in text
     assert "-one\n+two" in text and len(text.encode()) <= 32 * 1024
     assert {"path": "huge.log", "status": " D"} in status["result"]["entries"]
+
+
+def _bomb(regions: int, lines: int, seed: int) -> bytes:
+    """Regions of lines drawn from two values, between lines found once: a diff's worst
+    case (every region goes to the fallback matcher)."""
+    rng = random.Random(seed)
+    return "".join(f"U{r}\n" + "".join(f"{rng.randrange(2)}\n" for _ in range(lines))
+                   for r in range(regions)).encode()
+
+
+def test_w5_a_crafted_pair_of_files_is_diffed_within_the_bounds(place: Place):
+    ws = place.ws
+    for n in range(3):
+        (ws / f"bomb{n}.txt").write_bytes(_bomb(249, 200, n))
+    (ws / "lines.txt").write_bytes(b"a\n" * 1_000_000)
+    git("init", "-q", "-b", "main", cwd=ws)
+    git("add", ".", cwd=ws)
+    git("commit", "-q", "-m", "first", cwd=ws)
+    for n in range(3):
+        (ws / f"bomb{n}.txt").write_bytes(_bomb(249, 200, n + 10))
+    (ws / "lines.txt").write_bytes(b"b\n" * 1_000_000)
+    (diff,) = _measured(place, ("git_diff", {}))
+    assert diff["status"] in ("ok", "refused") and diff["seconds"] < W5_SECONDS
+    assert diff["grew_kib"] < W5_MEMORY_KIB, diff["grew_kib"]
+    if diff["status"] == "ok":
+        text = diff["result"]["diff"]
+        assert "bomb0.txt" in text and len(text.encode()) <= 32 * 1024 + 200
+        assert "(not diffed: 2000000 -> 2000000 bytes" in text
+    else:
+        assert diff["result"]["code"] == "time_limit"

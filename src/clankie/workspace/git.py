@@ -32,11 +32,11 @@ from .confine import Refusal, Root, check_path, tidy
 from .deny import DenyList
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, IndexEntry
 from .gitrepo import Objects, Repository, find_repository
-from .textdiff import bounded, header, patch
+from .textdiff import DIFF_LINES, bounded, header, patch, too_many_lines
 from .worktree import Seen, Worktree
 
 STATUS_ENTRIES = 200
-DIFF_SIDE_BYTES = 2 * 1024 * 1024  # a larger version is named with its size, not diffed
+DIFF_SIDE_BYTES = 1024 * 1024  # a larger version is named with its size, not diffed
 LOG_BYTES = 1024 * 1024
 _CHUNK = 256 * 1024
 
@@ -324,7 +324,10 @@ def _file_diff(tree: _Tree, path: str, old: Side, new: Side, deny: DenyList) -> 
         sizes = " -> ".join(str(_size(tree, path, side)) for side in (old, new) if side)
         return head + (f"(not diffed: {sizes} bytes, more than the {DIFF_SIDE_BYTES} a "
                        "diff reads; use read_file)\n")
-    return head + "".join(patch(path, before, after))
+    if too_many_lines(before) or too_many_lines(after):
+        return head + (f"(not diffed: more than {DIFF_LINES} lines; use read_file or "
+                       "search_text)\n")
+    return head + "".join(patch(path, before, after, tree.root.check_time))
 
 
 def _side(tree: _Tree, path: str, side: Side, deny: DenyList) -> bytes | None:

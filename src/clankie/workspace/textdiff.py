@@ -19,8 +19,9 @@ from typing import TypeVar
 DIFF_BYTES = 32 * 1024
 BINARY_PROBE = 8 * 1024
 CONTEXT = 3
-_SMALL = 250_000  # difflib is used on regions of at most this many line pairs
-_BUDGET = 4_000_000  # lines looked at in matching, per file, before giving up on minimal
+DIFF_LINES = 50_000  # a version with more lines is named, not diffed (W5's memory)
+_SMALL = 40_000  # difflib is used on regions of at most this many line pairs
+_BUDGET = 10_000_000  # line pairs (difflib) and lines (the rest) a file's matching may cost
 T = TypeVar("T")
 
 
@@ -78,8 +79,14 @@ def is_binary(data: bytes | None) -> bool:
     return data is not None and b"\x00" in data[:BINARY_PROBE]
 
 
-def patch(path: str, old: bytes | None, new: bytes | None) -> Iterator[str]:
-    """The `---`/`+++` lines and hunks between two versions (None: the file is absent)."""
+def too_many_lines(data: bytes | None) -> bool:
+    return data is not None and data.count(b"\n") > DIFF_LINES
+
+
+def patch(path: str, old: bytes | None, new: bytes | None,
+          tick: Callable[[], None] = lambda: None) -> Iterator[str]:
+    """The `---`/`+++` lines and hunks between two versions (None: the file is absent);
+    `tick` is called now and then while matching (it may raise to stop)."""
     if is_binary(old) or is_binary(new):
         yield (f"Binary files {'a/' + path if old is not None else '/dev/null'} and "
                f"{'b/' + path if new is not None else '/dev/null'} differ\n")
@@ -90,7 +97,7 @@ def patch(path: str, old: bytes | None, new: bytes | None) -> Iterator[str]:
         return
     yield f"--- {'a/' + path if old is not None else '/dev/null'}\n"
     yield f"+++ {'b/' + path if new is not None else '/dev/null'}\n"
-    for group in _groups(_opcodes(matching_blocks(a, b), len(a), len(b))):
+    for group in _groups(_opcodes(matching_blocks(a, b, tick), len(a), len(b))):
         i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
         yield f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n"
         for tag, a1, a2, b1, b2 in group:
@@ -119,8 +126,10 @@ def _range(start: int, stop: int) -> str:
     return str(first) if length == 1 else f"{first},{length}"
 
 
-def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, int]]:
-    """Runs of equal lines `(i, j, n)`, increasing in both, found within a work budget."""
+def matching_blocks(a: Sequence[str], b: Sequence[str],
+                    tick: Callable[[], None] = lambda: None) -> list[tuple[int, int, int]]:
+    """Runs of equal lines `(i, j, n)`, increasing in both, found within a work budget;
+    `tick` is called between regions."""
     ids: dict[str, int] = {}
     x = [ids.setdefault(line, len(ids)) for line in a]
     y = [ids.setdefault(line, len(ids)) for line in b]
@@ -133,6 +142,7 @@ def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, 
             found.append(item)  # type: ignore[arg-type]
             continue
         alo, ahi, blo, bhi = item  # type: ignore[misc]
+        tick()
         start = alo
         while alo < ahi and blo < bhi and x[alo] == y[blo]:
             alo, blo = alo + 1, blo + 1
@@ -156,7 +166,7 @@ def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, 
             elif (ahi - alo) * (bhi - blo) <= _SMALL:
                 matcher = difflib.SequenceMatcher(None, x[alo:ahi], y[blo:bhi], autojunk=False)
                 inner = [(alo + i, blo + j, n) for i, j, n in matcher.get_matching_blocks() if n]
-                budget -= (ahi - alo) * (bhi - blo) // 64
+                budget -= (ahi - alo) * (bhi - blo)
         # pushed in reverse: the head first out, then each region and anchor, then the tail
         work.append(tail)
         if regions:
