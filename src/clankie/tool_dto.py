@@ -122,6 +122,7 @@ class GitStatusResult(Out):
     branch: str | None
     entries: list[StatusEntry]
     truncated: bool
+    note: str | None = None
 
 
 class Commit(Out):

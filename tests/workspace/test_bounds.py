@@ -332,3 +332,41 @@ def test_w5_a_crafted_pair_of_files_is_diffed_within_the_bounds(place: Place):
         assert "(not diffed: 2000000 -> 2000000 bytes" in text
     else:
         assert diff["result"]["code"] == "time_limit"
+
+
+def test_w5_a_folder_of_60000_entries_is_looked_at_in_bounded_memory(place: Place):
+    big = place.ws / "big"
+    big.mkdir()
+    for n in range(60_000):
+        os.close(os.open(big / f"e{n:06d}", os.O_CREAT | os.O_WRONLY, 0o644))
+    listing, search = _measured(place, ("list_files", {"path": "big"}),
+                                ("search_text", {"pattern": "x", "path": "big"}))
+    for measured in (listing, search):
+        assert measured["status"] == "ok" and measured["seconds"] < W5_SECONDS
+        assert measured["grew_kib"] < W5_MEMORY_KIB, measured["grew_kib"]
+        assert "more than 50000 entries" in measured["result"]["note"]
+    assert len(listing["result"]["entries"]) == 200 and listing["result"]["truncated"]
+
+
+def test_w5_folders_300_deep_and_many_ignore_files_stay_within_the_bounds(place: Place):
+    ws = place.ws
+    deep = ws
+    for level in range(300):
+        deep = deep / f"d{level % 10}"
+    deep.mkdir(parents=True)
+    (deep / "leaf.txt").write_text("leaf\n")
+    for n in range(25):  # each its own: none compiled once for all
+        (ws / f"pkg{n}").mkdir()
+        (ws / f"pkg{n}" / ".gitignore").write_text(
+            "".join(f"generated-{n}-{line}-*.tmp\n" for line in range(1_000)))
+        (ws / f"pkg{n}" / "mod.py").write_text("x = 1\n")
+    git("init", "-q", "-b", "main", cwd=ws)
+    git("add", ".", cwd=ws)
+    git("commit", "-q", "-m", "first", cwd=ws)
+    status, search = _measured(place, ("git_status", {}), ("search_text", {"pattern": "leaf"}))
+    for measured in (status, search):
+        assert measured["status"] in ("ok", "refused") and measured["seconds"] < W5_SECONDS
+        assert measured["grew_kib"] < W5_MEMORY_KIB, measured["grew_kib"]
+    if status["status"] == "ok":  # the leaf past the walk's depth is looked up, not "gone"
+        assert status["result"]["entries"] == [] and "not entered" in status["result"]["note"]
+    assert search["result"].get("matches", []) == [] or search["status"] == "refused"

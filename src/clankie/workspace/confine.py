@@ -251,6 +251,25 @@ class Root:
         else:
             os.close(self._walk(path, O_PATH | os.O_CLOEXEC))
 
+    def lstat(self, path: str) -> os.stat_result | None:
+        """The status of `path` itself (a symlink is not followed), reached through real
+        folders only; None if there is no such entry."""
+        folder, _, name = tidy(path).rpartition("/")
+        try:
+            if _use_openat2 and folder:
+                parent = self._openat2(folder, O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
+                                       no_symlinks=True)
+            else:
+                parent = self._walk(folder or ".", O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except Refusal:
+            return None
+        try:
+            return os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            return None
+        finally:
+            os.close(parent)
+
     def _walk(self, path: str, flags: int) -> int:
         parts = [p for p in path.split("/") if p not in ("", ".")]
         current = os.dup(self.fd)

@@ -33,7 +33,7 @@ from .deny import DenyList
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, IndexEntry
 from .gitrepo import Objects, Repository, find_repository
 from .textdiff import DIFF_LINES, bounded, header, patch, too_many_lines
-from .worktree import Seen, Worktree
+from .worktree import Seen, Worktree, kind_of
 
 STATUS_ENTRIES = 200
 DIFF_SIDE_BYTES = 1024 * 1024  # a larger version is named with its size, not diffed
@@ -61,20 +61,35 @@ class _Tree:
     repo: Repository
     objects: Objects
     view: Worktree
-    files: dict[str, Seen]  # what the walk found: tracked and untracked, not ignored
-    nested: list[str]  # untracked folders that hold a repository of their own
+    files: dict[str, Seen]  # the tracked files the walk found
+    others: list[tuple[str, str]]  # the first untracked files ('??') and nested
+    # repositories ('submodule') by path, at most STATUS_ENTRIES + 1 of them
 
     @classmethod
     def read(cls, root: Root, repo: Repository, objects: Objects) -> _Tree:
         view = Worktree.of(root, repo, objects)
         files: dict[str, Seen] = {}
-        nested: list[str] = []
+        others: list[tuple[str, str]] = []
         for seen in view.walk():
-            if seen.state == "submodule" and seen.path not in view.tracked:
-                nested.append(seen.path)
-            elif seen.kind != "directory" and seen.state != "ignored":
-                files[seen.path] = seen
-        return cls(root, repo, objects, view, files, nested)
+            if seen.path in view.tracked:
+                if seen.kind != "directory":
+                    files[seen.path] = seen
+            elif seen.state == "submodule" or (seen.state == "untracked"
+                                               and seen.kind != "directory"):
+                others.append((seen.path, "??" if seen.state == "untracked" else "submodule"))
+                if len(others) > 4 * STATUS_ENTRIES:  # keep the first ones only
+                    others = heapq.nsmallest(STATUS_ENTRIES + 1, others)
+        tree = cls(root, repo, objects, view, files,
+                   heapq.nsmallest(STATUS_ENTRIES + 1, others))
+        if view.partial:  # tracked files the walk did not reach are looked up one by one
+            for path, entry in view.tracked.items():
+                if path not in files and entry.mode != MODE_GITLINK:
+                    root.check_time()
+                    st = root.lstat(path)
+                    if st is not None and not stat.S_ISDIR(st.st_mode):
+                        files[path] = Seen(path, kind_of(st.st_mode), st, "tracked", 0,
+                                           view.filtered(path))
+        return tree
 
     def stage0(self) -> dict[str, IndexEntry]:
         return {path: entry for path, entry in self.view.tracked.items() if entry.stage == 0}
@@ -184,7 +199,8 @@ def git_status(root: Root, git_timeout: float) -> GitStatusResult:
         entries = heapq.nsmallest(STATUS_ENTRIES + 1, _status(tree, head))
         branch = repo.branch()
     shown = [StatusEntry(path=p, status=s) for p, s in entries[:STATUS_ENTRIES]]
-    return GitStatusResult(branch=branch, entries=shown, truncated=len(entries) > STATUS_ENTRIES)
+    return GitStatusResult(branch=branch, entries=shown, truncated=len(entries) > STATUS_ENTRIES,
+                           note=tree.view.partial)
 
 
 def _status(tree: _Tree, head: _Commit) -> Iterator[tuple[str, str]]:
@@ -213,11 +229,7 @@ def _status(tree: _Tree, head: _Commit) -> Iterator[tuple[str, str]]:
             yield path, x + y
     for path, (mode, _) in head.only.items():
         yield path, "submodule" if mode == MODE_GITLINK else "D "
-    for path, seen in tree.files.items():
-        if path not in tree.view.tracked and seen.state == "untracked":
-            yield path, "??"
-    for path in tree.nested:
-        yield path, "submodule"
+    yield from tree.others
 
 
 def git_log(root: Root, args: GitLogArgs, timeout: float) -> GitLogResult:

@@ -108,6 +108,8 @@ class Rules:
 
     def __init__(self, exclude: bytes | None = None, attributes: bytes | None = None) -> None:
         self._macros: set[str] = set()
+        # One walk's ignore files compiled once each: many folders hold the same file
+        self._compiled: dict[bytes, GitIgnoreSpec | None] = {}
         self._exclude = _ignore_spec(exclude)
         self._info = _filter_lines(attributes, self._macros)
         self._levels: tuple[_Level, ...] = ()
@@ -117,10 +119,13 @@ class Rules:
         if not ignore and not attributes:
             return self
         child = Rules.__new__(Rules)
-        child._macros = self._macros
+        child._macros, child._compiled = self._macros, self._compiled
         child._exclude, child._info = self._exclude, self._info
         filters, values = _filter_lines(attributes, self._macros)
-        child._levels = (*self._levels, _Level(base, _ignore_spec(ignore), filters, values))
+        if ignore and ignore not in self._compiled:
+            self._compiled[ignore] = _ignore_spec(ignore)
+        child._levels = (*self._levels, _Level(base, self._compiled.get(ignore or b""),
+                                               filters, values))
         return child
 
     def ignored(self, path: str, is_dir: bool) -> bool:

@@ -63,8 +63,9 @@ def list_files(root: Root, args: ListFilesArgs, deny: DenyList, git_timeout: flo
             entries.append(Entry(path=seen.path, type=kind,
                                  size=seen.st.st_size if kind == "file" else None,
                                  denied=deny.denies(seen.path)))
+        said = "; ".join(n for n in (note, view.partial) if n) or None
     return ListFilesResult(entries=entries, truncated=truncated, hidden_by_ignore=hidden,
-                           note=note)
+                           note=said)
 
 
 def must_be_directory(root: Root, path: str) -> None:

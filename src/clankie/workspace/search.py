@@ -84,6 +84,7 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList, git_timeout: f
     must_be_directory(root, path)
     budget = _Budget(args.max_results, root.deadline)
     skipped_denied = skipped_binary = hidden = 0
+    unreadable = 0
     with worktree(root, git_timeout) as (view, plain):
         files = view.walk(path, into_ignored=args.include_ignored)
         try:
@@ -100,9 +101,11 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList, git_timeout: f
                     continue
                 try:
                     fd, _ = root.open_file(seen.path, deny.denies)
-                except Refusal as refusal:
+                except Refusal as refusal:  # gone since it was listed, now a FIFO, a
+                    # symlink out, a path too long to open: said in the note, with a count
                     skipped_denied += refusal.code == "denied_path"
-                    continue  # gone since it was listed, replaced by a FIFO or a symlink out
+                    unreadable += refusal.code != "denied_path"
+                    continue
                 try:
                     skipped_binary += not _search_file(fd, seen.path, regex, budget)
                 finally:
@@ -113,9 +116,12 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList, git_timeout: f
             budget.timed_out = True
         finally:
             files.close()
-    note = plain
+        said = [plain, view.partial]
+    if unreadable:
+        said.append(f"{unreadable} file(s) could not be opened")
     if budget.timed_out:
-        note = f"the search stopped after {SECONDS:g} s; narrow it with a path"
+        said.append(f"the search stopped after {SECONDS:g} s; narrow it with a path")
+    note = "; ".join(n for n in said if n) or None
     return SearchTextResult(pattern=args.pattern, matches=budget.matches,
                             truncated=budget.truncated or budget.timed_out,
                             skipped_denied=skipped_denied, hidden_by_ignore=hidden,

@@ -8,8 +8,9 @@ aside) or `submodule` (a gitlink, or a folder with its own `.git`: listed, never
 Git never walks the working tree: the index is read from the git directory, the ignore and
 attribute files beneath the workspace by this walk, those above it from the index's blobs.
 Outside Git every entry is `untracked` and `.git` is skipped. The walk is linear in the
-entries it looks at (ignored ones included) and stops with `time_limit` at the call's
-deadline.
+entries it looks at (ignored ones included), stops with `time_limit` at the call's
+deadline, and holds bounded memory: at most `FOLDER_ENTRIES` entries of one folder and
+`MAX_LEVELS` folders deep (`partial` says what it left).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from .gitrules import RULE_FILE_BYTES, Rules
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _RULE_FILES = (".gitignore", ".gitattributes")
+FOLDER_ENTRIES = 50_000  # entries of one folder looked at (W5: memory, whatever the folder)
+MAX_LEVELS = 256  # folders deep below where a walk starts (W5: memory and descriptors)
 
 
 def kind_of(mode: int) -> str:
@@ -75,6 +78,20 @@ class Worktree:
     tracked_dirs: set[str] = field(default_factory=set)
     rules: Rules = field(default_factory=Rules)
     looked: int = 0
+    cut_folders: int = 0  # folders holding more than FOLDER_ENTRIES entries
+    not_entered: int = 0  # folders deeper than MAX_LEVELS below the start
+
+    @property
+    def partial(self) -> str | None:
+        """What the walk did not look at, in words, or None when it saw everything."""
+        said = []
+        if self.cut_folders:
+            said.append(f"{self.cut_folders} folder(s) hold more than {FOLDER_ENTRIES} "
+                        f"entries: only {FOLDER_ENTRIES} of each were looked at")
+        if self.not_entered:
+            said.append(f"{self.not_entered} folder(s) deeper than {MAX_LEVELS} levels were "
+                        "not entered")
+        return "; ".join(said) or None
 
     @classmethod
     def of(cls, root: Root, repo: Repository | None, objects: Objects | None) -> Worktree:
@@ -140,6 +157,9 @@ class Worktree:
                 if kind == "directory" and state != "submodule":
                     descend = ((depth is None or folder.level < depth)
                                and (state != "ignored" or into_ignored))
+                    if descend and folder.level >= MAX_LEVELS:
+                        descend = False
+                        self.not_entered += 1
                     if descend or (self.repo is not None and state != "ignored"):
                         child = self._open(folder.fd, name)
                     if child is not None and self.repo is not None and state != "ignored" \
@@ -171,15 +191,22 @@ class Worktree:
         return "untracked"
 
     def _enter(self, fd: int, path: str, rules: Rules, ignored: bool, level: int) -> _Folder:
+        self.root.check_time()
         try:
-            children = _scan(fd)
+            children, more = _scan(fd)
         except OSError:
-            children = []
+            children, more = [], False
+        self.cut_folders += more
         if self.repo is not None and not ignored:
             names = {name for name, _ in children}
             found = [_rule_file(fd, n) if n in names else None for n in _RULE_FILES]
             rules = rules.below(self._base(path), found[0], found[1])
         return _Folder(fd, path, rules, ignored, level, children)
+
+    def filtered(self, path: str) -> bool:
+        """Whether the attributes name a filter for a file the walk did not reach."""
+        rules, _ = self._rules_down_to(path.rpartition("/")[0] or ".")
+        return rules.any_filter and rules.filtered(self.top(path))
 
     def _rules_down_to(self, folder: str) -> tuple[Rules, bool]:
         """The rules in force in `folder` (workspace-relative) from the folders above it,
@@ -217,19 +244,23 @@ class Worktree:
             return None
 
 
-def _scan(fd: int) -> list[tuple[str, os.stat_result]]:
-    """An open folder's entries but `.git`, sorted by name, with their own (lstat) status."""
+def _scan(fd: int) -> tuple[list[tuple[str, os.stat_result]], bool]:
+    """An open folder's entries but `.git`, sorted by name, with their own (lstat) status:
+    at most `FOLDER_ENTRIES` of them (and whether there were more)."""
     found = []
     with os.scandir(fd) as entries:
         for entry in entries:
             if entry.name == ".git":
                 continue
+            if len(found) == FOLDER_ENTRIES:
+                found.sort()
+                return found, True
             try:
                 found.append((entry.name, entry.stat(follow_symlinks=False)))
             except OSError:
                 continue
     found.sort()
-    return found
+    return found, False
 
 
 def _has_git(fd: int) -> bool:
