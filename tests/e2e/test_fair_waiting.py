@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -136,5 +137,74 @@ def test_v5_past_max_connections_a_new_connection_is_refused_at_once(tmp_path: P
                     break
                 time.sleep(0.05)
             assert answered.startswith(b"HTTP/1.1 200"), answered[:100]
+    finally:
+        served.stop()
+
+
+def _room_of_large_messages(served: Served, workspace: Path) -> tuple[str, str, str]:
+    """A room whose tail is a large page (200 messages of 8,000 characters), an owner
+    conversation, and a read-only device's token."""
+    with served.client() as operator:
+        room = operator.op("conversation_create", workspace=str(workspace),
+                           kind="room").conversation_id
+        c = operator.op("conversation_create", workspace=str(workspace)).conversation_id
+        for _ in range(200):
+            operator.call("room_post", {"conversation_id": room, "text": "é☃" * 4_000})
+        device = operator.op("device_pair", name="tv", mode="read_only").token
+    return room, c, device
+
+
+def test_v5_a_devices_flood_of_large_reads_never_delays_the_operators_reads(
+        served: Served, workspace: Path):
+    room, c, device = _room_of_large_messages(served, workspace)
+    stop = asyncio.Event()
+
+    async def flood(tv: AsyncClient) -> int:
+        reads = 0
+        while not stop.is_set():
+            await tv.call("events_tail", {"conversation_id": room, "limit": 500})
+            reads += 1
+        return reads
+
+    async def scenario() -> int:
+        async with AsyncClient(served.tcp_url, device, timeout=60) as tv:
+            floods = [asyncio.create_task(flood(tv)) for _ in range(100)]
+            try:
+                await asyncio.sleep(0)  # the flood is under way before the operator reads
+                for _ in range(10):  # every read within the deadline, however many wait
+                    await asyncio.to_thread(operator_reads, served, c, 0)
+            finally:
+                stop.set()
+            return sum(await asyncio.gather(*floods))
+
+    assert asyncio.run(scenario()) > 0
+
+
+def test_v5_a_response_the_client_never_reads_is_dropped_within_ten_seconds(
+        tmp_path: Path, workspace: Path):
+    served = Served.start(tmp_path / "home", env={"CLANKIE_MAX_CONNECTIONS": "1"})
+    try:
+        room, _, device = _room_of_large_messages(served, workspace)
+        body = f'{{"conversation_id": "{room}", "limit": 500}}'.encode()
+        with ExitStack() as stack:
+            reader = connect(served.tcp_url, stack)  # it asks for 1.6 MB and reads none
+            reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            reader.sendall(b"POST /v1/ops/events_tail HTTP/1.1\r\nHost: clankie\r\n"
+                           b"Authorization: Bearer " + device.encode() + b"\r\n"
+                           b"Content-Type: application/json\r\n"
+                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            started = time.monotonic()
+            answered = b""
+            while not answered and time.monotonic() - started < REQUEST_DEADLINE_S + 10:
+                with ExitStack() as attempt:  # the listener's one seat frees once the
+                    fresh = connect(served.tcp_url, attempt)  # server drops that response
+                    fresh.sendall(request())
+                    answered = first_answer(fresh, 10)
+                if not answered:
+                    time.sleep(0.2)
+            assert answered.startswith(b"HTTP/1.1 200"), "a response nobody reads was kept"
+            assert time.monotonic() - started > REQUEST_DEADLINE_S / 2  # not before its time
+        assert served.stop(signal.SIGTERM) == 0
+        assert not any("Traceback" in line for line in served.log), "".join(served.log)
     finally:
         served.stop()

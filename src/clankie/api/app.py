@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from functools import partial
 from types import FrameType
 from typing import Any
@@ -25,7 +26,6 @@ from typing import Any
 import anyio
 import uvicorn
 from fastapi import FastAPI, Request
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
@@ -42,6 +42,9 @@ log = logging.getLogger("clankie.api")
 
 MAX_BODY_BYTES = 64 * 1024
 _OPS_THREADS = 16
+# One credential's operations (or those of one token, valid or not) run at most this many
+# at once; the rest wait in their own line, so no credential fills the ops threads.
+_LANE = 4
 # A long-poll's reads (its first, and one after each wake-up) run apart from the ops, so
 # many long-polls woken by one commit never keep an operation waiting for a thread.
 _TAIL_READ_THREADS = 8
@@ -72,8 +75,20 @@ def create_app(service: Service) -> FastAPI:
                   docs_url=None, redoc_url=None)
     ops_limiter = anyio.CapacityLimiter(_OPS_THREADS)
     tail_read_limiter = anyio.CapacityLimiter(_TAIL_READ_THREADS)
+    lanes = _Lanes()
 
-    async def events_tail(request: Request, payload: Any) -> BaseModel:
+    async def in_thread(token: str | None, limiter: anyio.CapacityLimiter,
+                        work: Any) -> bytes | None:
+        """Run `work` in a worker thread within the token's lane, and encode its result
+        there too: a large page is never serialized on the event loop, which every other
+        connection shares."""
+        def run() -> bytes | None:
+            result = work()
+            return None if result is None else result.model_dump_json().encode()
+        async with lanes.held(token):
+            return await anyio.to_thread.run_sync(run, limiter=limiter)
+
+    async def events_tail(request: Request, payload: Any) -> bytes:
         """V1 and V5: read; while the service says to wait, wait here without a thread."""
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
@@ -83,11 +98,12 @@ def create_app(service: Service) -> FastAPI:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(woken.set)
 
-        with service.open_tail(_bearer(request), payload, wake) as tail:
+        token = _bearer(request)
+        with service.open_tail(token, payload, wake) as tail:
             limiter = tail_read_limiter if tail.waits else ops_limiter
             while True:
                 woken.clear()
-                page = await anyio.to_thread.run_sync(tail.read, limiter=limiter)
+                page = await in_thread(token, limiter, tail.read)
                 if page is not None:
                     return page
                 await _until_woken(woken, request, tail.remaining())
@@ -98,11 +114,12 @@ def create_app(service: Service) -> FastAPI:
             body = await _read_body(request)
             payload = _parse_json(body)
             if op == "events_tail":
-                result = await events_tail(request, payload)
+                encoded = await events_tail(request, payload)
             else:
-                result = await anyio.to_thread.run_sync(
-                    partial(service.call, op, _bearer(request), payload), limiter=ops_limiter)
-            return JSONResponse(result.model_dump(mode="json"))
+                token = _bearer(request)
+                encoded = await in_thread(token, ops_limiter,
+                                          partial(service.call, op, token, payload))
+            return Response(encoded, media_type="application/json")
         except ClientDisconnect:
             # The client hung up (or sent too slowly and was cut off): nobody to answer.
             return Response(status_code=400)
@@ -122,6 +139,28 @@ def create_app(service: Service) -> FastAPI:
         return problem(ClankieError(code, str(exc.detail)), status=exc.status_code)
 
     return app
+
+
+class _Lanes:
+    """A line per token: at most `_LANE` of its operations at once. Lines exist only while
+    they are in use, so tokens a client makes up cost nothing once answered."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str | None, tuple[asyncio.Semaphore, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def held(self, token: str | None) -> AsyncIterator[None]:
+        line, users = self._lines.get(token) or (asyncio.Semaphore(_LANE), 0)
+        self._lines[token] = (line, users + 1)
+        try:
+            async with line:
+                yield
+        finally:
+            line, users = self._lines[token]
+            if users == 1:
+                del self._lines[token]
+            else:
+                self._lines[token] = (line, users - 1)
 
 
 async def _until_woken(woken: asyncio.Event, request: Request, seconds: float) -> None:

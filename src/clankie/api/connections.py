@@ -4,7 +4,10 @@ Owns the HTTP/1.1 protocol `clankie serve` runs: uvicorn's h11 protocol with two
 uvicorn lacks. A connection that has not sent a whole request (headers and body) within
 `REQUEST_TIMEOUT_S` of connecting, or of its previous response, is closed; uvicorn's own
 `timeout_keep_alive` only closes a connection that sends nothing at all after a response,
-and nothing closes one that sends a request slowly. And each listener (the Unix socket,
+and nothing closes one that sends a request slowly. A client that stops reading its
+response is cut off the same way: once the write buffer is full, it has `REQUEST_TIMEOUT_S`
+to read some of it, or the connection is aborted and the response dropped (a response
+nobody reads would otherwise be held in memory for ever). And each listener (the Unix socket,
 the TCP port) serves at most `max_connections` connections at once: a connection past
 that is closed as soon as it is accepted, never queued. Listeners are counted apart, so
 strangers filling the TCP port never use up the owner's own socket.
@@ -84,6 +87,7 @@ class _Protocol(H11Protocol):
         super().__init__(config, server_state, app_state, _loop)
         self._listener: object = None  # set while this connection holds a seat
         self._deadline: asyncio.TimerHandle | None = None
+        self._stalled: asyncio.TimerHandle | None = None  # while the client reads nothing
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         # An accepted connection's own address is its listener's: the socket path, or
@@ -100,6 +104,7 @@ class _Protocol(H11Protocol):
         if self._listener is None:  # refused: it was never served
             return
         self._cancel_deadline()
+        self._reading_again()
         self.seats.give_back(self._listener)
         self._listener = None
         super().connection_lost(exc)
@@ -114,6 +119,24 @@ class _Protocol(H11Protocol):
         if not self.transport.is_closing():
             self._start_deadline()
         super().on_response_complete()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stalled is None:
+            self._stalled = self.loop.call_later(REQUEST_TIMEOUT_S, self._not_reading)
+
+    def resume_writing(self) -> None:
+        self._reading_again()
+        super().resume_writing()
+
+    def _reading_again(self) -> None:
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
+
+    def _not_reading(self) -> None:
+        self._stalled = None
+        self.transport.abort()
 
     def _start_deadline(self) -> None:
         self._cancel_deadline()
