@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from clankie.workspace.identity import identify
 from tests.workspace.hostile import HOOKS, index_bytes, index_entries
 from tests.workspace.test_git_tools import _fingerprint
 from tests.workspace.tooling import SECRET, Place, git, make_place
+from tests.workspace.watch import Watch
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -418,3 +420,20 @@ def test_w7_an_index_cut_short_anywhere_is_unsafe_never_an_error(repo: Place):
         (repo.ws / ".git" / "index").write_bytes(whole[:cut])
         outcome = repo.call("git_status")
         assert outcome.status == "refused", (cut, outcome.result)
+
+
+def test_w3_w7_a_device_or_fifo_named_as_a_rule_or_git_file_is_never_opened(repo: Place):
+    nodes = [repo.ws / ".gitignore", repo.ws / ".gitattributes",
+             repo.ws / ".git" / "info" / "exclude", repo.ws / ".git" / "info" / "attributes"]
+    (repo.ws / ".git" / "info").mkdir(exist_ok=True)
+    for number, node in enumerate(nodes):
+        node.unlink(missing_ok=True)
+        if number % 2:
+            os.mkfifo(node)
+        else:
+            os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # like /dev/null
+    with Watch(*nodes) as watch:
+        said = _every_call_stays_inside(repo, calls=ALL_CALLS[:7])
+        assert watch.opened() == []
+    assert said['list_files {"depth": 3}'] == "ok"  # the workspace's own: skipped
+    assert set(said.values()) <= {"ok", "unsafe_repository"}  # in .git: not Git's kind

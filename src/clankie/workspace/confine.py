@@ -322,6 +322,26 @@ def _refusal(code: int, path: str) -> Refusal:
     return Refusal("not_found", f"{shown(path)} cannot be opened ({name})")
 
 
+def open_regular(folder: int, name: str) -> int | None:
+    """`name` in an open folder, opened for reading only if it is a regular file (looked at
+    through `O_PATH` first, so a FIFO or device is never opened); None if it is not one."""
+    try:
+        handle = os.open(name, (O_PATH or os.O_NONBLOCK) | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return None
+        if not O_PATH:
+            handle, kept = -1, handle  # opened for reading already, without blocking
+            return kept
+        return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        if handle >= 0:
+            os.close(handle)
+
+
 @contextmanager
 def opened(root: Root, path: str, *, directory: bool = False) -> Iterator[Opened]:
     handle = root.open(path, directory=directory)

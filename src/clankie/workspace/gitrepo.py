@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .confine import Refusal
+from .confine import Refusal, open_regular
 from .gitindex import IndexEntry, IndexError_, parse_index, path_breaks_git_rules
 
 ALLOWED = frozenset({"cat-file", "config", "ls-tree", "rev-list", "rev-parse", "worktree"})
@@ -134,17 +134,13 @@ class Repository:
         return found[0] if found is not None else None
 
     def _git_file(self, name: str, limit: int) -> tuple[bytes, os.stat_result] | None:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                         dir_fd=self.fd)
-        except FileNotFoundError:
+        if not _exists(self.fd, name):
             return None
-        except OSError:
-            raise unsafe(f".git/{name} cannot be opened as a plain file") from None
+        fd = open_regular(self.fd, name)
+        if fd is None:
+            raise unsafe(f".git/{name} is not a regular file")
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise unsafe(f".git/{name} is not a regular file")
             if st.st_size > limit:
                 raise Refusal("git_unavailable", f".git/{name} is {st.st_size} bytes, more "
                               f"than the {limit} these tools read")

@@ -20,13 +20,12 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .confine import Refusal, Root
+from .confine import Refusal, Root, open_regular
 from .gitindex import MODE_GITLINK, IndexEntry
 from .gitrepo import Objects, Repository
 from .gitrules import RULE_FILE_BYTES, Rules
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _RULE_FILES = (".gitignore", ".gitattributes")
 FOLDER_ENTRIES = 50_000  # entries of one folder looked at (W5: memory, whatever the folder)
 MAX_LEVELS = 256  # folders deep below where a walk starts (W5: memory and descriptors)
@@ -272,13 +271,10 @@ def _has_git(fd: int) -> bool:
 
 
 def _rule_file(folder: int, name: str) -> bytes | None:
-    try:
-        fd = os.open(name, _FILE, dir_fd=folder)
-    except OSError:
+    fd = open_regular(folder, name)
+    if fd is None:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         return os.read(fd, RULE_FILE_BYTES)
     finally:
         os.close(fd)
