@@ -398,6 +398,14 @@ def _check(repo: Repository) -> None:
     link = _symlink_in(repo.fd, repo.deadline)
     if link is not None:
         raise unsafe(f".git/{link[:80]} is a symbolic link (Git would follow it elsewhere)")
+    for name in ("HEAD", "index", "config", "config.worktree", "info/exclude",
+                 "info/attributes"):  # files these tools read themselves
+        try:
+            mode = os.stat(name, dir_fd=repo.fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise unsafe(f".git/{name} is not a regular file")
     for name in ("commondir", "objects/info/alternates", "objects/info/http-alternates"):
         if _exists(repo.fd, name):
             raise unsafe(f".git/{name} makes it read objects or refs from elsewhere")
