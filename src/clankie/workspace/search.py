@@ -99,12 +99,9 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList, git_timeout: f
                 if deny.denies(seen.path):
                     skipped_denied += 1
                     continue
-                try:
-                    fd, _ = root.open_file(seen.path, deny.denies)
-                except Refusal as refusal:  # gone since it was listed, now a FIFO, a
-                    # symlink out, a path too long to open: said in the note, with a count
-                    skipped_denied += refusal.code == "denied_path"
-                    unreadable += refusal.code != "denied_path"
+                fd = view.open_seen(seen)
+                if fd is None:  # gone since it was listed, or no longer a regular file
+                    unreadable += 1
                     continue
                 try:
                     skipped_binary += not _search_file(fd, seen.path, regex, budget)

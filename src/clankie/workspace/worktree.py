@@ -77,6 +77,7 @@ class Worktree:
     tracked_dirs: set[str] = field(default_factory=set)
     rules: Rules = field(default_factory=Rules)
     looked: int = 0
+    folder_fd: int = -1  # while the walk has just yielded an entry: its folder, open
     cut_folders: int = 0  # folders holding more than FOLDER_ENTRIES entries
     not_entered: int = 0  # folders deeper than MAX_LEVELS below the start
 
@@ -169,6 +170,7 @@ class Worktree:
                         child = None
                 filtered = (kind != "directory" and folder.rules.any_filter
                             and folder.rules.filtered(self.top(path)))
+                self.folder_fd = folder.fd
                 yield Seen(path, kind, st, state, folder.level, filtered)
                 if child is not None:
                     stack.append(self._enter(child, path, folder.rules,
@@ -176,6 +178,12 @@ class Worktree:
         finally:
             for folder in stack:
                 os.close(folder.fd)
+
+    def open_seen(self, seen: Seen) -> int | None:
+        """The file the walk has just yielded, opened for reading through its folder's
+        descriptor (no path resolved again, no symlink followed), if it is still a regular
+        file; the caller closes it."""
+        return open_regular(self.folder_fd, seen.path.rpartition("/")[2])
 
     def _state(self, path: str, kind: str, folder: _Folder) -> str:
         if self.repo is None:
