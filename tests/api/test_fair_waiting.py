@@ -24,6 +24,7 @@ from clankie.api.app import http_server
 from clankie.api.server import unix_socket
 from clankie.client import AsyncClient, Client
 from clankie.service.longpoll import LONG_POLL_SLOTS
+from tests import polling
 from tests.e2e.connections import closed_within, connect, first_answer, request
 from tests.world import World
 
@@ -32,10 +33,7 @@ CREDENTIALS = 9  # 9 x 8 waiting long-polls: more than any worker-thread pool we
 
 
 def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
+    polling.wait_until(predicate, what, DEADLINE_S)
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from typing import Any
 
 from clankie.core.errors import ClankieError
 from clankie.service.longpoll import LONG_POLL_SLOTS
+from tests import polling
 from tests.world import World
 
 LONG = 30_000  # ms: a long-poll that would outlive the test unless something wakes it
@@ -21,10 +22,7 @@ DEADLINE_S = 10.0
 
 
 def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
+    polling.wait_until(predicate, what, DEADLINE_S)
 
 
 @contextmanager

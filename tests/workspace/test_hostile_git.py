@@ -125,14 +125,20 @@ def test_w7_core_worktree_from_an_included_file_is_seen_too(repo: Place):
         assert repo.refused(tool) == "unsafe_repository"
 
 
-def test_w7_a_dot_git_file_never_leads_to_another_repository(tmp_path: Path):
-    place = make_place(tmp_path)
+def _victim(place: Place) -> Path:
+    """A repository outside the workspace whose file and commit subject are the secret."""
     victim = place.outside / "victim"
     victim.mkdir()
     (victim / "secret.txt").write_text(f"{SECRET}\n")
     git("init", "-q", "-b", "main", cwd=victim)
     git("add", ".", cwd=victim)
-    git("commit", "-q", "-m", SECRET, cwd=victim)
+    git("commit", "-q", "-m", f"PRIVATE {SECRET}", cwd=victim)
+    return victim
+
+
+def test_w7_a_dot_git_file_never_leads_to_another_repository(tmp_path: Path):
+    place = make_place(tmp_path)
+    victim = _victim(place)
     (place.ws / ".git").write_text(f"gitdir: {victim / '.git'}\n")
     said = _every_call_stays_inside(place)
     for tool in GIT_TOOLS:
@@ -363,12 +369,7 @@ def test_w7_a_revision_never_makes_git_read_the_index_or_a_work_tree(
                                   "logs", "packed-refs"])
 def test_w7_a_symlink_anywhere_in_dot_git_makes_git_tools_refuse(tmp_path: Path, link: str):
     place = make_place(tmp_path)
-    private = place.outside / "private"
-    private.mkdir()
-    (private / "secrets.txt").write_text(f"{SECRET}\n")
-    git("init", "-q", "-b", "main", cwd=private)
-    git("add", ".", cwd=private)
-    git("commit", "-q", "-m", f"PRIVATE {SECRET}", cwd=private)
+    private = _victim(place)
     git("gc", "-q", cwd=private)  # packed: objects/pack and packed-refs
     git("init", "-q", "-b", "main", cwd=place.ws)
     git("add", ".", cwd=place.ws)
