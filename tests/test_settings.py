@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clankie.settings import Settings, SettingsError, load_settings, settings_table
+from clankie.settings import SETTINGS, Settings, SettingsError, load_settings, settings_table
 
 
 def test_v5_max_connections_defaults_to_256_and_is_read_from_file_and_environment(
@@ -25,3 +25,48 @@ def test_v5_max_connections_out_of_bounds_is_refused_naming_the_setting(
     with pytest.raises(SettingsError) as err:
         load_settings(tmp_path, {"CLANKIE_MAX_CONNECTIONS": value})
     assert "max_connections" in str(err.value) and value in str(err.value)
+
+
+HOSTILE = [
+    ("question_ttl", "1e20"), ("question_ttl", "0"), ("question_ttl", "-5"),
+    ("question_ttl", "inf"), ("question_ttl", "nan"), ("question_ttl", "1.5"),
+    ("question_ttl", "true"), ("git_timeout", "inf"), ("git_timeout", "nan"),
+    ("git_timeout", "0.01"), ("git_timeout", "61"), ("git_timeout", "-inf"),
+    ("receipt_limit", "1e300"), ("event_retention", "99999999999999999999"),
+    ("take_control_ttl", "[]"), ("max_steps", "0"), ("run_tool_budget", "12"),
+    ("model", "gpt-5"), ("openai_base_url", "x" * 3_000),
+    ("notify_command", '"touch /tmp/x"'), ("notify_command", "[1, 2]"),
+    ("workspace_deny", "[" + ", ".join('".env"' for _ in range(2_000)) + "]"),
+    ("notify_on_resolved", "maybe"),
+]
+
+
+@pytest.mark.parametrize("name,value", HOSTILE)
+def test_t3_a_hostile_setting_is_refused_naming_the_setting(tmp_path: Path, name: str,
+                                                             value: str):
+    with pytest.raises(SettingsError) as env_err:
+        load_settings(tmp_path, {f"CLANKIE_{name.upper()}": value})
+    assert str(env_err.value).startswith(f"setting {name}:")
+    assert value[:20] in str(env_err.value) or "a list of" in str(env_err.value)
+
+
+@pytest.mark.parametrize("text", ["question_ttl = 1e20", "git_timeout = inf",
+                                  "git_timeout = nan", "receipt_limit = 1e300",
+                                  "event_retention = 99999999999999999999999",
+                                  "max_steps = true", "max_steps = 2.5",
+                                  "take_control_ttl = -inf", "unknown_thing = 1"])
+def test_t3_a_hostile_settings_file_is_refused_naming_the_setting(tmp_path: Path, text: str):
+    (tmp_path / "settings.toml").write_text(text + "\n")
+    with pytest.raises(SettingsError) as err:
+        load_settings(tmp_path, {})
+    assert text.split(" ")[0] in str(err.value)
+
+
+def test_t3_every_number_setting_declares_its_bounds_and_the_defaults_lie_within():
+    for setting in SETTINGS:
+        if isinstance(setting.default, int | float) and not isinstance(setting.default, bool):
+            assert setting.bounds is not None, setting.name
+            low, high = setting.bounds
+            assert low <= setting.default <= high, setting.name
+    assert load_settings(None, {"CLANKIE_GIT_TIMEOUT": "60", "CLANKIE_QUESTION_TTL": "1e3"}
+                         ) == Settings(git_timeout=60.0, question_ttl=1000)

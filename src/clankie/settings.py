@@ -8,6 +8,7 @@ refused with a clear message rather than ignored.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tomllib
 from dataclasses import dataclass, fields
@@ -22,38 +23,43 @@ class Setting:
     name: str
     default: Any
     help: str
+    bounds: tuple[float, float] | None = None  # numbers: inclusive, and always finite
+    choices: tuple[str, ...] | None = None  # strings: one of these
+    items: int | None = None  # lists: at most this many strings
 
 
+YEAR_S = 31_536_000
 SETTINGS: Final[tuple[Setting, ...]] = (
-    Setting("question_ttl", 86_400, "Seconds a question stays pending before it expires."),
-    Setting("receipt_limit", 16, "Receipts of ended questions kept per conversation."),
-    Setting("event_retention", 2_000, "Newest events kept per conversation."),
-    Setting("take_control_ttl", 3_600, "Default seconds of a Take Control lease."),
-    Setting("git_timeout", 2.0, "Seconds a read-only git command may take."),
-    Setting("max_steps", 24, "Model calls a run may make."),
-    Setting("run_tool_budget", 262_144, "Bytes of tool results a run may receive in all."),
+    Setting("question_ttl", 86_400, "Seconds a question stays pending before it expires.",
+            (1, YEAR_S)),
+    Setting("receipt_limit", 16, "Receipts of ended questions kept per conversation.",
+            (1, 10_000)),
+    Setting("event_retention", 2_000, "Newest events kept per conversation.",
+            (1, 1_000_000)),
+    Setting("take_control_ttl", 3_600, "Default seconds of a Take Control lease.",
+            (1, YEAR_S)),
+    Setting("git_timeout", 2.0, "Seconds a read-only git command may take.", (0.1, 60)),
+    Setting("max_steps", 24, "Model calls a run may make.", (1, 1_000)),
+    Setting("run_tool_budget", 262_144, "Bytes of tool results a run may receive in all.",
+            (1_024, 64 * 1024 * 1024)),
     Setting("workspace_deny", DEFAULT_DENY,
             "Glob patterns of secret paths the tools never read (a list; in the environment "
-            "a JSON array)."),
+            "a JSON array).", items=1_000),
     Setting("notify_command", (), "A command (a list: program and arguments, no shell) run "
-            "on each new question, with the question as JSON on standard input."),
+            "on each new question, with the question as JSON on standard input.", items=256),
     Setting("notify_on_resolved", False, "Also run notify_command when a question ends."),
-    Setting("model", "scripted", "The model provider: scripted, openai or anthropic."),
+    Setting("model", "scripted", "The model provider: scripted, openai or anthropic.",
+            choices=("scripted", "openai", "anthropic")),
     Setting("openai_base_url", "", "OpenAI-compatible endpoint (empty: the SDK's default)."),
     Setting("openai_model", "gpt-4o-mini", "Model name for the openai provider."),
     Setting("anthropic_base_url", "", "Anthropic endpoint (empty: the SDK's default)."),
     Setting("anthropic_model", "claude-sonnet-4-5", "Model name for the anthropic provider."),
+    # A ceiling for a local service. Each connection is a file descriptor, and the process's
+    # own limit (often 1,024 soft) still applies; the default fits it with both listeners.
     Setting("max_connections", 256, "Connections served at once on each listener (the Unix "
-            "socket, the TCP port); past it a new connection is closed at once."),
+            "socket, the TCP port); past it a new connection is closed at once.", (1, 4_096)),
 )
-
-_MINIMUM: Final[dict[str, float]] = {"question_ttl": 1, "receipt_limit": 1,
-                                     "event_retention": 1, "take_control_ttl": 1,
-                                     "git_timeout": 0.1, "max_steps": 1,
-                                     "run_tool_budget": 1_024, "max_connections": 1}
-# A ceiling for a local service. Each connection is a file descriptor, and the process's
-# own limit (often 1,024 soft) still applies; the default fits it with both listeners full.
-_MAXIMUM: Final[dict[str, float]] = {"max_connections": 4_096}
+_TEXT_CHARS = 2_000  # any string setting
 
 
 class SettingsError(Exception):
@@ -104,31 +110,48 @@ def load_settings(home: Path | None, environ: dict[str, str] | None = None) -> S
 
 
 def _coerce(setting: Setting, value: Any) -> Any:
+    """The value as the setting's type, within its bounds; else `SettingsError` naming the
+    setting, the value and what it may be."""
     kind = type(setting.default)
-    coerced: Any = None
     if kind is tuple:
         return _strings(setting, value)
     if kind is bool:
         truth = {"true": True, "1": True, "false": False, "0": False}
         if isinstance(value, bool) or str(value).lower() in truth:
             return value if isinstance(value, bool) else truth[str(value).lower()]
-        raise SettingsError(f"setting {setting.name}: {value!r} is not true or false")
+        raise _refused(setting, value, "true or false")
     if kind is str:
-        coerced = value if isinstance(value, str) else None
-    elif not isinstance(value, bool):
-        try:
-            coerced = kind(value)
-        except (TypeError, ValueError):
-            coerced = None
-    if coerced is None or (kind is int and isinstance(value, float) and not value.is_integer()):
-        raise SettingsError(f"setting {setting.name}: {value!r} is not a {kind.__name__}")
-    minimum = _MINIMUM.get(setting.name)
-    if minimum is not None and coerced < minimum:
-        raise SettingsError(f"setting {setting.name}: {value!r} is below {minimum}")
-    maximum = _MAXIMUM.get(setting.name)
-    if maximum is not None and coerced > maximum:
-        raise SettingsError(f"setting {setting.name}: {value!r} is above {maximum}")
-    return coerced
+        if not isinstance(value, str) or len(value) > _TEXT_CHARS or "\x00" in value:
+            raise _refused(setting, value, f"text of at most {_TEXT_CHARS} characters")
+        if setting.choices is not None and value not in setting.choices:
+            raise _refused(setting, value, f"one of {', '.join(setting.choices)}")
+        return value
+    number = _number(value, integer=kind is int)
+    low, high = setting.bounds or (-math.inf, math.inf)
+    if number is None or not math.isfinite(number) or not low <= number <= high:
+        what = "a whole number" if kind is int else "a number"
+        raise _refused(setting, value, f"{what} from {low:g} to {high:g}")
+    return number
+
+
+def _number(value: Any, integer: bool) -> int | float | None:
+    """A finite int or float from TOML or the environment's text, or None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value) if isinstance(value, str) else value
+    except ValueError:
+        return None
+    if not isinstance(number, int | float) or not math.isfinite(number):
+        return None
+    if integer:
+        return int(number) if float(number).is_integer() else None
+    return float(number)
+
+
+def _refused(setting: Setting, value: Any, wanted: str) -> SettingsError:
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+    return SettingsError(f"setting {setting.name}: {shown} is not allowed; it must be {wanted}")
 
 
 def _strings(setting: Setting, value: Any) -> tuple[str, ...]:
@@ -138,9 +161,12 @@ def _strings(setting: Setting, value: Any) -> tuple[str, ...]:
             value = json.loads(value)
         except json.JSONDecodeError:
             value = None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, str) and "\x00" not in v
+                                              and len(v) <= _TEXT_CHARS for v in value):
         raise SettingsError(f"setting {setting.name}: give a list of strings (in the "
                             'environment a JSON array, e.g. [".env", "*.pem"])')
+    if setting.items is not None and len(value) > setting.items:
+        raise _refused(setting, f"a list of {len(value)}", f"at most {setting.items} strings")
     return tuple(value)
 
 

@@ -155,3 +155,17 @@ def test_a_stop_signal_right_after_the_ready_line_still_stops_it(tmp_path: Path,
             assert served.proc.wait(timeout=20) == 0
         finally:
             served.stop()
+
+
+@pytest.mark.parametrize("name,value", [("QUESTION_TTL", "1e20"), ("GIT_TIMEOUT", "nan"),
+                                        ("RECEIPT_LIMIT", "1e300"), ("MODEL", "gpt-9")])
+def test_t3_serve_with_a_hostile_setting_stops_before_it_touches_the_store(
+        tmp_path: Path, name: str, value: str):
+    home = tmp_path / "home"
+    assert clankie("init", home=home).returncode == 0
+    before = (home / "clankie.db").read_bytes()
+    done = clankie("serve", home=home, env_extra={f"CLANKIE_{name}": value})
+    assert done.returncode == 2, done.stderr
+    assert f"setting {name.lower()}" in done.stderr and value in done.stderr
+    assert "Traceback" not in done.stderr and not (home / "clankie.sock").exists()
+    assert (home / "clankie.db").read_bytes() == before

@@ -6,7 +6,6 @@ errors are one or two lines with no traceback, and the exit code says what happe
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -98,9 +97,8 @@ def serve(
     from clankie.api.server import serve as run
 
     home = Home.from_env()
-    settings = load_settings(home.path)
-    if model is not None:
-        settings = dataclasses.replace(settings, model=model)
+    environ = dict(os.environ) | ({"CLANKIE_MODEL": model} if model is not None else {})
+    settings = load_settings(home.path, environ)  # T3: before anything touches the store
     try:
         run(home, settings, tcp, script)
     except ServeError as exc:
@@ -126,7 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except KeyboardInterrupt:
         return 130
-    except (ClankieError, SettingsError, StoreUnusable) as exc:
+    except SettingsError as exc:  # invalid input: the owner's to fix (T3)
+        warn(f"clankie: {exc}")
+        return 2
+    except (ClankieError, StoreUnusable) as exc:
         warn(f"clankie: {exc}")
         return 1
     except Exception as exc:  # anything unexpected: one line, never a traceback
