@@ -29,6 +29,13 @@ elif mode == "hang":
     time.sleep(60)
 elif mode == "fail":
     sys.stderr.write("the hook broke\\n"); sys.exit(1)
+elif mode == "env":
+    note(json.dumps(dict(os.environ)) + "\\n")
+elif mode == "flood":
+    chunk = "\\x1b[2J" + "x" * 65536
+    for _ in range(3000):  # 200 MB on stderr, then a failure
+        sys.stderr.write(chunk)
+    note("flooded\\n"); sys.exit(3)
 """
 
 
@@ -144,3 +151,41 @@ def test_a_storm_of_questions_runs_at_most_the_bound_at_once(tmp_path: Path, wor
         assert sorted(d["conversation_id"] for d in documents(out)) == sorted(made)
     finally:
         assert served.stop() == 0
+
+
+def test_t4_a_hook_gets_no_token_no_key_and_nothing_it_was_not_allowed(
+        tmp_path: Path, workspace: Path):
+    served, out = hooked(tmp_path, "env", CLANKIE_TOKEN="tok-never-to-a-hook",
+                         OPENAI_API_KEY="sk-never-to-a-hook", ANTHROPIC_API_KEY="sk-ant-never",
+                         SOME_SECRET="s3cret", LC_ALL="C.UTF-8")
+    try:
+        c = conversation(served, workspace)
+        with served.client() as client:
+            ask(client, c)
+        (seen,) = wait_for(lambda: [json.loads(line) for line in out.read_text().splitlines()]
+                           if out.exists() else [], "the hook's environment")
+        assert "never" not in json.dumps(seen) and "s3cret" not in json.dumps(seen)
+        assert not {"CLANKIE_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "SOME_SECRET"} & set(
+            seen)
+        assert seen["PATH"] and seen["LC_ALL"] == "C.UTF-8"
+    finally:
+        served.stop()
+
+
+def test_t4_t5_a_flooding_hook_is_read_up_to_64_kib_and_said_visibly_in_the_log(
+        tmp_path: Path, workspace: Path):
+    served, out = hooked(tmp_path, "flood")
+    try:
+        c = conversation(served, workspace)
+        with served.client() as client:
+            ask(client, c)
+        wait_for(lambda: out.exists() and out.read_text() == "flooded\n", "the flood")
+        assert served.reader is not None
+        line = served.reader.until(lambda line: "notify:" in line and "exited 3" in line, 30)
+        assert "\\x1b[2J" in line and "\x1b" not in line  # visible, never raw
+        peak = int(next(row.split()[1] for row in
+                        Path(f"/proc/{served.proc.pid}/status").read_text().splitlines()
+                        if row.startswith("VmHWM:")))
+        assert peak < 300 * 1024, f"the service grew to {peak} KiB"  # 200 MB were written
+    finally:
+        served.stop()

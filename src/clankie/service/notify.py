@@ -7,6 +7,11 @@ conversation, at most `MAX_RUNNING` at once in all, `TIMEOUT_S` each (then its p
 group is killed); a conversation keeps at most `MAX_QUEUED` waiting documents (the oldest
 are dropped, and said so in the log). Its failure, timeout or missing program is logged
 with the reason and changes nothing about any question.
+
+A hook gets nothing secret (SPEC T4): its environment is built from an allow list
+(`ENVIRONMENT`: the locale, the paths, the desktop's session variables; never a token,
+never an API key, never `CLANKIE_TOKEN`), and what it writes is read up to `OUTPUT_BYTES`
+and the rest discarded, so a chatty hook cannot grow the service.
 """
 
 from __future__ import annotations
@@ -15,20 +20,35 @@ import contextlib
 import json
 import logging
 import os
+import selectors
 import signal
 import subprocess
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 from clankie.core.model import Conversation, InputRequested, InputResolved, Question, iso
+from clankie.text import visible
 
 log = logging.getLogger("clankie.notify")
 
 MAX_RUNNING = 4
 TIMEOUT_S = 10.0
 MAX_QUEUED = 16
+OUTPUT_BYTES = 64 * 1024
+# What a hook may inherit: enough to find programs, speak the owner's language and reach
+# their desktop's notifications; nothing that authenticates anyone.
+ENVIRONMENT = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ",
+                         "TMPDIR", "TERM", "DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR",
+                         "DBUS_SESSION_BUS_ADDRESS", "CLANKIE_HOME"})
+
+
+def hook_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The allowed part of this process's environment (and every `LC_*`)."""
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in env.items() if k in ENVIRONMENT or k.startswith("LC_")}
 
 
 class Notifier:
@@ -84,9 +104,10 @@ class Notifier:
         try:  # not under the lock: `submit`, called after every commit, takes it
             proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    start_new_session=True)
+                                    start_new_session=True, env=hook_environment())
         except OSError as exc:
-            log.warning("notify: %s could not run: %s", self.argv[0], exc.strerror or exc)
+            log.warning("notify: %s could not run: %s", visible(self.argv[0]),
+                        exc.strerror or exc)
             return
         with self._lock:
             stopped = self._stopped  # a stop between the check and the start missed it
@@ -104,19 +125,46 @@ class Notifier:
                 self._running.discard(proc)
 
     def _wait(self, proc: subprocess.Popen[bytes], data: bytes) -> None:
-        try:
-            _, err = proc.communicate(data, timeout=self.timeout)
-        except subprocess.TimeoutExpired:
+        ended, err = _bounded(proc, data, self.timeout)
+        if not ended:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            log.warning("notify: %s took longer than %g s and was stopped", self.argv[0],
-                        self.timeout)
+            proc.wait()
+            log.warning("notify: %s took longer than %g s and was stopped",
+                        visible(self.argv[0]), self.timeout)
             return
         if proc.returncode != 0:
             first = err.decode("utf-8", "replace").strip().splitlines()[:1]
-            log.warning("notify: %s exited %d%s", self.argv[0], proc.returncode,
-                        f": {first[0][:200]}" if first else "")
+            log.warning("notify: %s exited %d%s", visible(self.argv[0]), proc.returncode,
+                        f": {visible(first[0][:200])}" if first else "")
+
+
+def _bounded(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> tuple[bool, bytes]:
+    """Give the hook its document and read what it says on stderr, keeping the first
+    `OUTPUT_BYTES`; whether it ended within `timeout`, and what was kept."""
+    assert proc.stdin is not None and proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    with contextlib.suppress(BrokenPipeError):  # a hook need not read its input
+        proc.stdin.write(data)
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
+    kept = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        while (left := deadline - time.monotonic()) > 0:
+            if not selector.select(left):
+                continue
+            chunk = os.read(proc.stderr.fileno(), 65536)
+            if not chunk:
+                proc.stderr.close()
+                try:
+                    proc.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    return False, kept
+                return True, kept
+            kept += chunk[:OUTPUT_BYTES - len(kept)]
+    proc.stderr.close()
+    return False, kept
 
 
 def document(conversation: Conversation, event: InputRequested | InputResolved,
