@@ -119,6 +119,9 @@ def test_unknown_op_and_paths_are_problems(http: Http):
 
 def test_an_unexpected_error_is_a_500_problem_without_internals(world: World, caplog):
     class Exploding:
+        def authenticate(self, token):
+            pass
+
         def call(self, op, token, payload):
             raise RuntimeError("secret detail at /srv/clankie/internal.py")
 
@@ -155,3 +158,14 @@ def test_a2_chat_room_and_pane_text_over_http_never_answer(http: Http):
     with http.world.db() as db:
         assert db.execute("SELECT count(*) FROM runs WHERE kind = 'continuation'"
                           ).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"\xff\xfe", b"[1, 2]", b'{"limit": "x"}',
+                                 b"x" * (MAX_BODY_BYTES + 10), b'{"a": NaN}'])
+@pytest.mark.parametrize("token", [None, "not-a-token"])
+def test_t6_without_a_valid_token_the_body_is_never_parsed(http: Http, raw: bytes,
+                                                           token: str | None):
+    for op in ("conversation_list", "input_answer", "no_such_op"):
+        response = http.post(op, raw=raw, token=token)
+        assert response.status_code == 401, (op, response.text)
+        assert response.json()["code"] == "unauthenticated"

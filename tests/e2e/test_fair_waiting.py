@@ -81,7 +81,9 @@ def wake(served: Served, c: str) -> None:
 
 def test_v5_a_half_sent_request_is_closed_within_ten_seconds(served: Served):
     half_head = b"POST /v1/ops/conversation_list HTTP/1.1\r\nHost: clankie\r\nAuthor"
+    token = served.home.token_file.read_text().strip().encode()
     half_body = (b"POST /v1/ops/conversation_list HTTP/1.1\r\nHost: clankie\r\n"
+                 b"Authorization: Bearer " + token + b"\r\n"  # T6: without, a 401 at once
                  b"Content-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"lim")
     with ExitStack() as stack:
         silent = connect(served.home.socket, stack)

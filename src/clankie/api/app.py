@@ -1,9 +1,9 @@
 """The ASGI app: `POST /v1/ops/{op}` and `GET /v1/openapi.json`, nothing else.
 
-Owns the HTTP edge: the body limit (64 KiB, enforced while reading, before parsing), JSON
-decoding, the bearer token, running the synchronous service off the event loop, turning
-every failure into a problem document, and the uvicorn server that wakes long-polls when
-it is stopped. It decides nothing the service decides.
+Owns the HTTP edge: the bearer token checked before the body is read (T6), the body limit
+(64 KiB, enforced while reading, before parsing), JSON decoding, running the synchronous
+service off the event loop, turning every failure into a problem document, and the
+uvicorn server that wakes long-polls when it is stopped. It decides nothing the service decides.
 
 Fair waiting (SPEC V5): a long-poll waits on this event loop, not on a worker thread, so
 however many wait, they take no thread from anything else; only its reads run on threads
@@ -111,12 +111,13 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/v1/ops/{op}")
     async def dispatch(op: str, request: Request) -> Response:
         try:
+            token = _bearer(request)  # T6: who asks, before anything they sent is read
+            await in_thread(token, ops_limiter, partial(service.authenticate, token))
             body = await _read_body(request)
             payload = _parse_json(body)
             if op == "events_tail":
                 encoded = await events_tail(request, payload)
             else:
-                token = _bearer(request)
                 encoded = await in_thread(token, ops_limiter,
                                           partial(service.call, op, token, payload))
             return Response(encoded, media_type="application/json")

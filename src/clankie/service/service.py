@@ -39,7 +39,7 @@ from clankie.workspace.identity import identify
 
 from . import views
 from .base import Call, invalid_request
-from .credentials import new_token, token_hash
+from .credentials import authenticate, new_token, token_hash
 from .longpoll import Tail, Wake
 from .runs import RunHooks
 
@@ -52,6 +52,13 @@ class Service(RunHooks):
         request = _validated(op, payload)
         handler: Callable[[str | None, Any], BaseModel] = getattr(self, op)
         return handler(token, request)
+
+    def authenticate(self, token: str | None) -> None:
+        """Refuse `unauthenticated` unless `token` is a live credential (T6: the edge asks
+        this before it reads a request's body, so a stranger's body is never parsed)."""
+        now = self.clock()
+        with self._storage(), self.store.read() as tx:
+            authenticate(tx, token, now)
 
     def open_tail(self, token: str | None, payload: Any, wake: Wake) -> Tail:
         """`events_tail` for a caller that waits in its own way: validated here (no I/O),
