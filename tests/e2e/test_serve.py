@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import stat
 import threading
 from pathlib import Path
@@ -169,3 +170,40 @@ def test_t3_serve_with_a_hostile_setting_stops_before_it_touches_the_store(
     assert f"setting {name.lower()}" in done.stderr and value in done.stderr
     assert "Traceback" not in done.stderr and not (home / "clankie.sock").exists()
     assert (home / "clankie.db").read_bytes() == before
+
+
+def test_t5_the_log_is_the_owners_alone_visible_and_says_a_flood_once(
+        tmp_path: Path, workspace: Path):
+    served = Served.start(tmp_path / "home")
+    try:
+        log = served.home.path / "serve.log"
+        assert stat.S_IMODE(log.stat().st_mode) == 0o600
+        host, port = served.tcp_url.removeprefix("http://").split(":")
+        for _ in range(60):  # a stranger's stream of broken requests
+            with socket.create_connection((host, int(port)), timeout=5) as peer:
+                peer.sendall(b"\x16\x03\x01 not http at all\r\n\r\n")
+                peer.recv(1024)
+        with served.client() as client:
+            c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+            request = ask(client, c)
+            snap = client.input_get(c)
+            client.input_answer(c, request, incarnation=snap.incarnation,
+                                revision=snap.revision, text="my secret preference")
+    finally:
+        assert served.stop() == 0
+    text = log.read_text()
+    token = served.home.token_file.read_text().strip()
+    assert "start-up recovery" in text and token not in text
+    assert "my secret preference" not in text and "\x1b" not in text
+    assert text.count("Invalid HTTP request") == 1, text
+
+
+def test_t1_t5_a_planted_log_symlink_is_refused_and_its_target_untouched(tmp_path: Path):
+    home = tmp_path / "home"
+    assert clankie("init", home=home).returncode == 0
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    (home / "serve.log").symlink_to(target)
+    done = clankie("serve", home=home, timeout=30)
+    assert done.returncode == 1 and "serve.log" in done.stderr and "Traceback" not in done.stderr
+    assert target.read_text() == "keep me\n"

@@ -63,7 +63,10 @@ class HttpServer(uvicorn.Server):
 
 
 def http_server(service: Service) -> HttpServer:
+    # log_config=None: uvicorn's messages go through the service's own log (T5: visible,
+    # repeats counted), not a handler of uvicorn's.
     config = uvicorn.Config(create_app(service), lifespan="off", access_log=False,
+                            log_config=None,
                             log_level="warning", timeout_graceful_shutdown=10,
                             http=bounded_protocol(service.settings.max_connections),
                             ws="none")

@@ -31,6 +31,8 @@ from clankie.service.notify import Notifier
 from clankie.settings import Settings
 from clankie.store import Store
 
+from . import logs
+
 log = logging.getLogger("clankie.serve")
 
 
@@ -99,13 +101,15 @@ SWITCH_INTERVAL_S = 0.0005
 
 def serve(home: Home, settings: Settings, tcp: str | None = None,
           script: Path | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not home.store.exists():
+        raise ServeError(f"{home.path} has no clankie store; run `clankie init` first")
+    try:
+        logs.setup(home.path / "serve.log")
+    except logs.LogRefused as exc:
+        raise ServeError(str(exc)) from None
     # A request thread waiting for the GIL behind a busy run thread would wait up to the
     # default 5 ms switch interval: answers are latency-bound, runs are not.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    if not home.store.exists():
-        raise ServeError(f"{home.path} has no clankie store; run `clankie init` first")
     with serve_lock(home.lock):
         store = Store(home.store)
         try:
