@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import signal
 import socket
 import stat
@@ -207,3 +208,19 @@ def test_t1_t5_a_planted_log_symlink_is_refused_and_its_target_untouched(tmp_pat
     done = clankie("serve", home=home, timeout=30)
     assert done.returncode == 1 and "serve.log" in done.stderr and "Traceback" not in done.stderr
     assert target.read_text() == "keep me\n"
+
+
+def test_v5_serve_refuses_a_connection_bound_its_descriptors_cannot_hold(tmp_path: Path):
+    home = tmp_path / "home"
+    assert clankie("init", home=home).returncode == 0
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (300, 300))
+
+    done = clankie("serve", "--tcp", "127.0.0.1:0", home=home, timeout=30,
+                   preexec_fn=low_limit)
+    assert done.returncode == 1, done.stderr
+    assert "ulimit -n" in done.stderr and "max_connections" in done.stderr
+    served = Served.start(home, init=False, env={"CLANKIE_MAX_CONNECTIONS": "16"},
+                          preexec=low_limit)  # a bound that fits is served
+    assert served.stop() == 0

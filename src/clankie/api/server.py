@@ -15,6 +15,7 @@ import fcntl
 import ipaddress
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -97,12 +98,28 @@ def tcp_socket(address: str) -> socket.socket:
 
 
 SWITCH_INTERVAL_S = 0.0005
+SPARE_DESCRIPTORS = 256  # the store, its readers, run threads' pipes, Git's children
+
+
+def descriptors_for(max_connections: int, listeners: int) -> None:
+    """Make sure every listener can hold `max_connections` at once and the service still
+    has descriptors of its own (V5: a full TCP listener must never starve the Unix socket
+    by taking the last descriptor): raise the soft limit as far as needed, or refuse."""
+    needed = max_connections * listeners + SPARE_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            raise ServeError(f"max_connections {max_connections} on {listeners} listener(s) "
+                             f"needs {needed} file descriptors, and this process may open "
+                             f"{hard}: lower max_connections or raise the limit (ulimit -n)")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def serve(home: Home, settings: Settings, tcp: str | None = None,
           script: Path | None = None) -> None:
     if not home.store.exists():
         raise ServeError(f"{home.path} has no clankie store; run `clankie init` first")
+    descriptors_for(settings.max_connections, 2 if tcp else 1)
     try:
         logs.setup(home.path / "serve.log")
     except logs.LogRefused as exc:
