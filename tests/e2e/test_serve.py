@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import socket
+import sqlite3
 import stat
 import threading
 from pathlib import Path
@@ -155,3 +157,33 @@ def test_a_stop_signal_right_after_the_ready_line_still_stops_it(tmp_path: Path,
             assert served.proc.wait(timeout=20) == 0
         finally:
             served.stop()
+
+
+def test_t2_serve_on_a_taken_tcp_port_fails_before_start_up_recovery(served: Served,
+                                                                     workspace: Path):
+    """Someone holding the port while the service was down stops `serve --tcp` before
+    recovery has changed anything: the question pending before is still pending."""
+    with served.client() as client:
+        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+        request_id = ask(client, c)
+    assert served.stop() == 0
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = clankie("serve", "--tcp", f"127.0.0.1:{port}", home=served.home.path,
+                         timeout=30)
+    finally:
+        taken.close()
+    assert result.returncode == 1, result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "recovery" not in result.stderr and "Traceback" not in result.stderr
+    store = sqlite3.connect(f"file:{served.home.store}?mode=ro", uri=True)
+    try:
+        (status,) = store.execute("SELECT status FROM questions WHERE request_id = ?",
+                                  (request_id,)).fetchone()
+    finally:
+        store.close()
+    assert status == "pending"
+    assert not served.home.socket.exists()
