@@ -89,8 +89,9 @@ def test_t2_a_listener_of_another_user_gets_nothing_sync_and_async(kind: str):
             async with AsyncClient(squatter.url, TOKEN) as client:
                 await client.call("conversation_list")
 
-        with pytest.raises(NotYours):
+        with pytest.raises(NotYours) as err:
             asyncio.run(use_async())
+        assert err.value.certain, err.value
     heard = squatter.close()
     assert heard.connections == 2
     _refused(heard)
@@ -115,15 +116,17 @@ def test_t2_every_new_connection_is_checked_not_only_the_first(tmp_path: Path,
             async def use() -> Squatter:
                 async with AsyncClient(served.tcp_url, token) as client:
                     assert (await client.call("conversation_list"))["conversations"] == []
-                    with squat() as squatter, pytest.raises(NotYours):
+                    with squat() as squatter, pytest.raises(NotYours) as err:
                         await client.call("conversation_list")
+                    assert err.value.certain, err.value
                     return squatter
             squatter = asyncio.run(use())
         else:
             with Client(served.tcp_url, token) as client:
                 assert client.call("conversation_list")["conversations"] == []
-                with squat() as squatter, pytest.raises(NotYours):
+                with squat() as squatter, pytest.raises(NotYours) as err:
                     client.call("conversation_list")
+                assert err.value.certain, err.value
     finally:
         served.stop()
     heard = squatter.close()

@@ -1,9 +1,9 @@
 """`clankie doctor`: what is wrong with this setup, one line a check, each with its fix.
 
 Owns the checks, which only look: the home and its mode, the store's schema (opened
-read-only, never migrated), the token file, the service and the token, the model
-provider, Git, the settings. Exit 0 when every check passes, 1 otherwise; `--json` for
-scripts.
+read-only, never migrated), the token file, the service and the token (sent only to a
+service that is the owner's, T2), the model provider, Git, the settings. Exit 0 when every
+check passes, 1 otherwise; `--json` for scripts.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Annotated
 import httpx
 import typer
 
-from clankie.client import ApiError, Client, ClientError, ServiceUnreachable
+from clankie.client import ApiError, Client, ClientError, NotYours, ServiceUnreachable
 from clankie.home import Home
 from clankie.settings import Settings, SettingsError, load_settings
 from clankie.store.schema import MIGRATIONS
@@ -93,6 +93,8 @@ def check_service() -> Check:
             where = client.url
     except ServiceUnreachable as exc:
         return Check("service", False, f"not reachable: {exc}", "start it: `clankie serve`")
+    except NotYours as exc:
+        return Check("service", False, str(exc), exc.fix)
     except ApiError as exc:
         fix = ("the token was rotated or revoked: use the new one (CLANKIE_TOKEN or "
                "operator.token), or `clankie init` after a revocation"

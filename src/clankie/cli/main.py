@@ -15,13 +15,14 @@ from typing import Annotated
 import typer
 
 from clankie import __version__
+from clankie.client import NotYours
 from clankie.core.errors import ClankieError
 from clankie.home import Home
 from clankie.settings import SettingsError, load_settings, settings_table
 from clankie.store.db import StoreUnusable
 
 from . import access, chat, conversations, doctor
-from .common import say, warn, write_private
+from .common import DENIED, explain_not_yours, say, warn, write_private
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   help="clankie: a local agent service that asks its owner one question at a "
@@ -126,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except KeyboardInterrupt:
         return 130
+    except NotYours as exc:  # a command that reached the client outside `common.call`
+        explain_not_yours(exc)
+        return DENIED
     except (ClankieError, SettingsError, StoreUnusable) as exc:
         warn(f"clankie: {exc}")
         return 1
