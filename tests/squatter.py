@@ -48,14 +48,20 @@ reply = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: clos
 heard = []
 open_ = {}
 def read(conn):
-    data = conn.recv(65536)
+    try:
+        data = conn.recv(65536)
+    except ConnectionError:
+        data = b""
     if not data:
         del open_[conn]
         conn.close()
         return
     heard[open_[conn]] += data
     if b"\r\n\r\n" in heard[open_[conn]]:
-        conn.sendall(reply)
+        try:
+            conn.sendall(reply)
+        except OSError:
+            pass  # the client went away; what it sent is recorded
 stopping = False
 while not stopping:
     ready, _, _ = select.select([server, sys.stdin, *open_], [], [], 30)
@@ -107,13 +113,16 @@ class Squatter:
                                      preexec_fn=as_nobody, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, cwd="/", env={"PATH": "/usr/bin:/bin"})
-        assert self.proc.stdout is not None
-        ready = self.proc.stdout.readline()  # the child prints it once listening, or dies
-        if not ready:
-            self.proc.wait(timeout=10)
-            raise AssertionError(f"the listener did not start: {self.proc.stderr.read()}")
-        started = json.loads(ready)
-        assert started["uid"] == NOBODY
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        try:
+            ready = self.proc.stdout.readline()  # printed once listening; "" if it died
+            assert ready, f"the listener did not start: {self.proc.stderr.read()}"
+            started = json.loads(ready)
+            assert started["uid"] == NOBODY
+        except BaseException:
+            self.proc.kill()
+            self.proc.communicate(timeout=10)
+            raise
         self.url: str = started["address"]
         self.heard: Heard | None = None
 
@@ -121,9 +130,13 @@ class Squatter:
     def unix(cls) -> Squatter:
         """A socket in a folder of its own, owned by `nobody`, anyone may pass through."""
         folder = Path(tempfile.mkdtemp(prefix="clankie-squat-"))
-        os.chown(folder, NOBODY, NOBODY)
-        folder.chmod(0o755)
-        return cls("unix", str(folder / "clankie.sock"), folder)
+        try:
+            os.chown(folder, NOBODY, NOBODY)
+            folder.chmod(0o755)
+            return cls("unix", str(folder / "clankie.sock"), folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
 
     @classmethod
     def tcp(cls, port: int = 0) -> Squatter:
