@@ -47,8 +47,8 @@ class ConnectedSocket(Protocol):
 
     def getsockopt(self, level: int, option: int, length: int) -> bytes: ...
 
-# Linux only; the same numbers on every Linux architecture Python runs on.
-_peercred: int | None = getattr(socket, "SO_PEERCRED", None)
+
+_peercred: int | None = getattr(socket, "SO_PEERCRED", None)  # Linux; None elsewhere
 PROC_NET_TCP = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 _TIME_WAIT_TIMER = "03"  # a time-wait mini-socket: its uid column is always 0
 _NO_UID = 0xFFFFFFFF  # (uid_t)-1: the kernel has no credentials for the peer
@@ -88,7 +88,7 @@ def _unix_peer(sock: ConnectedSocket) -> Listener:
         if uid == _NO_UID:
             return Listener(None, "the socket's peer has no credentials (SO_PEERCRED)")
         return Listener(uid, "SO_PEERCRED", pid or None)
-    getpeereid = _getpeereid()
+    getpeereid = _libc_getpeereid()
     if getpeereid is None:
         return Listener(None, f"{sys.platform} tells no Unix socket's peer "
                               "(neither SO_PEERCRED nor getpeereid)")
@@ -107,10 +107,6 @@ def _libc_getpeereid() -> Callable[..., int] | None:
     except (OSError, AttributeError):  # no libc by that name, or one without getpeereid
         return None
     return function
-
-
-def _getpeereid() -> Callable[..., int] | None:
-    return _libc_getpeereid()
 
 
 # -------------------------------------------------------------------------------- TCP

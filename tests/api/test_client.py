@@ -175,7 +175,7 @@ def test_t2_a_unix_socket_whose_peer_cannot_be_told_is_refused(
     peer_sock = DroppingPeer(tmp_path / "own.sock")
     try:
         monkeypatch.setattr(peer, "_peercred", None)
-        monkeypatch.setattr(peer, "_getpeereid", lambda: None)
+        monkeypatch.setattr(peer, "_libc_getpeereid", lambda: None)
         with Client(f"unix://{tmp_path / 'own.sock'}", TOKEN) as client, \
                 pytest.raises(NotYours) as err:
             client.call("conversation_list")
