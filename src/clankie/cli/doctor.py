@@ -20,7 +20,14 @@ from typing import Annotated
 import httpx
 import typer
 
-from clankie.client import ApiError, Client, ClientError, NotYours, ServiceUnreachable
+from clankie.client import (
+    ApiError,
+    Client,
+    ClientError,
+    NotYours,
+    ServiceUnreachable,
+    trusted_url,
+)
 from clankie.home import Home
 from clankie.settings import Settings, SettingsError, load_settings
 from clankie.store.schema import MIGRATIONS
@@ -102,7 +109,9 @@ def check_service() -> Check:
         return Check("service", False, f"refused the token: {exc.code}", fix)
     except (ClientError, ValueError) as exc:
         return Check("service", False, str(exc), "check CLANKIE_URL")
-    return Check("service", True, f"{where} answers and accepts the token")
+    trust = (" (CLANKIE_URL_TRUSTED: its owner is not checked where it cannot be told)"
+             if trusted_url(where) else "")
+    return Check("service", True, f"{where} answers and accepts the token{trust}")
 
 
 def check_model(settings: Settings) -> Check:
