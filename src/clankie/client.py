@@ -2,28 +2,43 @@
 
 Owns how a surface talks to the service: the URL and token rules of `clankie.home`,
 requests as `POST /v1/ops/{op}`, results parsed into the `clankie.dto` output shapes, and
-three kinds of failure that a surface must tell apart:
+four kinds of failure that a surface must tell apart:
 
 - `ApiError`: the service answered with a problem document (`code`, `status`, `problem`).
 - `ServiceUnreachable`: nothing was sent (no socket, connection refused).
+- `NotYours`: something listens at the address, but it is not known to be the owner's
+  service (SPEC T2), so nothing was sent, the token least of all.
 - `Uncertain`: the request may have reached the service but no reply came. The caller
   must not resend it; it should read the current state instead.
 
 It never retries a request by itself.
+
+T2 is kept below httpx, where connections are made: httpx's own transport runs over an
+httpcore connection pool whose network backend connects as usual, then asks
+`clankie.peer` who is at the other end of the raw socket and closes it unless that is the
+current user (or, where it cannot be told, the URL is marked trusted). A connection is
+made this way for the first request and for every later one the pool opens (keep-alive
+ends, reconnects), and no byte is written to it before the check, so no request, however
+it is built, can reach an unchecked listener.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import os
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+import httpcore
 import httpx
 from pydantic import BaseModel
 
 from clankie import dto
 from clankie.home import Home, operator_token, service_url
+from clankie.peer import ConnectedSocket, Listener, listener_of
 
-__all__ = ["ApiError", "AsyncClient", "Client", "ServiceUnreachable", "Uncertain"]
+__all__ = ["ApiError", "AsyncClient", "Client", "NotYours", "ServiceUnreachable",
+           "Uncertain", "trusted_url"]
 
 DEFAULT_TIMEOUT = 30.0
 # A long-poll that comes back empty at once found no free slot (V5: 8 a credential):
@@ -54,11 +69,165 @@ class Uncertain(ClientError):
     """The request may have reached the service, but no reply came."""
 
 
-def _transport_args(url: str) -> tuple[str, dict[str, Any]]:
+class NotYours(ClientError):
+    """The listener at `address` is not known to be the owner's: nothing was sent (T2).
+
+    `certain`: it is another user's (a trust mark never covers that); otherwise who listens
+    cannot be told here and the URL is not marked trusted. `fix` says what to do.
+    """
+
+    def __init__(self, address: str, listener: Listener) -> None:
+        self.address = address
+        self.listener = listener
+        self.certain = listener.uid is not None
+        if self.certain:
+            super().__init__(f"the service at {address} is not yours: it is served by "
+                             f"{listener.describe()}, told by {listener.how}; the token was "
+                             "not sent")
+            self.fix = ("point CLANKIE_URL at your own service (unset, it is the home's "
+                        f"socket), or find who holds {address} ({_who_holds(address)}), "
+                        "stop it and start `clankie serve`")
+        else:
+            super().__init__(f"the service at {address} is not yours as far as clankie can "
+                             f"tell: it cannot tell who listens there ({listener.how}); the "
+                             "token was not sent")
+            self.fix = ("if it is your own service (a tunnel to it, say), mark that URL "
+                        f"trusted: export CLANKIE_URL_TRUSTED='{address}'")
+
+
+def _who_holds(address: str) -> str:
+    if address.startswith("unix://"):
+        return f"`ss -xlp src {address.removeprefix('unix://')}`"
+    port = address.rstrip("/").rpartition(":")[2]
+    return f"`ss -ltnp 'sport = :{port}'`"
+
+
+def trusted_url(url: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the owner marked `url` trusted: `CLANKIE_URL_TRUSTED` names that very URL
+    (a mark is for one address, so one left in a profile trusts no other)."""
+    env = os.environ if environ is None else environ
+    mark = env.get("CLANKIE_URL_TRUSTED", "").strip()
+    return bool(mark) and mark.rstrip("/") == url.rstrip("/")
+
+
+class _PeerCheck:
+    """Admits a new connection only if the owner's service is at its other end (T2)."""
+
+    def __init__(self, address: str, trusted: bool) -> None:
+        self.address = address
+        self.trusted = trusted
+
+    def admit(self, sock: ConnectedSocket | None) -> None:
+        listener = (listener_of(sock) if sock is not None
+                    else Listener(None, "the connection has no socket to ask"))
+        if listener.uid == os.geteuid() or (listener.uid is None and self.trusted):
+            return
+        raise NotYours(self.address, listener)
+
+
+SocketOptions = Iterable[httpcore.SOCKET_OPTION] | None
+
+
+class _CheckedBackend(httpcore.NetworkBackend):
+    """httpcore's own backend; each stream is handed on only once its peer is admitted."""
+
+    def __init__(self, check: _PeerCheck) -> None:
+        self._inner = httpcore.SyncBackend()
+        self._check = check
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: SocketOptions = None) -> httpcore.NetworkStream:
+        return self._admitted(self._inner.connect_tcp(host, port, timeout, local_address,
+                                                      socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: SocketOptions = None) -> httpcore.NetworkStream:
+        return self._admitted(self._inner.connect_unix_socket(path, timeout, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+    def _admitted(self, stream: httpcore.NetworkStream) -> httpcore.NetworkStream:
+        try:
+            self._check.admit(stream.get_extra_info("socket"))
+        except BaseException:
+            stream.close()
+            raise
+        return stream
+
+
+class _AsyncCheckedBackend(httpcore.AsyncNetworkBackend):
+    """The same for asyncio; the check (a read of /proc for TCP) runs on a thread."""
+
+    def __init__(self, check: _PeerCheck) -> None:
+        self._inner = httpcore.AnyIOBackend()
+        self._check = check
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: SocketOptions = None) -> httpcore.AsyncNetworkStream:
+        return await self._admitted(await self._inner.connect_tcp(
+            host, port, timeout, local_address, socket_options))
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: SocketOptions = None
+                                  ) -> httpcore.AsyncNetworkStream:
+        return await self._admitted(await self._inner.connect_unix_socket(
+            path, timeout, socket_options))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+    async def _admitted(self, stream: httpcore.AsyncNetworkStream
+                        ) -> httpcore.AsyncNetworkStream:
+        try:
+            await asyncio.to_thread(self._check.admit, stream.get_extra_info("socket"))
+        except BaseException:
+            await stream.aclose()
+            raise
+        return stream
+
+
+def _pool_args(url: str, uds: str | None) -> dict[str, Any]:
+    """httpx's defaults for its own pool (`httpx.HTTPTransport`), with retries off."""
+    return {"ssl_context": httpx.create_ssl_context() if url.startswith("https://") else None,
+            "max_connections": 100, "max_keepalive_connections": 20, "keepalive_expiry": 5.0,
+            "http1": True, "http2": False, "uds": uds, "retries": 0}
+
+
+def _swap_pool(transport: httpx.HTTPTransport | httpx.AsyncHTTPTransport,
+               pool: httpcore.ConnectionPool | httpcore.AsyncConnectionPool) -> None:
+    """Put the checked pool where httpx's transport sends from. httpx has no public way to
+    choose the network backend (encode/httpx#3749), so this sets its one private name;
+    an httpx that keeps its pool elsewhere is refused here, rather than sending unchecked."""
+    if not isinstance(getattr(transport, "_pool", None), type(pool)):
+        raise RuntimeError("this httpx keeps its connection pool where clankie cannot check "
+                           "whose service it connects to (SPEC T2); install the httpx "
+                           "version in constraints.txt")
+    transport._pool = pool
+
+
+class _CheckedTransport(httpx.HTTPTransport):
+    def __init__(self, url: str, uds: str | None, check: _PeerCheck) -> None:
+        super().__init__(retries=0, uds=uds)
+        _swap_pool(self, httpcore.ConnectionPool(network_backend=_CheckedBackend(check),
+                                                 **_pool_args(url, uds)))
+
+
+class _AsyncCheckedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, url: str, uds: str | None, check: _PeerCheck) -> None:
+        super().__init__(retries=0, uds=uds)
+        _swap_pool(self, httpcore.AsyncConnectionPool(
+            network_backend=_AsyncCheckedBackend(check), **_pool_args(url, uds)))
+
+
+def _transport_args(url: str) -> tuple[str, str | None]:
+    """The base URL of requests, and the Unix socket's path if it is one."""
     if url.startswith("unix://"):
-        return "http://clankie", {"uds": url.removeprefix("unix://")}
+        return "http://clankie", url.removeprefix("unix://")
     if url.startswith(("http://", "https://")):
-        return url.rstrip("/"), {}
+        return url.rstrip("/"), None
     raise ValueError(f"CLANKIE_URL must be http://HOST:PORT or unix:///path, not {url!r}")
 
 
@@ -98,7 +267,8 @@ class _Target:
         self.url = url or service_url(home)
         self.token = token if token is not None else operator_token(home)
         self._base_timeout = timeout
-        self._base_url, self._transport = _transport_args(self.url)
+        self._base_url, self._uds = _transport_args(self.url)
+        self._check = _PeerCheck(self.url, trusted_url(self.url))
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -108,8 +278,8 @@ class Client(_Target):
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  home: Home | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         super().__init__(url, token, home, timeout)
-        self._http = httpx.Client(base_url=self._base_url,
-                                  transport=httpx.HTTPTransport(retries=0, **self._transport))
+        self._http = httpx.Client(base_url=self._base_url, trust_env=False,
+                                  transport=_CheckedTransport(self.url, self._uds, self._check))
 
     def __enter__(self) -> Client:
         return self
@@ -174,8 +344,8 @@ class AsyncClient(_Target):
                  home: Home | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         super().__init__(url, token, home, timeout)
         self._http = httpx.AsyncClient(
-            base_url=self._base_url,
-            transport=httpx.AsyncHTTPTransport(retries=0, **self._transport))
+            base_url=self._base_url, trust_env=False,
+            transport=_AsyncCheckedTransport(self.url, self._uds, self._check))
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -7,9 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from clankie.client import ApiError, AsyncClient, Client, ServiceUnreachable, Uncertain
+from clankie import peer
+from clankie.client import (
+    ApiError,
+    AsyncClient,
+    Client,
+    NotYours,
+    ServiceUnreachable,
+    Uncertain,
+)
 from tests.e2e.served import Served
 from tests.peers import DroppingPeer
+from tests.squatter import Heard, Squatter, needs_root
 
 
 def test_no_reply_after_sending_is_uncertain_and_is_sent_once(tmp_path: Path):
@@ -52,5 +61,136 @@ def test_problems_become_api_errors_and_results_become_shapes(tmp_path: Path):
                 return (await client.op("conversation_list")).conversations
 
         assert asyncio.run(use_async()) == []
+    finally:
+        assert served.stop() == 0
+
+
+# ------------------------------------------------------------- T2: whose service it is
+
+TOKEN = "clk_the-owners-secret-token"
+
+
+def _refused(heard: Heard) -> None:
+    """The other user's listener was reached, and it was sent nothing at all."""
+    assert heard.connections >= 1, "the client never reached the listener"
+    assert heard.everything == b"", heard
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["unix", "tcp"])
+def test_t2_a_listener_of_another_user_gets_nothing_sync_and_async(kind: str):
+    with Squatter.unix() if kind == "unix" else Squatter.tcp() as squatter:
+        with Client(squatter.url, TOKEN) as client, pytest.raises(NotYours) as err:
+            client.call("conversation_list")
+        assert str(err.value).startswith(f"the service at {squatter.url} is not yours")
+        assert err.value.certain and err.value.fix
+
+        async def use_async() -> None:
+            async with AsyncClient(squatter.url, TOKEN) as client:
+                await client.call("conversation_list")
+
+        with pytest.raises(NotYours) as err:
+            asyncio.run(use_async())
+        assert err.value.certain, err.value
+    heard = squatter.close()
+    assert heard.connections == 2
+    _refused(heard)
+
+
+@needs_root
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_t2_every_new_connection_is_checked_not_only_the_first(tmp_path: Path,
+                                                                asynchronous: bool):
+    """A client that worked with the owner's service keeps no trust for the address: when
+    the service stops and another user takes its port, the next call is refused."""
+    served = Served.start(tmp_path / "home")
+    token = served.home.token_file.read_text().strip()
+    port = int(served.tcp_url.rsplit(":", 1)[1])
+
+    def squat() -> Squatter:
+        assert served.stop() == 0
+        return Squatter.tcp(port)
+
+    try:
+        if asynchronous:
+            async def use() -> Squatter:
+                async with AsyncClient(served.tcp_url, token) as client:
+                    assert (await client.call("conversation_list"))["conversations"] == []
+                    with squat() as squatter, pytest.raises(NotYours) as err:
+                        await client.call("conversation_list")
+                    assert err.value.certain, err.value
+                    return squatter
+            squatter = asyncio.run(use())
+        else:
+            with Client(served.tcp_url, token) as client:
+                assert client.call("conversation_list")["conversations"] == []
+                with squat() as squatter, pytest.raises(NotYours) as err:
+                    client.call("conversation_list")
+                assert err.value.certain, err.value
+    finally:
+        served.stop()
+    heard = squatter.close()
+    _refused(heard)
+    assert token.encode() not in heard.everything
+
+
+@needs_root
+def test_t2_trust_never_covers_a_listener_known_to_be_someone_elses(
+        monkeypatch: pytest.MonkeyPatch):
+    with Squatter.tcp() as squatter:
+        monkeypatch.setenv("CLANKIE_URL_TRUSTED", squatter.url)
+        with Client(squatter.url, TOKEN) as client, pytest.raises(NotYours) as err:
+            client.call("conversation_list")
+        assert err.value.certain
+    _refused(squatter.close())
+
+
+def test_t2_where_it_cannot_tell_it_refuses_unless_the_url_is_marked_trusted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Without /proc/net/tcp{,6} nobody can tell who listens on a TCP port: refused, and
+    nothing sent, until the owner marks that very URL trusted."""
+    served = Served.start(tmp_path / "home")
+    try:
+        token = served.home.token_file.read_text().strip()
+        monkeypatch.setattr(peer, "PROC_NET_TCP", (tmp_path / "no-tcp", tmp_path / "no-tcp6"))
+        monkeypatch.delenv("CLANKIE_URL_TRUSTED", raising=False)
+        with Client(served.tcp_url, token) as client, pytest.raises(NotYours) as err:
+            client.call("conversation_list")
+        assert not err.value.certain
+        assert "cannot tell" in str(err.value) and "CLANKIE_URL_TRUSTED" in err.value.fix
+        monkeypatch.setenv("CLANKIE_URL_TRUSTED", "1")  # a mark names the URL it trusts
+        with Client(served.tcp_url, token) as client, pytest.raises(NotYours):
+            client.call("conversation_list")
+        monkeypatch.setenv("CLANKIE_URL_TRUSTED", served.tcp_url)
+        with Client(served.tcp_url, token) as client:
+            assert client.call("conversation_list")["conversations"] == []
+    finally:
+        assert served.stop() == 0
+
+
+def test_t2_a_unix_socket_whose_peer_cannot_be_told_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Where the system tells no Unix socket's peer (neither SO_PEERCRED nor getpeereid),
+    the client refuses rather than guesses."""
+    peer_sock = DroppingPeer(tmp_path / "own.sock")
+    try:
+        monkeypatch.setattr(peer, "_peercred", None)
+        monkeypatch.setattr(peer, "_libc_getpeereid", lambda: None)
+        with Client(f"unix://{tmp_path / 'own.sock'}", TOKEN) as client, \
+                pytest.raises(NotYours) as err:
+            client.call("conversation_list")
+        assert not err.value.certain
+    finally:
+        peer_sock.close()
+    assert all(request == b"" for request in peer_sock.requests), peer_sock.requests
+
+
+def test_t2_the_owners_own_listener_is_used_over_the_socket_and_tcp(tmp_path: Path):
+    served = Served.start(tmp_path / "home")
+    try:
+        for url in (f"unix://{served.home.socket}", served.tcp_url):
+            with served.client(url=url) as client:
+                for _ in range(3):  # kept-alive and new connections alike
+                    assert client.call("conversation_list")["conversations"] == []
     finally:
         assert served.stop() == 0

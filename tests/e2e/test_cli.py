@@ -17,6 +17,7 @@ import pytest
 from clankie import __version__ as clankie_version
 from tests.e2e.served import ROOT, LineReader, Served, ask, settle
 from tests.peers import CommittingDropper, DroppingPeer
+from tests.squatter import Squatter, needs_root
 
 TEXT_SCRIPT = {"turns": [[{"ask": {"kind": "text",
                                    "prompt": "What should the module be called?"}}]] * 50}
@@ -356,11 +357,14 @@ def test_version_prints_the_version():
     assert (done.returncode, done.stdout.strip()) == (0, f"clankie {clankie_version}")
 
 
-def _complete(home: Path, words: str) -> subprocess.CompletedProcess[str]:
+def _complete(home: Path, words: str, url: str | None = None
+              ) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, CLANKIE_HOME=str(home), PYTHONPATH=str(ROOT / "src"),
                _CLANKIE_COMPLETE="complete_bash", COMP_WORDS=words,
                COMP_CWORD=str(len(words.split()) - (0 if words.endswith(" ") else 1)))
     env.pop("CLANKIE_URL", None)
+    if url is not None:
+        env["CLANKIE_URL"] = url
     return subprocess.run([sys.executable, "-m", "clankie"], env=env, capture_output=True,
                           text=True, timeout=60, cwd=ROOT)
 
@@ -374,3 +378,51 @@ def test_shell_completion_offers_conversation_ids_from_the_running_service(
     assert c in everything.stdout.split()
     nobody_home = _complete(tmp_path / "no-service", f"clankie conversations show {c[:6]}")
     assert (nobody_home.returncode, nobody_home.stdout.strip(), nobody_home.stderr) == (0, "", "")
+
+
+# ----------------------------------------------------------- T2: whose service it is
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["unix", "tcp"])
+def test_t2_another_users_listener_at_clankie_url_gets_nothing_and_the_cli_exits_5(
+        served: Served, kind: str):
+    token = served.home.token_file.read_text().strip()
+    with Squatter.unix() if kind == "unix" else Squatter.tcp() as squatter:
+        listed = cli(served, "conversations", "list", env={"CLANKIE_URL": squatter.url})
+        chat = cli(served, "chat", env={"CLANKIE_URL": squatter.url})
+    heard = squatter.close()
+    for done in (listed, chat):
+        assert done.returncode == 5, done
+        assert f"the service at {squatter.url} is not yours" in done.stderr
+        assert "the token was not sent" in done.stderr and "fix:" in done.stderr
+    assert heard.connections == 2 and heard.everything == b"", heard
+    assert token.encode() not in heard.everything
+
+
+@needs_root
+def test_t2_a_swapped_home_socket_gets_nothing(served: Served, asked: tuple[str, str]):
+    """Another user's socket put in the place of the home's (the home itself stays the
+    owner's, so only T2 stands between the token and it)."""
+    c, r = asked
+    snap = ok_json(served, "conversations", "questions", c)
+    assert served.stop() == 0
+    with Squatter.unix() as squatter:
+        squatter.socket_path.rename(served.home.socket)
+        done = cli(served, *answer_args(c, r, snap), "--option",
+                   snap["pending"]["options"][0]["option_id"])
+    heard = squatter.close()
+    assert done.returncode == 5, done
+    assert f"the service at unix://{served.home.socket} is not yours" in done.stderr
+    assert heard.connections == 1 and heard.everything == b"", heard
+
+
+@needs_root
+def test_t2_completion_completes_nothing_from_another_users_listener(
+        served: Served, workspace: Path):
+    cli(served, "conversations", "new", "--workspace", str(workspace))
+    with Squatter.tcp() as squatter:
+        done = _complete(served.home.path, "clankie conversations show ", url=squatter.url)
+    heard = squatter.close()
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "", ""), done
+    assert heard.connections == 1 and heard.everything == b"", heard

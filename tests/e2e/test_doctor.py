@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.served import ROOT, Served
+from tests.squatter import Squatter, needs_root
 
 
 def doctor(home: Path, **env: str) -> tuple[int, dict[str, dict[str, object]]]:
@@ -99,3 +100,17 @@ def test_invalid_settings(served: Served):
     code, checks = doctor(served.home.path)
     assert (code, failing(checks)) == (1, {"settings"})
     assert "question_ttl" in str(checks["settings"]["detail"])
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["unix", "tcp"])
+def test_t2_a_service_that_is_not_yours_fails_the_check_and_gets_no_token(
+        served: Served, kind: str):
+    with Squatter.unix() if kind == "unix" else Squatter.tcp() as squatter:
+        code, checks = doctor(served.home.path, CLANKIE_URL=squatter.url)
+    heard = squatter.close()
+    assert (code, failing(checks)) == (1, {"service"})
+    detail = str(checks["service"]["detail"])
+    assert f"the service at {squatter.url} is not yours" in detail
+    assert "answers" not in detail and checks["service"]["fix"]
+    assert heard.connections == 1 and heard.everything == b"", heard

@@ -5,6 +5,7 @@ from __future__ import annotations
 import resource
 import signal
 import socket
+import sqlite3
 import stat
 import threading
 from pathlib import Path
@@ -224,3 +225,55 @@ def test_v5_serve_refuses_a_connection_bound_its_descriptors_cannot_hold(tmp_pat
     served = Served.start(home, init=False, env={"CLANKIE_MAX_CONNECTIONS": "16"},
                           preexec=low_limit)  # a bound that fits is served
     assert served.stop() == 0
+
+
+def test_t2_serve_on_a_taken_tcp_port_fails_before_start_up_recovery(served: Served,
+                                                                     workspace: Path):
+    """Someone holding the port while the service was down stops `serve --tcp` before
+    recovery has changed anything: the question pending before is still pending."""
+    with served.client() as client:
+        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+        request_id = ask(client, c)
+    assert served.stop() == 0
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = clankie("serve", "--tcp", f"127.0.0.1:{port}", home=served.home.path,
+                         timeout=30)
+    finally:
+        taken.close()
+    assert result.returncode == 1, result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "recovery" not in result.stderr and "Traceback" not in result.stderr
+    assert _status(served.home.store, request_id) == "pending"
+    assert not served.home.socket.exists()
+
+
+def test_a_socket_path_that_cannot_be_bound_fails_before_start_up_recovery(
+        served: Served, workspace: Path, tmp_path: Path):
+    """The Unix socket is bound before recovery too: a home whose socket path is too long
+    for a socket says so, and its pending question stays pending."""
+    with served.client() as client:
+        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+        request_id = ask(client, c)
+    assert served.stop() == 0
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.parent.mkdir()
+    served.home.path.rename(deep)
+    result = clankie("serve", home=deep, timeout=30)
+    assert result.returncode == 1, result.stderr
+    assert f"cannot listen on {deep / 'clankie.sock'}" in result.stderr
+    assert "recovery" not in result.stderr and "Traceback" not in result.stderr
+    assert _status(deep / "clankie.db", request_id) == "pending"
+
+
+def _status(store_path: Path, request_id: str) -> str:
+    store = sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)
+    try:
+        (status,) = store.execute("SELECT status FROM questions WHERE request_id = ?",
+                                  (request_id,)).fetchone()
+    finally:
+        store.close()
+    return str(status)

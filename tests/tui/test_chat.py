@@ -17,6 +17,7 @@ from textual.widgets import Input
 from clankie.client import AsyncClient
 from clankie.tui.app import ChatApp
 from tests.e2e.served import Served, settle
+from tests.squatter import Squatter, needs_root
 
 ASK = {"kind": "choice", "prompt": "Tabs or spaces?",
        "options": [{"label": "tabs", "description": "one per level"}, {"label": "spaces"}]}
@@ -211,3 +212,30 @@ async def _answer_then_read(app, pilot, served, conversation) -> None:
     await type_line(app, pilot, "/question")  # at once, while the answer is in flight
     await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
     assert pending(served, conversation) is None
+
+
+@needs_root
+async def test_t2_reconnecting_to_another_users_listener_sends_nothing(served, conversation):
+    """The service stops and another user takes its TCP port: the reconnect loop reaches
+    that listener, sends it nothing, says so and stops following (no retry sends)."""
+    token = served.home.token_file.read_text().strip()
+    port = int(served.tcp_url.rsplit(":", 1)[1])
+    app = ChatApp(AsyncClient(served.tcp_url, token), conversation, served.tcp_url)
+    squatter: Squatter | None = None
+    try:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await asked(app, pilot)  # the tail follows the service
+            assert await asyncio.to_thread(served.stop) == 0
+            squatter = await asyncio.to_thread(Squatter.tcp, port)
+            await until(pilot, lambda: "is not yours" in app.transcript(), "the refusal",
+                        timeout=30)
+            assert f"the service at {served.tcp_url} is not yours" in app.transcript()
+            await until(pilot, lambda: not any(w.group == "tail" and w.is_running
+                                               for w in app.workers), "the tail to stop")
+            assert not app.connected
+    finally:
+        if squatter is not None:
+            squatter.close()
+    assert squatter is not None
+    heard = squatter.close()
+    assert heard.connections >= 1 and heard.everything == b"", heard

@@ -1,10 +1,12 @@
 """`clankie serve`: the daemon around the app, on a Unix socket and optionally loopback TCP.
 
-Owns start-up and shut-down: one server per home (a lock file), start-up recovery before
-any socket is bound (R3), the socket created with mode 0600, and a clean stop on SIGTERM
-or SIGINT (in-flight requests finish, long-polls are woken, the store is closed). The
-HTTP layer (FastAPI, uvicorn: a fifth of a second to import) is imported while recovery
-runs in SQLite on another thread, so a restart after a crash is ready sooner.
+Owns start-up and shut-down: one server per home (a lock file), every socket bound and
+listening before start-up recovery runs (a port someone else took while the service was
+down stops `serve` before recovery has changed anything, T2), start-up recovery before any
+request is read or any run starts (R3), the socket created with mode 0600, and a clean
+stop on SIGTERM or SIGINT (in-flight requests finish, long-polls are woken, the store is
+closed). The HTTP layer (FastAPI, uvicorn: a fifth of a second to import) is imported while
+recovery runs in SQLite on another thread, so a restart after a crash is ready sooner.
 """
 
 from __future__ import annotations
@@ -67,10 +69,13 @@ def unix_socket(path: Path) -> socket.socket:
     old = os.umask(0o177)  # the socket file is born 0600: no moment when others could connect
     try:
         sock.bind(str(path))
+        os.chmod(path, 0o600)
+        sock.listen(128)
+    except OSError as exc:  # a path too long for a socket, say
+        sock.close()
+        raise ServeError(f"cannot listen on {path}: {exc.strerror or exc}") from None
     finally:
         os.umask(old)
-    os.chmod(path, 0o600)
-    sock.listen(128)
     return sock
 
 
@@ -88,12 +93,12 @@ def tcp_socket(address: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
+    try:  # listening, not only bound: with SO_REUSEADDR a bound port can still be taken
         sock.bind((host, int(port_text)))
+        sock.listen(128)
     except OSError as exc:
         sock.close()
         raise ServeError(f"cannot listen on {address}: {exc.strerror}") from None
-    sock.listen(128)
     return sock
 
 
@@ -129,6 +134,7 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     with serve_lock(home.lock):
         store = Store(home.store)
+        sockets: list[socket.socket] = []
         try:
             service = Service(store, settings)
             if not service.has_owner():
@@ -137,7 +143,14 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                 model_for = model_for_runs(settings, script)
             except (ProviderError, ScriptError) as exc:
                 raise ServeError(str(exc)) from None
-            # R3 before any run starts or any request is served. Its statements run in
+            # Listen first: an address that cannot be had (another user's listener on the
+            # port, T2) stops start-up while the store is as the last server left it. The
+            # TCP port first, since only it can be taken by someone else; a client that
+            # connects meanwhile waits in the listen queue until recovery is done.
+            if tcp:
+                sockets.append(tcp_socket(tcp))
+            sockets.insert(0, unix_socket(home.socket))  # first: the ready line says so
+            # R3 before any run starts or any request is read. Its statements run in
             # SQLite without the GIL, so the HTTP layer is imported meanwhile.
             with ThreadPoolExecutor(1, thread_name_prefix="clankie-recovery") as pool:
                 recovering = pool.submit(service.recover)
@@ -149,9 +162,6 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             service.executor = executor
             if settings.notify_command:
                 service.notifier = Notifier(settings.notify_command)
-            sockets = [unix_socket(home.socket)]
-            if tcp:
-                sockets.append(tcp_socket(tcp))
             server = http.http_server(service)
             # A stop signal that arrives before uvicorn has installed its own handlers (the
             # ready line is printed first) must still stop it; and uvicorn re-raises the
@@ -169,9 +179,9 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                 executor.stop(timeout=5)
                 if service.notifier is not None:
                     service.notifier.stop()
+        finally:
             for sock in sockets:
                 sock.close()
-        finally:
             home.socket.unlink(missing_ok=True)
             store.close()
     log.info("clankie stopped")

@@ -2,7 +2,8 @@
 
 Owns the SPEC section 10 exit codes and the one function `call` through which a command
 reaches the service. A command sends a request at most once: `Uncertain` (no reply after
-sending) is exit 7 with the way to inspect the result, never a second try.
+sending) is exit 7 with the way to inspect the result, never a second try. A listener that
+is not the owner's (`NotYours`, T2) is exit 5 with the fix; nothing was sent to it.
 
 Everything a command prints goes through `say`, `warn` or `print_json`, which show text
 from others (prompts, options, messages, summaries, paths, details) with its control and
@@ -21,7 +22,7 @@ from typing import Any, Final, NoReturn
 
 import typer
 
-from clankie.client import ApiError, Client, ServiceUnreachable, Uncertain
+from clankie.client import ApiError, Client, NotYours, ServiceUnreachable, Uncertain
 from clankie.text import visible, visible_json
 
 DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
@@ -88,6 +89,15 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         warn(f"clankie: {exc}")
         warn("Start it with `clankie serve` (after `clankie init`), or set CLANKIE_URL.")
         exit_with(OTHER)
+    except NotYours as exc:
+        explain_not_yours(exc)
+        exit_with(DENIED)
+
+
+def explain_not_yours(exc: NotYours) -> None:
+    """T2: whose the listener is (or that it cannot be told), and the fix."""
+    warn(f"clankie: {exc}.")
+    warn(f"  fix: {exc.fix}")
 
 
 def connect() -> Client:
@@ -102,7 +112,8 @@ COMPLETION_TIMEOUT_S = 0.2
 
 def complete_conversation(incomplete: str) -> list[str]:
     """Shell completion of a conversation ID from the running service: only what it
-    answers within 200 ms; nothing (never an error) when it does not."""
+    answers within 200 ms; nothing (never an error) when it does not, or when it is not
+    the owner's (T2: the client refuses before sending)."""
     if incomplete and not re.fullmatch(r"[0-9a-f-]{1,36}", incomplete):
         return []
     payload: dict[str, Any] = {"limit": 50, **({"prefix": incomplete} if incomplete else {})}

@@ -1,9 +1,9 @@
 """`clankie doctor`: what is wrong with this setup, one line a check, each with its fix.
 
 Owns the checks, which only look: the home and its mode, the store's schema (opened
-read-only, never migrated), the token file, the service and the token, the model
-provider, Git, the settings. Exit 0 when every check passes, 1 otherwise; `--json` for
-scripts.
+read-only, never migrated), the token file, the service and the token (sent only to a
+service that is the owner's, T2), the model provider, Git, the settings. Exit 0 when every
+check passes, 1 otherwise; `--json` for scripts.
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ from typing import Annotated
 import httpx
 import typer
 
-from clankie.client import ApiError, Client, ClientError, ServiceUnreachable
+from clankie.client import (
+    ApiError,
+    Client,
+    ClientError,
+    NotYours,
+    ServiceUnreachable,
+    trusted_url,
+)
 from clankie.home import Home
 from clankie.settings import Settings, SettingsError, load_settings
 from clankie.store.schema import MIGRATIONS
@@ -93,6 +100,8 @@ def check_service() -> Check:
             where = client.url
     except ServiceUnreachable as exc:
         return Check("service", False, f"not reachable: {exc}", "start it: `clankie serve`")
+    except NotYours as exc:
+        return Check("service", False, str(exc), exc.fix)
     except ApiError as exc:
         fix = ("the token was rotated or revoked: use the new one (CLANKIE_TOKEN or "
                "operator.token), or `clankie init` after a revocation"
@@ -100,7 +109,9 @@ def check_service() -> Check:
         return Check("service", False, f"refused the token: {exc.code}", fix)
     except (ClientError, ValueError) as exc:
         return Check("service", False, str(exc), "check CLANKIE_URL")
-    return Check("service", True, f"{where} answers and accepts the token")
+    trust = (" (CLANKIE_URL_TRUSTED: its owner is not checked where it cannot be told)"
+             if trusted_url(where) else "")
+    return Check("service", True, f"{where} answers and accepts the token{trust}")
 
 
 def check_model(settings: Settings) -> Check:

@@ -14,13 +14,14 @@ from typing import Annotated
 import typer
 
 from clankie import __version__
+from clankie.client import NotYours
 from clankie.core.errors import ClankieError
 from clankie.home import Home
 from clankie.settings import SettingsError, load_settings, settings_table
 from clankie.store.db import StoreUnusable
 
 from . import access, chat, conversations, doctor
-from .common import say, warn, write_private
+from .common import DENIED, explain_not_yours, say, warn, write_private
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   help="clankie: a local agent service that asks its owner one question at a "
@@ -127,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:  # invalid input: the owner's to fix (T3)
         warn(f"clankie: {exc}")
         return 2
+    except NotYours as exc:  # a command that reached the client outside `common.call`
+        explain_not_yours(exc)
+        return DENIED
     except (ClankieError, StoreUnusable) as exc:
         warn(f"clankie: {exc}")
         return 1

@@ -4,7 +4,9 @@ Owns the screen and the binding of an answer to what was displayed: `/question` 
 snapshot and keeps it as `displayed`; `/question answer N` sends the N-th displayed
 option with the displayed request, incarnation and revision, once. A conflict is said
 and the question shown again; an uncertain outcome is said as uncertain; nothing is ever
-resubmitted by the app. Network calls run only in workers (Textual's `@work`).
+resubmitted by the app. Network calls run only in workers (Textual's `@work`). A listener
+that is not the owner's service (`NotYours`, SPEC T2) was sent nothing; the app says so with
+the fix and stops following, rather than knocking again and again.
 
 Whatever the app shows goes through `say`, `_status`, `_show` or `notice`: text from
 others with its control and invisible format characters made visible (`clankie.text`),
@@ -33,6 +35,7 @@ from clankie.client import (
     EMPTY_AT_ONCE_S,
     PAUSE_AFTER_EMPTY_S,
     ApiError,
+    NotYours,
     ServiceUnreachable,
     Uncertain,
 )
@@ -163,6 +166,13 @@ class ChatApp(App[None]):
             except ApiError as exc:
                 self.notice(f"{exc.code}: {exc.detail}", severity="error")
                 return
+            except NotYours as exc:
+                self.connected = False
+                self._status()
+                self.say(f"Stopped following: {exc}. Fix: {exc.fix}; then start `clankie "
+                         "chat` again.", style="bold")
+                self.notice(str(exc), title="Not your service", severity="error")
+                return
             recovered = failures > 0 or self.after == 0
             failures = 0
             self.connected = True
@@ -196,7 +206,7 @@ class ChatApp(App[None]):
         try:
             snapshot = await self.api.call("input_get",
                                            {"conversation_id": self.conversation_id})
-        except (ApiError, ServiceUnreachable, Uncertain):
+        except (ApiError, NotYours, ServiceUnreachable, Uncertain):
             return
         # What /question displayed stays displayed: answering it after it ended is refused
         # by the service, and the app then says so and shows the question as it is now.
@@ -255,7 +265,7 @@ class ChatApp(App[None]):
                                                       "text": text})
         except Uncertain:
             self.say("No reply from the service: the message may or may not have been sent.")
-        except (ApiError, ServiceUnreachable) as exc:
+        except (ApiError, NotYours, ServiceUnreachable) as exc:
             self.say(f"Not sent: {exc}")
 
     @work(exclusive=True, group="show")
@@ -263,7 +273,7 @@ class ChatApp(App[None]):
         try:
             self._show(await self.api.call("input_get",
                                            {"conversation_id": self.conversation_id}))
-        except (ApiError, ServiceUnreachable, Uncertain) as exc:
+        except (ApiError, NotYours, ServiceUnreachable, Uncertain) as exc:
             self.say(f"Could not read the question: {exc}")
 
     @work(group="answer")
@@ -283,7 +293,7 @@ class ChatApp(App[None]):
                      "but no reply came. It was not sent again; /question shows where it "
                      "stands.")
             return
-        except ServiceUnreachable as exc:
+        except (NotYours, ServiceUnreachable) as exc:
             self.say(f"Not sent: {exc}")
             return
         receipt = reply["receipt"]
@@ -310,5 +320,5 @@ class ChatApp(App[None]):
         try:
             self._show(await self.api.call("input_get",
                                            {"conversation_id": self.conversation_id}))
-        except (ApiError, ServiceUnreachable, Uncertain) as err:
+        except (ApiError, NotYours, ServiceUnreachable, Uncertain) as err:
             self.say(f"Could not read the question: {err}")
