@@ -125,3 +125,19 @@ def test_t1_every_problem_is_listed_outermost_first(tmp_path: Path):
     assert found[2].fix == f"chmod go-w {home.lock}"
     home.path.chmod(0o707)
     assert [u.where for u in problems(home)] == ["parents", "home"]  # files: not looked at
+
+
+def test_t1_dotdot_after_a_link_is_checked_where_the_system_resolves_it(tmp_path: Path):
+    """`link/../home` opens `target/../home`, not `home` beside the link: that folder is
+    the one checked."""
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    real.chmod(0o777)
+    (tmp_path / "link").symlink_to(real / "sub")
+    home = Home(tmp_path / "link" / ".." / "home")
+    with pytest.raises(UnsafeHome) as refused:
+        make_home(home)
+    assert refused.value.unsafe.path == real and not (real / "home").exists()
+    real.chmod(0o755)
+    make_home(home)
+    assert (real / "home").is_dir() and not (tmp_path / "home").exists()

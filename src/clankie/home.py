@@ -274,7 +274,9 @@ def _user(uid: int) -> str:
 
 
 def _absolute(path: Path) -> Path:
-    return Path(os.path.abspath(path))  # made absolute, `..` folded, no link resolved
+    """`path` made absolute, and nothing else: `..` is left for the system to resolve as
+    it will when the files are opened (folding it here could check another folder)."""
+    return path if path.is_absolute() else Path.cwd() / path
 
 
 # Opening.
