@@ -32,7 +32,8 @@ def failing(checks: dict[str, dict[str, object]]) -> set[str]:
 def test_a_good_setup_passes_every_check(served: Served):
     code, checks = doctor(served.home.path)
     assert code == 0 and failing(checks) == set(), checks
-    assert set(checks) == {"home", "store", "token", "service", "settings", "model", "git"}
+    assert set(checks) == {"parents", "home", "files", "store", "token", "service", "settings",
+                           "model", "git"}
     assert str(checks["git"]["detail"]).startswith("git version")
 
 

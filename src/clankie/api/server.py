@@ -27,7 +27,7 @@ from pathlib import Path
 
 from clankie.agent.providers import ProviderError, model_for_runs
 from clankie.agent.scripted import ScriptError
-from clankie.home import Home
+from clankie.home import LOG, Home, check, open_lock
 from clankie.service import Service
 from clankie.service.executor import RunExecutor
 from clankie.service.notify import Notifier
@@ -44,9 +44,10 @@ class ServeError(Exception):
 
 
 @contextlib.contextmanager
-def serve_lock(path: Path) -> Iterator[None]:
-    """Hold the home's lock for the life of the server; a second server is refused."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+def serve_lock(home: Home) -> Iterator[None]:
+    """Hold the home's lock for the life of the server; a second server is refused. The
+    lock file is opened without following a link (T1), and emptied only once held."""
+    fd = open_lock(home)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -55,7 +56,7 @@ def serve_lock(path: Path) -> Iterator[None]:
                 raise
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             raise ServeError(f"another `clankie serve` (pid {holder}) is already serving "
-                             f"{path.parent}; stop it first") from None
+                             f"{home.path}; stop it first") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
@@ -122,17 +123,18 @@ def descriptors_for(max_connections: int, listeners: int) -> None:
 
 def serve(home: Home, settings: Settings, tcp: str | None = None,
           script: Path | None = None) -> None:
+    check(home)  # T1: nothing in a home someone else could have changed is used
     if not home.store.exists():
         raise ServeError(f"{home.path} has no clankie store; run `clankie init` first")
     descriptors_for(settings.max_connections, 2 if tcp else 1)
     try:
-        logs.setup(home.path / "serve.log")
+        logs.setup(home.path / LOG)
     except logs.LogRefused as exc:
         raise ServeError(str(exc)) from None
     # A request thread waiting for the GIL behind a busy run thread would wait up to the
     # default 5 ms switch interval: answers are latency-bound, runs are not.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    with serve_lock(home.lock):
+    with serve_lock(home):
         store = Store(home.store)
         sockets: list[socket.socket] = []
         try:

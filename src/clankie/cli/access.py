@@ -11,9 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from clankie.home import Home
+from clankie.home import Home, write_token_file
 
-from .common import JsonOption, call, connect, print_json, say, write_private
+from .common import JsonOption, call, connect, print_json, say
 
 devices = typer.Typer(no_args_is_help=True, help="Paired devices and Take Control.")
 credentials = typer.Typer(no_args_is_help=True, help="Operator and captain credentials.")
@@ -94,5 +94,5 @@ def rotate(credential: Annotated[str | None, typer.Argument(
                     as_json=as_json)
     home = Home.from_env()
     if credential is None and not os.environ.get("CLANKIE_TOKEN") and home.token_file.exists():
-        write_private(home.token_file, made["token"] + "\n")  # or we would lock ourselves out
+        write_token_file(home, made["token"])  # or we would lock ourselves out
     _token(made, as_json, "credential")

@@ -13,11 +13,9 @@ reaches the terminal raw. Nothing printed is ever interpreted as markup.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Final, NoReturn
 
 import typer
@@ -169,15 +167,3 @@ def stdin_text(limit: int) -> str:
     if len(text) > limit:
         fail_usage(f"the answer is longer than {limit} characters; nothing was sent")
     return text
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file readable only by its owner (0600), atomically."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)

@@ -1,9 +1,11 @@
 """`clankie doctor`: what is wrong with this setup, one line a check, each with its fix.
 
-Owns the checks, which only look: the home and its mode, the store's schema (opened
-read-only, never migrated), the token file, the service and the token (sent only to a
-service that is the owner's, T2), the model provider, Git, the settings. Exit 0 when every
-check passes, 1 otherwise; `--json` for scripts.
+Owns the checks, which only look: the folders above the home, the home and its mode, the
+files in it (T1: one line for each that is a link, someone else's or writable by others;
+then nothing in the home is read), the store's schema (opened read-only, never migrated),
+the token file, the service and the token (sent only to a service that is the owner's,
+T2), the model provider, Git, the settings. Exit 0 when every check passes, 1 otherwise;
+`--json` for scripts.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from clankie.client import (
     ServiceUnreachable,
     trusted_url,
 )
-from clankie.home import Home
+from clankie.home import Home, Unsafe, UnsafeHome, problems
 from clankie.settings import Settings, SettingsError, load_settings
 from clankie.store.schema import MIGRATIONS
 
@@ -49,6 +51,25 @@ def _mode(path: os.PathLike[str] | str) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
+def check_trust(home: Home, found: list[Unsafe]) -> list[Check]:
+    """T1, one line a problem: the folders above the home, the home, the files in it."""
+    def failed(where: str) -> list[Check]:
+        return [Check(u.where, False, f"{u.path} {u.problem}", u.fix) for u in found
+                if u.where == where]
+
+    parents = failed("parents") or [Check(
+        "parents", True, f"the folders above {home.path} are yours or root's, and no one "
+        "else can write them")]
+    own = failed("home") or [check_home(home)]
+    if failed("home"):
+        files = [Check("files", False, "not checked: fix the home first", "fix the home first")]
+    else:
+        files = failed("files") or [Check(
+            "files", True, "each one clankie uses is yours, not a link, and no one else can "
+            "write it" if home.path.is_dir() else "none yet")]
+    return [*parents, *own, *files]
+
+
 def check_home(home: Home) -> Check:
     if not home.path.is_dir():
         return Check("home", False, f"{home.path} does not exist", "run `clankie init`")
@@ -56,7 +77,12 @@ def check_home(home: Home) -> Check:
     if mode != 0o700:
         return Check("home", False, f"{home.path} has mode {mode:o}, not 700",
                      f"chmod 700 {home.path}")
-    return Check("home", True, f"{home.path} (mode 700)")
+    return Check("home", True, f"{home.path} (yours, mode 700)")
+
+
+def not_read(check: str) -> Check:
+    return Check(check, False, "not read: the home is not safe (see above)",
+                 "fix what the lines above say")
 
 
 def check_store(home: Home) -> Check:
@@ -109,6 +135,8 @@ def check_service() -> Check:
         return Check("service", False, f"refused the token: {exc.code}", fix)
     except (ClientError, ValueError) as exc:
         return Check("service", False, str(exc), "check CLANKIE_URL")
+    except UnsafeHome as exc:  # the token file and the socket are not read from it
+        return Check("service", False, f"not contacted: {exc}", exc.unsafe.fix)
     trust = (" (CLANKIE_URL_TRUSTED: its owner is not checked where it cannot be told)"
              if trusted_url(where) else "")
     return Check("service", True, f"{where} answers and accepts the token{trust}")
@@ -156,22 +184,28 @@ def check_git() -> Check:
 
 
 def run_checks(home: Home) -> list[Check]:
-    checks = [check_home(home), check_store(home), check_token(home), check_service()]
+    found = problems(home)
+    checks = check_trust(home, found)
+    if found:  # nothing in such a home is read: not the store, the token, the settings
+        checks += [not_read("store"), not_read("token"), check_service()]
+    else:
+        checks += [check_store(home), check_token(home), check_service()]
     try:
-        settings = load_settings(home.path if home.path.is_dir() else None)
+        settings = load_settings(home.path if home.path.is_dir() and not found else None)
     except SettingsError as exc:
         checks.append(Check("settings", False, str(exc),
                             "fix settings.toml or the CLANKIE_ variable it names"))
         settings = Settings()
     else:
-        checks.append(Check("settings", True, "valid"))
+        checks.append(not_read("settings") if found else Check("settings", True, "valid"))
     checks += [check_model(settings), check_git()]
     return checks
 
 
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON."
                                                  )] = False) -> None:
-    """Check this setup: home, store, token, service, model, Git, settings."""
+    """Check this setup: home and its folders and files, store, token, service, model, Git,
+    settings."""
     checks = run_checks(Home.from_env())
     if as_json:
         typer.echo(json.dumps([asdict(c) for c in checks], indent=2))

@@ -16,12 +16,12 @@ import typer
 from clankie import __version__
 from clankie.client import NotYours
 from clankie.core.errors import ClankieError
-from clankie.home import Home
+from clankie.home import Home, UnsafeHome, check, make_home, write_token_file
 from clankie.settings import SettingsError, load_settings, settings_table
 from clankie.store.db import StoreUnusable
 
 from . import access, chat, conversations, doctor
-from .common import DENIED, explain_not_yours, say, warn, write_private
+from .common import DENIED, USAGE, explain_not_yours, say, warn
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   help="clankie: a local agent service that asks its owner one question at a "
@@ -63,8 +63,7 @@ def init() -> None:
     from clankie.store import Store
 
     home = Home.from_env()
-    home.path.mkdir(parents=True, exist_ok=True)
-    os.chmod(home.path, 0o700)
+    make_home(home)
     store = Store(home.store)
     try:
         service = Service(store, load_settings(home.path))
@@ -74,7 +73,7 @@ def init() -> None:
     if token is None:
         say(f"clankie is already set up in {home.path}")
         return
-    write_private(home.token_file, token + "\n")
+    write_token_file(home, token)
     say(f"clankie is set up in {home.path}; operator token in {home.token_file}")
 
 
@@ -98,6 +97,7 @@ def serve(
     from clankie.api.server import serve as run
 
     home = Home.from_env()
+    check(home)  # before settings.toml is read or the store touched (T1)
     environ = dict(os.environ) | ({"CLANKIE_MODEL": model} if model is not None else {})
     settings = load_settings(home.path, environ)  # T3: before anything touches the store
     try:
@@ -127,7 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SettingsError as exc:  # invalid input: the owner's to fix (T3)
         warn(f"clankie: {exc}")
-        return 2
+        return USAGE
+    except UnsafeHome as exc:  # T1: the path and what is wrong, then the fix
+        warn(f"clankie: unsafe home: {exc}")
+        warn(f"  fix: {exc.unsafe.fix}")
+        return USAGE
     except NotYours as exc:  # a command that reached the client outside `common.call`
         explain_not_yours(exc)
         return DENIED

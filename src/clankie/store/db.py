@@ -9,6 +9,7 @@ nothing of the rules: `Tx` loads and saves values of `clankie.core.model`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -67,8 +68,8 @@ class Store:
         self._readers: list[sqlite3.Connection] = []  # every read connection, to close
         self._idle: list[sqlite3.Connection] = []  # ... and those not in use now
         self._readers_lock = threading.Lock()
-        if self.path != ":memory:" and not os.path.exists(self.path):
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))  # private from birth
+        if self.path != ":memory:":
+            _create_private(self.path)
         self._writer = self._connect()
         self._writer.execute("PRAGMA journal_mode=WAL")
         self._migrate()
@@ -198,6 +199,16 @@ class Store:
             self._idle.clear()
         with self._write_lock:
             self._writer.close()
+
+
+def _create_private(path: str) -> None:
+    """Create the store file 0600 when it is missing: exclusively, and never through a
+    symlink (SQLite follows one, so a dangling link would put the store where it points)."""
+    if os.path.islink(path):
+        raise StoreUnusable(f"the store {path} is a symbolic link; clankie does not follow one")
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600))  # private from birth
 
 
 def _statements(script: str) -> Iterator[str]:

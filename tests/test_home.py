@@ -1,0 +1,143 @@
+"""T1 in process: the opening functions of `clankie.home` never go through a link and check
+what they opened; the store is never created through a link; `init`'s folders are
+private whatever the umask. (The refusals as the CLI shows them: tests/e2e/test_home_trust.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clankie.home import (
+    Home,
+    UnsafeHome,
+    check,
+    make_home,
+    open_lock,
+    operator_token,
+    problems,
+    read_token_file,
+    write_token_file,
+)
+from clankie.store.db import Store, StoreUnusable
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    path = tmp_path / "home"
+    path.mkdir(mode=0o700)
+    return Home(path)
+
+
+def test_t1_the_lock_is_never_opened_through_a_link(home: Home, tmp_path: Path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    home.lock.symlink_to(victim)
+    with pytest.raises(UnsafeHome) as refused:
+        open_lock(home)
+    assert refused.value.unsafe.path == home.lock and "symbolic link" in str(refused.value)
+    assert victim.read_text() == "precious\n"
+    home.lock.unlink()
+    home.lock.symlink_to(tmp_path / "dangling")
+    with pytest.raises(UnsafeHome):
+        open_lock(home)
+    assert not (tmp_path / "dangling").exists()
+
+
+def test_t1_a_new_lock_is_created_exclusively_and_an_old_one_reopened(home: Home):
+    fd = open_lock(home)
+    os.close(fd)
+    assert stat.S_IMODE(home.lock.stat().st_mode) == 0o600
+    os.close(open_lock(home))
+
+
+def test_t1_the_token_file_is_never_read_through_a_link_or_a_fifo(home: Home, tmp_path: Path):
+    secret = tmp_path / "secret"
+    secret.write_text("clk_other\n")
+    home.token_file.symlink_to(secret)
+    with pytest.raises(UnsafeHome):
+        read_token_file(home)
+    with pytest.raises(UnsafeHome):
+        operator_token(home, {})
+    assert operator_token(home, {"CLANKIE_TOKEN": "clk_env"}) == "clk_env"  # home not read
+    home.token_file.unlink()
+    os.mkfifo(home.token_file, 0o600)  # opening a FIFO to read would wait for a writer
+    with pytest.raises(UnsafeHome) as refused:
+        read_token_file(home)
+    assert "not a regular file" in str(refused.value)
+
+
+def test_t1_the_token_file_is_written_atomically_and_privately(home: Home, tmp_path: Path):
+    target = tmp_path / "target"
+    target.write_text("keep\n")
+    home.token_file.symlink_to(target)
+    write_token_file(home, "clk_new")  # a link there is replaced, not followed
+    assert target.read_text() == "keep\n"
+    assert not home.token_file.is_symlink() and read_token_file(home) == "clk_new"
+    assert stat.S_IMODE(home.token_file.stat().st_mode) == 0o600
+    assert [p.name for p in home.path.iterdir()] == ["operator.token"]
+
+
+def test_t1_the_store_is_never_created_through_a_link(tmp_path: Path):
+    path = tmp_path / "clankie.db"
+    path.symlink_to(tmp_path / "planted.db")
+    with pytest.raises(StoreUnusable):
+        Store(path)
+    assert not (tmp_path / "planted.db").exists()
+
+
+@pytest.fixture
+def umask_all() -> Iterator[None]:
+    old = os.umask(0o777)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_t1_init_folders_are_private_under_any_umask(tmp_path: Path, umask_all: None):
+    home = Home(tmp_path / "a" / "b" / "home")
+    make_home(home)
+    assert stat.S_IMODE(home.path.stat().st_mode) == 0o700
+    for folder in (tmp_path / "a", tmp_path / "a" / "b"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # the owner's bits only
+    write_token_file(home, "clk_x")
+    assert stat.S_IMODE(home.token_file.stat().st_mode) == 0o600
+    check(home)
+
+
+def test_t1_every_problem_is_listed_outermost_first(tmp_path: Path):
+    parent = tmp_path / "open"
+    parent.mkdir()
+    parent.chmod(0o777)
+    home = Home(parent / "home")
+    home.path.mkdir(mode=0o700)
+    (home.path / "settings.toml").symlink_to("/dev/null")
+    (home.path / "serve.lock").write_text("")
+    (home.path / "serve.lock").chmod(0o666)
+    found = problems(home)
+    assert [(u.where, u.path.name) for u in found] == [
+        ("parents", "open"), ("files", "settings.toml"), ("files", "serve.lock")]
+    assert found[2].fix == f"chmod go-w {home.lock}"
+    home.path.chmod(0o707)
+    assert [u.where for u in problems(home)] == ["parents", "home"]  # files: not looked at
+
+
+def test_t1_dotdot_after_a_link_is_checked_where_the_system_resolves_it(tmp_path: Path):
+    """`link/../home` opens `target/../home`, not `home` beside the link: that folder is
+    the one checked."""
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    real.chmod(0o777)
+    (tmp_path / "link").symlink_to(real / "sub")
+    home = Home(tmp_path / "link" / ".." / "home")
+    with pytest.raises(UnsafeHome) as refused:
+        make_home(home)
+    assert refused.value.unsafe.path == real and not (real / "home").exists()
+    real.chmod(0o755)
+    make_home(home)
+    assert (real / "home").is_dir() and not (tmp_path / "home").exists()
