@@ -207,7 +207,7 @@ def test_t1_t5_a_planted_log_symlink_is_refused_and_its_target_untouched(tmp_pat
     target.write_text("keep me\n")
     (home / "serve.log").symlink_to(target)
     done = clankie("serve", home=home, timeout=30)
-    assert done.returncode == 1 and "serve.log" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "serve.log" in done.stderr and "Traceback" not in done.stderr
     assert target.read_text() == "keep me\n"
 
 
