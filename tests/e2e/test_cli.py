@@ -401,9 +401,9 @@ def test_t2_another_users_listener_at_clankie_url_gets_nothing_and_the_cli_exits
 
 
 @needs_root
-def test_t2_a_swapped_home_socket_gets_nothing(served: Served, asked: tuple[str, str]):
-    """Another user's socket put in the place of the home's (the home itself stays the
-    owner's, so only T2 stands between the token and it)."""
+def test_t1_t2_a_swapped_home_socket_gets_nothing(served: Served, asked: tuple[str, str]):
+    """Another user's socket put in the place of the home's: T1 refuses it as someone
+    else's file in the home before anything connects (T2 would refuse it next)."""
     c, r = asked
     snap = ok_json(served, "conversations", "questions", c)
     assert served.stop() == 0
@@ -412,9 +412,9 @@ def test_t2_a_swapped_home_socket_gets_nothing(served: Served, asked: tuple[str,
         done = cli(served, *answer_args(c, r, snap), "--option",
                    snap["pending"]["options"][0]["option_id"])
     heard = squatter.close()
-    assert done.returncode == 5, done
-    assert f"the service at unix://{served.home.socket} is not yours" in done.stderr
-    assert heard.connections == 1 and heard.everything == b"", heard
+    assert done.returncode == 2, done
+    assert f"unsafe home: {served.home.socket}" in done.stderr
+    assert heard.connections == 0 and heard.everything == b"", heard
 
 
 @needs_root
