@@ -41,13 +41,15 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("name,value", HOSTILE)
+@pytest.mark.parametrize("name,value", HOSTILE, ids=[f"{n}={v[:24]}" for n, v in HOSTILE])
 def test_t3_a_hostile_setting_is_refused_naming_the_setting(tmp_path: Path, name: str,
                                                              value: str):
     with pytest.raises(SettingsError) as env_err:
         load_settings(tmp_path, {f"CLANKIE_{name.upper()}": value})
-    assert str(env_err.value).startswith(f"setting {name}:")
-    assert value[:20] in str(env_err.value) or "a list of" in str(env_err.value)
+    said = str(env_err.value)
+    assert said.startswith(f"setting {name} in CLANKIE_{name.upper()}:"), said
+    assert value[:20] in said or "a list of" in said or "give a JSON array" in said
+    assert env_err.value.fix.startswith(f"correct {name} in CLANKIE_{name.upper()}")
 
 
 @pytest.mark.parametrize("text", ["question_ttl = 1e20", "git_timeout = inf",
@@ -70,3 +72,33 @@ def test_t3_every_number_setting_declares_its_bounds_and_the_defaults_lie_within
             assert low <= setting.default <= high, setting.name
     assert load_settings(None, {"CLANKIE_GIT_TIMEOUT": "60", "CLANKIE_QUESTION_TTL": "1e3"}
                          ) == Settings(git_timeout=60.0, question_ttl=1000)
+
+
+@pytest.mark.parametrize("text,said", [
+    ("question_ttl = " + "1" * 400, "question_ttl"),
+    ('question_ttl = "86400"', "must be a whole number from 1 to 31,536,000 seconds"),
+    ('notify_command = "[\\"id\\"]"', "give a TOML array of strings"),
+    ("question_ttl = true", "true is not allowed"),
+    ("question_tll = 3600", "unknown setting 'question_tll' (did you mean question_ttl?)"),
+])
+def test_t3_a_settings_file_value_must_have_its_own_type_and_says_where_it_is(
+        tmp_path: Path, text: str, said: str):
+    (tmp_path / "settings.toml").write_text(text + "\n")
+    with pytest.raises(SettingsError) as err:
+        load_settings(tmp_path, {})
+    assert said in str(err.value) and str(tmp_path / "settings.toml") in str(err.value)
+    assert err.value.fix
+
+
+@pytest.mark.parametrize("variable,value,said", [
+    ("CLANKIE_QUESTION_TTL", "١٠", "question_ttl in CLANKIE_QUESTION_TTL"),
+    ("CLANKIE_QUESTION_TTL", "1" * 400, "question_ttl in CLANKIE_QUESTION_TTL"),
+    ("CLANKIE_QUESTION_TLL", "5", "did you mean CLANKIE_QUESTION_TTL?"),
+])
+def test_t3_a_variable_is_read_as_its_settings_type_and_a_misspelt_one_is_refused(
+        variable: str, value: str, said: str):
+    with pytest.raises(SettingsError) as err:
+        load_settings(None, {variable: value})
+    assert said in str(err.value)
+    assert load_settings(None, {"CLANKIE_URL": "unix:///x", "CLANKIE_HOME": "/h",
+                                "CLANKIE_QUESTION_TTL": "1_000"}).question_ttl == 1000

@@ -7,6 +7,7 @@ refused with a clear message rather than ignored.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -26,22 +27,24 @@ class Setting:
     bounds: tuple[float, float] | None = None  # numbers: inclusive, and always finite
     choices: tuple[str, ...] | None = None  # strings: one of these
     items: int | None = None  # lists: at most this many strings
+    unit: str = ""  # what a number counts, said with its bounds
 
 
 YEAR_S = 31_536_000
 SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("question_ttl", 86_400, "Seconds a question stays pending before it expires.",
-            (1, YEAR_S)),
+            (1, YEAR_S), unit="seconds"),
     Setting("receipt_limit", 16, "Receipts of ended questions kept per conversation.",
             (1, 10_000)),
     Setting("event_retention", 2_000, "Newest events kept per conversation.",
             (1, 1_000_000)),
     Setting("take_control_ttl", 3_600, "Default seconds of a Take Control lease.",
-            (1, YEAR_S)),
-    Setting("git_timeout", 2.0, "Seconds a read-only git command may take.", (0.1, 60)),
+            (1, YEAR_S), unit="seconds"),
+    Setting("git_timeout", 2.0, "Seconds a read-only git command may take.", (0.1, 60),
+            unit="seconds"),
     Setting("max_steps", 24, "Model calls a run may make.", (1, 1_000)),
     Setting("run_tool_budget", 262_144, "Bytes of tool results a run may receive in all.",
-            (1_024, 64 * 1024 * 1024)),
+            (1_024, 64 * 1024 * 1024), unit="bytes"),
     Setting("workspace_deny", DEFAULT_DENY,
             "Glob patterns of secret paths the tools never read (a list; in the environment "
             "a JSON array).", items=1_000),
@@ -63,7 +66,11 @@ _TEXT_CHARS = 2_000  # any string setting
 
 
 class SettingsError(Exception):
-    """A settings file or variable that cannot be used."""
+    """A settings file or variable that cannot be used; `fix` says what to do."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,83 +97,127 @@ assert [f.name for f in fields(Settings)] == [s.name for s in SETTINGS]
 assert all(getattr(Settings(), s.name) == s.default for s in SETTINGS)
 
 
+# CLANKIE_ variables that are not settings: where to find the home and the service.
+NOT_SETTINGS: Final = frozenset({"CLANKIE_HOME", "CLANKIE_URL", "CLANKIE_TOKEN",
+                                 "CLANKIE_URL_TRUSTED", "CLANKIE_CAMPAIGN_EXAMPLES"})
+
+
 def load_settings(home: Path | None, environ: dict[str, str] | None = None) -> Settings:
+    """The settings: `settings.toml` in the home, then `CLANKIE_<NAME>` variables over it.
+    A value of the wrong type, out of bounds or of an unknown name is a `SettingsError`
+    that says where it came from, what it may be, and how to fix it."""
     environ = dict(os.environ) if environ is None else environ
-    values: dict[str, Any] = {}
-    if home is not None and (home / "settings.toml").exists():
-        try:
-            values.update(tomllib.loads((home / "settings.toml").read_text("utf-8")))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise SettingsError(f"{home / 'settings.toml'}: {exc}") from None
     known = {s.name: s for s in SETTINGS}
-    for name in values:
+    values: dict[str, Any] = {}
+    path = home / "settings.toml" if home is not None else None
+    if path is not None and path.exists():
+        try:
+            from_file = tomllib.loads(path.read_text("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"{path}: {exc}", f"correct {path}") from None
+        for name, value in from_file.items():
+            if name not in known:
+                raise SettingsError(f"{path}: unknown setting {name!r}{_near(name)}",
+                                    f"correct or remove it in {path}; "
+                                    "`clankie serve --help-settings` lists them")
+            values[name] = _coerce(known[name], value, f"in {path}", from_text=False)
+    for variable, text in environ.items():
+        if not variable.startswith("CLANKIE_") or variable in NOT_SETTINGS:
+            continue
+        name = variable.removeprefix("CLANKIE_").lower()
         if name not in known:
-            raise SettingsError(f"settings.toml: unknown setting {name!r}")
-    for name in known:
-        env = environ.get(f"CLANKIE_{name.upper()}")
-        if env is not None:
-            values[name] = env
-    return Settings(**{name: _coerce(known[name], value) for name, value in values.items()})
+            raise SettingsError(f"{variable} is not a setting{_near(name, variable=True)}",
+                                f"unset {variable}, or correct its name")
+        values[name] = _coerce(known[name], text, f"in {variable}", from_text=True)
+    return Settings(**values)
 
 
-def _coerce(setting: Setting, value: Any) -> Any:
+def _near(name: str, variable: bool = False) -> str:
+    close = difflib.get_close_matches(name, [s.name for s in SETTINGS], n=1)
+    if not close:
+        return ""
+    return f" (did you mean {'CLANKIE_' + close[0].upper() if variable else close[0]}?)"
+
+
+def _coerce(setting: Setting, value: Any, where: str, from_text: bool) -> Any:
     """The value as the setting's type, within its bounds; else `SettingsError` naming the
-    setting, the value and what it may be."""
+    setting, the value, where it came from and what it may be. In `settings.toml` a value
+    has its TOML type (a number, not "86400"); a variable's text is read as that type."""
     kind = type(setting.default)
     if kind is tuple:
-        return _strings(setting, value)
+        return _strings(setting, value, where, from_text)
     if kind is bool:
         truth = {"true": True, "1": True, "false": False, "0": False}
-        if isinstance(value, bool) or str(value).lower() in truth:
-            return value if isinstance(value, bool) else truth[str(value).lower()]
-        raise _refused(setting, value, "true or false")
+        if isinstance(value, bool):
+            return value
+        if from_text and value.lower() in truth:
+            return truth[value.lower()]
+        raise _refused(setting, value, where, "true or false")
     if kind is str:
         if not isinstance(value, str) or len(value) > _TEXT_CHARS or "\x00" in value:
-            raise _refused(setting, value, f"text of at most {_TEXT_CHARS} characters")
+            raise _refused(setting, value, where,
+                           f"text of at most {_TEXT_CHARS:,} characters")
         if setting.choices is not None and value not in setting.choices:
-            raise _refused(setting, value, f"one of {', '.join(setting.choices)}")
+            raise _refused(setting, value, where, f"one of {', '.join(setting.choices)}")
         return value
-    number = _number(value, integer=kind is int)
+    number = _number(value, integer=kind is int, from_text=from_text)
     low, high = setting.bounds or (-math.inf, math.inf)
-    if number is None or not math.isfinite(number) or not low <= number <= high:
+    if number is None or not low <= number <= high:
         what = "a whole number" if kind is int else "a number"
-        raise _refused(setting, value, f"{what} from {low:g} to {high:g}")
+        raise _refused(setting, value, where, f"{what} from {_plain(low)} to {_plain(high)}"
+                       f"{' ' + setting.unit if setting.unit else ''}")
     return number
 
 
-def _number(value: Any, integer: bool) -> int | float | None:
-    """A finite int or float from TOML or the environment's text, or None."""
-    if isinstance(value, bool):
+def _number(value: Any, integer: bool, from_text: bool) -> int | float | None:
+    """A finite int or float: a TOML number, or a variable's text in ASCII digits; None
+    for anything else (a TOML string, a bool, NaN, infinity, a number no float holds)."""
+    if from_text:
+        if not isinstance(value, str) or not value.strip().isascii():
+            return None
+        try:
+            value = float(value) if not value.strip().lstrip("+-").isdigit() else int(value)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    try:
-        number = float(value) if isinstance(value, str) else value
-    except ValueError:
+    if isinstance(value, float):
+        if not math.isfinite(value) or (integer and not value.is_integer()):
+            return None
+        return int(value) if integer else value
+    if abs(value) > 2 ** 63:  # no setting's range comes near: refused before any float
         return None
-    if not isinstance(number, int | float) or not math.isfinite(number):
-        return None
-    if integer:
-        return int(number) if float(number).is_integer() else None
-    return float(number)
+    return value if integer else float(value)
 
 
-def _refused(setting: Setting, value: Any, wanted: str) -> SettingsError:
+def _plain(number: float) -> str:
+    return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
+
+
+def _refused(setting: Setting, value: Any, where: str, wanted: str) -> SettingsError:
     shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-    return SettingsError(f"setting {setting.name}: {shown} is not allowed; it must be {wanted}")
+    if isinstance(value, bool):
+        shown = str(value).lower()
+    return SettingsError(f"setting {setting.name} {where}: {shown} is not allowed; it must be "
+                         f"{wanted}", f"correct {setting.name} {where}")
 
 
-def _strings(setting: Setting, value: Any) -> tuple[str, ...]:
-    """A list of strings: a TOML array, or in the environment a JSON array."""
-    if isinstance(value, str):
+def _strings(setting: Setting, value: Any, where: str, from_text: bool) -> tuple[str, ...]:
+    """A list of strings: a TOML array, or in a variable a JSON array."""
+    if from_text:
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
             value = None
+    example = ('a JSON array, e.g. ["sh", "-c", "..."]' if from_text else
+               'a TOML array of strings, e.g. ["sh", "-c", "..."]')
     if not isinstance(value, list) or not all(isinstance(v, str) and "\x00" not in v
                                               and len(v) <= _TEXT_CHARS for v in value):
-        raise SettingsError(f"setting {setting.name}: give a list of strings (in the "
-                            'environment a JSON array, e.g. [".env", "*.pem"])')
+        raise SettingsError(f"setting {setting.name} {where}: give {example}",
+                            f"correct {setting.name} {where}")
     if setting.items is not None and len(value) > setting.items:
-        raise _refused(setting, f"a list of {len(value)}", f"at most {setting.items} strings")
+        raise _refused(setting, f"a list of {len(value)}", where,
+                       f"at most {setting.items:,} strings")
     return tuple(value)
 
 
@@ -174,15 +225,31 @@ def _shown(value: Any) -> str:
     return json.dumps(list(value)) if isinstance(value, tuple) else str(value)
 
 
+def _allowed(setting: Setting) -> str:
+    if setting.bounds is not None:
+        low, high = setting.bounds
+        return f"{_plain(low)}..{_plain(high)}{' ' + setting.unit if setting.unit else ''}"
+    if setting.choices is not None:
+        return " | ".join(setting.choices)
+    if setting.items is not None:
+        return f"at most {setting.items:,} strings"
+    if isinstance(setting.default, bool):
+        return "true | false"
+    return f"text, at most {_TEXT_CHARS:,} characters"
+
+
 def settings_table() -> str:
-    """The table `clankie serve --help-settings` prints."""
-    width = max(len(s.name) for s in SETTINGS)
-    shown = max(len(_shown(s.default)) for s in SETTINGS if not isinstance(s.default, tuple))
-    lines = [f"{'name'.ljust(width)}  {'default'.rjust(shown)}  help"]
-    for s in SETTINGS:
+    """The table `clankie serve --help-settings` prints: name, default, what is allowed,
+    and what the setting does."""
+    rows = [(s.name, "(list)" if isinstance(s.default, tuple) else _shown(s.default),
+             _allowed(s), s.help) for s in SETTINGS]
+    widths = [max(len(row[i]) for row in [("name", "default", "allowed", ""), *rows])
+              for i in range(3)]
+    lines = [f"{'name'.ljust(widths[0])}  {'default'.rjust(widths[1])}  "
+             f"{'allowed'.ljust(widths[2])}  help"]
+    for s, (name, default, allowed, helped) in zip(SETTINGS, rows, strict=True):
+        lines.append(f"{name.ljust(widths[0])}  {default.rjust(widths[1])}  "
+                     f"{allowed.ljust(widths[2])}  {helped}")
         if isinstance(s.default, tuple):  # a list is too long for the column: its own line
-            lines.append(f"{s.name.ljust(width)}  {'(list)'.rjust(shown)}  {s.help}")
-            lines.append(f"{''.ljust(width)}  {''.rjust(shown)}  default: {_shown(s.default)}")
-        else:
-            lines.append(f"{s.name.ljust(width)}  {_shown(s.default).rjust(shown)}  {s.help}")
+            lines.append(f"{''.ljust(sum(widths) + 6)}default: {_shown(s.default)}")
     return "\n".join(lines)

@@ -193,8 +193,7 @@ def run_checks(home: Home) -> list[Check]:
     try:
         settings = load_settings(home.path if home.path.is_dir() and not found else None)
     except SettingsError as exc:
-        checks.append(Check("settings", False, str(exc),
-                            "fix settings.toml or the CLANKIE_ variable it names"))
+        checks.append(Check("settings", False, str(exc), exc.fix))
         settings = Settings()
     else:
         checks.append(not_read("settings") if found else Check("settings", True, "valid"))

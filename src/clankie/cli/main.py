@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SettingsError as exc:  # invalid input: the owner's to fix (T3)
         warn(f"clankie: {exc}")
+        warn(f"  fix: {exc.fix}")
         return USAGE
     except UnsafeHome as exc:  # T1: the path and what is wrong, then the fix
         warn(f"clankie: unsafe home: {exc}")
