@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from clankie.text import visible
 
@@ -25,6 +26,7 @@ WINDOW_S = 60.0
 LOG_BYTES = 16 * 1024 * 1024  # a longer log is moved to serve.log.1 when serve starts
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _KEYS = 1_000  # distinct messages remembered for counting
+_DIGITS = re.compile(r"\d+")
 
 
 class LogRefused(Exception):
@@ -32,10 +34,15 @@ class LogRefused(Exception):
 
 
 class Visible(logging.Formatter):
-    """Each line as the format says, with control characters made visible."""
+    """Each line as the format says, with control characters made visible, and a message
+    kept on its one line (a newline in text from others is written `\\n`, so it cannot
+    forge a line of the log); a traceback of ours keeps its lines."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        return visible(super().format(record))
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return visible(super().formatMessage(record)).replace("\n", "\\n")
+
+    def formatException(self, ei: Any) -> str:
+        return visible(super().formatException(ei))
 
 
 class Repeats(logging.Filter):
@@ -55,7 +62,9 @@ class Repeats(logging.Filter):
         return bool(decided)
 
     def _decide(self, record: logging.LogRecord) -> bool:
-        key = (record.name, record.levelno, record.getMessage())
+        # Messages that differ only in their numbers are one message ("closed 3 ..." and
+        # "closed 4 ..."), so a stranger cannot make each line new by moving a count.
+        key = (record.name, record.levelno, _DIGITS.sub("#", record.getMessage()))
         now = time.monotonic()
         said, held = self._seen.get(key, (-self.window - 1, 0))
         if now - said < self.window:
