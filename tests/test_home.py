@@ -141,3 +141,11 @@ def test_t1_dotdot_after_a_link_is_checked_where_the_system_resolves_it(tmp_path
     real.chmod(0o755)
     make_home(home)
     assert (real / "home").is_dir() and not (tmp_path / "home").exists()
+
+
+def test_t1_a_home_given_with_tilde_or_relative_is_one_absolute_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert Home.from_env({"CLANKIE_HOME": "~/clankie-x"}).path == tmp_path / "clankie-x"
+    assert Home.from_env({"CLANKIE_HOME": "rel/h"}).path == tmp_path / "rel" / "h"

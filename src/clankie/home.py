@@ -52,6 +52,11 @@ FILES: Final[dict[str, str]] = {
     SOCKET: "",
     LOG: " (the service's log: `clankie serve` starts a new one)",
 }
+# Files whose contents are secrets or the owner's words: nobody else may read them either.
+PRIVATE: Final[dict[str, str]] = {
+    TOKEN: "the operator token", STORE: "every conversation and answer",
+    f"{STORE}-wal": "recent answers", f"{STORE}-journal": "recent answers",
+}
 MAX_TOKEN_FILE = 4096  # bytes read of operator.token (a token is about 50)
 
 
@@ -63,7 +68,11 @@ class Home:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Home:
         env = os.environ if environ is None else environ
         configured = env.get("CLANKIE_HOME")
-        return cls(Path(configured) if configured else platformdirs.user_data_path("clankie"))
+        # `~` as a shell would have expanded it (a quoted "~/x" reaches us as it is), and
+        # absolute: the same home whatever the current folder, and said as such
+        path = Path(configured).expanduser() if configured else platformdirs.user_data_path(
+            "clankie")
+        return cls(Path(os.path.abspath(path)))
 
     @property
     def store(self) -> Path:
@@ -242,6 +251,10 @@ def _file_problem(path: Path, st: os.stat_result, remedy: str) -> Unsafe | None:
                       else "is not a regular file", remove)
     if st.st_mode & 0o022:
         return Unsafe("files", path, _writable(st), f"chmod go-w {path}")
+    if path.name in PRIVATE and st.st_mode & 0o044:  # like ssh's UNPROTECTED PRIVATE KEY
+        return Unsafe("files", path, f"can be read by others (mode "
+                      f"{stat.S_IMODE(st.st_mode):o}): it holds {PRIVATE[path.name]}",
+                      f"chmod 600 {path}")
     return None
 
 

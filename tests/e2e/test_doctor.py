@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.served import ROOT, Served
+from tests.e2e.served import ROOT, Served, clankie
 from tests.squatter import Squatter, needs_root
 
 
@@ -43,17 +43,23 @@ def test_a_missing_home(tmp_path: Path):
     assert checks["home"]["fix"] == "run `clankie init`"
 
 
-def test_a_home_with_the_wrong_mode(served: Served):
-    served.home.path.chmod(0o755)
+def test_t1_a_home_others_can_look_into_passes_everywhere_with_a_word_in_doctor(
+        served: Served):
+    served.home.path.chmod(0o755)  # not writable by others: T1 allows it, like every command
     code, checks = doctor(served.home.path)
-    assert (code, failing(checks)) == (1, {"home"})
-    assert "chmod 700" in str(checks["home"]["fix"])
+    assert (code, failing(checks)) == (0, set())
+    assert "chmod 700" in str(checks["home"]["detail"])
+    assert clankie("conversations", "list", home=served.home.path).returncode == 0
 
 
-def test_a_token_file_with_the_wrong_mode(served: Served):
+def test_t1_a_token_file_others_can_read_is_refused_everywhere(served: Served):
     served.home.token_file.chmod(0o644)
     code, checks = doctor(served.home.path)
-    assert (code, failing(checks)) == (1, {"token"})
+    assert code == 1 and "files" in failing(checks)
+    assert "can be read by others" in str(checks["files"]["detail"])
+    assert checks["files"]["fix"] == f"chmod 600 {served.home.token_file}"
+    refused = clankie("conversations", "list", home=served.home.path)
+    assert refused.returncode == 2 and "can be read by others" in refused.stderr
 
 
 def test_a_stopped_service(served: Served):
