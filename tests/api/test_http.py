@@ -126,7 +126,8 @@ def test_an_unexpected_error_is_a_500_problem_without_internals(world: World, ca
             raise RuntimeError("secret detail at /srv/clankie/internal.py")
 
     with TestClient(create_app(Exploding())) as client:  # type: ignore[arg-type]
-        response = client.post("/v1/ops/conversation_list", json={})
+        response = client.post("/v1/ops/conversation_list", json={},
+                               headers={"Authorization": "Bearer any"})
     assert response.status_code == 500
     body = response.text
     assert response.json()["code"] == "internal_error"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -28,7 +29,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from clankie import __version__
 from clankie.core.errors import ClankieError
@@ -45,6 +46,8 @@ _OPS_THREADS = 16
 # One credential's operations (or those of one token, valid or not) run at most this many
 # at once; the rest wait in their own line, so no credential fills the ops threads.
 _LANE = 4
+# The ops threads that calls over TCP may take in all: the rest stay the Unix socket's.
+_TCP_SHARE = 8
 # A long-poll's reads (its first, and one after each wake-up) run apart from the ops, so
 # many long-polls woken by one commit never keep an operation waiting for a thread.
 _TAIL_READ_THREADS = 8
@@ -78,18 +81,23 @@ def create_app(service: Service) -> FastAPI:
                   docs_url=None, redoc_url=None)
     ops_limiter = anyio.CapacityLimiter(_OPS_THREADS)
     tail_read_limiter = anyio.CapacityLimiter(_TAIL_READ_THREADS)
+    tcp_share = anyio.CapacityLimiter(_TCP_SHARE)
     lanes = _Lanes()
 
-    async def in_thread(token: str | None, limiter: anyio.CapacityLimiter,
+    async def in_thread(request: Request, token: str | None, limiter: anyio.CapacityLimiter,
                         work: Any) -> bytes | None:
         """Run `work` in a worker thread within the token's lane, and encode its result
         there too: a large page is never serialized on the event loop, which every other
-        connection shares."""
+        connection shares. Calls that came over TCP take at most `_TCP_SHARE` threads in
+        all, so the owner's Unix socket always finds threads free (V5)."""
         def run() -> bytes | None:
             result = work()
             return None if result is None else result.model_dump_json().encode()
         async with lanes.held(token):
-            return await anyio.to_thread.run_sync(run, limiter=limiter)
+            if not _over_tcp(request):
+                return await anyio.to_thread.run_sync(run, limiter=limiter)
+            async with tcp_share:
+                return await anyio.to_thread.run_sync(run, limiter=limiter)
 
     async def events_tail(request: Request, payload: Any) -> bytes:
         """V1 and V5: read; while the service says to wait, wait here without a thread."""
@@ -106,7 +114,7 @@ def create_app(service: Service) -> FastAPI:
             limiter = tail_read_limiter if tail.waits else ops_limiter
             while True:
                 woken.clear()
-                page = await in_thread(token, limiter, tail.read)
+                page = await in_thread(request, token, limiter, tail.read)
                 if page is not None:
                     return page
                 await _until_woken(woken, request, tail.remaining())
@@ -115,13 +123,15 @@ def create_app(service: Service) -> FastAPI:
     async def dispatch(op: str, request: Request) -> Response:
         try:
             token = _bearer(request)  # T6: who asks, before anything they sent is read
-            await in_thread(token, ops_limiter, partial(service.authenticate, token))
+            if token is None:  # no thread, no store: a stranger's bare request is cheap
+                raise ClankieError("unauthenticated", "a bearer token is required")
+            await in_thread(request, token, ops_limiter, partial(service.authenticate, token))
             body = await _read_body(request)
             payload = _parse_json(body)
             if op == "events_tail":
                 encoded = await events_tail(request, payload)
             else:
-                encoded = await in_thread(token, ops_limiter,
+                encoded = await in_thread(request, token, ops_limiter,
                                           partial(service.call, op, token, payload))
             return Response(encoded, media_type="application/json")
         except ClientDisconnect:
@@ -134,8 +144,8 @@ def create_app(service: Service) -> FastAPI:
             return problem(ClankieError("internal_error", "an unexpected error; it was logged"))
 
     @app.get("/v1/openapi.json")
-    async def openapi() -> JSONResponse:
-        return JSONResponse(build_openapi())
+    async def openapi() -> Response:
+        return Response(_openapi_bytes(), media_type="application/json")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -143,6 +153,12 @@ def create_app(service: Service) -> FastAPI:
         return problem(ClankieError(code, str(exc.detail)), status=exc.status_code)
 
     return app
+
+
+@functools.cache
+def _openapi_bytes() -> bytes:
+    """The OpenAPI document, encoded once: anyone may ask for it, in a loop."""
+    return json.dumps(build_openapi(), separators=(",", ":")).encode()
 
 
 class _Lanes:
@@ -186,6 +202,12 @@ async def _until_woken(woken: asyncio.Event, request: Request, seconds: float) -
             group.cancel_scope.cancel()
     if gone:
         raise ClientDisconnect
+
+
+def _over_tcp(request: Request) -> bool:
+    """Whether the request came over a TCP listener (not the owner's Unix socket)."""
+    server = request.scope.get("server")
+    return isinstance(server, tuple | list) and len(server) == 2 and server[1] is not None
 
 
 def _bearer(request: Request) -> str | None:
