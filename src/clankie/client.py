@@ -88,8 +88,8 @@ class NotYours(ClientError):
                         f"socket), or find who holds {address} ({_who_holds(address)}), "
                         "stop it and start `clankie serve`")
         else:
-            super().__init__(f"the service at {address} is not yours as far as clankie can "
-                             f"tell: it cannot tell who listens there ({listener.how}); the "
+            super().__init__(f"the service at {address} is not known to be yours: clankie "
+                             f"cannot tell who listens at {address} ({listener.how}); the "
                              "token was not sent")
             self.fix = ("if it is your own service (a tunnel to it, say), mark that URL "
                         f"trusted: export CLANKIE_URL_TRUSTED='{address}'")

@@ -17,7 +17,7 @@ from clankie.client import (
     Uncertain,
 )
 from tests.e2e.served import Served
-from tests.peers import DroppingPeer
+from tests.peers import DroppingPeer, own_non_loopback_address
 from tests.squatter import Heard, Squatter, needs_root
 
 
@@ -142,6 +142,24 @@ def test_t2_trust_never_covers_a_listener_known_to_be_someone_elses(
         with Client(squatter.url, TOKEN) as client, pytest.raises(NotYours) as err:
             client.call("conversation_list")
         assert err.value.certain
+    _refused(squatter.close())
+
+
+@needs_root
+def test_t2_another_users_listener_on_this_hosts_own_address_is_not_yours_even_when_trusted(
+        monkeypatch: pytest.MonkeyPatch):
+    """A listener on one of this host's own non-loopback addresses (eth0's, say) is told
+    from /proc/net/tcp like one on loopback: another user's is refused for certain, and a
+    trust mark for that very URL does not make it the owner's."""
+    address = own_non_loopback_address()
+    if address is None:
+        pytest.skip("this host has no non-loopback address")
+    with Squatter.tcp(host=address) as squatter:
+        monkeypatch.setenv("CLANKIE_URL_TRUSTED", squatter.url)
+        with Client(squatter.url, TOKEN) as client, pytest.raises(NotYours) as err:
+            client.call("conversation_list")
+        assert err.value.certain, err.value
+        assert "another machine" not in str(err.value)
     _refused(squatter.close())
 
 
