@@ -93,9 +93,14 @@ def serve(
     if help_settings:
         typer.echo(settings_table())
         return
-    from clankie.api.server import ServeError
+    from clankie.api.server import ServeError, ServeUsage, parse_tcp
     from clankie.api.server import serve as run
 
+    try:
+        if tcp is not None:
+            parse_tcp(tcp)  # a usage error, before the home or the store is touched
+    except ServeUsage as exc:
+        raise fail(str(exc), USAGE) from None
     home = Home.from_env()
     check(home)  # before settings.toml is read or the store touched (T1)
     environ = dict(os.environ) | ({"CLANKIE_MODEL": model} if model is not None else {})
