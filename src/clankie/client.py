@@ -25,7 +25,9 @@ it is built, can reach an unchecked listener.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -37,8 +39,8 @@ from clankie import dto
 from clankie.home import Home, operator_token, service_url
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
-__all__ = ["ApiError", "AsyncClient", "Client", "NotYours", "ServiceUnreachable",
-           "Uncertain", "trusted_url"]
+__all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "Client", "NotYours",
+           "ServiceUnreachable", "Uncertain", "service_address", "trusted_url"]
 
 DEFAULT_TIMEOUT = 30.0
 # A long-poll that comes back empty at once found no free slot (V5: 8 a credential):
@@ -49,7 +51,20 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class ClientError(Exception):
-    """Base of the client's errors."""
+    """Base of the client's errors; `fix`, where there is one, says what to do."""
+
+    fix: str | None = None
+
+
+class BadServiceUrl(ClientError, ValueError):
+    """`CLANKIE_URL` is not an address clankie can use: usage or invalid input (exit 2)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"CLANKIE_URL={url!r} is not an address clankie can use: write "
+                         "http://HOST:PORT (an IPv6 host in brackets, as in "
+                         "http://[::1]:18900) or unix:///path/to/clankie.sock")
+        self.fix = ("set CLANKIE_URL to http://HOST:PORT or unix:///path/to/clankie.sock, "
+                    "or unset it to use the home's socket")
 
 
 class ApiError(ClientError):
@@ -102,12 +117,44 @@ def _who_holds(address: str) -> str:
     return f"`ss -ltnp 'sport = :{port}'`"
 
 
+_HTTP_URL = re.compile(r"(?P<scheme>https?)://(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._-]+)"
+                       r":(?P<port>[0-9]{1,5})/?", re.IGNORECASE)
+_UNIX_URL = re.compile(r"unix://(?P<path>/.+)", re.IGNORECASE | re.DOTALL)
+
+
+def service_address(url: str) -> str:
+    """`url` as clankie uses it, if it is one: `http://HOST:PORT` (or https; an IPv6 host in
+    brackets; the scheme in any case; one trailing slash) or `unix:///absolute/path`, else
+    `BadServiceUrl`. The scheme comes back in lower case and without the trailing slash."""
+    if unix := _UNIX_URL.fullmatch(url):
+        return f"unix://{unix['path']}"
+    http = _HTTP_URL.fullmatch(url)
+    if http is None or not 0 < int(http["port"]) <= 65535:
+        raise BadServiceUrl(url)
+    host = http["host"]
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise BadServiceUrl(url) from None
+    return f"{http['scheme'].lower()}://{host}:{int(http['port'])}"
+
+
+def _same_address(one: str, other: str) -> bool:
+    def canonical(url: str) -> str:
+        try:
+            return service_address(url)
+        except BadServiceUrl:
+            return url.rstrip("/")
+    return canonical(one) == canonical(other)
+
+
 def trusted_url(url: str, environ: Mapping[str, str] | None = None) -> bool:
     """Whether the owner marked `url` trusted: `CLANKIE_URL_TRUSTED` names that very URL
     (a mark is for one address, so one left in a profile trusts no other)."""
     env = os.environ if environ is None else environ
     mark = env.get("CLANKIE_URL_TRUSTED", "").strip()
-    return bool(mark) and mark.rstrip("/") == url.rstrip("/")
+    return bool(mark) and _same_address(mark, url)
 
 
 class _PeerCheck:
@@ -223,12 +270,11 @@ class _AsyncCheckedTransport(httpx.AsyncHTTPTransport):
 
 
 def _transport_args(url: str) -> tuple[str, str | None]:
-    """The base URL of requests, and the Unix socket's path if it is one."""
+    """The base URL of requests, and the Unix socket's path if it is one (`url` as
+    `service_address` returns it)."""
     if url.startswith("unix://"):
         return "http://clankie", url.removeprefix("unix://")
-    if url.startswith(("http://", "https://")):
-        return url.rstrip("/"), None
-    raise ValueError(f"CLANKIE_URL must be http://HOST:PORT or unix:///path, not {url!r}")
+    return url, None
 
 
 def _timeout(op: str, payload: Mapping[str, Any], base: float) -> httpx.Timeout:
@@ -264,7 +310,7 @@ class _Target:
     def __init__(self, url: str | None, token: str | None, home: Home | None,
                  timeout: float) -> None:
         home = home or Home.from_env()
-        self.url = url or service_url(home)
+        self.url = service_address(url or service_url(home))
         self.token = token if token is not None else operator_token(home)
         self._base_timeout = timeout
         self._base_url, self._uds = _transport_args(self.url)

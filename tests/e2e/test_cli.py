@@ -380,6 +380,33 @@ def test_shell_completion_offers_conversation_ids_from_the_running_service(
     assert (nobody_home.returncode, nobody_home.stdout.strip(), nobody_home.stderr) == (0, "", "")
 
 
+# ---------------------------------------------------------------------- CLANKIE_URL
+
+MALFORMED_URLS = ["http://::1:18901", "http://[::1]:abc", "http://127.0.0.1",
+                  "http://127.0.0.1:99999", "ftp://127.0.0.1:18900", "unix://relative.sock"]
+
+
+def test_cli_a_malformed_clankie_url_is_a_usage_error_said_in_one_sentence(served: Served):
+    """Exit 2 (usage or invalid input) with what a valid CLANKIE_URL looks like, from every
+    command; never an internal error, and nothing on stdout even with --json."""
+    for url in MALFORMED_URLS:
+        for args in (("conversations", "list"), ("conversations", "list", "--json"),
+                     ("chat",)):
+            done = cli(served, *args, env={"CLANKIE_URL": url})
+            assert done.returncode == 2, (url, args, done)
+            assert "internal error" not in done.stderr, done.stderr
+            assert repr(url) in done.stderr, done.stderr
+            assert "http://HOST:PORT" in done.stderr and "unix:///" in done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+            assert done.stdout == "", done.stdout
+
+
+def test_cli_an_uppercase_scheme_in_clankie_url_is_accepted(served: Served):
+    url = served.tcp_url.replace("http://", "HTTP://")
+    listed = ok_json(served, "conversations", "list", env={"CLANKIE_URL": url})
+    assert listed["conversations"] == []
+
+
 # ----------------------------------------------------------- T2: whose service it is
 
 

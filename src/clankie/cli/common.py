@@ -99,10 +99,9 @@ def explain_not_yours(exc: NotYours) -> None:
 
 
 def connect() -> Client:
-    try:
-        return Client()
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    """The client of CLANKIE_URL (else the home's socket); a CLANKIE_URL that is not an
+    address is `BadServiceUrl`, which `main` says as a usage error (exit 2)."""
+    return Client()
 
 
 COMPLETION_TIMEOUT_S = 0.2

@@ -133,8 +133,8 @@ def check_service() -> Check:
                "operator.token), or `clankie init` after a revocation"
                if exc.code == "unauthenticated" else None)
         return Check("service", False, f"refused the token: {exc.code}", fix)
-    except (ClientError, ValueError) as exc:
-        return Check("service", False, str(exc), "check CLANKIE_URL")
+    except (ClientError, ValueError) as exc:  # BadServiceUrl: CLANKIE_URL is not one
+        return Check("service", False, str(exc), getattr(exc, "fix", None) or "check CLANKIE_URL")
     except UnsafeHome as exc:  # the token file and the socket are not read from it
         return Check("service", False, f"not contacted: {exc}", exc.unsafe.fix)
     trust = (" (CLANKIE_URL_TRUSTED: its owner is not checked where it cannot be told)"

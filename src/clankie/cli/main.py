@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from clankie import __version__
-from clankie.client import NotYours
+from clankie.client import BadServiceUrl, NotYours
 from clankie.core.errors import ClankieError
 from clankie.home import Home, UnsafeHome, check, make_home, write_token_file
 from clankie.settings import SettingsError, load_settings, settings_table
@@ -136,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     except UnsafeHome as exc:  # T1: the path and what is wrong, then the fix
         warn(f"clankie: unsafe home: {exc}")
         warn(f"  fix: {exc.unsafe.fix}")
+        return USAGE
+    except BadServiceUrl as exc:  # CLANKIE_URL is not an address: the owner's to fix
+        warn(f"clankie: {exc}")
         return USAGE
     except NotYours as exc:  # a command that reached the client outside `common.call`
         explain_not_yours(exc)
