@@ -4,6 +4,7 @@ this host's own non-loopback address, for the listeners that use one."""
 from __future__ import annotations
 
 import contextlib
+import http.server
 import ipaddress
 import socket
 import subprocess
@@ -121,3 +122,27 @@ def own_non_loopback_address() -> str | None:
         usable.append(ip)
     usable.sort(key=lambda ip: ip.version)
     return str(usable[0]) if usable else None
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class OtherProgram:
+    """Some other program of the owner's on a loopback port (`python3 -m http.server`): it
+    answers a POST with an HTML 501, nothing like clankie. `url` reaches it."""
+
+    def __init__(self) -> None:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def __enter__(self) -> OtherProgram:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)

@@ -2,9 +2,13 @@
 
 Owns how a surface talks to the service: the URL and token rules of `clankie.home`,
 requests as `POST /v1/ops/{op}`, results parsed into the `clankie.dto` output shapes, and
-four kinds of failure that a surface must tell apart:
+the kinds of failure that a surface must tell apart:
 
+- `BadServiceUrl`: the URL is not an address clankie can use (a usage error); nothing was
+  tried.
 - `ApiError`: the service answered with a problem document (`code`, `status`, `problem`).
+  `NotClankie`, one of them: what answered sent neither a result nor a problem document,
+  so it is not clankie (some other program of the owner's at CLANKIE_URL, say).
 - `ServiceUnreachable`: nothing was sent (no socket, connection refused).
 - `NotYours`: something listens at the address, but it is not known to be the owner's
   service (SPEC T2), so nothing was sent, the token least of all.
@@ -39,7 +43,7 @@ from clankie import dto
 from clankie.home import Home, operator_token, service_url
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
-__all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "Client", "NotYours",
+__all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "Client", "NotClankie", "NotYours",
            "ServiceUnreachable", "Uncertain", "service_address", "trusted_url"]
 
 DEFAULT_TIMEOUT = 30.0
@@ -74,6 +78,24 @@ class ApiError(ClientError):
         self.status = int(problem.get("status", 500))
         self.detail = str(problem.get("detail", ""))
         super().__init__(f"{self.code}: {self.detail}")
+
+
+class NotClankie(ApiError):
+    """What answered at `address` is not clankie: neither a result nor a problem document
+    came back (some other program of the owner's, say). Its `problem` is clankie's own
+    account of that, code `not_clankie` with the HTTP status that came."""
+
+    def __init__(self, address: str, status: int, *, via_env: bool) -> None:
+        detail = (f"the service at {address} did not answer like clankie (HTTP {status}); "
+                  + ("check CLANKIE_URL" if via_env else "is `clankie serve` what listens "
+                     "there?"))
+        fix = ("point CLANKIE_URL at clankie's own address (unset: the home's socket)"
+               if via_env else f"stop what listens at {address} and start `clankie serve`")
+        super().__init__({"type": "urn:clankie:problem:not_clankie", "title": "not clankie",
+                          "status": status, "detail": detail, "code": "not_clankie",
+                          "fix": fix})
+        self.args = (detail,)
+        self.fix = fix
 
 
 class ServiceUnreachable(ClientError):
@@ -283,7 +305,7 @@ def _timeout(op: str, payload: Mapping[str, Any], base: float) -> httpx.Timeout:
     return httpx.Timeout(base + wait_s, connect=min(base, 5.0))
 
 
-def _result(response: httpx.Response) -> dict[str, Any]:
+def _result(response: httpx.Response, target: _Target) -> dict[str, Any]:
     try:
         body = response.json()
     except ValueError:
@@ -292,8 +314,7 @@ def _result(response: httpx.Response) -> dict[str, Any]:
         return body
     if isinstance(body, dict) and "code" in body:
         raise ApiError(body)
-    raise ApiError({"code": "internal_error", "status": response.status_code,
-                    "detail": f"unexpected HTTP {response.status_code} from the service"})
+    raise NotClankie(target.url, response.status_code, via_env=target.via_env)
 
 
 def _failure(exc: httpx.TransportError, url: str) -> ClientError:
@@ -311,6 +332,8 @@ class _Target:
                  timeout: float) -> None:
         home = home or Home.from_env()
         self.url = service_address(url or service_url(home))
+        given = os.environ.get("CLANKIE_URL", "")
+        self.via_env = bool(given) and _same_address(given, self.url)  # advice names it
         self.token = token if token is not None else operator_token(home)
         self._base_timeout = timeout
         self._base_url, self._uds = _transport_args(self.url)
@@ -344,7 +367,7 @@ class Client(_Target):
                                        timeout=_timeout(op, payload, self._base_timeout))
         except httpx.TransportError as exc:
             raise _failure(exc, self.url) from None
-        return _result(response)
+        return _result(response, self)
 
     def op(self, op: str, **payload: Any) -> Any:
         """One operation; its result as the op's output shape (`clankie.dto.OPS`)."""
@@ -355,7 +378,7 @@ class Client(_Target):
             response = self._http.get("/v1/openapi.json", timeout=self._base_timeout)
         except httpx.TransportError as exc:
             raise _failure(exc, self.url) from None
-        return _result(response)
+        return _result(response, self)
 
     # The question contract, typed.
 
@@ -410,7 +433,7 @@ class AsyncClient(_Target):
                                              timeout=_timeout(op, payload, self._base_timeout))
         except httpx.TransportError as exc:
             raise _failure(exc, self.url) from None
-        return _result(response)
+        return _result(response, self)
 
     async def op(self, op: str, **payload: Any) -> Any:
         return dto.OPS[op].output.model_validate(await self.call(op, payload))

@@ -16,7 +16,7 @@ import pytest
 
 from clankie import __version__ as clankie_version
 from tests.e2e.served import ROOT, LineReader, Served, ask, settle
-from tests.peers import CommittingDropper, DroppingPeer
+from tests.peers import CommittingDropper, DroppingPeer, OtherProgram
 from tests.squatter import Squatter, needs_root
 
 TEXT_SCRIPT = {"turns": [[{"ask": {"kind": "text",
@@ -405,6 +405,22 @@ def test_cli_an_uppercase_scheme_in_clankie_url_is_accepted(served: Served):
     url = served.tcp_url.replace("http://", "HTTP://")
     listed = ok_json(served, "conversations", "list", env={"CLANKIE_URL": url})
     assert listed["conversations"] == []
+
+
+def test_cli_another_program_at_clankie_url_did_not_answer_like_clankie(served: Served):
+    """Some other program of the owner's at CLANKIE_URL (it is the owner's, so T2 lets the
+    request go): said as such, with CLANKIE_URL to check, never as an internal error."""
+    with OtherProgram() as other:
+        done = cli(served, "conversations", "list", env={"CLANKIE_URL": other.url})
+        as_json = cli(served, "conversations", "list", "--json",
+                      env={"CLANKIE_URL": other.url})
+    assert done.returncode == 1, done
+    assert (f"the service at {other.url} did not answer like clankie (HTTP 501); check "
+            "CLANKIE_URL") in done.stderr, done.stderr
+    assert "internal_error" not in done.stderr + as_json.stdout
+    assert as_json.returncode == 1
+    problem = json.loads(as_json.stdout)
+    assert problem["code"] == "not_clankie" and problem["status"] == 501, problem
 
 
 # ----------------------------------------------------------- T2: whose service it is

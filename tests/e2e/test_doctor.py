@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.served import ROOT, Served
+from tests.peers import OtherProgram
 from tests.squatter import Squatter, needs_root
 
 
@@ -144,3 +145,15 @@ def test_doctor_an_uppercase_scheme_in_clankie_url_passes(served: Served):
     code, checks = doctor(served.home.path,
                           CLANKIE_URL=served.tcp_url.replace("http://", "HTTP://"))
     assert (code, failing(checks)) == (0, set()), checks
+
+
+def test_doctor_another_program_at_clankie_url_fails_the_service_line_with_the_fix(
+        served: Served):
+    with OtherProgram() as other:
+        code, checks = doctor(served.home.path, CLANKIE_URL=other.url)
+    assert (code, failing(checks)) == (1, {"service"})
+    assert str(checks["service"]["detail"]).startswith(
+        f"the service at {other.url} did not answer like clankie (HTTP 501)")
+    assert "internal_error" not in str(checks["service"]["detail"])
+    assert checks["service"]["fix"] == ("point CLANKIE_URL at clankie's own address (unset: "
+                                        "the home's socket)")

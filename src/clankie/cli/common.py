@@ -20,7 +20,14 @@ from typing import Any, Final, NoReturn
 
 import typer
 
-from clankie.client import ApiError, Client, NotYours, ServiceUnreachable, Uncertain
+from clankie.client import (
+    ApiError,
+    Client,
+    NotClankie,
+    NotYours,
+    ServiceUnreachable,
+    Uncertain,
+)
 from clankie.text import visible, visible_json
 
 DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
@@ -68,6 +75,13 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
     """Call `op` once. On failure, say why (or print the problem with --json) and exit."""
     try:
         return client.call(op, payload)
+    except NotClankie as err:  # some other program answered: not the service's problem
+        if as_json:
+            print_json(err.problem)
+        else:
+            warn(f"clankie: {err}.")
+            warn(f"  fix: {err.fix}")
+        exit_with(OTHER)
     except ApiError as err:
         if as_json:
             print_json(err.problem)

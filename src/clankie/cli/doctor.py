@@ -26,6 +26,7 @@ from clankie.client import (
     ApiError,
     Client,
     ClientError,
+    NotClankie,
     NotYours,
     ServiceUnreachable,
     trusted_url,
@@ -126,7 +127,7 @@ def check_service() -> Check:
             where = client.url
     except ServiceUnreachable as exc:
         return Check("service", False, f"not reachable: {exc}", "start it: `clankie serve`")
-    except NotYours as exc:
+    except (NotYours, NotClankie) as exc:
         return Check("service", False, str(exc), exc.fix)
     except ApiError as exc:
         fix = ("the token was rotated or revoked: use the new one (CLANKIE_TOKEN or "
