@@ -32,7 +32,9 @@ import asyncio
 import ipaddress
 import os
 import re
+import shlex
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpcore
@@ -40,7 +42,7 @@ import httpx
 from pydantic import BaseModel
 
 from clankie import dto
-from clankie.home import Home, operator_token, service_url
+from clankie.home import SOCKET, Home, operator_token, service_url
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
 __all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "Client", "NotClankie", "NotYours",
@@ -99,7 +101,12 @@ class NotClankie(ApiError):
 
 
 class ServiceUnreachable(ClientError):
-    """The service could not be reached; the request was not sent."""
+    """The service could not be reached; the request was not sent. `fix`: how to start it
+    where the client looks for it."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 class Uncertain(ClientError):
@@ -317,12 +324,29 @@ def _result(response: httpx.Response, target: _Target) -> dict[str, Any]:
     raise NotClankie(target.url, response.status_code, via_env=target.via_env)
 
 
-def _failure(exc: httpx.TransportError, url: str) -> ClientError:
+def _failure(exc: httpx.TransportError, target: _Target) -> ClientError:
+    url = target.url
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.UnsupportedProtocol):
+        if target.via_env:  # plain `clankie serve` listens only on the home's socket
+            nothing = "answers" if isinstance(exc, httpx.ConnectTimeout) else "listens"
+            return ServiceUnreachable(f"nothing {nothing} at CLANKIE_URL={url} ({exc})",
+                                      f"{_serve_at(url)}, or unset CLANKIE_URL to use the "
+                                      "home's socket")
         return ServiceUnreachable(f"cannot reach clankie at {url}: {exc}; is `clankie serve` "
-                                  "running?")
+                                  "running?", "start it: `clankie serve` (after `clankie "
+                                  "init`)")
     return Uncertain(f"no reply from clankie at {url} ({type(exc).__name__}); the request may "
                      "or may not have been carried out")
+
+
+def _serve_at(url: str) -> str:
+    """How to start clankie at `url` (as `service_address` returns it)."""
+    if url.startswith("unix://"):
+        path = Path(url.removeprefix("unix://"))
+        if path.name == SOCKET:
+            return f"start `CLANKIE_HOME={shlex.quote(str(path.parent))} clankie serve` there"
+        return "start `clankie serve` in the home whose socket that is"
+    return f"start `clankie serve --tcp {url.partition('://')[2]}` there"
 
 
 class _Target:
@@ -366,7 +390,7 @@ class Client(_Target):
             response = self._http.post(f"/v1/ops/{op}", json=payload, headers=self._headers(),
                                        timeout=_timeout(op, payload, self._base_timeout))
         except httpx.TransportError as exc:
-            raise _failure(exc, self.url) from None
+            raise _failure(exc, self) from None
         return _result(response, self)
 
     def op(self, op: str, **payload: Any) -> Any:
@@ -377,7 +401,7 @@ class Client(_Target):
         try:
             response = self._http.get("/v1/openapi.json", timeout=self._base_timeout)
         except httpx.TransportError as exc:
-            raise _failure(exc, self.url) from None
+            raise _failure(exc, self) from None
         return _result(response, self)
 
     # The question contract, typed.
@@ -432,7 +456,7 @@ class AsyncClient(_Target):
                                              headers=self._headers(),
                                              timeout=_timeout(op, payload, self._base_timeout))
         except httpx.TransportError as exc:
-            raise _failure(exc, self.url) from None
+            raise _failure(exc, self) from None
         return _result(response, self)
 
     async def op(self, op: str, **payload: Any) -> Any:

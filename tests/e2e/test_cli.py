@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -421,6 +422,34 @@ def test_cli_another_program_at_clankie_url_did_not_answer_like_clankie(served: 
     assert as_json.returncode == 1
     problem = json.loads(as_json.stdout)
     assert problem["code"] == "not_clankie" and problem["status"] == 501, problem
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_cli_nothing_listening_at_clankie_url_says_serve_tcp_there_or_unset_it(
+        served: Served, tmp_path: Path):
+    """Plain `clankie serve` listens only on the home's socket, so with CLANKIE_URL set the
+    advice is to serve on that address, or to unset CLANKIE_URL."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    done = cli(served, "conversations", "list", env={"CLANKIE_URL": url})
+    assert done.returncode == 1, done
+    assert f"nothing listens at CLANKIE_URL={url}" in done.stderr, done.stderr
+    assert (f"start `clankie serve --tcp 127.0.0.1:{port}` there, or unset CLANKIE_URL to "
+            "use the home's socket") in done.stderr, done.stderr
+    assert "or set CLANKIE_URL" not in done.stderr
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    url = f"unix://{folder}/clankie.sock"
+    done = cli(served, "conversations", "list", env={"CLANKIE_URL": url})
+    assert done.returncode == 1, done
+    assert f"nothing listens at CLANKIE_URL={url}" in done.stderr, done.stderr
+    assert (f"start `CLANKIE_HOME={folder} clankie serve` there, or unset CLANKIE_URL to use "
+            "the home's socket") in done.stderr, done.stderr
 
 
 # ----------------------------------------------------------- T2: whose service it is

@@ -61,7 +61,19 @@ def test_a_stopped_service(served: Served):
     served.stop()
     code, checks = doctor(served.home.path)
     assert (code, failing(checks)) == (1, {"service"})
-    assert checks["service"]["fix"] == "start it: `clankie serve`"
+    assert str(checks["service"]["fix"]).startswith("start it: `clankie serve`")
+
+
+def test_doctor_nothing_listening_at_clankie_url_says_serve_tcp_there_or_unset_it(
+        served: Served):
+    url = served.tcp_url
+    assert served.stop() == 0
+    code, checks = doctor(served.home.path, CLANKIE_URL=url)
+    assert (code, failing(checks)) == (1, {"service"})
+    assert f"nothing listens at CLANKIE_URL={url}" in str(checks["service"]["detail"])
+    assert checks["service"]["fix"] == (
+        f"start `clankie serve --tcp {url.removeprefix('http://')}` there, or unset "
+        "CLANKIE_URL to use the home's socket")
 
 
 def test_a_rotated_token(served: Served):

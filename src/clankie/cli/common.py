@@ -99,7 +99,7 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         exit_with(UNCERTAIN)
     except ServiceUnreachable as exc:
         warn(f"clankie: {exc}")
-        warn("Start it with `clankie serve` (after `clankie init`), or set CLANKIE_URL.")
+        warn(f"  fix: {exc.fix}")
         exit_with(OTHER)
     except NotYours as exc:
         explain_not_yours(exc)

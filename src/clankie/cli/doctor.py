@@ -126,7 +126,7 @@ def check_service() -> Check:
             client.call("conversation_list", {"limit": 1})
             where = client.url
     except ServiceUnreachable as exc:
-        return Check("service", False, f"not reachable: {exc}", "start it: `clankie serve`")
+        return Check("service", False, f"not reachable: {exc}", exc.fix)
     except (NotYours, NotClankie) as exc:
         return Check("service", False, str(exc), exc.fix)
     except ApiError as exc:
