@@ -116,11 +116,12 @@ class Uncertain(ClientError):
 class NotYours(ClientError):
     """The listener at `address` is not known to be the owner's: nothing was sent (T2).
 
-    `certain`: it is another user's (a trust mark never covers that); otherwise who listens
-    cannot be told here and the URL is not marked trusted. `fix` says what to do.
+    `certain`: it is another user's (a trust mark never covers that: `trusted` says the URL
+    was marked all the same); otherwise who listens cannot be told here and the URL is not
+    marked trusted. `fix` says what to do.
     """
 
-    def __init__(self, address: str, listener: Listener) -> None:
+    def __init__(self, address: str, listener: Listener, *, trusted: bool = False) -> None:
         self.address = address
         self.listener = listener
         self.certain = listener.uid is not None
@@ -128,9 +129,9 @@ class NotYours(ClientError):
             super().__init__(f"the service at {address} is not yours: it is served by "
                              f"{listener.describe()}, told by {listener.how}; the token was "
                              "not sent")
-            self.fix = ("point CLANKIE_URL at your own service (unset, it is the home's "
-                        f"socket), or find who holds {address} ({_who_holds(address)}), "
-                        "stop it and start `clankie serve`")
+            self.fix = _not_yours_fix(address) + (
+                "; CLANKIE_URL_TRUSTED does not cover a listener known to be someone else's"
+                if trusted else "")
         else:
             super().__init__(f"the service at {address} is not known to be yours: clankie "
                              f"cannot tell who listens at {address} ({listener.how}); the "
@@ -139,11 +140,23 @@ class NotYours(ClientError):
                         f"trusted: export CLANKIE_URL_TRUSTED='{address}'")
 
 
-def _who_holds(address: str) -> str:
+def _not_yours_fix(address: str) -> str:
+    """Another user's listener: who can stop it, and how to reach the owner's own."""
     if address.startswith("unix://"):
-        return f"`ss -xlp src {address.removeprefix('unix://')}`"
-    port = address.rstrip("/").rpartition(":")[2]
-    return f"`ss -ltnp 'sport = :{port}'`"
+        path = address.removeprefix("unix://")
+        return (f"another user's process holds {path} (`ss -xlp src {shlex.quote(path)}` "
+                "shows it), and only that user or root can stop it: unset CLANKIE_URL to use "
+                "your home's own socket (start it with `clankie serve`)")
+    where = address.partition("://")[2].rstrip("/")
+    host, _, port = where.rpartition(":")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    return (f"another user's process holds {where} (`ss -ltnp 'sport = :{port}'` shows "
+            "it), and only that user or root can stop it: serve your own on a free port "
+            f"(`clankie serve --tcp {host if loopback else '127.0.0.1'}:PORT`) and point "
+            "CLANKIE_URL at it, or unset CLANKIE_URL to use the home's socket")
 
 
 _HTTP_URL = re.compile(r"(?P<scheme>https?)://(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._-]+)"
@@ -198,7 +211,7 @@ class _PeerCheck:
                     else Listener(None, "the connection has no socket to ask"))
         if listener.uid == os.geteuid() or (listener.uid is None and self.trusted):
             return
-        raise NotYours(self.address, listener)
+        raise NotYours(self.address, listener, trusted=self.trusted)
 
 
 SocketOptions = Iterable[httpcore.SOCKET_OPTION] | None

@@ -163,6 +163,25 @@ def test_t2_another_users_listener_on_this_hosts_own_address_is_not_yours_even_w
     _refused(squatter.close())
 
 
+def test_t2_the_not_yours_fix_fits_the_address_and_says_who_can_stop_the_listener(
+        monkeypatch: pytest.MonkeyPatch):
+    someone = peer.Listener(65534, "/proc/net/tcp", 4242)
+    monkeypatch.delenv("CLANKIE_URL", raising=False)
+    tcp = NotYours("http://127.0.0.1:18900", someone, trusted=False)
+    assert "`clankie serve --tcp 127.0.0.1:PORT`" in tcp.fix
+    assert "`ss -ltnp 'sport = :18900'`" in tcp.fix
+    assert "only that user or root can stop it" in tcp.fix
+    assert "unset, it is" not in tcp.fix and "CLANKIE_URL_TRUSTED" not in tcp.fix
+    sock = NotYours("unix:///tmp/squat/clankie.sock", someone, trusted=False)
+    assert "unset CLANKIE_URL" in sock.fix and "--tcp" not in sock.fix
+    assert "`ss -xlp src /tmp/squat/clankie.sock`" in sock.fix
+    assert "only that user or root can stop it" in sock.fix
+    marked = NotYours("http://[::1]:18900", someone, trusted=True)
+    assert "`clankie serve --tcp [::1]:PORT`" in marked.fix
+    assert marked.fix.endswith("CLANKIE_URL_TRUSTED does not cover a listener known to be "
+                               "someone else's")
+
+
 def test_t2_where_it_cannot_tell_it_refuses_unless_the_url_is_marked_trusted(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Without /proc/net/tcp{,6} nobody can tell who listens on a TCP port: refused, and

@@ -473,6 +473,34 @@ def test_t2_another_users_listener_at_clankie_url_gets_nothing_and_the_cli_exits
 
 
 @needs_root
+@pytest.mark.parametrize("kind", ["unix", "tcp"])
+def test_t2_not_yours_with_json_prints_a_problem_and_the_fix_fits_the_address(
+        served: Served, kind: str):
+    """--json prints a problem-like document on stdout, as for the service's refusals; the
+    fix suggests `serve --tcp` for a port and unsetting CLANKIE_URL for a socket, says who
+    can stop another user's process, and that the trust mark does not cover it."""
+    with Squatter.unix() if kind == "unix" else Squatter.tcp() as squatter:
+        env = {"CLANKIE_URL": squatter.url, "CLANKIE_URL_TRUSTED": squatter.url}
+        plain = cli(served, "conversations", "list", env=env)
+        as_json = cli(served, "conversations", "list", "--json", env=env)
+    heard = squatter.close()
+    assert heard.connections == 2 and heard.everything == b"", heard
+    assert (plain.returncode, as_json.returncode) == (5, 5), (plain, as_json)
+    problem = json.loads(as_json.stdout)
+    assert problem["code"] == "not_yours", problem
+    assert problem["detail"].startswith(f"the service at {squatter.url} is not yours")
+    for fix in (problem["fix"], plain.stderr):
+        assert "only that user or root can stop it" in fix, fix
+        assert "CLANKIE_URL_TRUSTED does not cover a listener known to be someone else's" \
+            in fix, fix
+        assert "unset, it is the home's socket" not in fix
+        if kind == "tcp":
+            assert "`clankie serve --tcp 127.0.0.1:PORT`" in fix, fix
+        else:
+            assert "unset CLANKIE_URL" in fix and "--tcp" not in fix, fix
+
+
+@needs_root
 def test_t1_t2_a_swapped_home_socket_gets_nothing(served: Served, asked: tuple[str, str]):
     """Another user's socket put in the place of the home's: T1 refuses it as someone
     else's file in the home before anything connects (T2 would refuse it next)."""

@@ -102,7 +102,10 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         warn(f"  fix: {exc.fix}")
         exit_with(OTHER)
     except NotYours as exc:
-        explain_not_yours(exc)
+        if as_json:
+            print_json(not_yours_problem(exc))
+        else:
+            explain_not_yours(exc)
         exit_with(DENIED)
 
 
@@ -110,6 +113,13 @@ def explain_not_yours(exc: NotYours) -> None:
     """T2: whose the listener is (or that it cannot be told), and the fix."""
     warn(f"clankie: {exc}.")
     warn(f"  fix: {exc.fix}")
+
+
+def not_yours_problem(exc: NotYours) -> dict[str, Any]:
+    """A refusal under T2 for --json: shaped like the service's problem documents, though
+    it comes from the client (nothing was sent)."""
+    return {"type": "urn:clankie:problem:not_yours", "title": "not yours",
+            "code": "not_yours", "detail": str(exc), "fix": exc.fix}
 
 
 def connect() -> Client:
