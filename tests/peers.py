@@ -1,8 +1,13 @@
-"""Misbehaving peers on a Unix socket, for the outcomes a client cannot be sure of."""
+"""Misbehaving peers on a Unix socket, for the outcomes a client cannot be sure of; and
+this host's own non-loopback address, for the listeners that use one."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import ipaddress
 import socket
+import subprocess
 import threading
 from pathlib import Path
 
@@ -82,3 +87,62 @@ class CommittingDropper(DroppingPeer):
                                       content=body)
         self.statuses.append(response.status_code)
         return request
+
+
+def own_non_loopback_address() -> str | None:
+    """One of this host's own addresses that is not loopback (eth0's, say), IPv4 first, or
+    None when the host has none: from `getaddrinfo(gethostname())` and `ip -o addr`, each
+    confirmed by binding a socket to it."""
+    found: list[str] = []
+    with contextlib.suppress(OSError):
+        found += [str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)]
+    try:
+        listed = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True,
+                                timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        listed = ""
+    for line in listed.splitlines():
+        fields = line.split()
+        found += [fields[i + 1].partition("/")[0] for i, field in enumerate(fields[:-1])
+                  if field in ("inet", "inet6")]
+    usable = []
+    for text in dict.fromkeys(found):
+        try:
+            ip = ipaddress.ip_address(text.partition("%")[0])
+        except ValueError:
+            continue
+        if ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast:
+            continue
+        family = socket.AF_INET if ip.version == 4 else socket.AF_INET6
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((str(ip), 0))
+        except OSError:
+            continue
+        usable.append(ip)
+    usable.sort(key=lambda ip: ip.version)
+    return str(usable[0]) if usable else None
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class OtherProgram:
+    """Some other program of the owner's on a loopback port (`python3 -m http.server`): it
+    answers a POST with an HTML 501, nothing like clankie. `url` reaches it."""
+
+    def __init__(self) -> None:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def __enter__(self) -> OtherProgram:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)

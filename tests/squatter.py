@@ -1,7 +1,8 @@
 """A listener of another local user (`nobody`) at an address a surface may send a token to
-(SPEC T2): a Unix socket or a loopback TCP port. It records every byte each connection sends
-it and answers a whole request the way a credential harvester would, with a 200 that looks
-like clankie's, so a client that did send its token carries on as if nothing happened.
+(SPEC T2): a Unix socket or a TCP port (loopback, or one of this host's own addresses). It
+records every byte each connection sends it and answers a whole request the way a
+credential harvester would, with a 200 that looks like clankie's, so a client that did send
+its token carries on as if nothing happened.
 
 It runs as its own process under `nobody`, which needs root; `needs_root` skips otherwise.
 `close` stops it (through its standard input) and returns what it heard.
@@ -35,10 +36,13 @@ if kind == "unix":
     address = "unix://" + where
 else:
     host, port = where.rsplit(":", 1)
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    host = host.strip("[]")
+    server = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                           socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind((host, int(port)))
-    address = "http://%s:%d" % server.getsockname()
+    bound = server.getsockname()
+    address = "http://%s:%d" % ("[%s]" % bound[0] if ":" in bound[0] else bound[0], bound[1])
 server.listen(16)
 print(json.dumps({"address": address, "uid": os.geteuid()}), flush=True)
 body = json.dumps({"conversations": [], "next_after": None, "events": [],
@@ -139,8 +143,9 @@ class Squatter:
             raise
 
     @classmethod
-    def tcp(cls, port: int = 0) -> Squatter:
-        return cls("tcp", f"127.0.0.1:{port}", None)
+    def tcp(cls, port: int = 0, host: str = "127.0.0.1") -> Squatter:
+        """On loopback, or on `host` (one of this host's own addresses, IPv4 or IPv6)."""
+        return cls("tcp", f"[{host}]:{port}" if ":" in host else f"{host}:{port}", None)
 
     def __enter__(self) -> Squatter:
         return self

@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 from clankie import peer
+from tests.peers import own_non_loopback_address
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+OWN_ADDRESS = own_non_loopback_address()
+needs_own_address = pytest.mark.skipif(OWN_ADDRESS is None,
+                                       reason="this host has no non-loopback address")
 
 # 127.0.0.1:8765 (the server) <- 127.0.0.1:40000 (us), as the kernel prints it on a
 # little-endian machine; a time-wait mini-socket of the same four-tuple says uid 0.
@@ -83,3 +87,65 @@ def test_t2_without_proc_nobody_can_tell(tmp_path: Path, monkeypatch: pytest.Mon
         with socket.create_connection(server.getsockname(), 5) as client:
             told = peer.listener_of(client)
     assert told.uid is None and "cannot be read" in told.how
+
+
+@linux
+@needs_own_address
+def test_t2_an_own_listener_on_this_hosts_non_loopback_address_is_told_as_the_current_user():
+    """Not only loopback: a connection to one of this host's own addresses (eth0's, say)
+    has its server end in /proc/net/tcp{,6} as well, so its user is told, not guessed."""
+    assert OWN_ADDRESS is not None
+    family = socket.AF_INET6 if ":" in OWN_ADDRESS else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as server:
+        server.bind((OWN_ADDRESS, 0))
+        server.listen(1)
+        with socket.create_connection((OWN_ADDRESS, server.getsockname()[1]), 5) as client:
+            told = peer.listener_of(client)
+    assert told == peer.Listener(os.geteuid(), "/proc/net/tcp")
+
+
+@linux
+def test_t2_no_row_for_one_of_this_hosts_addresses_cannot_tell_and_says_not_another_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "tcp").write_text(HEADER)
+    (tmp_path / "tcp6").write_text(HEADER)
+    monkeypatch.setattr(peer, "PROC_NET_TCP", (tmp_path / "tcp", tmp_path / "tcp6"))
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        with socket.create_connection(server.getsockname(), 5) as client:
+            told = peer.listener_of(client)
+    assert told.uid is None
+    assert "not in /proc/net/tcp" in told.how and "another machine" not in told.how
+
+
+class FakeTcpSocket:
+    """A connected socket as far as `listener_of` asks: its family and two ends."""
+
+    def __init__(self, ours: tuple[str, int], theirs: tuple[str, int]) -> None:
+        self.family = socket.AF_INET
+        self._ours, self._theirs = ours, theirs
+
+    def fileno(self) -> int:
+        return -1
+
+    def getsockname(self) -> tuple[str, int]:
+        return self._ours
+
+    def getpeername(self) -> tuple[str, int]:
+        return self._theirs
+
+    def getsockopt(self, level: int, option: int, length: int) -> bytes:
+        raise OSError("not a real socket")
+
+
+@linux
+def test_t2_an_address_that_is_not_this_hosts_is_on_another_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "tcp").write_text(HEADER)
+    (tmp_path / "tcp6").write_text(HEADER)
+    monkeypatch.setattr(peer, "PROC_NET_TCP", (tmp_path / "tcp", tmp_path / "tcp6"))
+    told = peer.listener_of(FakeTcpSocket(("192.0.2.2", 40000), ("198.51.100.7", 18900)))
+    assert told.uid is None
+    assert "198.51.100.7 is not one of this host's addresses" in told.how
+    assert "another machine" in told.how

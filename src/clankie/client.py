@@ -2,9 +2,13 @@
 
 Owns how a surface talks to the service: the URL and token rules of `clankie.home`,
 requests as `POST /v1/ops/{op}`, results parsed into the `clankie.dto` output shapes, and
-four kinds of failure that a surface must tell apart:
+the kinds of failure that a surface must tell apart:
 
+- `BadServiceUrl`: the URL is not an address clankie can use (a usage error); nothing was
+  tried.
 - `ApiError`: the service answered with a problem document (`code`, `status`, `problem`).
+  `NotClankie`, one of them: what answered sent neither a result nor a problem document,
+  so it is not clankie (some other program of the owner's at CLANKIE_URL, say).
 - `ServiceUnreachable`: nothing was sent (no socket, connection refused).
 - `NotYours`: something listens at the address, but it is not known to be the owner's
   service (SPEC T2), so nothing was sent, the token least of all.
@@ -25,8 +29,12 @@ it is built, can reach an unchecked listener.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
+import re
+import shlex
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpcore
@@ -34,11 +42,11 @@ import httpx
 from pydantic import BaseModel
 
 from clankie import dto
-from clankie.home import Home, operator_token, service_url
+from clankie.home import SOCKET, Home, operator_token, service_url
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
-__all__ = ["ApiError", "AsyncClient", "Client", "NotYours", "ServiceUnreachable",
-           "Uncertain", "trusted_url"]
+__all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "Client", "NotClankie", "NotYours",
+           "ServiceUnreachable", "Uncertain", "service_address", "trusted_url"]
 
 DEFAULT_TIMEOUT = 30.0
 # A long-poll that comes back empty at once found no free slot (V5: 8 a credential):
@@ -49,7 +57,20 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class ClientError(Exception):
-    """Base of the client's errors."""
+    """Base of the client's errors; `fix`, where there is one, says what to do."""
+
+    fix: str | None = None
+
+
+class BadServiceUrl(ClientError, ValueError):
+    """`CLANKIE_URL` is not an address clankie can use: usage or invalid input (exit 2)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"CLANKIE_URL={url!r} is not an address clankie can use: write "
+                         "http://HOST:PORT (an IPv6 host in brackets, as in "
+                         "http://[::1]:18900) or unix:///path/to/clankie.sock")
+        self.fix = ("set CLANKIE_URL to http://HOST:PORT or unix:///path/to/clankie.sock, "
+                    "or unset it to use the home's socket")
 
 
 class ApiError(ClientError):
@@ -61,8 +82,31 @@ class ApiError(ClientError):
         super().__init__(f"{self.code}: {self.detail}")
 
 
+class NotClankie(ApiError):
+    """What answered at `address` is not clankie: neither a result nor a problem document
+    came back (some other program of the owner's, say). Its `problem` is clankie's own
+    account of that, code `not_clankie` with the HTTP status that came."""
+
+    def __init__(self, address: str, status: int, *, via_env: bool) -> None:
+        detail = (f"the service at {address} did not answer like clankie (HTTP {status}); "
+                  + ("check CLANKIE_URL" if via_env else "is `clankie serve` what listens "
+                     "there?"))
+        fix = ("point CLANKIE_URL at clankie's own address (unset: the home's socket)"
+               if via_env else f"stop what listens at {address} and start `clankie serve`")
+        super().__init__({"type": "urn:clankie:problem:not_clankie", "title": "not clankie",
+                          "status": status, "detail": detail, "code": "not_clankie",
+                          "fix": fix})
+        self.args = (detail,)
+        self.fix = fix
+
+
 class ServiceUnreachable(ClientError):
-    """The service could not be reached; the request was not sent."""
+    """The service could not be reached; the request was not sent. `fix`: how to start it
+    where the client looks for it."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 class Uncertain(ClientError):
@@ -72,11 +116,12 @@ class Uncertain(ClientError):
 class NotYours(ClientError):
     """The listener at `address` is not known to be the owner's: nothing was sent (T2).
 
-    `certain`: it is another user's (a trust mark never covers that); otherwise who listens
-    cannot be told here and the URL is not marked trusted. `fix` says what to do.
+    `certain`: it is another user's (a trust mark never covers that: `trusted` says the URL
+    was marked all the same); otherwise who listens cannot be told here and the URL is not
+    marked trusted. `fix` says what to do.
     """
 
-    def __init__(self, address: str, listener: Listener) -> None:
+    def __init__(self, address: str, listener: Listener, *, trusted: bool = False) -> None:
         self.address = address
         self.listener = listener
         self.certain = listener.uid is not None
@@ -84,22 +129,66 @@ class NotYours(ClientError):
             super().__init__(f"the service at {address} is not yours: it is served by "
                              f"{listener.describe()}, told by {listener.how}; the token was "
                              "not sent")
-            self.fix = ("point CLANKIE_URL at your own service (unset, it is the home's "
-                        f"socket), or find who holds {address} ({_who_holds(address)}), "
-                        "stop it and start `clankie serve`")
+            self.fix = _not_yours_fix(address) + (
+                "; CLANKIE_URL_TRUSTED does not cover a listener known to be someone else's"
+                if trusted else "")
         else:
-            super().__init__(f"the service at {address} is not yours as far as clankie can "
-                             f"tell: it cannot tell who listens there ({listener.how}); the "
+            super().__init__(f"the service at {address} is not known to be yours: clankie "
+                             f"cannot tell who listens at {address} ({listener.how}); the "
                              "token was not sent")
             self.fix = ("if it is your own service (a tunnel to it, say), mark that URL "
                         f"trusted: export CLANKIE_URL_TRUSTED='{address}'")
 
 
-def _who_holds(address: str) -> str:
+def _not_yours_fix(address: str) -> str:
+    """Another user's listener: who can stop it, and how to reach the owner's own."""
     if address.startswith("unix://"):
-        return f"`ss -xlp src {address.removeprefix('unix://')}`"
-    port = address.rstrip("/").rpartition(":")[2]
-    return f"`ss -ltnp 'sport = :{port}'`"
+        path = address.removeprefix("unix://")
+        return (f"another user's process holds {path} (`ss -xlp src {shlex.quote(path)}` "
+                "shows it), and only that user or root can stop it: unset CLANKIE_URL to use "
+                "your home's own socket (start it with `clankie serve`)")
+    where = address.partition("://")[2].rstrip("/")
+    host, _, port = where.rpartition(":")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    return (f"another user's process holds {where} (`ss -ltnp 'sport = :{port}'` shows "
+            "it), and only that user or root can stop it: serve your own on a free port "
+            f"(`clankie serve --tcp {host if loopback else '127.0.0.1'}:PORT`) and point "
+            "CLANKIE_URL at it, or unset CLANKIE_URL to use the home's socket")
+
+
+_HTTP_URL = re.compile(r"(?P<scheme>https?)://(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._-]+)"
+                       r":(?P<port>[0-9]{1,5})/?", re.IGNORECASE)
+_UNIX_URL = re.compile(r"unix://(?P<path>/.+)", re.IGNORECASE | re.DOTALL)
+
+
+def service_address(url: str) -> str:
+    """`url` as clankie uses it, if it is one: `http://HOST:PORT` (or https; an IPv6 host in
+    brackets; the scheme in any case; one trailing slash) or `unix:///absolute/path`, else
+    `BadServiceUrl`. The scheme comes back in lower case and without the trailing slash."""
+    if unix := _UNIX_URL.fullmatch(url):
+        return f"unix://{unix['path']}"
+    http = _HTTP_URL.fullmatch(url)
+    if http is None or not 0 < int(http["port"]) <= 65535:
+        raise BadServiceUrl(url)
+    host = http["host"]
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise BadServiceUrl(url) from None
+    return f"{http['scheme'].lower()}://{host}:{int(http['port'])}"
+
+
+def _same_address(one: str, other: str) -> bool:
+    def canonical(url: str) -> str:
+        try:
+            return service_address(url)
+        except BadServiceUrl:
+            return url.rstrip("/")
+    return canonical(one) == canonical(other)
 
 
 def trusted_url(url: str, environ: Mapping[str, str] | None = None) -> bool:
@@ -107,7 +196,7 @@ def trusted_url(url: str, environ: Mapping[str, str] | None = None) -> bool:
     (a mark is for one address, so one left in a profile trusts no other)."""
     env = os.environ if environ is None else environ
     mark = env.get("CLANKIE_URL_TRUSTED", "").strip()
-    return bool(mark) and mark.rstrip("/") == url.rstrip("/")
+    return bool(mark) and _same_address(mark, url)
 
 
 class _PeerCheck:
@@ -122,7 +211,7 @@ class _PeerCheck:
                     else Listener(None, "the connection has no socket to ask"))
         if listener.uid == os.geteuid() or (listener.uid is None and self.trusted):
             return
-        raise NotYours(self.address, listener)
+        raise NotYours(self.address, listener, trusted=self.trusted)
 
 
 SocketOptions = Iterable[httpcore.SOCKET_OPTION] | None
@@ -223,12 +312,11 @@ class _AsyncCheckedTransport(httpx.AsyncHTTPTransport):
 
 
 def _transport_args(url: str) -> tuple[str, str | None]:
-    """The base URL of requests, and the Unix socket's path if it is one."""
+    """The base URL of requests, and the Unix socket's path if it is one (`url` as
+    `service_address` returns it)."""
     if url.startswith("unix://"):
         return "http://clankie", url.removeprefix("unix://")
-    if url.startswith(("http://", "https://")):
-        return url.rstrip("/"), None
-    raise ValueError(f"CLANKIE_URL must be http://HOST:PORT or unix:///path, not {url!r}")
+    return url, None
 
 
 def _timeout(op: str, payload: Mapping[str, Any], base: float) -> httpx.Timeout:
@@ -237,7 +325,7 @@ def _timeout(op: str, payload: Mapping[str, Any], base: float) -> httpx.Timeout:
     return httpx.Timeout(base + wait_s, connect=min(base, 5.0))
 
 
-def _result(response: httpx.Response) -> dict[str, Any]:
+def _result(response: httpx.Response, target: _Target) -> dict[str, Any]:
     try:
         body = response.json()
     except ValueError:
@@ -246,16 +334,32 @@ def _result(response: httpx.Response) -> dict[str, Any]:
         return body
     if isinstance(body, dict) and "code" in body:
         raise ApiError(body)
-    raise ApiError({"code": "internal_error", "status": response.status_code,
-                    "detail": f"unexpected HTTP {response.status_code} from the service"})
+    raise NotClankie(target.url, response.status_code, via_env=target.via_env)
 
 
-def _failure(exc: httpx.TransportError, url: str) -> ClientError:
+def _failure(exc: httpx.TransportError, target: _Target) -> ClientError:
+    url = target.url
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.UnsupportedProtocol):
+        if target.via_env:  # plain `clankie serve` listens only on the home's socket
+            nothing = "answers" if isinstance(exc, httpx.ConnectTimeout) else "listens"
+            return ServiceUnreachable(f"nothing {nothing} at CLANKIE_URL={url} ({exc})",
+                                      f"{_serve_at(url)}, or unset CLANKIE_URL to use the "
+                                      "home's socket")
         return ServiceUnreachable(f"cannot reach clankie at {url}: {exc}; is `clankie serve` "
-                                  "running?")
+                                  "running?", "start it: `clankie serve` (after `clankie "
+                                  "init`)")
     return Uncertain(f"no reply from clankie at {url} ({type(exc).__name__}); the request may "
                      "or may not have been carried out")
+
+
+def _serve_at(url: str) -> str:
+    """How to start clankie at `url` (as `service_address` returns it)."""
+    if url.startswith("unix://"):
+        path = Path(url.removeprefix("unix://"))
+        if path.name == SOCKET:
+            return f"start `CLANKIE_HOME={shlex.quote(str(path.parent))} clankie serve` there"
+        return "start `clankie serve` in the home whose socket that is"
+    return f"start `clankie serve --tcp {url.partition('://')[2]}` there"
 
 
 class _Target:
@@ -264,7 +368,9 @@ class _Target:
     def __init__(self, url: str | None, token: str | None, home: Home | None,
                  timeout: float) -> None:
         home = home or Home.from_env()
-        self.url = url or service_url(home)
+        self.url = service_address(url or service_url(home))
+        given = os.environ.get("CLANKIE_URL", "")
+        self.via_env = bool(given) and _same_address(given, self.url)  # advice names it
         self.token = token if token is not None else operator_token(home)
         self._base_timeout = timeout
         self._base_url, self._uds = _transport_args(self.url)
@@ -297,8 +403,8 @@ class Client(_Target):
             response = self._http.post(f"/v1/ops/{op}", json=payload, headers=self._headers(),
                                        timeout=_timeout(op, payload, self._base_timeout))
         except httpx.TransportError as exc:
-            raise _failure(exc, self.url) from None
-        return _result(response)
+            raise _failure(exc, self) from None
+        return _result(response, self)
 
     def op(self, op: str, **payload: Any) -> Any:
         """One operation; its result as the op's output shape (`clankie.dto.OPS`)."""
@@ -308,8 +414,8 @@ class Client(_Target):
         try:
             response = self._http.get("/v1/openapi.json", timeout=self._base_timeout)
         except httpx.TransportError as exc:
-            raise _failure(exc, self.url) from None
-        return _result(response)
+            raise _failure(exc, self) from None
+        return _result(response, self)
 
     # The question contract, typed.
 
@@ -363,8 +469,8 @@ class AsyncClient(_Target):
                                              headers=self._headers(),
                                              timeout=_timeout(op, payload, self._base_timeout))
         except httpx.TransportError as exc:
-            raise _failure(exc, self.url) from None
-        return _result(response)
+            raise _failure(exc, self) from None
+        return _result(response, self)
 
     async def op(self, op: str, **payload: Any) -> Any:
         return dto.OPS[op].output.model_validate(await self.call(op, payload))

@@ -3,15 +3,18 @@
 Owns the facts `clankie.client` checks before a token is written to a new connection:
 - a Unix socket: its peer's user, from `SO_PEERCRED` (Linux) or `getpeereid` (macOS and
   the BSDs, through ctypes); the user who bound the listening socket;
-- a loopback TCP connection: the user of the server's end of this very connection, its
-  row in `/proc/net/tcp` or `/proc/net/tcp6` (Linux): the listening socket's user while
-  the connection waits to be accepted, the accepting process's user once accepted. Our
-  own connection's four-tuple names the row, so no other listener on the port (wildcard,
-  IPv4 or IPv6) can be taken for it, and a listener swapped after we connected is not it.
+- a TCP connection, to any address: the user of the server's end of this very
+  connection, its row in `/proc/net/tcp` or `/proc/net/tcp6` (Linux): the listening
+  socket's user while the connection waits to be accepted, the accepting process's user
+  once accepted. Our own connection's four-tuple names the row, so no other listener on
+  the port (wildcard, IPv4 or IPv6) can be taken for it, and a listener swapped after we
+  connected is not it. A listener on one of this host's own addresses that are not
+  loopback (eth0's, say) has its row there too, and is told the same way.
 
-Where the system cannot tell (another platform, no `/proc`, a non-loopback address, no
-row) the answer is "unknown" with the reason, never a guess. It only looks: it neither
-reads from nor writes to the socket, and decides nothing (the client does).
+Where the system cannot tell (another platform, no `/proc`, no row: a listener on another
+machine or in another network namespace) the answer is "unknown" with the reason, never a
+guess. It only looks: it neither reads from nor writes to the socket, and decides nothing
+(the client does).
 """
 
 from __future__ import annotations
@@ -113,10 +116,8 @@ def _libc_getpeereid() -> Callable[..., int] | None:
 
 def _tcp_server_end(sock: ConnectedSocket) -> Listener:
     ours = _endpoint(sock.getsockname())
-    theirs = _endpoint(sock.getpeername())
-    if not _loopback(theirs[0]):
-        return Listener(None, f"{_shown(theirs[0])} is not a loopback address: its "
-                              "listener is on another machine")
+    peer_address = sock.getpeername()
+    theirs = _endpoint(peer_address)
     if not sys.platform.startswith("linux"):
         return Listener(None, f"{sys.platform} tells no TCP port's owner here (clankie "
                               "reads it from Linux's /proc/net/tcp)")
@@ -128,7 +129,12 @@ def _tcp_server_end(sock: ConnectedSocket) -> Listener:
             return Listener(None, f"{path} cannot be read ({exc.strerror})")
         uids |= _row_uids(text, local=theirs, remote=ours)
     if not uids:
-        return Listener(None, "the connection's server end is not in /proc/net/tcp{,6}")
+        if not _own_address(sock.family, peer_address):
+            return Listener(None, f"{_shown(theirs[0])} is not one of this host's addresses: "
+                                  "its listener is on another machine")
+        return Listener(None, f"the connection's server end ({_shown(theirs[0])}, one of "
+                              "this host's addresses) is not in /proc/net/tcp{,6}: another "
+                              "network namespace's, or gone")
     # Two rows for one connection are not expected; if they disagree, another user's row
     # is the answer, so the owner's own row can never outvote it.
     others = uids - {os.geteuid()}
@@ -151,9 +157,20 @@ def _shown(packed: bytes) -> str:
     return str(ip.ipv4_mapped or ip)
 
 
-def _loopback(packed: bytes) -> bool:
-    ip = ipaddress.IPv6Address(packed)
-    return ip.is_loopback or (ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback)
+def _own_address(family: int, address: tuple[object, ...]) -> bool:
+    """Whether the peer's address is one of this host's: only such an address can be bound
+    (its IPv6 scope kept); used to say where a listener with no row is, nothing more."""
+    host = str(address[0])
+    ip = ipaddress.ip_address(host.partition("%")[0])
+    if ip.is_loopback or (isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped
+                          and ip.ipv4_mapped.is_loopback):
+        return True
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0, *address[2:]))
+    except OSError:
+        return False
+    return True
 
 
 def _proc_endpoint(field: str) -> Endpoint:

@@ -17,7 +17,7 @@ from clankie.client import (
     Uncertain,
 )
 from tests.e2e.served import Served
-from tests.peers import DroppingPeer
+from tests.peers import DroppingPeer, own_non_loopback_address
 from tests.squatter import Heard, Squatter, needs_root
 
 
@@ -143,6 +143,43 @@ def test_t2_trust_never_covers_a_listener_known_to_be_someone_elses(
             client.call("conversation_list")
         assert err.value.certain
     _refused(squatter.close())
+
+
+@needs_root
+def test_t2_another_users_listener_on_this_hosts_own_address_is_not_yours_even_when_trusted(
+        monkeypatch: pytest.MonkeyPatch):
+    """A listener on one of this host's own non-loopback addresses (eth0's, say) is told
+    from /proc/net/tcp like one on loopback: another user's is refused for certain, and a
+    trust mark for that very URL does not make it the owner's."""
+    address = own_non_loopback_address()
+    if address is None:
+        pytest.skip("this host has no non-loopback address")
+    with Squatter.tcp(host=address) as squatter:
+        monkeypatch.setenv("CLANKIE_URL_TRUSTED", squatter.url)
+        with Client(squatter.url, TOKEN) as client, pytest.raises(NotYours) as err:
+            client.call("conversation_list")
+        assert err.value.certain, err.value
+        assert "another machine" not in str(err.value)
+    _refused(squatter.close())
+
+
+def test_t2_the_not_yours_fix_fits_the_address_and_says_who_can_stop_the_listener(
+        monkeypatch: pytest.MonkeyPatch):
+    someone = peer.Listener(65534, "/proc/net/tcp", 4242)
+    monkeypatch.delenv("CLANKIE_URL", raising=False)
+    tcp = NotYours("http://127.0.0.1:18900", someone, trusted=False)
+    assert "`clankie serve --tcp 127.0.0.1:PORT`" in tcp.fix
+    assert "`ss -ltnp 'sport = :18900'`" in tcp.fix
+    assert "only that user or root can stop it" in tcp.fix
+    assert "unset, it is" not in tcp.fix and "CLANKIE_URL_TRUSTED" not in tcp.fix
+    sock = NotYours("unix:///tmp/squat/clankie.sock", someone, trusted=False)
+    assert "unset CLANKIE_URL" in sock.fix and "--tcp" not in sock.fix
+    assert "`ss -xlp src /tmp/squat/clankie.sock`" in sock.fix
+    assert "only that user or root can stop it" in sock.fix
+    marked = NotYours("http://[::1]:18900", someone, trusted=True)
+    assert "`clankie serve --tcp [::1]:PORT`" in marked.fix
+    assert marked.fix.endswith("CLANKIE_URL_TRUSTED does not cover a listener known to be "
+                               "someone else's")
 
 
 def test_t2_where_it_cannot_tell_it_refuses_unless_the_url_is_marked_trusted(

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from clankie import __version__ as clankie_version
 from tests.e2e.served import ROOT, LineReader, Served, ask, settle
-from tests.peers import CommittingDropper, DroppingPeer
+from tests.peers import CommittingDropper, DroppingPeer, OtherProgram
 from tests.squatter import Squatter, needs_root
 
 TEXT_SCRIPT = {"turns": [[{"ask": {"kind": "text",
@@ -380,6 +381,77 @@ def test_shell_completion_offers_conversation_ids_from_the_running_service(
     assert (nobody_home.returncode, nobody_home.stdout.strip(), nobody_home.stderr) == (0, "", "")
 
 
+# ---------------------------------------------------------------------- CLANKIE_URL
+
+MALFORMED_URLS = ["http://::1:18901", "http://[::1]:abc", "http://127.0.0.1",
+                  "http://127.0.0.1:99999", "ftp://127.0.0.1:18900", "unix://relative.sock"]
+
+
+def test_cli_a_malformed_clankie_url_is_a_usage_error_said_in_one_sentence(served: Served):
+    """Exit 2 (usage or invalid input) with what a valid CLANKIE_URL looks like, from every
+    command; never an internal error, and nothing on stdout even with --json."""
+    for url in MALFORMED_URLS:
+        for args in (("conversations", "list"), ("conversations", "list", "--json"),
+                     ("chat",)):
+            done = cli(served, *args, env={"CLANKIE_URL": url})
+            assert done.returncode == 2, (url, args, done)
+            assert "internal error" not in done.stderr, done.stderr
+            assert repr(url) in done.stderr, done.stderr
+            assert "http://HOST:PORT" in done.stderr and "unix:///" in done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+            assert done.stdout == "", done.stdout
+
+
+def test_cli_an_uppercase_scheme_in_clankie_url_is_accepted(served: Served):
+    url = served.tcp_url.replace("http://", "HTTP://")
+    listed = ok_json(served, "conversations", "list", env={"CLANKIE_URL": url})
+    assert listed["conversations"] == []
+
+
+def test_cli_another_program_at_clankie_url_did_not_answer_like_clankie(served: Served):
+    """Some other program of the owner's at CLANKIE_URL (it is the owner's, so T2 lets the
+    request go): said as such, with CLANKIE_URL to check, never as an internal error."""
+    with OtherProgram() as other:
+        done = cli(served, "conversations", "list", env={"CLANKIE_URL": other.url})
+        as_json = cli(served, "conversations", "list", "--json",
+                      env={"CLANKIE_URL": other.url})
+    assert done.returncode == 1, done
+    assert (f"the service at {other.url} did not answer like clankie (HTTP 501); check "
+            "CLANKIE_URL") in done.stderr, done.stderr
+    assert "internal_error" not in done.stderr + as_json.stdout
+    assert as_json.returncode == 1
+    problem = json.loads(as_json.stdout)
+    assert problem["code"] == "not_clankie" and problem["status"] == 501, problem
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_cli_nothing_listening_at_clankie_url_says_serve_tcp_there_or_unset_it(
+        served: Served, tmp_path: Path):
+    """Plain `clankie serve` listens only on the home's socket, so with CLANKIE_URL set the
+    advice is to serve on that address, or to unset CLANKIE_URL."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    done = cli(served, "conversations", "list", env={"CLANKIE_URL": url})
+    assert done.returncode == 1, done
+    assert f"nothing listens at CLANKIE_URL={url}" in done.stderr, done.stderr
+    assert (f"start `clankie serve --tcp 127.0.0.1:{port}` there, or unset CLANKIE_URL to "
+            "use the home's socket") in done.stderr, done.stderr
+    assert "or set CLANKIE_URL" not in done.stderr
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    url = f"unix://{folder}/clankie.sock"
+    done = cli(served, "conversations", "list", env={"CLANKIE_URL": url})
+    assert done.returncode == 1, done
+    assert f"nothing listens at CLANKIE_URL={url}" in done.stderr, done.stderr
+    assert (f"start `CLANKIE_HOME={folder} clankie serve` there, or unset CLANKIE_URL to use "
+            "the home's socket") in done.stderr, done.stderr
+
+
 # ----------------------------------------------------------- T2: whose service it is
 
 
@@ -398,6 +470,34 @@ def test_t2_another_users_listener_at_clankie_url_gets_nothing_and_the_cli_exits
         assert "the token was not sent" in done.stderr and "fix:" in done.stderr
     assert heard.connections == 2 and heard.everything == b"", heard
     assert token.encode() not in heard.everything
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["unix", "tcp"])
+def test_t2_not_yours_with_json_prints_a_problem_and_the_fix_fits_the_address(
+        served: Served, kind: str):
+    """--json prints a problem-like document on stdout, as for the service's refusals; the
+    fix suggests `serve --tcp` for a port and unsetting CLANKIE_URL for a socket, says who
+    can stop another user's process, and that the trust mark does not cover it."""
+    with Squatter.unix() if kind == "unix" else Squatter.tcp() as squatter:
+        env = {"CLANKIE_URL": squatter.url, "CLANKIE_URL_TRUSTED": squatter.url}
+        plain = cli(served, "conversations", "list", env=env)
+        as_json = cli(served, "conversations", "list", "--json", env=env)
+    heard = squatter.close()
+    assert heard.connections == 2 and heard.everything == b"", heard
+    assert (plain.returncode, as_json.returncode) == (5, 5), (plain, as_json)
+    problem = json.loads(as_json.stdout)
+    assert problem["code"] == "not_yours", problem
+    assert problem["detail"].startswith(f"the service at {squatter.url} is not yours")
+    for fix in (problem["fix"], plain.stderr):
+        assert "only that user or root can stop it" in fix, fix
+        assert "CLANKIE_URL_TRUSTED does not cover a listener known to be someone else's" \
+            in fix, fix
+        assert "unset, it is the home's socket" not in fix
+        if kind == "tcp":
+            assert "`clankie serve --tcp 127.0.0.1:PORT`" in fix, fix
+        else:
+            assert "unset CLANKIE_URL" in fix and "--tcp" not in fix, fix
 
 
 @needs_root

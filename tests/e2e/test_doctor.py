@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.served import ROOT, Served, clankie
+from tests.peers import OtherProgram
 from tests.squatter import Squatter, needs_root
 
 
@@ -66,7 +67,19 @@ def test_a_stopped_service(served: Served):
     served.stop()
     code, checks = doctor(served.home.path)
     assert (code, failing(checks)) == (1, {"service"})
-    assert checks["service"]["fix"] == "start it: `clankie serve`"
+    assert str(checks["service"]["fix"]).startswith("start it: `clankie serve`")
+
+
+def test_doctor_nothing_listening_at_clankie_url_says_serve_tcp_there_or_unset_it(
+        served: Served):
+    url = served.tcp_url
+    assert served.stop() == 0
+    code, checks = doctor(served.home.path, CLANKIE_URL=url)
+    assert (code, failing(checks)) == (1, {"service"})
+    assert f"nothing listens at CLANKIE_URL={url}" in str(checks["service"]["detail"])
+    assert checks["service"]["fix"] == (
+        f"start `clankie serve --tcp {url.removeprefix('http://')}` there, or unset "
+        "CLANKIE_URL to use the home's socket")
 
 
 def test_a_rotated_token(served: Served):
@@ -121,3 +134,44 @@ def test_t2_a_service_that_is_not_yours_fails_the_check_and_gets_no_token(
     assert f"the service at {squatter.url} is not yours" in detail
     assert "answers" not in detail and checks["service"]["fix"]
     assert heard.connections == 1 and heard.everything == b"", heard
+
+
+EVERY_CHECK = {"parents", "home", "files", "store", "token", "service", "settings", "model",
+               "git"}
+
+
+@pytest.mark.parametrize("url", ["http://::1:18901", "http://[::1]:abc", "http://127.0.0.1"])
+def test_doctor_a_malformed_clankie_url_fails_the_service_line_alone_and_shows_every_check(
+        served: Served, url: str):
+    code, checks = doctor(served.home.path, CLANKIE_URL=url)
+    assert set(checks) == EVERY_CHECK
+    assert (code, failing(checks)) == (1, {"service"})
+    assert repr(url) in str(checks["service"]["detail"])
+    assert "http://HOST:PORT" in str(checks["service"]["detail"])
+    assert "internal error" not in str(checks["service"]["detail"])
+    plain = subprocess.run([sys.executable, "-m", "clankie", "doctor"], capture_output=True,
+                           text=True, timeout=60, cwd=ROOT,
+                           env=dict(os.environ, CLANKIE_HOME=str(served.home.path),
+                                    PYTHONPATH=str(ROOT / "src"), CLANKIE_URL=url))
+    assert plain.returncode == 1 and "internal error" not in plain.stderr, plain
+    shown = {line.split(":")[0].split()[-1] for line in plain.stdout.splitlines()
+             if line.startswith(("ok  ", "FAIL"))}
+    assert shown == EVERY_CHECK, plain.stdout
+
+
+def test_doctor_an_uppercase_scheme_in_clankie_url_passes(served: Served):
+    code, checks = doctor(served.home.path,
+                          CLANKIE_URL=served.tcp_url.replace("http://", "HTTP://"))
+    assert (code, failing(checks)) == (0, set()), checks
+
+
+def test_doctor_another_program_at_clankie_url_fails_the_service_line_with_the_fix(
+        served: Served):
+    with OtherProgram() as other:
+        code, checks = doctor(served.home.path, CLANKIE_URL=other.url)
+    assert (code, failing(checks)) == (1, {"service"})
+    assert str(checks["service"]["detail"]).startswith(
+        f"the service at {other.url} did not answer like clankie (HTTP 501)")
+    assert "internal_error" not in str(checks["service"]["detail"])
+    assert checks["service"]["fix"] == ("point CLANKIE_URL at clankie's own address (unset: "
+                                        "the home's socket)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import resource
 import signal
 import socket
@@ -137,7 +138,58 @@ def test_tcp_loopback_serves_the_same_api(served: Served):
 def test_tcp_refuses_a_non_loopback_address(tmp_path: Path):
     clankie("init", home=tmp_path / "h")
     result = clankie("serve", "--tcp", "0.0.0.0:0", home=tmp_path / "h", timeout=30)
-    assert result.returncode == 1 and "loopback" in result.stderr
+    assert result.returncode == 2 and "loopback" in result.stderr
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this host has no IPv6 loopback (::1)")
+def test_cli_serve_on_ipv6_loopback_prints_a_url_clankie_url_takes(tmp_path: Path):
+    served = Served.start(tmp_path / "home", "--tcp", "[::1]:0")  # the last --tcp counts
+    try:
+        assert re.fullmatch(r"http://\[::1\]:\d+", served.tcp_url), served.tcp_url
+        with served.client(url=served.tcp_url) as client:
+            assert client.call("conversation_list")["conversations"] == []
+    finally:
+        assert served.stop() == 0
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("18900", "HOST:PORT"),
+    ("0.0.0.0:18900", "loopback"),
+    ("localhost:abc", "1 to 65535"),
+    ("localhost:99999", "1 to 65535"),
+    ("[::1]:", "1 to 65535"),
+])
+def test_cli_serve_tcp_that_is_not_a_loopback_host_and_port_is_a_usage_error(
+        tmp_path: Path, given: str, said: str):
+    """Exit 2 (usage or invalid input) with one sentence that says what --tcp takes, before
+    the home or the store is touched: not exit 1, and never an internal error."""
+    result = clankie("serve", "--tcp", given, home=tmp_path / "never-made", timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert said in result.stderr and repr(given) in result.stderr, result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "never-made").exists()
+
+
+def test_cli_serve_on_a_taken_port_says_how_to_see_who_holds_it(tmp_path: Path):
+    assert clankie("init", home=tmp_path / "home").returncode == 0
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = clankie("serve", "--tcp", f"127.0.0.1:{port}", home=tmp_path / "home",
+                         timeout=30)
+    assert result.returncode == 1, result.stderr
+    assert f"`ss -ltnp 'sport = :{port}'`" in result.stderr, result.stderr
 
 
 def test_client_says_when_the_service_is_not_running(tmp_path: Path):

@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
-from clankie.client import AsyncClient
+from clankie.cli import chat as chat_command
+from clankie.cli.main import main
+from clankie.client import AsyncClient, NotYours
+from clankie.peer import Listener
 from clankie.tui.app import ChatApp
 from tests.e2e.served import Served, settle
 from tests.squatter import Squatter, needs_root
@@ -239,3 +242,55 @@ async def test_t2_reconnecting_to_another_users_listener_sends_nothing(served, c
     assert squatter is not None
     heard = squatter.close()
     assert heard.connections >= 1 and heard.everything == b"", heard
+
+
+class NotYoursApi:
+    """A service address whose listener turned out to be another user's (T2)."""
+
+    URL = "http://127.0.0.1:18900"
+
+    async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        raise NotYours(self.URL, Listener(65534, "/proc/net/tcp"))
+
+    async def aclose(self) -> None:
+        pass
+
+
+C = "0b7e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5b"
+
+
+async def test_t2_after_a_not_yours_refusal_the_status_says_stopped_and_quit_exits_5():
+    """Refused under T2, the app stops following: the status line says so (not
+    'disconnected, retrying'), and Ctrl+Q leaves with the CLI's exit 5."""
+    app = ChatApp(NotYoursApi(), C, NotYoursApi.URL)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await until(pilot, lambda: "is not yours" in app.transcript(), "the refusal")
+        await pilot.pause()
+        status = str(app.query_one("#status", Static).render())
+        assert "not yours: stopped" in status and "retrying" not in status, status
+        await pilot.press("ctrl+q")
+    assert app.return_code == 5
+
+
+async def test_quitting_a_chat_that_was_not_refused_exits_0(chat):
+    app, pilot = chat
+    await pilot.press("ctrl+q")
+    assert app.return_code == 0
+
+
+def test_cli_clankie_chat_exits_with_the_apps_return_code(monkeypatch: pytest.MonkeyPatch):
+    class Connected:
+        url, token = NotYoursApi.URL, "clk_x"
+
+        def __enter__(self) -> Connected:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    def refused_run(self: ChatApp) -> None:
+        self._return_code = 5  # what Ctrl+Q sets after a NotYours refusal
+
+    monkeypatch.setattr(chat_command, "connect", Connected)
+    monkeypatch.setattr(ChatApp, "run", refused_run)
+    assert main(["chat", C]) == 5

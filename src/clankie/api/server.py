@@ -17,6 +17,7 @@ import fcntl
 import ipaddress
 import logging
 import os
+import re
 import resource
 import signal
 import socket
@@ -41,6 +42,11 @@ log = logging.getLogger("clankie.serve")
 
 class ServeError(Exception):
     """Why the service cannot start; said to the user as it is."""
+
+
+class ServeUsage(ServeError):
+    """An argument `serve` cannot use: usage or invalid input (exit 2), said before the home
+    or the store is touched."""
 
 
 @contextlib.contextmanager
@@ -80,27 +86,48 @@ def unix_socket(path: Path) -> socket.socket:
     return sock
 
 
-def tcp_socket(address: str) -> socket.socket:
+def parse_tcp(address: str) -> tuple[str, int]:
+    """`--tcp HOST:PORT`: a loopback host (an IPv6 one in brackets, as in a URL) and a port
+    from 1 to 65535, or 0 for any free one; anything else is a `ServeUsage`."""
     host, sep, port_text = address.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not port_text.isdigit():
-        raise ServeError(f"--tcp takes HOST:PORT, not {address!r}")
+    if not sep or not host:
+        raise ServeUsage(f"--tcp takes a loopback HOST:PORT, as in 127.0.0.1:18900 or "
+                         f"[::1]:18900, not {address!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not re.fullmatch(r"[0-9]{1,5}", port_text) or int(port_text) > 65535:
+        raise ServeUsage(f"--tcp takes a PORT from 1 to 65535 (or 0: any free port), not "
+                         f"{address!r}")
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
     if not loopback:
-        raise ServeError(f"--tcp serves only on a loopback address, not {host!r}")
+        raise ServeUsage(f"--tcp serves only on a loopback address (127.0.0.1, [::1] or "
+                         f"localhost), not {address!r}")
+    return host, int(port_text)
+
+
+def tcp_socket(address: str) -> socket.socket:
+    host, port = parse_tcp(address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:  # listening, not only bound: with SO_REUSEADDR a bound port can still be taken
-        sock.bind((host, int(port_text)))
+        sock.bind((host, port))
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise ServeError(f"cannot listen on {address}: {exc.strerror}") from None
+        held = (f"; see who holds it: `ss -ltnp 'sport = :{port}'`"
+                if exc.errno == errno.EADDRINUSE else "")
+        raise ServeError(f"cannot listen on {address}: {exc.strerror}{held}") from None
     return sock
+
+
+def http_url(sock: socket.socket) -> str:
+    """The URL of a TCP listener as CLANKIE_URL takes it (an IPv6 host in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 SWITCH_INTERVAL_S = 0.0005
@@ -171,8 +198,7 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             # stop exits 0.
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, server.handle_exit)
-            where = [f"unix://{home.socket}"] + [
-                f"http://{s.getsockname()[0]}:{s.getsockname()[1]}" for s in sockets[1:]]
+            where = [f"unix://{home.socket}"] + [http_url(s) for s in sockets[1:]]
             print(f"clankie serving on {' and '.join(where)} with the {settings.model} model",
                   file=sys.stderr, flush=True)
             try:

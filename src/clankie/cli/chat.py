@@ -37,7 +37,10 @@ def chat(
             chosen = mine or call(client, "conversation_create", {"workspace": target},
                                   as_json=False)["conversation_id"]
         url, token = client.url, client.token
-    ChatApp(AsyncClient(url, token), chosen, url).run()
+    app = ChatApp(AsyncClient(url, token), chosen, url)
+    app.run()
+    if app.return_code:  # 5 after a refusal under T2 (the listener is not yours)
+        raise typer.Exit(app.return_code)
 
 
 def _latest_in(client: Client, workspace: str, pages: int = 20) -> str | None:

@@ -20,7 +20,14 @@ from typing import Any, Final, NoReturn
 
 import typer
 
-from clankie.client import ApiError, Client, NotYours, ServiceUnreachable, Uncertain
+from clankie.client import (
+    ApiError,
+    Client,
+    NotClankie,
+    NotYours,
+    ServiceUnreachable,
+    Uncertain,
+)
 from clankie.text import visible, visible_json
 
 DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
@@ -68,6 +75,13 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
     """Call `op` once. On failure, say why (or print the problem with --json) and exit."""
     try:
         return client.call(op, payload)
+    except NotClankie as err:  # some other program answered: not the service's problem
+        if as_json:
+            print_json(err.problem)
+        else:
+            warn(f"clankie: {err}.")
+            warn(f"  fix: {err.fix}")
+        exit_with(OTHER)
     except ApiError as err:
         if as_json:
             print_json(err.problem)
@@ -85,10 +99,13 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         exit_with(UNCERTAIN)
     except ServiceUnreachable as exc:
         warn(f"clankie: {exc}")
-        warn("Start it with `clankie serve` (after `clankie init`), or set CLANKIE_URL.")
+        warn(f"  fix: {exc.fix}")
         exit_with(OTHER)
     except NotYours as exc:
-        explain_not_yours(exc)
+        if as_json:
+            print_json(not_yours_problem(exc))
+        else:
+            explain_not_yours(exc)
         exit_with(DENIED)
 
 
@@ -98,11 +115,17 @@ def explain_not_yours(exc: NotYours) -> None:
     warn(f"  fix: {exc.fix}")
 
 
+def not_yours_problem(exc: NotYours) -> dict[str, Any]:
+    """A refusal under T2 for --json: shaped like the service's problem documents, though
+    it comes from the client (nothing was sent)."""
+    return {"type": "urn:clankie:problem:not_yours", "title": "not yours",
+            "code": "not_yours", "detail": str(exc), "fix": exc.fix}
+
+
 def connect() -> Client:
-    try:
-        return Client()
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    """The client of CLANKIE_URL (else the home's socket); a CLANKIE_URL that is not an
+    address is `BadServiceUrl`, which `main` says as a usage error (exit 2)."""
+    return Client()
 
 
 COMPLETION_TIMEOUT_S = 0.2

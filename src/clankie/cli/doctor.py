@@ -26,6 +26,7 @@ from clankie.client import (
     ApiError,
     Client,
     ClientError,
+    NotClankie,
     NotYours,
     ServiceUnreachable,
     trusted_url,
@@ -122,16 +123,16 @@ def check_service() -> Check:
             client.call("conversation_list", {"limit": 1})
             where = client.url
     except ServiceUnreachable as exc:
-        return Check("service", False, f"not reachable: {exc}", "start it: `clankie serve`")
-    except NotYours as exc:
+        return Check("service", False, f"not reachable: {exc}", exc.fix)
+    except (NotYours, NotClankie) as exc:
         return Check("service", False, str(exc), exc.fix)
     except ApiError as exc:
         fix = ("the token was rotated or revoked: use the new one (CLANKIE_TOKEN or "
                "operator.token), or `clankie init` after a revocation"
                if exc.code == "unauthenticated" else None)
         return Check("service", False, f"refused the token: {exc.code}", fix)
-    except (ClientError, ValueError) as exc:
-        return Check("service", False, str(exc), "check CLANKIE_URL")
+    except (ClientError, ValueError) as exc:  # BadServiceUrl: CLANKIE_URL is not one
+        return Check("service", False, str(exc), getattr(exc, "fix", None) or "check CLANKIE_URL")
     except UnsafeHome as exc:  # the token file and the socket are not read from it
         return Check("service", False, f"not contacted: {exc}", exc.unsafe.fix)
     trust = (" (CLANKIE_URL_TRUSTED: its owner is not checked where it cannot be told)"

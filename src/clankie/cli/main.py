@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from clankie import __version__
-from clankie.client import NotYours
+from clankie.client import BadServiceUrl, NotYours
 from clankie.core.errors import ClankieError
 from clankie.home import Home, UnsafeHome, check, make_home, write_token_file
 from clankie.settings import SettingsError, load_settings, settings_table
@@ -93,9 +93,14 @@ def serve(
     if help_settings:
         typer.echo(settings_table())
         return
-    from clankie.api.server import ServeError
+    from clankie.api.server import ServeError, ServeUsage, parse_tcp
     from clankie.api.server import serve as run
 
+    try:
+        if tcp is not None:
+            parse_tcp(tcp)  # a usage error, before the home or the store is touched
+    except ServeUsage as exc:
+        raise fail(str(exc), USAGE) from None
     home = Home.from_env()
     check(home)  # before settings.toml is read or the store touched (T1)
     environ = dict(os.environ) | ({"CLANKIE_MODEL": model} if model is not None else {})
@@ -132,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     except UnsafeHome as exc:  # T1: the path and what is wrong, then the fix
         warn(f"clankie: unsafe home: {exc}")
         warn(f"  fix: {exc.unsafe.fix}")
+        return USAGE
+    except BadServiceUrl as exc:  # CLANKIE_URL is not an address: the owner's to fix
+        warn(f"clankie: {exc}")
         return USAGE
     except NotYours as exc:  # a command that reached the client outside `common.call`
         explain_not_yours(exc)

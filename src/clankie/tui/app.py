@@ -6,7 +6,8 @@ option with the displayed request, incarnation and revision, once. A conflict is
 and the question shown again; an uncertain outcome is said as uncertain; nothing is ever
 resubmitted by the app. Network calls run only in workers (Textual's `@work`). A listener
 that is not the owner's service (`NotYours`, SPEC T2) was sent nothing; the app says so with
-the fix and stops following, rather than knocking again and again.
+the fix and stops following, rather than knocking again and again: its status line says
+"not yours: stopped", and quitting then exits 5, as the CLI does.
 
 Whatever the app shows goes through `say`, `_status`, `_show` or `notice`: text from
 others with its control and invisible format characters made visible (`clankie.text`),
@@ -55,6 +56,7 @@ from .commands import (
 )
 
 TAIL_WAIT_MS = 25_000
+NOT_YOURS_EXIT = 5  # the CLI's exit for a refused listener (SPEC section 10, T2)
 RETRY_S = (0.5, 1.0, 2.0, 5.0)
 
 
@@ -87,6 +89,7 @@ class ChatApp(App[None]):
         self.running: set[str] = set()
         self.doing: str | None = None  # the latest tool activity of a running run
         self.connected = True
+        self.refused: NotYours | None = None  # the tail stopped: the listener is not ours
         self.after = 0
 
     def compose(self) -> ComposeResult:
@@ -104,6 +107,11 @@ class ChatApp(App[None]):
 
     async def on_unmount(self) -> None:
         await self.api.aclose()
+
+    async def action_quit(self) -> None:
+        """Quit; after a refusal under T2 with the CLI's exit code for it, so a script
+        around `clankie chat` can tell."""
+        self.exit(return_code=NOT_YOURS_EXIT if self.refused is not None else 0)
 
     # ------------------------------------------------------------------------ showing
 
@@ -124,7 +132,8 @@ class ChatApp(App[None]):
         status = self.query_one("#status", Static)
         status.update(Content(visible(render.status_line(
             self.service, self.conversation_id, self.pending, bool(self.running),
-            self.connected, self.doing, expiry[0] if expiry else None))))
+            self.connected, self.doing, expiry[0] if expiry else None,
+            refused=self.refused is not None))))
         status.set_class(bool(expiry and expiry[1]), "expiring")
 
     def _show(self, snapshot: dict[str, Any]) -> None:
@@ -168,6 +177,7 @@ class ChatApp(App[None]):
                 return
             except NotYours as exc:
                 self.connected = False
+                self.refused = exc
                 self._status()
                 self.say(f"Stopped following: {exc}. Fix: {exc.fix}; then start `clankie "
                          "chat` again.", style="bold")

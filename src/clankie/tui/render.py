@@ -79,12 +79,16 @@ def expiry(question: dict[str, Any] | None, now: datetime) -> tuple[str, bool] |
 
 
 def status_line(service: str, conversation_id: str, pending: bool | None, working: bool,
-                connected: bool, doing: str | None = None, expires: str | None = None) -> str:
+                connected: bool, doing: str | None = None, expires: str | None = None,
+                refused: bool = False) -> str:
+    """`refused`: the listener is not the owner's service (T2) and the app stopped
+    following it; nothing is retried, so the line must not say it is."""
     question = {None: "question: ?", True: "question pending", False: "no question"}[pending]
     if pending and expires:
         question = f"question pending, {expires}"
     if service.startswith("unix://"):
         service = "unix:" + service.rsplit("/", 1)[-1]
     busy = f"Clankie: {doing[:60]}" if doing else "Clankie is working..."
-    state = "disconnected, retrying" if not connected else (busy if working else "idle")
+    state = ("not yours: stopped" if refused else "disconnected, retrying" if not connected
+             else busy if working else "idle")
     return f"{service} | conversation {conversation_id[:8]} | {question} | {state}"
