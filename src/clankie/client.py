@@ -35,7 +35,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpcore
 import httpx
@@ -214,13 +214,19 @@ class _PeerCheck:
         raise NotYours(self.address, listener, trusted=self.trusted)
 
 
+class Admit(Protocol):
+    """Who may be at the other end of a new connection: raises to refuse it."""
+
+    def admit(self, sock: ConnectedSocket | None) -> None: ...
+
+
 SocketOptions = Iterable[httpcore.SOCKET_OPTION] | None
 
 
 class _CheckedBackend(httpcore.NetworkBackend):
     """httpcore's own backend; each stream is handed on only once its peer is admitted."""
 
-    def __init__(self, check: _PeerCheck) -> None:
+    def __init__(self, check: Admit) -> None:
         self._inner = httpcore.SyncBackend()
         self._check = check
 
@@ -298,7 +304,7 @@ def _swap_pool(transport: httpx.HTTPTransport | httpx.AsyncHTTPTransport,
 
 
 class _CheckedTransport(httpx.HTTPTransport):
-    def __init__(self, url: str, uds: str | None, check: _PeerCheck) -> None:
+    def __init__(self, url: str, uds: str | None, check: Admit) -> None:
         super().__init__(retries=0, uds=uds)
         _swap_pool(self, httpcore.ConnectionPool(network_backend=_CheckedBackend(check),
                                                  **_pool_args(url, uds)))

@@ -31,6 +31,7 @@ from tests.fakes import (
     openai_calls,
     openai_reply,
 )
+from tests.squatter import Squatter, needs_root
 
 ASK = {"kind": "choice", "prompt": "Which test runner?",
        "options": [{"label": "pytest"}, {"label": "unittest"}]}
@@ -318,3 +319,29 @@ def test_a_later_run_remembers_the_tool_calls_of_earlier_runs(world: World):
     assert "return 42" in json.loads(remembered["c1"])["content"]
     text = json.dumps(continuation)
     assert "Set up tests." in text and "pytest" in text
+
+
+@needs_root
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_t4_another_users_listener_at_the_model_endpoint_gets_no_key_and_no_words(
+        tmp_path: Path, provider: str):
+    """The model endpoint's port taken by another user while the owner's model server was
+    down: a run fails saying so, and that listener receives not a byte (no key, no words)."""
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    with Squatter.tcp() as squatter:
+        env = {"CLANKIE_MODEL": provider, f"CLANKIE_{provider.upper()}_BASE_URL":
+               squatter.url + ("/v1" if provider == "openai" else ""),
+               "OPENAI_API_KEY": "sk-owner-never-sent", "ANTHROPIC_API_KEY": "sk-ant-never"}
+        served = Served.start(tmp_path / "home", env=env, script=None)
+        try:
+            with served.client() as client:
+                c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+                sent = client.call("conversation_send", {"conversation_id": c,
+                                                         "text": "my private words"})
+                run = finished(client, sent["run_id"])
+        finally:
+            served.stop()
+    heard = squatter.close()
+    assert run["status"] == "failed" and "another user of this machine" in run["error"], run
+    assert heard.everything == b"", heard

@@ -11,9 +11,11 @@ import json
 import os
 from typing import Any
 
+from . import endpoint
 from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn, short_error
 
 TIMEOUT_S = 120.0
+DEFAULT_URL = "https://api.anthropic.com"
 MAX_TOKENS = 2_048
 
 
@@ -25,9 +27,10 @@ class AnthropicModel:
 
         self._anthropic = anthropic
         self.model = model
+        url = base_url or DEFAULT_URL
         self._client = anthropic.Anthropic(api_key=os.environ.get("ANTHROPIC_API_KEY"),
-                                           base_url=base_url or None, timeout=timeout,
-                                           max_retries=0)
+                                           base_url=url, timeout=timeout, max_retries=0,
+                                           http_client=endpoint.http_client(url, timeout))
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
         try:
@@ -36,7 +39,12 @@ class AnthropicModel:
                 messages=_messages(turns),  # type: ignore[arg-type]
                 tools=[{"name": t.name, "description": t.description,
                         "input_schema": t.parameters} for t in tools])  # type: ignore[misc]
+        except endpoint.EndpointNotYours as exc:
+            raise ModelError(f"anthropic: {exc}") from None
         except self._anthropic.APIError as exc:
+            refused = endpoint.refusal(exc)  # the same, wrapped by the SDK
+            if refused is not None:
+                raise ModelError(f"anthropic: {refused}") from None
             raise ModelError(f"anthropic: {type(exc).__name__}: {short_error(exc)}") from None
         except TypeError as exc:  # e.g. no API key in the environment
             raise ModelError(f"anthropic: {exc}") from None

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from . import endpoint
 from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn, short_error
 
 TIMEOUT_S = 120.0
+DEFAULT_URL = "https://api.openai.com/v1"
 
 
 class OpenAIChatModel:
@@ -25,8 +27,10 @@ class OpenAIChatModel:
         self._openai = openai
         self.model = model
         # Local servers need no key; the SDK insists on one, so a placeholder is given.
+        url = base_url or DEFAULT_URL
         self._client = openai.OpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
-                                     base_url=base_url or None, timeout=timeout, max_retries=0)
+                                     base_url=url, timeout=timeout, max_retries=0,
+                                     http_client=endpoint.http_client(url, timeout))
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
         try:
@@ -35,7 +39,12 @@ class OpenAIChatModel:
                 tools=[{"type": "function", "function": {
                     "name": t.name, "description": t.description, "parameters": t.parameters}}
                     for t in tools])
+        except endpoint.EndpointNotYours as exc:
+            raise ModelError(f"openai: {exc}") from None
         except self._openai.APIError as exc:
+            refused = endpoint.refusal(exc)  # the same, wrapped by the SDK
+            if refused is not None:
+                raise ModelError(f"openai: {refused}") from None
             raise ModelError(f"openai: {type(exc).__name__}: {short_error(exc)}") from None
         except Exception as exc:  # the endpoint is outside our control: any failure is its
             raise ModelError(f"openai: unusable response: {type(exc).__name__}") from None

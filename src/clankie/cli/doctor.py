@@ -19,7 +19,6 @@ import subprocess
 from dataclasses import asdict, dataclass
 from typing import Annotated
 
-import httpx
 import typer
 
 from clankie.client import (
@@ -151,10 +150,17 @@ def check_model(settings: Settings) -> Check:
     if settings.model == "openai":
         if settings.openai_base_url:
             url = settings.openai_base_url.rstrip("/") + "/models"
-            try:
-                httpx.get(url, timeout=PROBE_TIMEOUT_S, headers={"Authorization": "Bearer "
-                          + os.environ.get("OPENAI_API_KEY", "not-needed")})
-            except httpx.HTTPError as exc:
+            from clankie.agent import endpoint  # the SDKs' stack: only with the extras
+
+            try:  # the key goes only where the runs would send it, checked the same way
+                with endpoint.http_client(settings.openai_base_url, PROBE_TIMEOUT_S) as http:
+                    http.get(url, headers={"Authorization": "Bearer "
+                                           + os.environ.get("OPENAI_API_KEY", "not-needed")})
+            except endpoint.EndpointNotYours as exc:
+                return Check("model", False, f"openai: {exc}", "stop whoever holds that port "
+                             "(only they or root can), or serve your model on another port "
+                             "and set openai_base_url to it")
+            except endpoint.HTTPError as exc:
                 return Check("model", False, f"openai: {settings.openai_base_url} does not "
                              f"answer ({type(exc).__name__})", "start the local model server "
                              "or fix openai_base_url")
