@@ -241,10 +241,15 @@ def _home_problem(path: Path, st: os.stat_result) -> Unsafe | None:
 def _file_problem(path: Path, st: os.stat_result, remedy: str) -> Unsafe | None:
     remove = f"remove {path}{remedy}"
     if stat.S_ISLNK(st.st_mode):
+        keep = (f"copy what it points to in its place (cp --remove-destination "
+                f"\"$(readlink -f {path})\" {path}), or {remove}" if path.name == SETTINGS
+                else remove)
         return Unsafe("files", path, "is a symbolic link (clankie never follows one in its "
-                      "home)", remove)
+                      "home)", keep)
     if st.st_uid != os.geteuid():
-        return Unsafe("files", path, f"belongs to {_user(st.st_uid)}", remove)
+        keep = (f"if clankie made it while run as root (sudo), keep it: sudo chown "
+                f"$(id -un) {path}; else {remove}" if st.st_uid == 0 else remove)
+        return Unsafe("files", path, f"belongs to {_user(st.st_uid)}", keep)
     wanted = stat.S_ISSOCK if path.name == SOCKET else stat.S_ISREG
     if not wanted(st.st_mode):
         return Unsafe("files", path, "is not a socket" if path.name == SOCKET
