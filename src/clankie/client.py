@@ -45,7 +45,8 @@ from clankie import dto
 from clankie.home import SOCKET, Home, operator_token, service_url
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
-__all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "Client", "NotClankie", "NotYours",
+__all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "CheckedBackend", "Client", "NotClankie",
+           "NotYours",
            "ServiceUnreachable", "Uncertain", "service_address", "trusted_url"]
 
 DEFAULT_TIMEOUT = 30.0
@@ -223,11 +224,12 @@ class Admit(Protocol):
 SocketOptions = Iterable[httpcore.SOCKET_OPTION] | None
 
 
-class _CheckedBackend(httpcore.NetworkBackend):
-    """httpcore's own backend; each stream is handed on only once its peer is admitted."""
+class CheckedBackend(httpcore.NetworkBackend):
+    """httpcore's own backend (or `inner`, any with its interface: the model SDKs bring
+    `httpcore2`'s); each stream is handed on only once its peer is admitted."""
 
-    def __init__(self, check: Admit) -> None:
-        self._inner = httpcore.SyncBackend()
+    def __init__(self, check: Admit, inner: Any = None) -> None:
+        self._inner = inner if inner is not None else httpcore.SyncBackend()
         self._check = check
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None,
@@ -306,7 +308,7 @@ def _swap_pool(transport: httpx.HTTPTransport | httpx.AsyncHTTPTransport,
 class _CheckedTransport(httpx.HTTPTransport):
     def __init__(self, url: str, uds: str | None, check: Admit) -> None:
         super().__init__(retries=0, uds=uds)
-        _swap_pool(self, httpcore.ConnectionPool(network_backend=_CheckedBackend(check),
+        _swap_pool(self, httpcore.ConnectionPool(network_backend=CheckedBackend(check),
                                                  **_pool_args(url, uds)))
 
 

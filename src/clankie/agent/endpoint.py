@@ -13,13 +13,12 @@ TLS's business, not another local user's, and is not refused here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from functools import cache
-from typing import Any
 
 import httpcore2
 import httpx2
 
+from clankie.client import CheckedBackend
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
 HTTPError = httpx2.HTTPError  # what a call through `http_client` raises on the way
@@ -57,37 +56,6 @@ class EndpointCheck:
                                "key and the conversation were not sent")
 
 
-class _Backend(httpcore2.NetworkBackend):
-    """httpcore2's own backend (the SDKs' HTTP stack); each new stream is handed on only
-    once `EndpointCheck` has admitted its peer, before a byte is written."""
-
-    def __init__(self, check: EndpointCheck) -> None:
-        self._inner = httpcore2.SyncBackend()
-        self._check = check
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                    local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore2.NetworkStream:
-        return self._admitted(self._inner.connect_tcp(host, port, timeout, local_address,
-                                                      socket_options))
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Iterable[Any] | None = None
-                            ) -> httpcore2.NetworkStream:
-        return self._admitted(self._inner.connect_unix_socket(path, timeout, socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-    def _admitted(self, stream: httpcore2.NetworkStream) -> httpcore2.NetworkStream:
-        try:
-            self._check.admit(stream.get_extra_info("socket"))
-        except BaseException:
-            stream.close()
-            raise
-        return stream
-
-
 def http_client(url: str, timeout: float) -> httpx2.Client:
     """The SDKs' HTTP client for the model endpoint at `url`, checked on every new
     connection. As for the service's own client (`clankie.client`), httpx offers no public
@@ -99,7 +67,8 @@ def http_client(url: str, timeout: float) -> httpx2.Client:
                            "whose model endpoint it connects to; install the versions in "
                            "constraints.txt")
     transport._pool = httpcore2.ConnectionPool(
-        network_backend=_Backend(EndpointCheck(url)), retries=0, http1=True, http2=False,
+        network_backend=CheckedBackend(EndpointCheck(url), httpcore2.SyncBackend()),
+        retries=0, http1=True, http2=False,
         ssl_context=httpx2.create_ssl_context() if url.startswith("https://") else None,
         max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
     return httpx2.Client(transport=transport, timeout=timeout, trust_env=False)
