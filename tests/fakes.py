@@ -1,14 +1,16 @@
 """A fake model endpoint on loopback that speaks the real wire formats the official SDKs use:
 OpenAI chat completions (`POST /v1/chat/completions`, `tool_calls`) and Anthropic messages
 (`POST /v1/messages`, `tool_use` blocks). It replies from a plan, records every request,
-and can fail, send garbage, or hold a reply until a test releases it.
+and can fail, send garbage, or hold a reply until a test releases it. Given a `check`
+(see `tests/strict_endpoints.py`), it first answers any request the real API would reject
+with that API's own 400, keeping the rejection, and leaves the plan as it was.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +29,7 @@ class Endpoint:
     url: str
     plan: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[tuple[dict[str, Any], Any]] = field(default_factory=list)  # (request, 400)
     arrived: threading.Condition = field(default_factory=threading.Condition)
 
     def wait_for_requests(self, count: int, timeout: float = 20) -> None:
@@ -91,17 +94,24 @@ def error_reply(status: int, message: str = "boom") -> Reply:
 
 
 @contextmanager
-def model_endpoint() -> Iterator[Endpoint]:
+def model_endpoint(check: Callable[[str, dict[str, Any]], Reply | None] | None = None
+                   ) -> Iterator[Endpoint]:
     endpoint = Endpoint(url="")
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            request = {"path": self.path, "body": body,
+                       "headers": {k.lower(): v for k, v in self.headers.items()}}
+            refusal = check(self.path, body) if check is not None else None
             with endpoint.arrived:
-                endpoint.requests.append({"path": self.path, "body": body,
-                                          "headers": {k.lower(): v for k, v in
-                                                      self.headers.items()}})
-                reply = endpoint.plan.pop(0) if endpoint.plan else error_reply(500, "no plan")
+                endpoint.requests.append(request)
+                if refusal is not None:
+                    endpoint.rejected.append((request, refusal.body))
+                    reply = refusal
+                else:
+                    reply = endpoint.plan.pop(0) if endpoint.plan else error_reply(500,
+                                                                                   "no plan")
                 endpoint.arrived.notify_all()
             if reply.hold is not None:
                 reply.hold.wait(timeout=60)

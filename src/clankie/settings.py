@@ -57,6 +57,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("openai_model", "gpt-4o-mini", "Model name for the openai provider."),
     Setting("anthropic_base_url", "", "Anthropic endpoint (empty: the SDK's default)."),
     Setting("anthropic_model", "claude-sonnet-4-5", "Model name for the anthropic provider."),
+    Setting("context_budget", 100_000, "Tokens a model request may hold (estimated on the "
+            "safe side); the oldest history is left out first, and the model is told.",
+            (4_000, 10_000_000), unit="tokens"),
     # A ceiling for a local service. Each connection is a file descriptor, and the process's
     # own limit (often 1,024 soft) still applies; the default fits it with both listeners.
     Setting("max_connections", 256, "Connections served at once on each listener (the Unix "
@@ -90,6 +93,7 @@ class Settings:
     openai_model: str = "gpt-4o-mini"
     anthropic_base_url: str = ""
     anthropic_model: str = "claude-sonnet-4-5"
+    context_budget: int = 100_000
     max_connections: int = 256
 
 

@@ -1,18 +1,18 @@
 """An Anthropic Messages model with tool use, via the official SDK.
 
-Owns the mapping between our transcript and the Messages wire format (`tool_use` and
-`tool_result` content blocks). The base URL and model come from settings; the key only
-from the environment (`ANTHROPIC_API_KEY`). Every failure becomes a `ModelError`.
+Owns the call of the Messages API and the reading of its reply; the request itself, valid
+and within `context_budget`, is made by `wire.anthropic_request` (SPEC R8). The base URL
+and model come from settings; the key only from the environment (`ANTHROPIC_API_KEY`).
+Every failure becomes a `ModelError`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
-from . import endpoint
-from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn, short_error
+from . import endpoint, wire
+from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, short_error
 
 TIMEOUT_S = 120.0
 DEFAULT_URL = "https://api.anthropic.com"
@@ -22,23 +22,23 @@ MAX_TOKENS = 2_048
 class AnthropicModel:
     name = "anthropic"
 
-    def __init__(self, model: str, base_url: str | None, timeout: float = TIMEOUT_S) -> None:
+    def __init__(self, model: str, base_url: str | None, timeout: float = TIMEOUT_S,
+                 context_budget: int = wire.DEFAULT_BUDGET) -> None:
         import anthropic
 
         self._anthropic = anthropic
         self.model = model
+        self.context_budget = context_budget
         url = base_url or DEFAULT_URL
         self._client = anthropic.Anthropic(api_key=os.environ.get("ANTHROPIC_API_KEY"),
                                            base_url=url, timeout=timeout, max_retries=0,
                                            http_client=endpoint.http_client(url, timeout))
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
+        request = wire.anthropic_request(self.model, system, turns, tools,
+                                         self.context_budget, MAX_TOKENS)
         try:
-            response = self._client.messages.create(
-                model=self.model, max_tokens=MAX_TOKENS, system=system,
-                messages=_messages(turns),  # type: ignore[arg-type]
-                tools=[{"name": t.name, "description": t.description,
-                        "input_schema": t.parameters} for t in tools])  # type: ignore[misc]
+            response = self._client.messages.create(**request)
         except endpoint.EndpointNotYours as exc:
             raise ModelError(f"anthropic: {exc}") from None
         except self._anthropic.APIError as exc:
@@ -58,30 +58,3 @@ class AnthropicModel:
                 blocks.append(ToolCall(block.id, block.name, json.dumps(block.input)))
         return blocks
 
-
-def _messages(turns: list[Turn]) -> list[dict[str, Any]]:
-    messages = []
-    for turn in turns:
-        content: list[dict[str, Any]] = []
-        for b in turn.blocks:
-            if isinstance(b, Text):
-                content.append({"type": "text", "text": b.text})
-            elif isinstance(b, ToolCall):
-                content.append({"type": "tool_use", "id": b.call_id, "name": b.name,
-                                "input": _input(b.arguments)})
-            elif isinstance(b, ToolResult):
-                content.append({"type": "tool_result", "tool_use_id": b.call_id,
-                                "content": b.content})
-        messages.append({"role": turn.role, "content": content})
-    return messages
-
-
-
-def _input(arguments: str) -> dict[str, Any]:
-    """A tool call's input as Anthropic requires it (an object), even when the model sent
-    something else: the refusal it was given already says what was wrong."""
-    try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}

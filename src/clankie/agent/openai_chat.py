@@ -1,18 +1,18 @@
 """An OpenAI-compatible chat-completions model with tool calling, via the official SDK.
 
-Owns the mapping between our transcript and the chat-completions wire format (assistant
-`tool_calls`, `tool` messages). Any OpenAI-compatible server works (OpenAI, Ollama, vLLM,
-llama.cpp): the base URL and model come from settings; the key only from the environment
-(`OPENAI_API_KEY`), never from the store or logs. Every failure becomes a `ModelError`.
+Owns the call of the chat-completions API and the reading of its reply; the request itself,
+valid and within `context_budget`, is made by `wire.openai_request` (SPEC R8). Any
+OpenAI-compatible server works (OpenAI, Ollama, vLLM, llama.cpp): the base URL and model
+come from settings; the key only from the environment (`OPENAI_API_KEY`), never from the
+store or logs. Every failure becomes a `ModelError`.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
-from . import endpoint
-from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn, short_error
+from . import endpoint, wire
+from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, short_error
 
 TIMEOUT_S = 120.0
 DEFAULT_URL = "https://api.openai.com/v1"
@@ -21,11 +21,13 @@ DEFAULT_URL = "https://api.openai.com/v1"
 class OpenAIChatModel:
     name = "openai"
 
-    def __init__(self, model: str, base_url: str | None, timeout: float = TIMEOUT_S) -> None:
+    def __init__(self, model: str, base_url: str | None, timeout: float = TIMEOUT_S,
+                 context_budget: int = wire.DEFAULT_BUDGET) -> None:
         import openai
 
         self._openai = openai
         self.model = model
+        self.context_budget = context_budget
         # Local servers need no key; the SDK insists on one, so a placeholder is given.
         url = base_url or DEFAULT_URL
         self._client = openai.OpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
@@ -33,12 +35,9 @@ class OpenAIChatModel:
                                      http_client=endpoint.http_client(url, timeout))
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
+        request = wire.openai_request(self.model, system, turns, tools, self.context_budget)
         try:
-            response = self._client.chat.completions.create(
-                model=self.model, messages=_messages(system, turns),  # type: ignore[arg-type]
-                tools=[{"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}}
-                    for t in tools])
+            response = self._client.chat.completions.create(**request)
         except endpoint.EndpointNotYours as exc:
             raise ModelError(f"openai: {exc}") from None
         except self._openai.APIError as exc:
@@ -59,24 +58,4 @@ class OpenAIChatModel:
         except (AttributeError, IndexError, TypeError) as exc:
             raise ModelError(f"openai: unusable response: {exc}") from None
         return blocks
-
-
-def _messages(system: str, turns: list[Turn]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    for turn in turns:
-        texts = [b.text for b in turn.blocks if isinstance(b, Text)]
-        calls = [b for b in turn.blocks if isinstance(b, ToolCall)]
-        results = [b for b in turn.blocks if isinstance(b, ToolResult)]
-        if turn.role == "assistant":
-            message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
-            if calls:
-                message["tool_calls"] = [{"id": c.call_id, "type": "function", "function": {
-                    "name": c.name, "arguments": c.arguments}} for c in calls]
-            messages.append(message)
-            continue
-        messages += [{"role": "tool", "tool_call_id": r.call_id, "content": r.content}
-                     for r in results]
-        if texts:
-            messages.append({"role": "user", "content": "\n\n".join(texts)})
-    return messages
 

@@ -35,9 +35,11 @@ def model_for_runs(settings: Settings, script: Path | None = None
     if settings.model == "openai":
         from .openai_chat import OpenAIChatModel
 
-        shared: Model = OpenAIChatModel(settings.openai_model, settings.openai_base_url)
+        shared: Model = OpenAIChatModel(settings.openai_model, settings.openai_base_url,
+                                        context_budget=settings.context_budget)
     else:
         from .anthropic_messages import AnthropicModel
 
-        shared = AnthropicModel(settings.anthropic_model, settings.anthropic_base_url)
+        shared = AnthropicModel(settings.anthropic_model, settings.anthropic_base_url,
+                                context_budget=settings.context_budget)
     return lambda _context: shared
