@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from clankie.agent.context import TurnContext
+from clankie.agent.providers import model_for_runs
 from clankie.agent.scripted import ScriptedModel
 from clankie.agent.tools import TOOL_SPECS
 from clankie.agent.transcript import Text, ToolCall, ToolResult, Turn
@@ -21,6 +22,7 @@ from clankie.agent.wire import (
     normalise,
     openai_request,
 )
+from clankie.settings import SettingsError, load_settings
 from tests.strict_endpoints import anthropic_problem, budget_problem, openai_problem
 
 BUDGET = 100_000
@@ -185,3 +187,17 @@ def test_r8_scripted_call_ids_are_unique_across_runs():
         blocks = model.for_run(ctx).step("", [], TOOL_SPECS)
         ids += [b.call_id for b in blocks if isinstance(b, ToolCall)]
     assert len(set(ids)) == 2, ids
+
+
+def test_r8_context_budget_is_a_setting_in_tokens_given_to_both_providers(
+        monkeypatch: pytest.MonkeyPatch):
+    assert load_settings(None, {}).context_budget == 100_000
+    assert load_settings(None, {"CLANKIE_CONTEXT_BUDGET": "8000"}).context_budget == 8_000
+    with pytest.raises(SettingsError, match=r"context_budget.*4,000 to 10,000,000 tokens"):
+        load_settings(None, {"CLANKIE_CONTEXT_BUDGET": "100"})
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "unused")
+    for provider in ("openai", "anthropic"):
+        settings = load_settings(None, {"CLANKIE_MODEL": provider,
+                                        "CLANKIE_CONTEXT_BUDGET": "12345"})
+        model = model_for_runs(settings)(TurnContext("turn", 0, "/w", (), None))
+        assert model.context_budget == 12_345  # type: ignore[attr-defined]
