@@ -4,7 +4,8 @@ provider's own 400 error shape and wording.
 `openai_problem(body)` checks a chat-completions request (roles; an assistant message with
 `tool_calls` followed by a `tool` message for every ID; `tool` messages only answering
 those; tool names `^[a-zA-Z0-9_-]+$` of 1 to 64 characters; arguments text that is a JSON
-object, as vLLM, llama.cpp and SGLang require; IDs unique in the request).
+object, as vLLM, llama.cpp and SGLang require; call IDs of at most 40 characters, unique in
+the request).
 `anthropic_problem(body)` checks a Messages request (roles alternate, the first is the
 user's; no empty content and no text block that is empty or only whitespace; `tool_use`
 IDs match `^[a-zA-Z0-9_-]+$` and are unique; names `^[a-zA-Z0-9_-]{1,64}$`; `input` an
@@ -79,6 +80,10 @@ def openai_problem(body: dict[str, Any]) -> str | None:
                 if not isinstance(arguments, str) or not _is_object(arguments):
                     return f"Invalid '{where}.function.arguments': not a JSON object"
                 call_id = call.get("id")
+                if isinstance(call_id, str) and len(call_id) > 40:
+                    return (f"Invalid '{where}.id': string too long. Expected a string with "
+                            f"maximum length 40, but got a string with length {len(call_id)} "
+                            "instead.")
                 if not isinstance(call_id, str) or not call_id or call_id in seen:
                     return f"Invalid '{where}.id': duplicate or empty tool call id"
                 seen.add(call_id)
