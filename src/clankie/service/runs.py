@@ -2,7 +2,8 @@
 
 Owns starting a committed run (A10), claiming the next run of a conversation in order
 (R4), finishing runs, the `ask_question` tool (Q1-Q5), Clankie's replies, the context a
-run is given, and recovery before serving (R3). The executor is `executor.py`.
+run is given (each earlier question with its outcome as of that run, R5), and recovery
+before serving (R3). The executor is `executor.py`.
 """
 
 from __future__ import annotations
