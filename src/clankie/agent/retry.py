@@ -143,9 +143,10 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
 
 
 def _said(exc: Any) -> str:
-    """The endpoint's own message (`{"error": {"message": ...}}` in both wire formats)."""
+    """The endpoint's own message: `{"error": {"message": ...}}` in both wire formats
+    (the OpenAI SDK keeps only the inner object as the error's body)."""
     body = getattr(exc, "body", None)
-    error = body.get("error") if isinstance(body, dict) else None
+    error = body.get("error", body) if isinstance(body, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
     if not isinstance(message, str) or not message.strip():
         return ""
