@@ -102,7 +102,7 @@ def test_r6_v4_a_429_with_retry_after_is_waited_out_and_shown_as_one_run_activit
     assert (event["run_id"], event["activity"]) == (run["run_id"], "model_retry")
     assert event["summary"] == f"{p.name}: 429 rate limited; try 2 of 4 in 1 s"
     waited = (_when(event["retry_at"]) - _when(event["at"])).total_seconds()
-    assert 0.9 <= waited <= 1.1
+    assert 0 < waited <= 1.0  # retry_at is 1 s after the wait began; `at` a moment later
     kinds = [e["type"] for e in retrying.events(c)]
     assert kinds.index("run_activity") < kinds.index("message", 1)  # before the reply
     printed = cli(retrying.served, "conversations", "events", c).stdout
