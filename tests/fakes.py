@@ -1,7 +1,8 @@
 """A fake model endpoint on loopback that speaks the real wire formats the official SDKs use:
 OpenAI chat completions (`POST /v1/chat/completions`, `tool_calls`) and Anthropic messages
 (`POST /v1/messages`, `tool_use` blocks). It replies from a plan, records every request,
-and can fail, send garbage, or hold a reply until a test releases it.
+and can fail (with headers such as `Retry-After`), send garbage, drop the connection
+without a reply, or hold a reply until a test releases it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ class Reply:
     status: int = 200
     body: Any = None
     hold: threading.Event | None = None  # wait for this before replying
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False  # close the connection without a reply
 
 
 @dataclass
@@ -85,9 +88,15 @@ def anthropic_calls(*calls: tuple[str, str, Any], text: str | None = None) -> Re
     return reply
 
 
-def error_reply(status: int, message: str = "boom") -> Reply:
+def error_reply(status: int, message: str = "boom", headers: dict[str, str] | None = None
+                ) -> Reply:
     return Reply(status=status, body={"error": {"message": message, "type": "server_error"},
-                                      "type": "error"})
+                                      "type": "error"}, headers=headers or {})
+
+
+def dropped() -> Reply:
+    """The connection closed after the request, without a byte of reply."""
+    return Reply(drop=True)
 
 
 @contextmanager
@@ -105,12 +114,17 @@ def model_endpoint() -> Iterator[Endpoint]:
                 endpoint.arrived.notify_all()
             if reply.hold is not None:
                 reply.hold.wait(timeout=60)
+            if reply.drop:
+                self.close_connection = True
+                return
             data = json.dumps(reply.body).encode() if not isinstance(reply.body, bytes) \
                 else reply.body
             try:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
             except OSError:

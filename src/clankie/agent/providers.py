@@ -12,6 +12,7 @@ from pathlib import Path
 from clankie.settings import Settings
 
 from .context import TurnContext
+from .retry import Policy
 from .scripted import ScriptedModel, load_script
 from .transcript import Model
 
@@ -32,12 +33,15 @@ def model_for_runs(settings: Settings, script: Path | None = None
     if settings.model == "scripted":
         scripted = ScriptedModel(load_script(script) if script else None)
         return scripted.for_run
+    policy = Policy(retries=settings.model_retries, total_wait=settings.model_retry_wait,
+                    timeout=settings.model_timeout)
     if settings.model == "openai":
         from .openai_chat import OpenAIChatModel
 
-        shared: Model = OpenAIChatModel(settings.openai_model, settings.openai_base_url)
+        shared: Model = OpenAIChatModel(settings.openai_model, settings.openai_base_url,
+                                            policy)
     else:
         from .anthropic_messages import AnthropicModel
 
-        shared = AnthropicModel(settings.anthropic_model, settings.anthropic_base_url)
+        shared = AnthropicModel(settings.anthropic_model, settings.anthropic_base_url, policy)
     return lambda _context: shared
