@@ -342,11 +342,14 @@ class Empty(Out):
 
 class ModelOut(Out):
     """The model a service runs with: `model` and `endpoint_host` are null for the scripted
-    (offline) model; the endpoint is host[:port] only, never a path, a query or a key."""
+    (offline) model; the endpoint is host[:port] only, never a path, a query or a key.
+    `endpoint_digest` (an addition) is a short SHA-256 of the whole base URL, for `clankie
+    doctor` to tell whether its settings name the same one."""
 
     provider: str
     model: str | None
     endpoint_host: str | None
+    endpoint_digest: str | None = None
 
 
 class ServiceInfoOut(Out):

@@ -5,6 +5,7 @@ against the fake endpoint, which speaks both SDKs' wire formats (`tests/fakes.py
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tomllib
@@ -16,6 +17,7 @@ import pytest
 from tests.e2e.served import ROOT, Served, clankie, finished
 from tests.e2e.test_doctor import doctor, failing
 from tests.fakes import Endpoint, anthropic_reply, model_endpoint, openai_reply
+from tests.squatter import Squatter, needs_root
 
 KEYS = {"openai": "sk-RECOGNISABLE-openai-0123456789",
         "anthropic": "sk-ant-RECOGNISABLE-0123456789"}
@@ -54,9 +56,11 @@ def test_service_info_reports_the_model_the_service_runs_with_never_the_key(
         served.stop()
     text = json.dumps(info)
     assert KEYS[provider] not in text and token not in text
+    url = endpoint.url + ("/v1" if provider == "openai" else "")
     assert info["model"] == {"provider": provider,
                              "model": "fake-gpt" if provider == "openai" else "fake-claude",
-                             "endpoint_host": endpoint.url.removeprefix("http://")}
+                             "endpoint_host": endpoint.url.removeprefix("http://"),
+                             "endpoint_digest": hashlib.sha256(url.encode()).hexdigest()[:12]}
     assert info["settings"]["model"] == provider  # --model, as the service runs with it
     assert info["version"] and info["started_at"].endswith("Z")
 
@@ -138,6 +142,42 @@ def test_doctor_the_settings_here_name_another_endpoint_than_the_service_uses(
     assert "OPENAI_BASE_URL is set here, but clankie does not read it" in detail
     assert "settings.toml" in str(checks["model"]["fix"])
     assert not endpoint.listed
+
+
+def test_doctor_the_settings_here_name_another_base_url_at_the_same_host(
+        tmp_path: Path, endpoint: Endpoint):
+    """service_info's endpoint_digest: doctor probes the service's whole base URL or none,
+    though the service never says its path."""
+    served = serve(tmp_path, "openai", provider_env("openai", endpoint.url))
+    try:
+        code, checks = doctor(served.home.path, OPENAI_API_KEY=KEYS["openai"],
+                              CLANKIE_OPENAI_BASE_URL=endpoint.url)
+    finally:
+        served.stop()
+    assert (code, failing(checks)) == (1, {"model"})
+    host = endpoint.url.removeprefix("http://")
+    assert f"but the settings here name another base URL at {host}: not probed" in str(
+        checks["model"]["detail"])
+    assert not endpoint.listed
+
+
+@needs_root
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_t4_doctor_probes_no_model_endpoint_of_another_user(tmp_path: Path, provider: str):
+    """The service's model endpoint port taken by another user: doctor says so with the
+    fix, and that listener hears not a byte (no key)."""
+    with Squatter.tcp() as squatter:
+        env = provider_env(provider, squatter.url)
+        served = serve(tmp_path, provider, env)
+        try:
+            code, checks = doctor(served.home.path, **env)
+        finally:
+            served.stop()
+    heard = squatter.close()
+    assert (code, failing(checks)) == (1, {"model"})
+    assert "another user of this machine" in str(checks["model"]["detail"])
+    assert "stop whoever holds that port" in str(checks["model"]["fix"])
+    assert heard.everything == b"", heard
 
 
 # ------------------------------------------------------------------ README, as written

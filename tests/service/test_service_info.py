@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from clankie import __version__
-from clankie.agent.providers import DEFAULT_URLS, base_url, endpoint_host, model_in_use
+from clankie.agent.providers import (
+    DEFAULT_URLS,
+    base_url,
+    endpoint_digest,
+    endpoint_host,
+    model_in_use,
+)
 from clankie.settings import SETTINGS, Settings
 from tests.world import T0, World
 
@@ -53,7 +59,9 @@ def test_service_info_any_reader_gets_version_start_model_and_settings_never_a_t
         assert info["version"] == __version__
         assert datetime.fromisoformat(info["started_at"].replace("Z", "+00:00")) == T0
         assert info["model"] == {"provider": "openai", "model": "llama3.2",
-                                 "endpoint_host": "127.0.0.1:11434"}
+                                 "endpoint_host": "127.0.0.1:11434",
+                                 "endpoint_digest": endpoint_digest(
+                                     world.service.settings.openai_base_url)}
         shown = info["settings"]
         assert shown["model"] == "openai" and shown["openai_model"] == "llama3.2"
         assert shown["notify_command"] == ["curl", "***", "***", "***"]
@@ -64,7 +72,8 @@ def test_service_info_any_reader_gets_version_start_model_and_settings_never_a_t
 
 def test_service_info_the_scripted_model_has_no_name_and_no_endpoint(world: World):
     info = world.call("service_info")
-    assert info["model"] == {"provider": "scripted", "model": None, "endpoint_host": None}
+    assert info["model"] == {"provider": "scripted", "model": None, "endpoint_host": None,
+                             "endpoint_digest": None}
 
 
 @pytest.mark.parametrize(("url", "host"), [

@@ -8,6 +8,7 @@ scripted model plays one script entry a run; the SDK models are shared).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ class ModelInUse:
     provider: str
     model: str | None
     endpoint_host: str | None
+    endpoint_digest: str | None = None  # of the whole base URL: compared, never read
 
 
 # The SDKs' own defaults, as the providers pass them (an explicit base URL, so the SDKs'
@@ -63,12 +65,20 @@ def endpoint_host(url: str) -> str:
     return f"{host}:{port}" if port is not None else host
 
 
+def endpoint_digest(url: str) -> str:
+    """A short digest of the whole base URL: `clankie doctor` compares it with the one its
+    own settings give, to probe exactly what the service uses, without the service ever
+    saying a path or a query (either may hold a key)."""
+    return hashlib.sha256(url.encode()).hexdigest()[:12]
+
+
 def model_in_use(settings: Settings) -> ModelInUse:
     """What `model_for_runs(settings)` runs with, said without a secret."""
     if settings.model not in DEFAULT_URLS:
         return ModelInUse(settings.model, None, None)
     name = settings.openai_model if settings.model == "openai" else settings.anthropic_model
-    return ModelInUse(settings.model, name, endpoint_host(base_url(settings, settings.model)))
+    url = base_url(settings, settings.model)
+    return ModelInUse(settings.model, name, endpoint_host(url), endpoint_digest(url))
 
 
 def model_for_runs(settings: Settings, script: Path | None = None

@@ -27,6 +27,7 @@ from clankie.agent.providers import (
     KEY_VARIABLES,
     ModelInUse,
     base_url,
+    endpoint_digest,
     endpoint_host,
     model_in_use,
 )
@@ -174,7 +175,7 @@ def check_model(settings: Settings, running: Running | None) -> Check:
     if running is not None and running.info is not None:
         used = running.info.get("model") or {}
         model = ModelInUse(str(used.get("provider")), used.get("model"),
-                           used.get("endpoint_host"))
+                           used.get("endpoint_host"), used.get("endpoint_digest"))
         who = f"the service at {running.url} runs"
     else:
         model = here
@@ -192,9 +193,12 @@ def check_model(settings: Settings, running: Running | None) -> Check:
     url = base_url(settings, provider)
     who = f"{who} {provider} ({model.model}) at {model.endpoint_host}"
     ignored = _ignored_variable(provider, settings)
-    if endpoint_host(url) != model.endpoint_host:
-        return Check("model", False, f"{who}, but the settings here name "
-                     f"{endpoint_host(url)}: not probed{ignored}",
+    if endpoint_host(url) != model.endpoint_host or (
+            model.endpoint_digest is not None and endpoint_digest(url) != model.endpoint_digest):
+        named = (f"another base URL at {endpoint_host(url)}"
+                 if endpoint_host(url) == model.endpoint_host else endpoint_host(url))
+        return Check("model", False, f"{who}, but the settings here name {named}: not "
+                     f"probed{ignored}",
                      f"give doctor the same {setting} as `clankie serve` (set it in "
                      f"settings.toml, which both read, rather than in CLANKIE_"
                      f"{setting.upper()} of one shell)")

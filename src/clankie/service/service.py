@@ -290,7 +290,8 @@ class Service(RunHooks):
         return dto.ServiceInfoOut(
             version=__version__, started_at=iso(self.started_at),
             model=dto.ModelOut(provider=model.provider, model=model.model,
-                               endpoint_host=model.endpoint_host),
+                               endpoint_host=model.endpoint_host,
+                               endpoint_digest=model.endpoint_digest),
             settings=settings_shown(self.settings))
 
     # ----------------------------------------------------------------------- questions
