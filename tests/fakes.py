@@ -33,6 +33,7 @@ class Endpoint:
     arrived: threading.Condition = field(default_factory=threading.Condition)
     models: list[str] = field(default_factory=lambda: ["fake-gpt", "fake-claude"])
     key: str | None = None  # when set, a request must carry it
+    models_answer: Reply | None = None  # in place of the models list, when set
     listed: list[dict[str, Any]] = field(default_factory=list)
 
     def wait_for_requests(self, count: int, timeout: float = 20) -> None:
@@ -136,6 +137,8 @@ def model_endpoint() -> Iterator[Endpoint]:
                                        "type": "error"}))
             elif endpoint.key is not None and not _carries(self.headers, endpoint.key):
                 self._send(key_refused(anthropic))
+            elif endpoint.models_answer is not None:
+                self._send(endpoint.models_answer)
             else:
                 self._send(models_reply(endpoint.models, anthropic))
 
