@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import endpoint
-from .providers import KEY_VARIABLES
+from .providers import KEY_VARIABLES, public_url
 from .transcript import short_error
 
 Outcome = Literal["ok", "not_found", "unreachable", "timeout", "bad_key", "not_yours",
@@ -70,7 +70,7 @@ def _models_list(provider: str, url: str, timeout: float) -> Probe:
         except endpoint.EndpointNotYours as exc:
             return Probe("not_yours", str(exc))
         except sdk.APIStatusError as exc:
-            asked = str(exc.request.url) if exc.request is not None else ""
+            asked = _asked(exc)
             said = f"HTTP {exc.status_code}{_message(exc.body)}"
             if exc.status_code in (401, 403):
                 return Probe("bad_key", said, asked=asked)
@@ -101,7 +101,7 @@ def _message(body: Any) -> str:
 
 def _asked(exc: Any) -> str:
     request = getattr(exc, "request", None)
-    return str(request.url) if request is not None else ""
+    return public_url(str(request.url)) if request is not None else ""
 
 
 def _cause(exc: BaseException) -> str:

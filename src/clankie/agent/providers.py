@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from clankie.settings import Settings
 
@@ -63,6 +63,14 @@ def endpoint_host(url: str) -> str:
     except ValueError:  # a port that is not a number: the SDK will fail on it as well
         port = None
     return f"{host}:{port}" if port is not None else host
+
+
+def public_url(url: str) -> str:
+    """`url` without its user, query or fragment: what may be shown (a key may hide there;
+    a path is shown to the owner who wrote it, never in `service_info`)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def endpoint_digest(url: str) -> str:

@@ -17,7 +17,7 @@ import sqlite3
 import stat
 import subprocess
 from dataclasses import asdict, dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,6 +30,7 @@ from clankie.agent.providers import (
     endpoint_digest,
     endpoint_host,
     model_in_use,
+    public_url,
 )
 from clankie.client import (
     ApiError,
@@ -45,6 +46,9 @@ from clankie.settings import Settings, SettingsError, load_settings
 from clankie.store.schema import MIGRATIONS
 
 from .common import say
+
+if TYPE_CHECKING:
+    from clankie.agent.probe import Probe
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -172,16 +176,7 @@ def check_model(settings: Settings, running: Running | None) -> Check:
     """The model the running service uses (`service_info`), else the one `serve` would use
     with the settings here; its endpoint asked for its models list (`agent.probe`)."""
     here = model_in_use(settings)
-    if running is not None and running.info is not None:
-        used = running.info.get("model") or {}
-        model = ModelInUse(str(used.get("provider")), used.get("model"),
-                           used.get("endpoint_host"), used.get("endpoint_digest"))
-        who = f"the service at {running.url} runs"
-    else:
-        model = here
-        who = ("no service answered; with the settings here `clankie serve` would run"
-               if running is None else f"the service at {running.url} does not say its "
-               "model (an older clankie); with the settings here `clankie serve` would run")
+    model, who = _model_checked(here, running)
     if model.provider == "scripted":
         other = (f" (the settings here choose {here.provider}: `clankie serve` uses them "
                  "from its next start)" if here.provider != "scripted" else "")
@@ -211,31 +206,50 @@ def check_model(settings: Settings, running: Running | None) -> Check:
     from clankie.agent import probe  # the SDKs: only with the extras
 
     found = probe.models_list(provider, url, MODEL_PROBE_TIMEOUT_S)
-    restart = " and restart `clankie serve`"
     if found.outcome == "ok":
         listed = _listed(model.model, found.models)
         return Check("model", True, f"{who}: its models list answers{listed}{ignored}")
+    detail, fix = _failed(found, provider, public_url(url))
+    return Check("model", False, f"{who}: {detail}{ignored}", fix)
+
+
+def _model_checked(here: ModelInUse, running: Running | None) -> tuple[ModelInUse, str]:
+    """The model to check and whose it is: the running service's, as it says, else the one
+    the settings here choose (no service, or one too old to say)."""
+    if running is not None and running.info is not None:
+        used = running.info.get("model") or {}
+        return ModelInUse(str(used.get("provider")), used.get("model"),
+                          used.get("endpoint_host"), used.get("endpoint_digest")), \
+            f"the service at {running.url} runs"
+    if running is None:
+        return here, "no service answered; with the settings here `clankie serve` would run"
+    return here, (f"the service at {running.url} does not say its model (an older clankie); "
+                  "with the settings here `clankie serve` would run")
+
+
+def _failed(found: Probe, provider: str, url: str) -> tuple[str, str]:
+    """A failed models-list question, as the line's detail and its fix."""
+    setting, variable = BASE_URL_SETTINGS[provider], KEY_VARIABLES[provider]
+    restart = " and restart `clankie serve`"
+    asked = found.asked or url
     if found.outcome == "not_yours":
-        return Check("model", False, f"{provider}: {found.detail}",
-                     "stop whoever holds that port (only they or root can), or serve your "
-                     f"model on another port and set {setting} to it")
+        return found.detail, ("stop whoever holds that port (only they or root can), or serve "
+                              f"your model on another port and set {setting} to it")
     if found.outcome == "not_found":
-        return Check("model", False, f"{who}: {found.asked or url} answered {found.detail}: "
-                     f"the base URL is wrong{ignored}", ROOT_FIX[provider] + restart)
+        return (f"{asked} answered {found.detail}: the base URL is wrong",
+                ROOT_FIX[provider] + restart)
     if found.outcome in ("unreachable", "timeout"):
-        return Check("model", False, f"{who}: nothing answers at {found.asked or url} "
-                     f"({found.detail}){ignored}",
-                     f"start the model server, or correct {setting}{restart}")
-    if found.outcome in ("bad_key", "no_key"):
+        return (f"nothing answers at {asked} ({found.detail})",
+                f"start the model server, or correct {setting}{restart}")
+    key_fix = (f"set a valid {variable} in the environment of `clankie serve` (and of "
+               f"doctor){restart}")
+    if found.outcome == "bad_key":
         unset = "" if os.environ.get(variable) else f"; {variable} is not set here"
-        return Check("model", False, f"{who}: the endpoint refused the key "
-                     f"({found.detail}){unset}{ignored}"
-                     if found.outcome == "bad_key" else f"{who}: no key: {variable} is not "
-                     f"set here{ignored}",
-                     f"set a valid {variable} in the environment of `clankie serve` (and of "
-                     f"doctor){restart}")
-    return Check("model", False, f"{who}: {found.asked or url} answered {found.detail}"
-                 f"{ignored}", f"check the model server's log, or correct {setting}")
+        return f"the endpoint refused the key ({found.detail}){unset}", key_fix
+    if found.outcome == "no_key":
+        return f"no key: {variable} is not set here", key_fix
+    return (f"{asked} answered {found.detail}",
+            f"check the model server's log, or correct {setting}")
 
 
 MODEL_PROBE_TIMEOUT_S = 5.0
