@@ -141,6 +141,27 @@ def load_settings(home: Path | None, environ: dict[str, str] | None = None) -> S
     return Settings(**values)
 
 
+# What `service_info` never shows: the base URLs (a user, a path or a query may hold a key;
+# the endpoint is said as host[:port] instead) and `notify_command`'s arguments (a webhook
+# URL or a header with a token): the program is shown, each argument as "***".
+NOT_SHOWN: Final = frozenset({"openai_base_url", "anthropic_base_url"})
+HIDDEN_ARGUMENT: Final = "***"
+
+
+def shown(settings: Settings) -> dict[str, Any]:
+    """The settings as `service_info` reports them: every declared setting but those that
+    could carry a secret, as JSON values (lists for lists)."""
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        if setting.name in NOT_SHOWN:
+            continue
+        value = getattr(settings, setting.name)
+        if setting.name == "notify_command":
+            value = value[:1] + (HIDDEN_ARGUMENT,) * len(value[1:])
+        values[setting.name] = list(value) if isinstance(value, tuple) else value
+    return values
+
+
 def _near(name: str, variable: bool = False) -> str:
     close = difflib.get_close_matches(name, [s.name for s in SETTINGS], n=1)
     if not close:
