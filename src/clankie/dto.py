@@ -31,6 +31,12 @@ def _text(min_length: int, max_length: int) -> Any:
                                 pattern=NO_NUL_PATTERN), AfterValidator(_clean)]
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("a message must have some text besides whitespace")
+    return text
+
+
 Uuid = Annotated[str, Field(pattern=UUID_PATTERN)]
 Prompt = _text(1, 2_000)
 Label = _text(1, 200)
@@ -38,6 +44,7 @@ Description = _text(0, 1_000)
 ANSWER_TEXT_MAX = 8_000
 AnswerText = _text(1, ANSWER_TEXT_MAX)
 MessageText = _text(1, 8_000)
+OwnerText = Annotated[MessageText, AfterValidator(_not_blank)]  # SPEC R8: never only whitespace
 Name = _text(1, 200)
 PathText = _text(1, 4_096)
 MetadataValue = _text(0, 8_000)
@@ -101,7 +108,7 @@ class ConversationList(Strict):
 
 class ConversationSend(Strict):
     conversation_id: Uuid
-    text: MessageText
+    text: OwnerText
 
 
 class ConversationSetWorkspace(Strict):
@@ -340,6 +347,27 @@ class Empty(Out):
     pass
 
 
+class ModelOut(Out):
+    """The model a service runs with: `model` and `endpoint_host` are null for the scripted
+    (offline) model; the endpoint is host[:port] only, never a path, a query or a key.
+    `endpoint_digest` (an addition) is a short SHA-256 of the whole base URL, for `clankie
+    doctor` to tell whether its settings name the same one."""
+
+    provider: str
+    model: str | None
+    endpoint_host: str | None
+    endpoint_digest: str | None = None
+
+
+class ServiceInfoOut(Out):
+    """`service_info`: what this service is and runs with; never a key or a token."""
+
+    version: str
+    started_at: str
+    model: ModelOut
+    settings: dict[str, Any]
+
+
 class AskResult(Out):
     """The `ask_question` tool's result (SPEC Q2)."""
 
@@ -400,4 +428,5 @@ OPS: dict[str, Op] = {
     "input_get": _op(InputGet, Snapshot),
     "input_answer": _op(InputAnswer, AnswerReply),
     "input_cancel": _op(InputCancel, AnswerReply),
+    "service_info": _op(Nothing, ServiceInfoOut),
 }

@@ -104,8 +104,8 @@ class StrictModel:
         self.budget = budget
         self.requests = 0
 
-    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]
-             ) -> list[Text | ToolCall]:
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
+             waits: object = None) -> list[Text | ToolCall]:
         openai = openai_request("gpt", system, turns, tools, self.budget)
         anthropic = anthropic_request("claude", system, turns, tools, self.budget, 2048)
         assert openai_problem(openai) is None, openai_problem(openai)

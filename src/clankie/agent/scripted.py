@@ -72,7 +72,8 @@ class ScriptedRun:
         self._run = run_index
         self._next = 0
 
-    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
+             waits: object = None) -> list[Text | ToolCall]:
         latest = _latest_result(turns)
         blocks: list[Text | ToolCall] = []
         while self._next < len(self._entry):

@@ -9,17 +9,21 @@ keeps calling tools past the bound, fails the run (`ModelError`).
 from __future__ import annotations
 
 from .context import TurnContext, system_prompt, turns
+from .retry import NO_WAITS, Waits
 from .tools import TOOL_SPECS, ToolBox
 from .transcript import Model, ModelError, Text, ToolResult, Turn
 
 MAX_STEPS = 24
 
 
-def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MAX_STEPS) -> None:
+def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MAX_STEPS,
+             waits: Waits = NO_WAITS) -> None:
+    """`waits`: how this run waits between tries of a model call (SPEC R6), given to
+    every model call it makes."""
     system = system_prompt(ctx)
     transcript = turns(ctx)
     for step in range(max_steps):
-        blocks = model.step(system, transcript, TOOL_SPECS)
+        blocks = model.step(system, transcript, TOOL_SPECS, waits)
         results: list[ToolResult] = []
         for block in blocks:
             if isinstance(block, Text):
