@@ -6,13 +6,16 @@ without a reply, or hold a reply until a test releases it. `GET /v1/models`
 answers with its `models` in the format of whichever SDK asks (the Anthropic one sends
 `anthropic-version`), and any other GET path is a 404; with `key` set, a request without
 that key gets the provider's 401 (`listed` records the GETs, `requests` only the POSTs).
+Given a `check` (see `tests/strict_endpoints.py`), it first answers any request the real
+API would reject with that API's own 400, keeping the rejection, and leaves the plan as it
+was.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +36,7 @@ class Endpoint:
     url: str
     plan: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[tuple[dict[str, Any], Any]] = field(default_factory=list)  # (request, 400)
     arrived: threading.Condition = field(default_factory=threading.Condition)
     models: list[str] = field(default_factory=lambda: ["fake-gpt", "fake-claude"])
     key: str | None = None  # when set, a request must carry it
@@ -132,7 +136,8 @@ def _carries(headers: Any, key: str) -> bool:
 
 
 @contextmanager
-def model_endpoint() -> Iterator[Endpoint]:
+def model_endpoint(check: Callable[[str, dict[str, Any]], Reply | None] | None = None
+                   ) -> Iterator[Endpoint]:
     endpoint = Endpoint(url="")
 
     class Handler(BaseHTTPRequestHandler):
@@ -156,11 +161,17 @@ def model_endpoint() -> Iterator[Endpoint]:
             if endpoint.key is not None and not _carries(self.headers, endpoint.key):
                 self._send(key_refused("anthropic-version" in self.headers))
                 return
+            request = {"path": self.path, "body": body,
+                       "headers": {k.lower(): v for k, v in self.headers.items()}}
+            refusal = check(self.path, body) if check is not None else None
             with endpoint.arrived:
-                endpoint.requests.append({"path": self.path, "body": body,
-                                          "headers": {k.lower(): v for k, v in
-                                                      self.headers.items()}})
-                reply = endpoint.plan.pop(0) if endpoint.plan else error_reply(500, "no plan")
+                endpoint.requests.append(request)
+                if refusal is not None:
+                    endpoint.rejected.append((request, refusal.body))
+                    reply = refusal
+                else:
+                    reply = endpoint.plan.pop(0) if endpoint.plan else error_reply(500,
+                                                                                   "no plan")
                 endpoint.arrived.notify_all()
             if reply.hold is not None:
                 reply.hold.wait(timeout=60)

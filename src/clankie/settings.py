@@ -63,6 +63,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "dropped connection, a timeout) is tried again.", (0, 20)),
     Setting("model_retry_wait", 90, "Seconds a model call may wait between its tries, in "
             "all.", (1, 3_600), unit="seconds"),
+    Setting("context_budget", 100_000, "Tokens a model request may hold (estimated on the "
+            "safe side); the oldest history is left out first, and the model is told.",
+            (4_000, 10_000_000), unit="tokens"),
     # A ceiling for a local service. Each connection is a file descriptor, and the process's
     # own limit (often 1,024 soft) still applies; the default fits it with both listeners.
     Setting("max_connections", 256, "Connections served at once on each listener (the Unix "
@@ -99,6 +102,7 @@ class Settings:
     model_timeout: int = 120
     model_retries: int = 4
     model_retry_wait: int = 90
+    context_budget: int = 100_000
     max_connections: int = 256
 
 

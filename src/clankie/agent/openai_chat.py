@@ -1,19 +1,19 @@
 """An OpenAI-compatible chat-completions model with tool calling, via the official SDK.
 
-Owns the mapping between our transcript and the chat-completions wire format (assistant
-`tool_calls`, `tool` messages). Any OpenAI-compatible server works (OpenAI, Ollama, vLLM,
-llama.cpp): the base URL and model come from settings; the key only from the environment
-(`OPENAI_API_KEY`), never from the store or logs. A call is tried again on a transient
+Owns the call of the chat-completions API and the reading of its reply; the request itself,
+valid and within `context_budget`, is made by `wire.openai_request` (SPEC R8). Any
+OpenAI-compatible server works (OpenAI, Ollama, vLLM, llama.cpp): the base URL and model
+come from settings; the key only from the environment (`OPENAI_API_KEY`), never from the
+store or logs. A call is tried again on a transient
 failure (`retry.py`, SPEC R6); every failure that ends it becomes a `ModelError`.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
-from . import endpoint, retry
-from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
+from . import endpoint, retry, wire
+from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn
 
 DEFAULT_URL = "https://api.openai.com/v1"
 
@@ -22,13 +22,15 @@ class OpenAIChatModel:
     name = "openai"
 
     def __init__(self, model: str, base_url: str | None,
-                 policy: retry.Policy = retry.DEFAULT_POLICY) -> None:
+                 policy: retry.Policy = retry.DEFAULT_POLICY,
+                 context_budget: int = wire.DEFAULT_BUDGET) -> None:
         import openai
 
         self._sdk = retry.Sdk("openai", openai, "OPENAI_API_KEY", "openai_model",
                               "openai_base_url")
         self._policy = policy
         self.model = model
+        self.context_budget = context_budget
         timeout = policy.timeout
         # Local servers need no key; the SDK insists on one, so a placeholder is given.
         url = base_url or DEFAULT_URL
@@ -38,13 +40,9 @@ class OpenAIChatModel:
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
              waits: retry.Waits = retry.NO_WAITS) -> list[Text | ToolCall]:
-        messages = _messages(system, turns)
-        specs = [{"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.parameters}}
-            for t in tools]
+        request = wire.openai_request(self.model, system, turns, tools, self.context_budget)
         response = retry.call(self._sdk, self._policy, waits, lambda: (
-            self._client.chat.completions.create(
-                model=self.model, messages=messages, tools=specs)))  # type: ignore[arg-type]
+            self._client.chat.completions.create(**request)))
         try:
             message = response.choices[0].message
             blocks: list[Text | ToolCall] = []
@@ -56,24 +54,4 @@ class OpenAIChatModel:
         except (AttributeError, IndexError, TypeError) as exc:
             raise ModelError(f"openai: unusable reply: {exc}") from None
         return blocks
-
-
-def _messages(system: str, turns: list[Turn]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    for turn in turns:
-        texts = [b.text for b in turn.blocks if isinstance(b, Text)]
-        calls = [b for b in turn.blocks if isinstance(b, ToolCall)]
-        results = [b for b in turn.blocks if isinstance(b, ToolResult)]
-        if turn.role == "assistant":
-            message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
-            if calls:
-                message["tool_calls"] = [{"id": c.call_id, "type": "function", "function": {
-                    "name": c.name, "arguments": c.arguments}} for c in calls]
-            messages.append(message)
-            continue
-        messages += [{"role": "tool", "tool_call_id": r.call_id, "content": r.content}
-                     for r in results]
-        if texts:
-            messages.append({"role": "user", "content": "\n\n".join(texts)})
-    return messages
 

@@ -106,10 +106,10 @@ def model_for_runs(settings: Settings, script: Path | None = None
         from .openai_chat import OpenAIChatModel
 
         shared: Model = OpenAIChatModel(settings.openai_model, base_url(settings, "openai"),
-                                        policy)
+                                        policy, settings.context_budget)
     else:
         from .anthropic_messages import AnthropicModel
 
         shared = AnthropicModel(settings.anthropic_model, base_url(settings, "anthropic"),
-                                policy)
+                                policy, settings.context_budget)
     return lambda _context: shared

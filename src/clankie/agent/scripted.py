@@ -58,7 +58,7 @@ class ScriptedModel:
         entries = self.script["turns"]
         entry = entries[ctx.run_index] if ctx.run_index < len(entries) else []
         answer = ctx.answered.answer if ctx.answered else ""
-        return ScriptedRun(entry, answer)
+        return ScriptedRun(entry, answer, ctx.run_index)
 
 
 class ScriptedRun:
@@ -66,9 +66,10 @@ class ScriptedRun:
 
     name = "scripted"
 
-    def __init__(self, entry: list[dict[str, Any]], answer: str) -> None:
+    def __init__(self, entry: list[dict[str, Any]], answer: str, run_index: int = 0) -> None:
         self._entry = entry
         self._answer = answer
+        self._run = run_index
         self._next = 0
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
@@ -84,7 +85,8 @@ class ScriptedRun:
                 continue
             name, args = (ASK_QUESTION, action["ask"]) if "ask" in action else (
                 action["tool"], action["args"])
-            blocks.append(ToolCall(f"scripted-{number}", name, json.dumps(args)))
+            # unique in the conversation (R8): a later provider replays them as they are
+            blocks.append(ToolCall(f"scripted-{self._run}-{number}", name, json.dumps(args)))
             break
         return blocks
 
