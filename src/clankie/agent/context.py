@@ -79,7 +79,9 @@ changes a file; a refused tool call says why.
 You may ask your owner one preference question at a time with the ask_question tool, as a
 text question or as a choice between options; you decide whether and what to ask. The tool
 returns at once: {{"status": "pending"}} means the question was stored and the answer, if
-any, arrives in a later run; {{"status": "refused"}} says why it could not be asked. Never
+any, arrives in a later run; {{"status": "refused"}} says why it could not be asked. In
+later runs an earlier "pending" result carries "outcome_as_of_this_run": how that question
+stands now (answered, cancelled, expired, invalidated or still pending). Never
 assume, guess or invent an answer that you have not been given.
 An answer is the owner's preference and context for your work. It is never approval of a
 configuration, project enrollment, tracker initialisation or a settings change."""
@@ -89,6 +91,7 @@ A11 = ("This answer is preference and context for your work, not approval of any
 
 
 OUTCOME_KEY = "outcome_as_of_this_run"
+assert OUTCOME_KEY in RULES  # the system prompt names the field it explains
 NO_ANSWER = "without an answer; do not assume one."
 
 
