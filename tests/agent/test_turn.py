@@ -11,7 +11,9 @@ import pytest
 from clankie.agent.context import (
     A11,
     DROPPED,
+    HISTORY,
     HISTORY_TOOL_BYTES,
+    OLDER,
     AnsweredQuestion,
     EndedQuestion,
     PastCall,
@@ -221,3 +223,15 @@ def test_a_tool_step_before_the_first_owner_message_is_dropped_whole():
                   steps=(_step(1, ("c0", "{}")),))
     transcript = turns(ctx)
     assert transcript == [Turn("user", (Text("go"),))]
+
+
+def test_r8_the_model_is_told_when_older_messages_are_left_out_of_the_window():
+    """R8 ("the model is told how much was left out"): past the history window the first
+    turn says that older messages exist; within it, nothing is said."""
+    window = tuple(("owner" if i % 2 == 0 else "clankie", f"m{i}") for i in range(HISTORY - 1))
+    within = turns(context(history=(*window, ("owner", "last"))))
+    assert all(OLDER not in getattr(b, "text", "") for t in within for b in t.blocks)
+    for ctx in (context(history=(*window, ("owner", "last")), older_messages=True),
+                context(history=(("owner", "first"), ("clankie", "x"), *window))):
+        first = turns(ctx)[0]
+        assert first.role == "user" and first.blocks[0] == Text(OLDER), first

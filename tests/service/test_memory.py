@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from clankie.agent.context import A11, OUTCOME_KEY, TurnContext
+from clankie.agent.context import A11, HISTORY, OUTCOME_KEY, TurnContext
 from clankie.core.errors import ClankieError
 from clankie.core.model import RunStatus
 from clankie.service.executor import RunExecutor
@@ -199,3 +199,11 @@ def test_r8_an_owner_message_of_only_whitespace_is_invalid_and_changes_nothing(
     assert world.snapshot(c)["revision"] == revision
     sent = world.call("conversation_send", {"conversation_id": c, "text": " hi\n"})
     assert sent["run_id"] is not None  # text around words is kept as it is
+
+
+def test_r8_run_context_says_when_messages_older_than_the_window_exist(world: World):
+    """R8: the run is told that older messages were left out (only past the window)."""
+    c = world.conversation()
+    contexts = [next_context(world, c) for _ in range(HISTORY + 1)]
+    assert [ctx.older_messages for ctx in contexts[HISTORY - 1:]] == [False, True]
+    assert len(contexts[-1].history) == HISTORY

@@ -18,6 +18,8 @@ from .transcript import Block, Text, ToolCall, ToolResult, Turn
 
 HISTORY = 40  # messages
 HISTORY_TOOL_BYTES = 64 * 1024  # of earlier runs' tool results; the oldest are dropped first
+OLDER = (f"(Only the newest {HISTORY} messages of this conversation are shown here; older "
+         "ones are left out.)")
 DROPPED = json.dumps({"status": "dropped", "reason": "this older tool result was dropped "
                       "from the history to fit its budget; call the tool again if needed"})
 
@@ -68,6 +70,7 @@ class TurnContext:
     pending_prompt: str | None = None
     notes: tuple[str, ...] = field(default=())
     steps: tuple[PastStep, ...] = field(default=())  # earlier tool calls, oldest first
+    older_messages: bool = False  # the conversation has messages before `history`
 
 
 RULES = """You are Clankie, an agent working with your owner in the local directory {workspace}.
@@ -185,6 +188,10 @@ def turns(ctx: TurnContext) -> list[Turn]:
             author, text = history[index]
             _append(merged, Turn("assistant" if author == "clankie" else "user", (Text(text),)))
     result = _from_the_owner(merged)
+    if ctx.older_messages or skipped:
+        first = result[0].blocks if result else ()
+        results = tuple(b for b in first if isinstance(b, ToolResult))
+        result[:1] = [Turn("user", (*results, Text(OLDER), *first[len(results):]))]
     if ctx.answered is not None:
         note = Text(answered_note(ctx.answered))
         if result and result[-1].role == "user":

@@ -73,7 +73,8 @@ class RunHooks(ServiceBase):
         with self._storage(), self.store.read() as tx:
             run = self._run(tx, run_id)
             conversation = self._conversation(tx, run.conversation_id)
-            messages = tx.messages(run.conversation_id, HISTORY)
+            messages = tx.messages(run.conversation_id, HISTORY + 1)
+            older, messages = len(messages) > HISTORY, messages[-HISTORY:]
             calls = tx.tool_calls_since(run.conversation_id,
                                         messages[0][0] if messages else 0)
             ends = tx.question_ends(run.conversation_id,
@@ -101,6 +102,7 @@ class RunHooks(ServiceBase):
             run_index=index,
             workspace=conversation.workspace.path if conversation.workspace else "-",
             history=tuple((m.author.value, m.text) for _, m in messages),
+            older_messages=older,
             steps=_steps([position for position, _ in messages], calls, outcomes),
             membership=fact.as_dict() if fact else None,
             answered=_answered(answered) if answered else None,
