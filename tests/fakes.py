@@ -7,7 +7,10 @@ and can fail, send garbage, or hold a reply until a test releases it.
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +31,7 @@ class Endpoint:
     plan: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     arrived: threading.Condition = field(default_factory=threading.Condition)
+    hung_up: list[float] = field(default_factory=list)  # when a client left a held reply
 
     def wait_for_requests(self, count: int, timeout: float = 20) -> None:
         with self.arrived:
@@ -103,8 +107,8 @@ def model_endpoint() -> Iterator[Endpoint]:
                                                       self.headers.items()}})
                 reply = endpoint.plan.pop(0) if endpoint.plan else error_reply(500, "no plan")
                 endpoint.arrived.notify_all()
-            if reply.hold is not None:
-                reply.hold.wait(timeout=60)
+            if reply.hold is not None and not self._held(reply.hold):
+                return
             data = json.dumps(reply.body).encode() if not isinstance(reply.body, bytes) \
                 else reply.body
             try:
@@ -115,6 +119,18 @@ def model_endpoint() -> Iterator[Endpoint]:
                 self.wfile.write(data)
             except OSError:
                 pass  # the client went away (a stopped service); nothing to tell
+
+        def _held(self, hold: threading.Event) -> bool:
+            """Wait for `hold`; False (noted in `hung_up`) if the client hangs up first."""
+            deadline = time.monotonic() + 60
+            while not hold.wait(timeout=0.01) and time.monotonic() < deadline:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                    with endpoint.arrived:
+                        endpoint.hung_up.append(time.monotonic())
+                        endpoint.arrived.notify_all()
+                    return False
+            return True
 
         def log_message(self, *args: Any) -> None:
             pass
