@@ -125,3 +125,33 @@ def test_r7_a_stop_abandons_the_sdk_call_in_flight_and_the_client_goes_on(
             assert endpoint.arrived.wait_for(lambda: endpoint.hung_up, 5)
         release.set()
         assert model.step("system", turns, []) == [Text("next")]
+
+
+def test_r7_a_stop_ends_a_connect_that_hangs():
+    """A listener whose accept queue is full drops new SYNs: connecting hangs until the
+    stop shuts the connecting socket down."""
+    server = socket.create_server(("127.0.0.1", 0), backlog=0)
+    host, port = server.getsockname()[:2]
+    queued: list[socket.socket] = []
+    try:
+        for _ in range(8):  # fill the accept queue (its size varies by kernel)
+            probe = socket.socket()
+            probe.settimeout(0.3)
+            try:
+                probe.connect((host, port))
+            except TimeoutError:
+                probe.close()
+                break
+            queued.append(probe)
+        else:
+            pytest.skip("this kernel never leaves a connect hanging")
+        scope = stop.StopScope()
+        outcome = in_run(scope, lambda: stop.StoppableBackend().connect_tcp(host, port,
+                                                                            timeout=30))
+        took = stopped_after(scope, outcome, lambda: bool(scope._sockets))
+        assert isinstance(outcome.get("error"), httpcore2.ConnectError), outcome
+        assert took <= 1.0, f"the connect ended {took:.3f} s after the stop"
+    finally:
+        for probe in queued:
+            probe.close()
+        server.close()

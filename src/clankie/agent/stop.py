@@ -11,8 +11,9 @@ this module only makes the worker that executes the run give up at once:
   read or write of the run's model call right now, so the SDK call fails at once instead
   of leaving a thread blocked until its timeout.
 - `StoppableBackend`: the httpcore network backend of the model SDKs (`endpoint.py`); its
-  streams register their socket with the current run's scope (a context variable set by
-  the executor on the run's worker thread) for as long as a read or write blocks.
+  connections and streams register their socket with the current run's scope (a context
+  variable set by the executor on the run's worker thread) for as long as a connect, a
+  read or a write blocks.
 
 Outside a run (doctor's probe, say) the current scope is one that nobody stops.
 """
@@ -27,6 +28,11 @@ from contextvars import ContextVar
 from typing import Any
 
 import httpcore2
+
+try:  # httpcore's stream over a plain socket; private, so checked and optional
+    from httpcore2._backends.sync import SyncStream as _SyncStream
+except ImportError:  # pragma: no cover - only another httpcore2 layout
+    _SyncStream = None
 
 __all__ = ["StopScope", "StoppableBackend", "Stopped", "current", "wait", "within"]
 
@@ -161,6 +167,30 @@ def _guarded(scope: StopScope, sock: socket.socket | None,
         raise error("the run was stopped by its owner")
 
 
+def _connect(scope: StopScope, address: tuple[str, int], timeout: float | None,
+             source: tuple[str, int] | None) -> socket.socket:
+    """`socket.create_connection`, with each attempt's socket registered with `scope`."""
+    failure: OSError | None = None
+    for family, kind, proto, _, target in socket.getaddrinfo(*address, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            if source is not None:
+                sock.bind(source)
+            with scope.blocking(sock):
+                sock.connect(target)
+            return sock
+        except Stopped:
+            sock.close()
+            raise OSError("the run was stopped by its owner") from None
+        except OSError as exc:
+            sock.close()
+            if scope.stopped:
+                raise OSError("the run was stopped by its owner") from None
+            failure = exc
+    raise failure or OSError(f"getaddrinfo found no address for {address[0]}")
+
+
 def _refuse_if_stopped(scope: StopScope) -> None:
     if scope.stopped:
         raise httpcore2.ConnectError("the run was stopped by its owner")
@@ -174,29 +204,38 @@ def _obeying(scope: StopScope, stream: httpcore2.NetworkStream) -> httpcore2.Net
     return _StoppableStream(stream)
 
 
-class StoppableBackend(httpcore2.NetworkBackend):
-    """httpcore's network backend (or `inner`) whose streams obey the current run's stop.
-
-    A connection attempt is refused once the run is stopped; one that hangs while the
-    stop arrives ends at its connect timeout (the store has stopped the run already)."""
-
-    def __init__(self, inner: httpcore2.NetworkBackend | None = None) -> None:
-        self._inner = inner if inner is not None else httpcore2.SyncBackend()
+class StoppableBackend(httpcore2.SyncBackend):
+    """httpcore's own network backend, whose connections and streams obey the current
+    run's stop: a stopped run connects nowhere, and a stop shuts down the socket of a
+    connect, read, write or TLS handshake that blocks (a connect too: Linux wakes a
+    blocked `connect` on `shutdown` with ECONNRESET)."""
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                     local_address: str | None = None,
                     socket_options: Iterable[Any] | None = None) -> httpcore2.NetworkStream:
         scope = current()
         _refuse_if_stopped(scope)
-        return _obeying(scope, self._inner.connect_tcp(host, port, timeout, local_address,
+        if _SyncStream is None:  # another httpcore2 layout: connecting is not stoppable
+            return _obeying(scope, super().connect_tcp(host, port, timeout, local_address,
                                                        socket_options))
+        source = None if local_address is None else (local_address, 0)
+        try:
+            sock = _connect(scope, (host, port), timeout, source)
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except TimeoutError as exc:
+            raise httpcore2.ConnectTimeout(str(exc)) from exc
+        except OSError as exc:
+            raise httpcore2.ConnectError(str(exc)) from exc
+        return _obeying(scope, _SyncStream(sock))
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
                             socket_options: Iterable[Any] | None = None
                             ) -> httpcore2.NetworkStream:
         scope = current()
         _refuse_if_stopped(scope)
-        return _obeying(scope, self._inner.connect_unix_socket(path, timeout, socket_options))
+        return _obeying(scope, super().connect_unix_socket(path, timeout, socket_options))
 
     def sleep(self, seconds: float) -> None:
         current().wait(seconds)
