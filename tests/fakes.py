@@ -125,12 +125,18 @@ def model_endpoint() -> Iterator[Endpoint]:
             deadline = time.monotonic() + 60
             while not hold.wait(timeout=0.01) and time.monotonic() < deadline:
                 readable, _, _ = select.select([self.connection], [], [], 0)
-                if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                if readable and not self._peek():
                     with endpoint.arrived:
                         endpoint.hung_up.append(time.monotonic())
                         endpoint.arrived.notify_all()
                     return False
             return True
+
+        def _peek(self) -> bytes:
+            try:
+                return bytes(self.connection.recv(1, socket.MSG_PEEK))
+            except OSError:  # reset by the client: gone as well
+                return b""
 
         def log_message(self, *args: Any) -> None:
             pass
