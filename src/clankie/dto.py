@@ -31,6 +31,12 @@ def _text(min_length: int, max_length: int) -> Any:
                                 pattern=NO_NUL_PATTERN), AfterValidator(_clean)]
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("a message must have some text besides whitespace")
+    return text
+
+
 Uuid = Annotated[str, Field(pattern=UUID_PATTERN)]
 Prompt = _text(1, 2_000)
 Label = _text(1, 200)
@@ -38,6 +44,7 @@ Description = _text(0, 1_000)
 ANSWER_TEXT_MAX = 8_000
 AnswerText = _text(1, ANSWER_TEXT_MAX)
 MessageText = _text(1, 8_000)
+OwnerText = Annotated[MessageText, AfterValidator(_not_blank)]  # SPEC R8: never only whitespace
 Name = _text(1, 200)
 PathText = _text(1, 4_096)
 MetadataValue = _text(0, 8_000)
@@ -101,7 +108,7 @@ class ConversationList(Strict):
 
 class ConversationSend(Strict):
     conversation_id: Uuid
-    text: MessageText
+    text: OwnerText
 
 
 class ConversationSetWorkspace(Strict):

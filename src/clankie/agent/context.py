@@ -2,8 +2,10 @@
 
 Owns the wording of the facts a run is given: the workspace and its read-only membership
 fact; a pending question; for a continuation, the answer and who gave it, with the
-statement that an answer is preference and context, never approval (SPEC A11); and how
-the latest question ended when it ended without an answer, so that no answer is invented.
+statement that an answer is preference and context, never approval (SPEC A11); how the
+latest question ended when it ended without an answer, so that no answer is invented; and,
+next to each earlier `ask_question` result that said `pending`, how that question stands as
+of this run (SPEC R5: `QuestionOutcome`, `outcome_note`, `with_outcome`).
 """
 
 from __future__ import annotations
@@ -84,6 +86,54 @@ configuration, project enrollment, tracker initialisation or a settings change."
 
 A11 = ("This answer is preference and context for your work, not approval of any "
        "configuration, project enrollment, tracker initialisation or settings change.")
+
+
+OUTCOME_KEY = "outcome_as_of_this_run"
+NO_ANSWER = "without an answer; do not assume one."
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionOutcome:
+    """How an earlier question stands as of this run (SPEC R5). `status` is the question's
+    (`pending`, `answered`, `cancelled`, `expired`, `invalidated`), or `gone` when it is no
+    longer on record (its receipt evicted, R1)."""
+
+    status: str
+    reason: str | None = None
+    answer: str | None = None  # the chosen option's label, or the text
+    by_option: bool = False
+    answered_by: str | None = None  # the credential kind
+
+
+GONE = QuestionOutcome("gone")
+
+
+def outcome_note(outcome: QuestionOutcome) -> str:
+    """How a question stands, in words the model reads next to the `ask_question` result
+    that asked it (SPEC R5); an answer comes with A11's wording."""
+    if outcome.status == "answered":
+        given = (f"chose the option {outcome.answer!r}" if outcome.by_option
+                 else f"answered in text: {outcome.answer!r}")
+        return f"answered: the owner ({outcome.answered_by or 'owner'}) {given}. {A11}"
+    if outcome.status == "pending":
+        return "still pending: not answered yet."
+    if outcome.status == "gone":
+        return "ended; how is no longer on record, so do not assume any answer."
+    reason = f" ({outcome.reason})" if outcome.reason and outcome.reason != outcome.status \
+        else ""
+    return f"{outcome.status}{reason} {NO_ANSWER}"
+
+
+def with_outcome(result: str, outcome: QuestionOutcome) -> str:
+    """An `ask_question` result (its JSON text, as the model read it when it asked) with
+    the question's outcome as of this run next to it (SPEC R5)."""
+    try:
+        payload = json.loads(result)
+    except json.JSONDecodeError:
+        payload = None
+    if not isinstance(payload, dict):
+        payload = {"result": result}
+    return json.dumps({**payload, OUTCOME_KEY: outcome_note(outcome)}, ensure_ascii=False)
 
 
 def system_prompt(ctx: TurnContext) -> str:

@@ -199,7 +199,8 @@ class ServiceBase:
 
 def invalid_request(exc: ValidationError) -> ClankieError:
     """A pydantic error as `invalid_request`: where and what, never the input's value."""
-    errors = [{"loc": ".".join(str(p) for p in e["loc"]) or "(body)", "msg": e["msg"]}
+    errors = [{"loc": ".".join(str(p) for p in e["loc"]) or "(body)",
+               "msg": e["msg"].removeprefix("Value error, ")}  # our own words, as they are
               for e in exc.errors(include_url=False, include_input=False)]
     detail = "; ".join(f"{e['loc']}: {e['msg']}" for e in errors)
     return ClankieError("invalid_request", detail, errors=errors)

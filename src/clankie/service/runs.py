@@ -2,31 +2,37 @@
 
 Owns starting a committed run (A10), claiming the next run of a conversation in order
 (R4), finishing runs, the `ask_question` tool (Q1-Q5), Clankie's replies, the context a
-run is given, and recovery before serving (R3). The executor is `executor.py`.
+run is given (each earlier question with its outcome as of that run, R5), and recovery
+before serving (R3). The executor is `executor.py`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
 
 from clankie import dto
 from clankie.agent.context import (
+    GONE,
     HISTORY,
     AnsweredQuestion,
     EndedQuestion,
     PastCall,
     PastStep,
+    QuestionOutcome,
     TurnContext,
+    with_outcome,
 )
+from clankie.agent.tools import ASK_QUESTION
 from clankie.core import lifecycle
 from clankie.core.errors import ClankieError
-from clankie.core.lifecycle import AskArgs, RunCommand
+from clankie.core.lifecycle import REASON_EXPIRED, AskArgs, RunCommand
 from clankie.core.model import (
     Author,
     Question,
@@ -38,7 +44,7 @@ from clankie.core.model import (
     WorkspaceIdentity,
 )
 from clankie.store import Tx
-from clankie.store.tx import ToolCallRow
+from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.tools import Outcome
 
 from .base import ServiceBase, invalid_request
@@ -59,13 +65,18 @@ class Recovery:
 
 class RunHooks(ServiceBase):
     def run_context(self, run_id: str) -> TurnContext:
-        """What a run is told (agent/context.py), read in one snapshot; Git is asked after."""
+        """What a run is told (agent/context.py), read in one snapshot; Git is asked after.
+        Each earlier `ask_question` result that said `pending` is given with how that
+        question stands as of this run (SPEC R5)."""
+        now = self.clock()
         with self._storage(), self.store.read() as tx:
             run = self._run(tx, run_id)
             conversation = self._conversation(tx, run.conversation_id)
             messages = tx.messages(run.conversation_id, HISTORY)
             calls = tx.tool_calls_since(run.conversation_id,
                                         messages[0][0] if messages else 0)
+            ends = tx.question_ends(run.conversation_id,
+                                    [r for r in (_asked(c) for _, c in calls) if r])
             pending = tx.pending_question(run.conversation_id)
             answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
             latest = tx.latest_ended_question(run.conversation_id)
@@ -76,16 +87,20 @@ class RunHooks(ServiceBase):
             notes = ("The answer that started this run is no longer on record (its receipt "
                      "was evicted); do not assume what it was.",)
         ended = None
-        if pending is None and latest is not None and latest.status is not Status.ANSWERED:
+        if pending is not None and pending.expired_at(now):  # ended as of this run (S5)
+            ended = EndedQuestion(pending.prompt, Status.EXPIRED.value, None)
+            pending = None
+        elif pending is None and latest is not None and latest.status is not Status.ANSWERED:
             assert latest.receipt is not None
             ended = EndedQuestion(latest.prompt, latest.status.value, latest.receipt.reason)
+        outcomes = {request_id: _outcome(end, now) for request_id, end in ends.items()}
         fact = self._membership(conversation, projects)
         return TurnContext(
             run_kind=run.kind.value,  # type: ignore[arg-type]
             run_index=index,
             workspace=conversation.workspace.path if conversation.workspace else "-",
             history=tuple((m.author.value, m.text) for _, m in messages),
-            steps=_steps([position for position, _ in messages], calls),
+            steps=_steps([position for position, _ in messages], calls, outcomes),
             membership=fact.as_dict() if fact else None,
             answered=_answered(answered) if answered else None,
             ended=ended,
@@ -253,12 +268,45 @@ def ask_outcome(result: dto.AskResult) -> Outcome:
     return Outcome(payload, "refused", result.reason, f"ask_question: refused {result.reason}")
 
 
-def _steps(positions: list[int], calls: list[tuple[int, ToolCallRow]]) -> tuple[PastStep, ...]:
-    """Tool calls grouped by model step, each placed after the messages before it."""
+def _asked(call: ToolCallRow) -> str | None:
+    """The request ID of an `ask_question` call whose result said `pending`, else None."""
+    if call.name != ASK_QUESTION:
+        return None
+    try:
+        result = json.loads(call.result)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(result, dict) or result.get("status") != "pending":
+        return None
+    request_id = result.get("request_id")
+    return request_id if isinstance(request_id, str) else None
+
+
+def _outcome(end: QuestionEnd, now: datetime) -> QuestionOutcome:
+    """How a question stands as of a run at `now`: a pending one past its TTL is expired
+    (S5: it can no longer be answered; the store commits that on its next use)."""
+    if end.status is Status.PENDING and now >= end.expires_at:
+        return QuestionOutcome(Status.EXPIRED.value, REASON_EXPIRED)
+    if end.status is Status.ANSWERED:
+        return QuestionOutcome(
+            end.status.value, answer=end.option_label if end.option_label is not None
+            else end.text or "", by_option=end.option_label is not None,
+            answered_by=end.answered_by.value if end.answered_by else None)
+    return QuestionOutcome(end.status.value, end.reason)
+
+
+def _steps(positions: list[int], calls: list[tuple[int, ToolCallRow]],
+           outcomes: dict[str, QuestionOutcome] | None = None) -> tuple[PastStep, ...]:
+    """Tool calls grouped by model step, each placed after the messages before it; an
+    `ask_question` result that said `pending` carries its question's outcome (R5), or says
+    that question is no longer on record."""
     steps: list[PastStep] = []
     key = None
     for after_message, call in calls:
-        past = PastCall(call.call_id, call.name, call.arguments, call.result)
+        request_id = _asked(call)
+        result = call.result if request_id is None else with_outcome(
+            call.result, (outcomes or {}).get(request_id, GONE))
+        past = PastCall(call.call_id, call.name, call.arguments, result)
         if (call.run_id, call.step) == key:
             steps[-1] = PastStep(steps[-1].after, (*steps[-1].calls, past))
         else:

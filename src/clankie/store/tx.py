@@ -90,6 +90,19 @@ class ToolCallRow:
 
 
 @dataclass(frozen=True, slots=True)
+class QuestionEnd:
+    """How a question stands now, as much as a later run is told (SPEC R5)."""
+
+    request_id: str
+    status: Status
+    reason: str | None
+    expires_at: datetime
+    option_label: str | None  # of the chosen option
+    text: str | None  # of a text answer
+    answered_by: CredentialKind | None
+
+
+@dataclass(frozen=True, slots=True)
 class ProjectRow:
     project_id: str
     name: str
@@ -254,6 +267,21 @@ class Tx:
         row = self._one(self._QUESTION + "WHERE conversation_id = ? AND status != 'pending' "
                         "ORDER BY resolved_revision DESC, rowid DESC LIMIT 1", conversation_id)
         return None if row is None else self._question(row)
+
+    def question_ends(self, conversation_id: str, request_ids: Sequence[str]
+                      ) -> dict[str, QuestionEnd]:
+        """How each of these questions stands, in one query; evicted ones are absent."""
+        if not request_ids:
+            return {}
+        rows = self._all(
+            "SELECT q.request_id, q.status, q.reason, q.expires_at, o.label, q.answer_text, "
+            "q.answered_by_kind FROM questions q LEFT JOIN options o "
+            "ON o.option_id = q.answer_option_id AND o.request_id = q.request_id "
+            "WHERE q.conversation_id = ? AND q.request_id IN (SELECT value FROM json_each(?))",
+            conversation_id, json.dumps(list(request_ids)))
+        return {r[0]: QuestionEnd(r[0], Status(r[1]), r[2], _when(r[3]), r[4], r[5],
+                                  None if r[6] is None else CredentialKind(r[6]))
+                for r in rows}
 
     def _question(self, row: tuple[Any, ...]) -> Question:
         options = tuple(Option(o[0], o[1], o[2]) for o in self._all(
