@@ -1,6 +1,6 @@
-"""SPEC R7 end to end: a real `clankie serve` with the OpenAI-compatible and the Anthropic
-provider (their official SDKs) against the fake endpoint of `tests/fakes.py`, and the CLI's
-`clankie conversations stop`.
+"""SPEC R7 (and R5 after a stop) end to end: a real `clankie serve` with the
+OpenAI-compatible and the Anthropic provider (their official SDKs) against the fake
+endpoint of `tests/fakes.py`, and the CLI's `clankie conversations stop`.
 
 A run hung in a model call is stopped by `run_cancel`: the endpoint sees the request
 abandoned (its connection shut), the conversation's next run starts within 1 s of the stop
@@ -129,6 +129,12 @@ def test_r7_a_stopped_continuation_shows_cancelled_and_its_answer_stays(world: W
     shown = cli(world.served, "conversations", "questions", c, "--request",
                 receipt["request_id"]).stdout
     assert "cancelled: stopped_by_owner" in shown
+    endpoint.plan.append(p.text("Noted."))
+    assert world.run(world.send(c, "next"))["status"] == "succeeded"
+    # R5: the stopped continuation's answer is still context for the next turn
+    assert "answered: the owner (operator) chose the option 'pytest'." in json.dumps(
+        endpoint.requests[-1]["body"])
+    assert len(endpoint.requests) == 4  # the stopped continuation sent nothing more
 
 
 def test_r7_cli_stop_stops_the_running_run_and_those_queued_behind_it(world: World):
