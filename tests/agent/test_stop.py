@@ -16,7 +16,9 @@ import pytest
 from clankie.agent import stop
 from clankie.agent.anthropic_messages import AnthropicModel
 from clankie.agent.openai_chat import OpenAIChatModel
-from clankie.agent.transcript import ModelError, Text, Turn
+from clankie.agent.transcript import ModelError, Text, ToolCall, Turn
+from clankie.agent.turn import run_turn
+from tests.agent.test_turn import Recorder, Replay, context
 from tests.fakes import Reply, anthropic_reply, model_endpoint, openai_reply
 
 
@@ -155,3 +157,22 @@ def test_r7_a_stop_ends_a_connect_that_hangs():
         for probe in queued:
             probe.close()
         server.close()
+
+
+def test_r7_the_turn_loop_takes_no_step_after_a_stop():
+    """Stopped during a tool call: the next tool call of the same step is not made, and
+    the model is not called again (no later step)."""
+    scope = stop.StopScope()
+
+    class StoppingTools(Recorder):
+        def call(self, step: int, call: ToolCall) -> str:
+            scope.stop()  # the owner stops the run while this tool runs
+            return super().call(step, call)
+
+    model = Replay([ToolCall("a", "list_files", "{}"), ToolCall("b", "list_files", "{}")],
+                   [Text("never")])
+    tools = StoppingTools()
+    with pytest.raises(stop.Stopped):
+        run_turn(model, context(), tools, stop=scope)
+    assert [c.call_id for _, c in tools.calls] == ["a"]
+    assert len(model.seen) == 1 and tools.said == []

@@ -18,7 +18,7 @@ from .transcript import Model, ModelError, Text, ToolResult, Turn
 MAX_STEPS = 24
 
 
-def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MAX_STEPS,
+def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MAX_STEPS, *,
              stop: StopScope = NEVER) -> None:
     system = system_prompt(ctx)
     transcript = turns(ctx)

@@ -154,7 +154,7 @@ class RunExecutor:
                 try:
                     with stop.within(scope):
                         run_turn(self._model_for(context), context, tools, settings.max_steps,
-                                 scope)
+                                 stop=scope)
                 finally:
                     said = tools.unsaid()
             except stop.Stopped:
