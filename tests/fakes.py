@@ -1,7 +1,11 @@
 """A fake model endpoint on loopback that speaks the real wire formats the official SDKs use:
 OpenAI chat completions (`POST /v1/chat/completions`, `tool_calls`) and Anthropic messages
 (`POST /v1/messages`, `tool_use` blocks). It replies from a plan, records every request,
-and can fail, send garbage, or hold a reply until a test releases it.
+and can fail (with headers such as `Retry-After`), send garbage, drop the connection
+without a reply, or hold a reply until a test releases it. `GET /v1/models`
+answers with its `models` in the format of whichever SDK asks (the Anthropic one sends
+`anthropic-version`), and any other GET path is a 404; with `key` set, a request without
+that key gets the provider's 401 (`listed` records the GETs, `requests` only the POSTs).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ class Reply:
     status: int = 200
     body: Any = None
     hold: threading.Event | None = None  # wait for this before replying
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False  # close the connection without a reply
 
 
 @dataclass
@@ -32,6 +38,10 @@ class Endpoint:
     requests: list[dict[str, Any]] = field(default_factory=list)
     arrived: threading.Condition = field(default_factory=threading.Condition)
     hung_up: list[float] = field(default_factory=list)  # when a client left a held reply
+    models: list[str] = field(default_factory=lambda: ["fake-gpt", "fake-claude"])
+    key: str | None = None  # when set, a request must carry it
+    models_answer: Reply | None = None  # in place of the models list, when set
+    listed: list[dict[str, Any]] = field(default_factory=list)
 
     def wait_for_requests(self, count: int, timeout: float = 20) -> None:
         with self.arrived:
@@ -89,9 +99,40 @@ def anthropic_calls(*calls: tuple[str, str, Any], text: str | None = None) -> Re
     return reply
 
 
-def error_reply(status: int, message: str = "boom") -> Reply:
+def error_reply(status: int, message: str = "boom", headers: dict[str, str] | None = None
+                ) -> Reply:
     return Reply(status=status, body={"error": {"message": message, "type": "server_error"},
-                                      "type": "error"})
+                                      "type": "error"}, headers=headers or {})
+
+
+def dropped() -> Reply:
+    """The connection closed after the request, without a byte of reply."""
+    return Reply(drop=True)
+
+
+def models_reply(models: list[str], anthropic: bool) -> Reply:
+    """A models list as each API answers `GET /v1/models`."""
+    if anthropic:
+        return Reply(body={"data": [{"type": "model", "id": m, "display_name": m,
+                                     "created_at": "2025-01-01T00:00:00Z"} for m in models],
+                           "has_more": False, "first_id": models[0] if models else None,
+                           "last_id": models[-1] if models else None})
+    return Reply(body={"object": "list", "data": [
+        {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]})
+
+
+def key_refused(anthropic: bool) -> Reply:
+    """The 401 each API answers for a missing or wrong key."""
+    if anthropic:
+        return Reply(401, {"type": "error", "error": {"type": "authentication_error",
+                                                      "message": "invalid x-api-key"}})
+    return Reply(401, {"error": {"message": "Incorrect API key provided.", "type":
+                                 "invalid_request_error", "param": None,
+                                 "code": "invalid_api_key"}})
+
+
+def _carries(headers: Any, key: str) -> bool:
+    return headers.get("Authorization") == f"Bearer {key}" or headers.get("x-api-key") == key
 
 
 @contextmanager
@@ -99,8 +140,26 @@ def model_endpoint() -> Iterator[Endpoint]:
     endpoint = Endpoint(url="")
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            anthropic = "anthropic-version" in self.headers
+            endpoint.listed.append({"path": self.path, "headers": {
+                k.lower(): v for k, v in self.headers.items()}})
+            if self.path.split("?")[0] != "/v1/models":
+                self._send(Reply(404, {"error": {"message": f"no route {self.path}",
+                                                 "type": "not_found_error"},
+                                       "type": "error"}))
+            elif endpoint.key is not None and not _carries(self.headers, endpoint.key):
+                self._send(key_refused(anthropic))
+            elif endpoint.models_answer is not None:
+                self._send(endpoint.models_answer)
+            else:
+                self._send(models_reply(endpoint.models, anthropic))
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if endpoint.key is not None and not _carries(self.headers, endpoint.key):
+                self._send(key_refused("anthropic-version" in self.headers))
+                return
             with endpoint.arrived:
                 endpoint.requests.append({"path": self.path, "body": body,
                                           "headers": {k.lower(): v for k, v in
@@ -109,12 +168,20 @@ def model_endpoint() -> Iterator[Endpoint]:
                 endpoint.arrived.notify_all()
             if reply.hold is not None and not self._held(reply.hold):
                 return
+            if reply.drop:
+                self.close_connection = True
+                return
+            self._send(reply)
+
+        def _send(self, reply: Reply) -> None:
             data = json.dumps(reply.body).encode() if not isinstance(reply.body, bytes) \
                 else reply.body
             try:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
             except OSError:

@@ -350,6 +350,27 @@ class Empty(Out):
     pass
 
 
+class ModelOut(Out):
+    """The model a service runs with: `model` and `endpoint_host` are null for the scripted
+    (offline) model; the endpoint is host[:port] only, never a path, a query or a key.
+    `endpoint_digest` (an addition) is a short SHA-256 of the whole base URL, for `clankie
+    doctor` to tell whether its settings name the same one."""
+
+    provider: str
+    model: str | None
+    endpoint_host: str | None
+    endpoint_digest: str | None = None
+
+
+class ServiceInfoOut(Out):
+    """`service_info`: what this service is and runs with; never a key or a token."""
+
+    version: str
+    started_at: str
+    model: ModelOut
+    settings: dict[str, Any]
+
+
 class AskResult(Out):
     """The `ask_question` tool's result (SPEC Q2)."""
 
@@ -411,4 +432,5 @@ OPS: dict[str, Op] = {
     "input_get": _op(InputGet, Snapshot),
     "input_answer": _op(InputAnswer, AnswerReply),
     "input_cancel": _op(InputCancel, AnswerReply),
+    "service_info": _op(Nothing, ServiceInfoOut),
 }

@@ -57,6 +57,12 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("openai_model", "gpt-4o-mini", "Model name for the openai provider."),
     Setting("anthropic_base_url", "", "Anthropic endpoint (empty: the SDK's default)."),
     Setting("anthropic_model", "claude-sonnet-4-5", "Model name for the anthropic provider."),
+    Setting("model_timeout", 120, "Seconds one model call may wait for its reply.", (1, 3_600),
+            unit="seconds"),
+    Setting("model_retries", 4, "Times a model call that failed transiently (429, 5xx, a "
+            "dropped connection, a timeout) is tried again.", (0, 20)),
+    Setting("model_retry_wait", 90, "Seconds a model call may wait between its tries, in "
+            "all.", (1, 3_600), unit="seconds"),
     # A ceiling for a local service. Each connection is a file descriptor, and the process's
     # own limit (often 1,024 soft) still applies; the default fits it with both listeners.
     Setting("max_connections", 256, "Connections served at once on each listener (the Unix "
@@ -90,6 +96,9 @@ class Settings:
     openai_model: str = "gpt-4o-mini"
     anthropic_base_url: str = ""
     anthropic_model: str = "claude-sonnet-4-5"
+    model_timeout: int = 120
+    model_retries: int = 4
+    model_retry_wait: int = 90
     max_connections: int = 256
 
 
@@ -130,6 +139,27 @@ def load_settings(home: Path | None, environ: dict[str, str] | None = None) -> S
                                 f"unset {variable}, or correct its name")
         values[name] = _coerce(known[name], text, f"in {variable}", from_text=True)
     return Settings(**values)
+
+
+# What `service_info` never shows: the base URLs (a user, a path or a query may hold a key;
+# the endpoint is said as host[:port] instead) and `notify_command`'s arguments (a webhook
+# URL or a header with a token): the program is shown, each argument as "***".
+NOT_SHOWN: Final = frozenset({"openai_base_url", "anthropic_base_url"})
+HIDDEN_ARGUMENT: Final = "***"
+
+
+def shown(settings: Settings) -> dict[str, Any]:
+    """The settings as `service_info` reports them: every declared setting but those that
+    could carry a secret, as JSON values (lists for lists)."""
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        if setting.name in NOT_SHOWN:
+            continue
+        value = getattr(settings, setting.name)
+        if setting.name == "notify_command":
+            value = value[:1] + (HIDDEN_ARGUMENT,) * len(value[1:])
+        values[setting.name] = list(value) if isinstance(value, tuple) else value
+    return values
 
 
 def _near(name: str, variable: bool = False) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import httpcore2
 import pytest
 
-from clankie.agent import stop
+from clankie.agent import retry, stop
 from clankie.agent.anthropic_messages import AnthropicModel
 from clankie.agent.openai_chat import OpenAIChatModel
 from clankie.agent.transcript import ModelError, Text, ToolCall, Turn
@@ -109,7 +109,8 @@ MODELS = {
 @pytest.mark.parametrize("provider", sorted(MODELS))
 def test_r7_a_stop_abandons_the_sdk_call_in_flight_and_the_client_goes_on(
         provider: str, monkeypatch: pytest.MonkeyPatch):
-    """The SDK's own call, over the endpoint's httpx2 stack: it fails at once, the endpoint
+    """The SDK's own call, over the endpoint's httpx2 stack: it fails at once (a dropped
+    connection is transient for R6, and the retry's wait ends with the stop), the endpoint
     sees the request abandoned, and the shared client serves the next run."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     make, reply = MODELS[provider]
@@ -119,9 +120,10 @@ def test_r7_a_stop_abandons_the_sdk_call_in_flight_and_the_client_goes_on(
         model = make(endpoint.url)
         scope = stop.StopScope()
         turns = [Turn("user", (Text("hi"),))]
-        outcome = in_run(scope, lambda: model.step("system", turns, []))
+        waits = retry.Waits(sleep=scope.wait)  # as the executor gives them (R6)
+        outcome = in_run(scope, lambda: model.step("system", turns, [], waits))
         took = stopped_after(scope, outcome, lambda: bool(endpoint.requests))
-        assert isinstance(outcome.get("error"), ModelError), outcome
+        assert isinstance(outcome.get("error"), stop.Stopped | ModelError), outcome
         assert took <= 1.0, f"the SDK call ended {took:.3f} s after the stop"
         with endpoint.arrived:
             assert endpoint.arrived.wait_for(lambda: endpoint.hung_up, 5)

@@ -57,7 +57,8 @@ class Replay:
         self.steps = list(steps)
         self.seen: list[tuple[str, list[Turn]]] = []
 
-    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
+             waits: object = None) -> list[Text | ToolCall]:
         assert tools == TOOL_SPECS
         self.seen.append((system, turns))
         return self.steps.pop(0) if self.steps else []

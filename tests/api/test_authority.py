@@ -79,6 +79,7 @@ def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
         "input_get": {"conversation_id": c},
         "input_answer": ref | {"option_id": q["options"][0]["option_id"]},
         "input_cancel": ref,
+        "service_info": {},
     }
     return token, payloads
 

@@ -43,6 +43,7 @@ EXPECTED = {
     "input_get": READERS,
     "input_answer": ANSWERERS,
     "input_cancel": ANSWERERS,
+    "service_info": READERS,
 }
 
 

@@ -96,16 +96,16 @@ def test_a_rotated_token(served: Served):
 @pytest.mark.parametrize(("model", "env", "detail"), [
     ("anthropic", {}, "ANTHROPIC_API_KEY is not set"),
     ("openai", {}, "OPENAI_API_KEY is not set"),
-    ("openai", {"CLANKIE_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "does not answer"),
+    ("openai", {"CLANKIE_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "nothing answers"),
 ])
-def test_a_model_provider_that_is_not_set_up(served: Served, model: str, env: dict[str, str],
-                                             detail: str):
+def test_without_a_service_a_model_provider_that_is_not_set_up(
+        served: Served, model: str, env: dict[str, str], detail: str):
+    served.stop()
     code, checks = doctor(served.home.path, CLANKIE_MODEL=model, **env)
-    assert (code, failing(checks)) == (1, {"model"})
+    assert (code, failing(checks)) == (1, {"service", "model"})
     assert detail in str(checks["model"]["detail"])
-    code, checks = doctor(served.home.path, CLANKIE_MODEL=model, ANTHROPIC_API_KEY="k",
-                          OPENAI_API_KEY="k")
-    assert "model" not in failing(checks) or "does not answer" in detail
+    assert str(checks["model"]["detail"]).startswith("no service answered; with the settings "
+                                                     f"here `clankie serve` would run {model}")
 
 
 def test_missing_git(served: Served, tmp_path: Path):

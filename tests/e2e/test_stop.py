@@ -22,7 +22,7 @@ import pytest
 from tests.e2e.served import Served, finished, wait_for
 from tests.e2e.test_cli import cli
 from tests.e2e.test_providers import ASK, PROVIDERS, World
-from tests.fakes import Reply, model_endpoint
+from tests.fakes import Reply, error_reply, model_endpoint
 
 
 @pytest.fixture(params=sorted(PROVIDERS))
@@ -175,3 +175,25 @@ def test_r7_cli_stop_stops_the_running_run_and_those_queued_behind_it(world: Wor
     assert refused.returncode == 5, refused.stderr
     assert "forbidden" in refused.stderr
     assert world.run(fourth)["status"] == "succeeded"
+
+
+def test_r7_r6_a_run_stopped_while_it_waits_to_retry_ends_at_once(world: World):
+    p, endpoint = world.provider, world.endpoint
+    endpoint.plan += [error_reply(429, "slow down", {"Retry-After": "30"}),
+                      p.text("The next run.")]
+    c = world.conversation()
+    first = world.send(c, "one")
+    with world.served.client() as client:
+        def waiting() -> list[dict[str, Any]]:
+            events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
+            return [e for e in events if e["type"] == "run_activity"]
+
+        wait_for(waiting, "the run to wait before trying again", 10)
+        second = world.send(c, "two")
+        stopped = client.call("run_cancel", {"run_id": first})
+        after = finished(client, second, timeout=5)
+        assert len(waiting()) == 1
+    gap = (at(after["started_at"]) - at(stopped["finished_at"])).total_seconds()
+    assert gap <= 1.0, f"the next run started {gap:.3f} s after the stop"
+    assert after["status"] == "succeeded" and len(endpoint.requests) == 2
+    assert stored(world, c)["said"] == ["The next run."]

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from clankie.agent import stop
 from clankie.agent.transcript import Text, ToolCall
 from clankie.core.errors import ClankieError
 from clankie.core.model import RunStatus
@@ -147,8 +146,9 @@ def test_r7_conversation_get_names_the_unfinished_runs_to_stop(world: World):
 
 
 class HeldModel:
-    """A model whose calls block: until the run's stop (`obeys`), or until `release` (a
-    call that returns anyway, with words and a tool call that must not be acted on)."""
+    """A model whose calls block: in a retry wait until the run's stop (`obeys`), or until
+    `release` (a call that returns anyway, with words and a tool call that must not be
+    acted on)."""
 
     name = "held"
 
@@ -158,13 +158,14 @@ class HeldModel:
         self.calls: list[float] = []
         self.returned: list[float] = []
 
-    def step(self, system: str, turns: Any, tools: Any) -> list[Text | ToolCall]:
+    def step(self, system: str, turns: Any, tools: Any, waits: Any = None
+             ) -> list[Text | ToolCall]:
         self.calls.append(time.monotonic())
         if len(self.calls) > 1:
             return [Text("the next run")]
         try:
             if self.obeys:
-                stop.wait(30)  # what a retry wait or a stopped socket does
+                waits.sleep(30)  # a retry's wait (R6), as the executor gives it
             else:
                 assert self.release.wait(30)
         finally:

@@ -2,7 +2,8 @@
 
 Owns the mapping between our transcript and the Messages wire format (`tool_use` and
 `tool_result` content blocks). The base URL and model come from settings; the key only
-from the environment (`ANTHROPIC_API_KEY`). Every failure becomes a `ModelError`.
+from the environment (`ANTHROPIC_API_KEY`). A call is tried again on a transient failure
+(`retry.py`, SPEC R6); every failure that ends it becomes a `ModelError`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ import json
 import os
 from typing import Any
 
-from . import endpoint
-from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn, short_error
+from . import endpoint, retry
+from .transcript import Text, ToolCall, ToolResult, ToolSpec, Turn
 
-TIMEOUT_S = 120.0
 DEFAULT_URL = "https://api.anthropic.com"
 MAX_TOKENS = 2_048
 
@@ -22,34 +22,29 @@ MAX_TOKENS = 2_048
 class AnthropicModel:
     name = "anthropic"
 
-    def __init__(self, model: str, base_url: str | None, timeout: float = TIMEOUT_S) -> None:
+    def __init__(self, model: str, base_url: str | None,
+                 policy: retry.Policy = retry.DEFAULT_POLICY) -> None:
         import anthropic
 
-        self._anthropic = anthropic
+        self._sdk = retry.Sdk("anthropic", anthropic, "ANTHROPIC_API_KEY", "anthropic_model",
+                              "anthropic_base_url")
+        self._policy = policy
         self.model = model
+        timeout = policy.timeout
         url = base_url or DEFAULT_URL
         self._client = anthropic.Anthropic(api_key=os.environ.get("ANTHROPIC_API_KEY"),
                                            base_url=url, timeout=timeout, max_retries=0,
                                            http_client=endpoint.http_client(url, timeout))
 
-    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
-        try:
-            response = self._client.messages.create(
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
+             waits: retry.Waits = retry.NO_WAITS) -> list[Text | ToolCall]:
+        messages = _messages(turns)
+        specs = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                 for t in tools]
+        response = retry.call(self._sdk, self._policy, waits, lambda: (
+            self._client.messages.create(
                 model=self.model, max_tokens=MAX_TOKENS, system=system,
-                messages=_messages(turns),  # type: ignore[arg-type]
-                tools=[{"name": t.name, "description": t.description,
-                        "input_schema": t.parameters} for t in tools])  # type: ignore[misc]
-        except endpoint.EndpointNotYours as exc:
-            raise ModelError(f"anthropic: {exc}") from None
-        except self._anthropic.APIError as exc:
-            refused = endpoint.refusal(exc)  # the same, wrapped by the SDK
-            if refused is not None:
-                raise ModelError(f"anthropic: {refused}") from None
-            raise ModelError(f"anthropic: {type(exc).__name__}: {short_error(exc)}") from None
-        except TypeError as exc:  # e.g. no API key in the environment
-            raise ModelError(f"anthropic: {exc}") from None
-        except Exception as exc:  # the endpoint is outside our control: any failure is its
-            raise ModelError(f"anthropic: unusable response: {type(exc).__name__}") from None
+                messages=messages, tools=specs)))  # type: ignore[arg-type]
         blocks: list[Text | ToolCall] = []
         for block in response.content:
             if block.type == "text":

@@ -3,7 +3,8 @@
 Owns the mapping between our transcript and the chat-completions wire format (assistant
 `tool_calls`, `tool` messages). Any OpenAI-compatible server works (OpenAI, Ollama, vLLM,
 llama.cpp): the base URL and model come from settings; the key only from the environment
-(`OPENAI_API_KEY`), never from the store or logs. Every failure becomes a `ModelError`.
+(`OPENAI_API_KEY`), never from the store or logs. A call is tried again on a transient
+failure (`retry.py`, SPEC R6); every failure that ends it becomes a `ModelError`.
 """
 
 from __future__ import annotations
@@ -11,43 +12,39 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import endpoint
-from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn, short_error
+from . import endpoint, retry
+from .transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
 
-TIMEOUT_S = 120.0
 DEFAULT_URL = "https://api.openai.com/v1"
 
 
 class OpenAIChatModel:
     name = "openai"
 
-    def __init__(self, model: str, base_url: str | None, timeout: float = TIMEOUT_S) -> None:
+    def __init__(self, model: str, base_url: str | None,
+                 policy: retry.Policy = retry.DEFAULT_POLICY) -> None:
         import openai
 
-        self._openai = openai
+        self._sdk = retry.Sdk("openai", openai, "OPENAI_API_KEY", "openai_model",
+                              "openai_base_url")
+        self._policy = policy
         self.model = model
+        timeout = policy.timeout
         # Local servers need no key; the SDK insists on one, so a placeholder is given.
         url = base_url or DEFAULT_URL
         self._client = openai.OpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
                                      base_url=url, timeout=timeout, max_retries=0,
                                      http_client=endpoint.http_client(url, timeout))
 
-    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
-        try:
-            response = self._client.chat.completions.create(
-                model=self.model, messages=_messages(system, turns),  # type: ignore[arg-type]
-                tools=[{"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}}
-                    for t in tools])
-        except endpoint.EndpointNotYours as exc:
-            raise ModelError(f"openai: {exc}") from None
-        except self._openai.APIError as exc:
-            refused = endpoint.refusal(exc)  # the same, wrapped by the SDK
-            if refused is not None:
-                raise ModelError(f"openai: {refused}") from None
-            raise ModelError(f"openai: {type(exc).__name__}: {short_error(exc)}") from None
-        except Exception as exc:  # the endpoint is outside our control: any failure is its
-            raise ModelError(f"openai: unusable response: {type(exc).__name__}") from None
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
+             waits: retry.Waits = retry.NO_WAITS) -> list[Text | ToolCall]:
+        messages = _messages(system, turns)
+        specs = [{"type": "function", "function": {
+            "name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in tools]
+        response = retry.call(self._sdk, self._policy, waits, lambda: (
+            self._client.chat.completions.create(
+                model=self.model, messages=messages, tools=specs)))  # type: ignore[arg-type]
         try:
             message = response.choices[0].message
             blocks: list[Text | ToolCall] = []
@@ -57,7 +54,7 @@ class OpenAIChatModel:
                 function = call.function  # type: ignore[union-attr]
                 blocks.append(ToolCall(call.id, function.name, function.arguments or ""))
         except (AttributeError, IndexError, TypeError) as exc:
-            raise ModelError(f"openai: unusable response: {exc}") from None
+            raise ModelError(f"openai: unusable reply: {exc}") from None
         return blocks
 
 

@@ -1,17 +1,23 @@
 """Choosing Clankie's model from settings: `scripted`, `openai` or `anthropic`.
 
-Owns the one place where a provider is made. It returns a function giving the model for
-a run (the scripted model plays one script entry a run; the SDK models are shared).
+Owns the one place where a provider is made, and the one place that says which model and
+endpoint the settings choose (`model_in_use`, `base_url`: what `service_info` reports and
+what `clankie doctor` probes). It returns a function giving the model for a run (the
+scripted model plays one script entry a run; the SDK models are shared).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from clankie.settings import Settings
 
 from .context import TurnContext
+from .retry import Policy
 from .scripted import ScriptedModel, load_script
 from .transcript import Model
 
@@ -20,6 +26,68 @@ PROVIDERS = ("scripted", "openai", "anthropic")
 
 class ProviderError(Exception):
     """A model that cannot be set up; said to the user as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInUse:
+    """The model the settings choose: its provider, its name and the host[:port] of its
+    endpoint (never a path, a query or a user: those may carry a secret). The scripted
+    model has neither name nor endpoint."""
+
+    provider: str
+    model: str | None
+    endpoint_host: str | None
+    endpoint_digest: str | None = None  # of the whole base URL: compared, never read
+
+
+# The SDKs' own defaults, as the providers pass them (an explicit base URL, so the SDKs'
+# OPENAI_BASE_URL / ANTHROPIC_BASE_URL variables are never read: the setting decides).
+DEFAULT_URLS = {"openai": "https://api.openai.com/v1",
+                "anthropic": "https://api.anthropic.com"}
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+BASE_URL_SETTINGS = {"openai": "openai_base_url", "anthropic": "anthropic_base_url"}
+
+
+def base_url(settings: Settings, provider: str) -> str:
+    """The URL the `provider`'s SDK client is made with: the setting, else the default."""
+    return str(getattr(settings, BASE_URL_SETTINGS[provider])) or DEFAULT_URLS[provider]
+
+
+def endpoint_host(url: str) -> str:
+    """`host[:port]` of `url` (an IPv6 host in brackets), without user, path or query."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number: the SDK will fail on it as well
+        port = None
+    return f"{host}:{port}" if port is not None else host
+
+
+def public_url(url: str) -> str:
+    """`url` without its user, query or fragment: what may be shown (a key may hide there;
+    a path is shown to the owner who wrote it, never in `service_info`)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def endpoint_digest(url: str) -> str:
+    """A short digest of the whole base URL: `clankie doctor` compares it with the one its
+    own settings give, to probe exactly what the service uses, without the service ever
+    saying a path or a query (either may hold a key)."""
+    return hashlib.sha256(url.encode()).hexdigest()[:12]
+
+
+def model_in_use(settings: Settings) -> ModelInUse:
+    """What `model_for_runs(settings)` runs with, said without a secret."""
+    if settings.model not in DEFAULT_URLS:
+        return ModelInUse(settings.model, None, None)
+    name = settings.openai_model if settings.model == "openai" else settings.anthropic_model
+    url = base_url(settings, settings.model)
+    return ModelInUse(settings.model, name, endpoint_host(url), endpoint_digest(url))
 
 
 def model_for_runs(settings: Settings, script: Path | None = None
@@ -32,12 +100,16 @@ def model_for_runs(settings: Settings, script: Path | None = None
     if settings.model == "scripted":
         scripted = ScriptedModel(load_script(script) if script else None)
         return scripted.for_run
+    policy = Policy(retries=settings.model_retries, total_wait=settings.model_retry_wait,
+                    timeout=settings.model_timeout)
     if settings.model == "openai":
         from .openai_chat import OpenAIChatModel
 
-        shared: Model = OpenAIChatModel(settings.openai_model, settings.openai_base_url)
+        shared: Model = OpenAIChatModel(settings.openai_model, base_url(settings, "openai"),
+                                        policy)
     else:
         from .anthropic_messages import AnthropicModel
 
-        shared = AnthropicModel(settings.anthropic_model, settings.anthropic_base_url)
+        shared = AnthropicModel(settings.anthropic_model, base_url(settings, "anthropic"),
+                                policy)
     return lambda _context: shared

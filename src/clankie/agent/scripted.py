@@ -71,7 +71,8 @@ class ScriptedRun:
         self._answer = answer
         self._next = 0
 
-    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
+             waits: object = None) -> list[Text | ToolCall]:
         latest = _latest_result(turns)
         blocks: list[Text | ToolCall] = []
         while self._next < len(self._entry):

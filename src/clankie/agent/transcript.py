@@ -7,7 +7,10 @@ implements, and `ModelError`, the one failure a provider may raise (it fails the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from .retry import Waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,9 @@ def short_error(exc: Exception) -> str:
 class Model(Protocol):
     name: str
 
-    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> list[Text | ToolCall]:
-        """One model call: what the assistant says and which tools it calls, in order."""
+    def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
+             waits: Waits = ...) -> list[Text | ToolCall]:
+        """One model call: what the assistant says and which tools it calls, in order.
+        `waits` says how this run waits between tries of a call that failed transiently
+        (`retry.py`, SPEC R6); a model that makes no network call ignores it."""
         ...

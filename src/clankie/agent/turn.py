@@ -11,6 +11,7 @@ each tool call, and raises `Stopped`.
 from __future__ import annotations
 
 from .context import TurnContext, system_prompt, turns
+from .retry import NO_WAITS, Waits
 from .stop import NEVER, StopScope
 from .tools import TOOL_SPECS, ToolBox
 from .transcript import Model, ModelError, Text, ToolResult, Turn
@@ -18,13 +19,15 @@ from .transcript import Model, ModelError, Text, ToolResult, Turn
 MAX_STEPS = 24
 
 
-def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MAX_STEPS, *,
-             stop: StopScope = NEVER) -> None:
+def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MAX_STEPS,
+             waits: Waits = NO_WAITS, *, stop: StopScope = NEVER) -> None:
+    """`waits`: how this run waits between tries of a model call (SPEC R6), given to
+    every model call it makes; `stop`: the run's stop scope (R7)."""
     system = system_prompt(ctx)
     transcript = turns(ctx)
     for step in range(max_steps):
         stop.check()
-        blocks = model.step(system, transcript, TOOL_SPECS)
+        blocks = model.step(system, transcript, TOOL_SPECS, waits)
         stop.check()  # what a stopped call returned anyway is not acted on
         results: list[ToolResult] = []
         for block in blocks:

@@ -145,6 +145,9 @@ def _event_text(e: dict[str, Any]) -> str:
     if kind == "tool_activity":
         code = f" {e['code']}" if e.get("code") else ""
         return f"{head} tool {e['tool']} {e['status']}{code}: {e['summary']}"
+    if kind == "run_activity":
+        return (f"{head} run {e['run_id']} {e['activity']}: {e['summary']} (next try at "
+                f"{e['retry_at']})")
     return f"{head} {kind}"
 
 

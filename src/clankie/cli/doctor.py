@@ -17,10 +17,21 @@ import sqlite3
 import stat
 import subprocess
 from dataclasses import asdict, dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from clankie.agent.providers import (
+    BASE_URL_SETTINGS,
+    DEFAULT_URLS,
+    KEY_VARIABLES,
+    ModelInUse,
+    base_url,
+    endpoint_digest,
+    endpoint_host,
+    model_in_use,
+    public_url,
+)
 from clankie.client import (
     ApiError,
     Client,
@@ -35,6 +46,9 @@ from clankie.settings import Settings, SettingsError, load_settings
 from clankie.store.schema import MIGRATIONS
 
 from .common import say
+
+if TYPE_CHECKING:
+    from clankie.agent.probe import Probe
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -116,62 +130,156 @@ def check_token(home: Home) -> Check:
     return Check("token", True, f"{home.token_file} (mode {_mode(home.token_file):o})")
 
 
-def check_service() -> Check:
+@dataclass(frozen=True)
+class Running:
+    """The service that answered: where, and what it said of itself (`service_info`;
+    None from a service older than that op)."""
+
+    url: str
+    info: dict[str, Any] | None
+
+
+def check_service() -> tuple[Check, Running | None]:
     try:
         with Client(timeout=PROBE_TIMEOUT_S) as client:
-            client.call("conversation_list", {"limit": 1})
             where = client.url
+            try:
+                info: dict[str, Any] | None = client.call("service_info")
+            except ApiError as exc:
+                if exc.code != "not_found":
+                    raise
+                client.call("conversation_list", {"limit": 1})  # an older service
+                info = None
     except ServiceUnreachable as exc:
-        return Check("service", False, f"not reachable: {exc}", exc.fix)
+        return Check("service", False, f"not reachable: {exc}", exc.fix), None
     except (NotYours, NotClankie) as exc:
-        return Check("service", False, str(exc), exc.fix)
+        return Check("service", False, str(exc), exc.fix), None
     except ApiError as exc:
         fix = ("the token was rotated or revoked: use the new one (CLANKIE_TOKEN or "
                "operator.token), or `clankie init` after a revocation"
                if exc.code == "unauthenticated" else None)
-        return Check("service", False, f"refused the token: {exc.code}", fix)
+        return Check("service", False, f"refused the token: {exc.code}", fix), None
     except (ClientError, ValueError) as exc:  # BadServiceUrl: CLANKIE_URL is not one
-        return Check("service", False, str(exc), getattr(exc, "fix", None) or "check CLANKIE_URL")
+        return Check("service", False, str(exc),
+                     getattr(exc, "fix", None) or "check CLANKIE_URL"), None
     except UnsafeHome as exc:  # the token file and the socket are not read from it
-        return Check("service", False, f"not contacted: {exc}", exc.unsafe.fix)
+        return Check("service", False, f"not contacted: {exc}", exc.unsafe.fix), None
     trust = (" (CLANKIE_URL_TRUSTED: its owner is not checked where it cannot be told)"
              if trusted_url(where) else "")
-    return Check("service", True, f"{where} answers and accepts the token{trust}")
+    version = (f"; clankie {info.get('version')}, up since {info.get('started_at')}"
+               if info else "")
+    return Check("service", True, f"{where} answers and accepts the token{trust}{version}"), \
+        Running(where, info)
 
 
-def check_model(settings: Settings) -> Check:
-    if settings.model == "scripted":
-        return Check("model", True, "scripted (offline)")
-    if settings.model == "anthropic":
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            return Check("model", False, "anthropic: ANTHROPIC_API_KEY is not set",
-                         "export ANTHROPIC_API_KEY in the service's environment")
-        return Check("model", True, f"anthropic ({settings.anthropic_model}), key present")
-    if settings.model == "openai":
-        if settings.openai_base_url:
-            url = settings.openai_base_url.rstrip("/") + "/models"
-            from clankie.agent import endpoint  # the SDKs' stack: only with the extras
+def check_model(settings: Settings, running: Running | None) -> Check:
+    """The model the running service uses (`service_info`), else the one `serve` would use
+    with the settings here; its endpoint asked for its models list (`agent.probe`)."""
+    here = model_in_use(settings)
+    model, who = _model_checked(here, running)
+    if model.provider == "scripted":
+        other = (f" (the settings here choose {here.provider}: `clankie serve` uses them "
+                 "from its next start)" if here.provider != "scripted" else "")
+        return Check("model", True, f"{who} scripted (offline){other}")
+    if model.provider not in KEY_VARIABLES:
+        return Check("model", False, f"{who} an unknown model {model.provider!r}",
+                     "set model to scripted, openai or anthropic")
+    provider, setting = model.provider, BASE_URL_SETTINGS[model.provider]
+    url = base_url(settings, provider)
+    who = f"{who} {provider} ({model.model}) at {model.endpoint_host}"
+    ignored = _ignored_variable(provider, settings)
+    if endpoint_host(url) != model.endpoint_host or (
+            model.endpoint_digest is not None and endpoint_digest(url) != model.endpoint_digest):
+        named = (f"another base URL at {endpoint_host(url)}"
+                 if endpoint_host(url) == model.endpoint_host else endpoint_host(url))
+        return Check("model", False, f"{who}, but the settings here name {named}: not "
+                     f"probed{ignored}",
+                     f"give doctor the same {setting} as `clankie serve` (set it in "
+                     f"settings.toml, which both read, rather than in CLANKIE_"
+                     f"{setting.upper()} of one shell)")
+    variable = KEY_VARIABLES[provider]
+    if url == DEFAULT_URLS[provider] and not os.environ.get(variable):
+        return Check("model", False, f"{who}: {variable} is not set here, so its models "
+                     f"list was not asked{ignored}",
+                     f"export {variable} (in the environment of `clankie serve` too), or "
+                     f"set {setting} to a local server")
+    from clankie.agent import probe  # the SDKs: only with the extras
 
-            try:  # the key goes only where the runs would send it, checked the same way
-                with endpoint.http_client(settings.openai_base_url, PROBE_TIMEOUT_S) as http:
-                    http.get(url, headers={"Authorization": "Bearer "
-                                           + os.environ.get("OPENAI_API_KEY", "not-needed")})
-            except endpoint.EndpointNotYours as exc:
-                return Check("model", False, f"openai: {exc}", "stop whoever holds that port "
-                             "(only they or root can), or serve your model on another port "
-                             "and set openai_base_url to it")
-            except endpoint.HTTPError as exc:
-                return Check("model", False, f"openai: {settings.openai_base_url} does not "
-                             f"answer ({type(exc).__name__})", "start the local model server "
-                             "or fix openai_base_url")
-            return Check("model", True, f"openai ({settings.openai_model}) at "
-                         f"{settings.openai_base_url} answers")
-        if not os.environ.get("OPENAI_API_KEY"):
-            return Check("model", False, "openai: OPENAI_API_KEY is not set",
-                         "export OPENAI_API_KEY, or set openai_base_url to a local server")
-        return Check("model", True, f"openai ({settings.openai_model}), key present")
-    return Check("model", False, f"unknown model {settings.model!r}",
-                 "set model to scripted, openai or anthropic")
+    found = probe.models_list(provider, url, MODEL_PROBE_TIMEOUT_S)
+    if found.outcome == "ok":
+        listed = _listed(model.model, found.models)
+        return Check("model", True, f"{who}: its models list answers{listed}{ignored}")
+    detail, fix = _failed(found, provider, public_url(url))
+    return Check("model", False, f"{who}: {detail}{ignored}", fix)
+
+
+def _model_checked(here: ModelInUse, running: Running | None) -> tuple[ModelInUse, str]:
+    """The model to check and whose it is: the running service's, as it says, else the one
+    the settings here choose (no service, or one too old to say)."""
+    if running is not None and running.info is not None:
+        used = running.info.get("model") or {}
+        return ModelInUse(str(used.get("provider")), used.get("model"),
+                          used.get("endpoint_host"), used.get("endpoint_digest")), \
+            f"the service at {running.url} runs"
+    if running is None:
+        return here, "no service answered; with the settings here `clankie serve` would run"
+    return here, (f"the service at {running.url} does not say its model (an older clankie); "
+                  "with the settings here `clankie serve` would run")
+
+
+def _failed(found: Probe, provider: str, url: str) -> tuple[str, str]:
+    """A failed models-list question, as the line's detail and its fix."""
+    setting, variable = BASE_URL_SETTINGS[provider], KEY_VARIABLES[provider]
+    restart = " and restart `clankie serve`"
+    asked = found.asked or url
+    if found.outcome == "not_yours":
+        return found.detail, ("stop whoever holds that port (only they or root can), or serve "
+                              f"your model on another port and set {setting} to it")
+    if found.outcome == "not_found":
+        return (f"{asked} answered {found.detail}: the base URL is wrong",
+                ROOT_FIX[provider] + restart)
+    if found.outcome in ("unreachable", "timeout"):
+        return (f"nothing answers at {asked} ({found.detail})",
+                f"start the model server, or correct {setting}{restart}")
+    key_fix = (f"set a valid {variable} in the environment of `clankie serve` (and of "
+               f"doctor){restart}")
+    if found.outcome == "bad_key":
+        unset = "" if os.environ.get(variable) else f"; {variable} is not set here"
+        return f"the endpoint refused the key ({found.detail}){unset}", key_fix
+    if found.outcome == "no_key":
+        return f"no key: {variable} is not set here", key_fix
+    return (f"{asked} answered {found.detail}",
+            f"check the model server's log, or correct {setting}")
+
+
+MODEL_PROBE_TIMEOUT_S = 5.0
+ROOT_FIX = {
+    "openai": "set openai_base_url to the server's OpenAI-compatible root, ending in /v1 "
+              "(OpenAI: https://api.openai.com/v1; Ollama: http://localhost:11434/v1; "
+              "vLLM: http://localhost:8000/v1; llama.cpp: http://localhost:8080/v1)",
+    "anthropic": "set anthropic_base_url to the endpoint's root, without /v1 (the SDK adds "
+                 "/v1/messages; Anthropic: https://api.anthropic.com)",
+}
+
+
+def _listed(model: str | None, models: tuple[str, ...]) -> str:
+    """How many models the endpoint lists, and a word when the configured one is not among
+    them (a local server may still take it: Ollama adds `:latest`, llama.cpp any name)."""
+    count = f" ({len(models)} model{'s' if len(models) != 1 else ''})"
+    if not models or model is None or model in models or f"{model}:latest" in models:
+        return count
+    shown = ", ".join(models[:5]) + (", ..." if len(models) > 5 else "")
+    return f"{count}, but not {model}: it lists {shown}"
+
+
+def _ignored_variable(provider: str, settings: Settings) -> str:
+    """A word on the SDK's own base-URL variable, which clankie does not read."""
+    variable = f"{provider.upper()}_BASE_URL"
+    setting = BASE_URL_SETTINGS[provider]
+    if not os.environ.get(variable) or getattr(settings, setting):
+        return ""
+    return (f" (note: {variable} is set here, but clankie does not read it: set {setting}, "
+            f"or CLANKIE_{setting.upper()})")
 
 
 def check_git() -> Check:
@@ -190,10 +298,11 @@ def check_git() -> Check:
 def run_checks(home: Home) -> list[Check]:
     found = problems(home)
     checks = check_trust(home, found)
+    service, running = check_service()
     if found:  # nothing in such a home is read: not the store, the token, the settings
-        checks += [not_read("store"), not_read("token"), check_service()]
+        checks += [not_read("store"), not_read("token"), service]
     else:
-        checks += [check_store(home), check_token(home), check_service()]
+        checks += [check_store(home), check_token(home), service]
     try:
         settings = load_settings(home.path if home.path.is_dir() and not found else None)
     except SettingsError as exc:
@@ -201,7 +310,7 @@ def run_checks(home: Home) -> list[Check]:
         settings = Settings()
     else:
         checks.append(not_read("settings") if found else Check("settings", True, "valid"))
-    checks += [check_model(settings), check_git()]
+    checks += [check_model(settings, running), check_git()]
     return checks
 
 

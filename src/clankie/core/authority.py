@@ -73,6 +73,7 @@ WHO_MAY: Final[dict[str, Rule]] = {
     "input_get": reader,
     "input_answer": ANSWERER,
     "input_cancel": ANSWERER,
+    "service_info": reader,
 }
 
 

@@ -335,5 +335,29 @@ class ToolActivity:
                 "code": self.code, "summary": self.summary, "at": iso(self.at)}
 
 
+@dataclass(frozen=True, slots=True)
+class RunActivity:
+    """What a running run is doing besides speaking and calling tools (SPEC V4, R6): for
+    now only `model_retry`, a wait before the model is asked again; `summary` says what
+    failed, `retry_at` when the next try is."""
+
+    conversation_id: str
+    run_id: str
+    activity: str
+    summary: str
+    retry_at: datetime
+    at: datetime
+    type: str = field(default="run_activity", init=False)
+
+    def __post_init__(self) -> None:
+        if self.activity not in ("model_retry",) or len(self.summary) > 200:
+            raise ValueError("a run activity has a known kind and a short summary")
+
+    def body(self, seq: int) -> dict[str, Any]:
+        return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
+                "run_id": self.run_id, "activity": self.activity, "summary": self.summary,
+                "retry_at": iso(self.retry_at), "at": iso(self.at)}
+
+
 Event = (InputRequested | InputResolved | MessagePosted | RunStatusChanged
-         | ConversationResetDone | ToolActivity)
+         | ConversationResetDone | ToolActivity | RunActivity)

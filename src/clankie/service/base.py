@@ -81,6 +81,7 @@ class ServiceBase:
 
     def __post_init__(self) -> None:
         self.long_polls = LongPolls()
+        self.started_at = self.clock()  # what `service_info` reports
 
     def has_owner(self) -> bool:
         with self._storage(), self.store.read() as tx:

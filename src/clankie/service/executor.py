@@ -6,7 +6,9 @@ run hands its conversation straight to a worker (no event loop, no polling); wor
 daemon threads reused from run to run (the store and the model SDKs are blocking), so a
 model call that hangs can never keep the process from stopping; a run left `running` by
 a stop is failed `orphaned_by_restart` at the next start and never executed again (R3).
-Every outcome is recorded on the run: succeeded, or failed with a clear error.
+Every outcome is recorded on the run: succeeded, or failed with a clear error; a model
+failure is also logged, in one line (R6). Each wait before a model call is tried again is
+shown as a `run_activity` event while the run is running (R6, V4): the run's `Waits`.
 
 Stopping (R7): `run_cancel` commits the stop first, so the store refuses every later write
 of the run; then `stop_run` stops the run's `StopScope` (`agent/stop.py`), which ends its
@@ -22,9 +24,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from clankie.agent import stop
 from clankie.agent.context import TurnContext
+from clankie.agent.retry import Waits
 from clankie.agent.transcript import Model, ModelError
 from clankie.agent.turn import run_turn
 from clankie.core.errors import ClankieError
@@ -138,6 +142,15 @@ class RunExecutor:
         with self._count_lock:
             self._executing += delta
 
+    def _waits(self, run: Run, scope: stop.StopScope) -> Waits:
+        """How this run waits between tries of a model call (R6): each wait is shown as a
+        `run_activity` event, then slept in the run's stop scope, so that a stop (R7) ends
+        the wait at once and no further try is made."""
+        def on_wait(summary: str, retry_at: datetime) -> None:
+            self._service.record_model_retry(run.run_id, summary, retry_at)
+
+        return Waits(on_wait=on_wait, sleep=scope.wait)
+
     def _execute(self, run: Run) -> Run | None:
         """Execute a started run and finish it; returns the conversation's next run, started
         by the finish (none once stopping). A run stopped meanwhile (R7) is not finished
@@ -154,13 +167,14 @@ class RunExecutor:
                 try:
                     with stop.within(scope):
                         run_turn(self._model_for(context), context, tools, settings.max_steps,
-                                 stop=scope)
+                                 self._waits(run, scope), stop=scope)
                 finally:
                     said = tools.unsaid()
             except stop.Stopped:
                 pass
             except ModelError as exc:
                 status, error = RunStatus.FAILED, f"model_error: {exc}"
+                log.warning("run %s of %s failed: %s", run.run_id, run.conversation_id, error)
             except ClankieError as exc:
                 status, error = RunStatus.FAILED, f"{exc.code}: {exc.detail}"
             except Exception as exc:  # any bug in a run fails that run, never the service

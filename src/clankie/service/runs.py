@@ -38,6 +38,7 @@ from clankie.core.model import (
     Question,
     QuestionKind,
     Run,
+    RunActivity,
     RunStatus,
     Status,
     ToolActivity,
@@ -123,6 +124,19 @@ class RunHooks(ServiceBase):
             run = self._run(tx, run_id)
             self._say(tx, run, said)
             self._record(tx, run, call, outcome)
+
+    def record_model_retry(self, run_id: str, summary: str, retry_at: datetime) -> bool:
+        """SPEC R6, V4: a running run waits before asking the model again; one
+        `run_activity` event says what failed and when the next try is. A run that is no
+        longer running (stopped meanwhile) records nothing: False. The revision stays."""
+        with self._internal_write() as tx:
+            run = self._run(tx, run_id)
+            if run.status is not RunStatus.RUNNING:
+                return False
+            tx.append_events(run.conversation_id, [RunActivity(
+                run.conversation_id, run.run_id, "model_retry", summary[:200], retry_at,
+                self.clock())], self.settings.event_retention)
+            return True
 
     def _record(self, tx: Tx, run: Run, call: CallRecord, outcome: Outcome) -> None:
         if run.status is not RunStatus.RUNNING:

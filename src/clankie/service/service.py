@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from clankie import dto
+from clankie import __version__, dto
+from clankie.agent.providers import model_in_use
 from clankie.core import lifecycle
 from clankie.core.authority import WHO_MAY
 from clankie.core.errors import ClankieError
@@ -34,6 +35,7 @@ from clankie.core.model import (
     WorkspaceIdentity,
     iso,
 )
+from clankie.settings import shown as settings_shown
 from clankie.store import Tx
 from clankie.store.tx import CredentialRow, LeaseRow, ProjectRow
 from clankie.workspace.identity import identify
@@ -295,6 +297,21 @@ class Service(RunHooks):
                 self._save(c.tx, lifecycle.owner_revoked(conversation, pending, c.now,
                                                          self.new_id))
             return dto.Empty()
+
+    # ------------------------------------------------------------------------- service
+
+    def service_info(self, token: str | None, r: dto.Nothing) -> dto.ServiceInfoOut:
+        """What this service is and runs with, for any reader; the model as the settings it
+        was started with choose it (`serve --model` included), never a key or a token."""
+        with self._read("service_info", token):
+            pass  # authenticated and authorized; the answer is not in the store
+        model = model_in_use(self.settings)
+        return dto.ServiceInfoOut(
+            version=__version__, started_at=iso(self.started_at),
+            model=dto.ModelOut(provider=model.provider, model=model.model,
+                               endpoint_host=model.endpoint_host,
+                               endpoint_digest=model.endpoint_digest),
+            settings=settings_shown(self.settings))
 
     # ----------------------------------------------------------------------- questions
 

@@ -89,6 +89,7 @@ class ChatApp(App[None]):
         self.pending: bool | None = None
         self.running: set[str] = set()
         self.doing: str | None = None  # the latest tool activity of a running run
+        self.waiting: dict[str, Any] | None = None  # its wait to ask the model again (R6)
         self.connected = True
         self.refused: NotYours | None = None  # the tail stopped: the listener is not ours
         self.after = 0
@@ -133,7 +134,9 @@ class ChatApp(App[None]):
         status = self.query_one("#status", Static)
         status.update(Content(visible(render.status_line(
             self.service, self.conversation_id, self.pending, bool(self.running),
-            self.connected, self.doing, expiry[0] if expiry else None,
+            self.connected,
+            render.retry_status(self.waiting, self.clock()) if self.waiting else self.doing,
+            expiry[0] if expiry else None,
             refused=self.refused is not None))))
         status.set_class(bool(expiry and expiry[1]), "expiring")
 
@@ -207,7 +210,11 @@ class ChatApp(App[None]):
                 self.running.discard(event["run_id"])
                 self.doing = None
         line = render.event_line(event)
-        if event["type"] == "tool_activity":
+        self.waiting = None  # anything that happens after a wait ends it
+        if event["type"] == "run_activity":
+            self.waiting = event if event["run_id"] in self.running else None
+            self.say(str(line), style="dim")
+        elif event["type"] == "tool_activity":
             self.doing = event["summary"] if event["run_id"] in self.running else None
             self.say(str(line), style="dim")
         elif line is not None:

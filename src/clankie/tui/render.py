@@ -6,6 +6,7 @@ answer N` uses; the panel shows the incarnation and revision an answer will be b
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -58,10 +59,22 @@ def event_line(event: dict[str, Any]) -> str | None:
 
 def activity_line(event: dict[str, Any]) -> str | None:
     """A workspace tool call, as the dim one-line entry of the log (W9): what Clankie
-    looked at ("read src/app.py lines 1-120 of 120"), never what it read."""
+    looked at ("read src/app.py lines 1-120 of 120"), never what it read; or a wait before
+    the model is asked again (R6): "model busy: openai: 429 rate limited; try 2 of 5 in
+    7 s"."""
+    if event["type"] == "run_activity":
+        return f"  model busy: {continued(event['summary'], '    ')}"
     if event["type"] != "tool_activity":
         return None
     return f"  {continued(event['summary'], '    ')}"
+
+
+def retry_status(event: dict[str, Any], now: datetime) -> str:
+    """What the status line says while a run waits to ask the model again (R6): "model
+    busy, retrying in 7 s", counting down to the event's `retry_at`."""
+    retry_at = datetime.fromisoformat(event["retry_at"].replace("Z", "+00:00"))
+    left = math.ceil((retry_at - now).total_seconds())
+    return f"model busy, retrying in {left} s" if left > 0 else "model busy, trying again"
 
 
 def expiry(question: dict[str, Any] | None, now: datetime) -> tuple[str, bool] | None:

@@ -1,0 +1,116 @@
+"""Asking a model endpoint for its models list, as `clankie doctor` does before the owner's
+first run would.
+
+Owns one question, asked the way a run asks: the provider's official SDK (`models.list()`)
+with the same base URL, the same key from the same variable and the same checked HTTP
+client (`endpoint.http_client`: a listener of another local user gets nothing, T4), once,
+within a short timeout. It answers with what happened, in words a person can act on; it
+decides nothing about the run and never says the key.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import endpoint
+from .providers import KEY_VARIABLES, public_url
+from .transcript import short_error
+
+Outcome = Literal["ok", "not_found", "unreachable", "timeout", "bad_key", "not_yours",
+                  "no_key", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    outcome: Outcome
+    detail: str  # what the endpoint said, never the key
+    models: tuple[str, ...] = ()  # on "ok": the IDs of the first page of its models list
+    asked: str = ""  # the URL that was asked, when the SDK got as far as asking
+
+
+def key(provider: str) -> str | None:
+    """The key exactly as the provider passes it to its SDK (`openai_chat`,
+    `anthropic_messages`): from its variable, a placeholder for keyless local servers."""
+    found = os.environ.get(KEY_VARIABLES[provider])
+    return (found or "not-needed") if provider == "openai" else found
+
+
+def models_list(provider: str, url: str, timeout: float) -> Probe:
+    """Ask the `provider` endpoint at `url` (the SDK's base URL) for its models. An error
+    text that repeats the key (some servers do) has it replaced by `***`."""
+    probe = _models_list(provider, url, timeout)
+    secret = os.environ.get(KEY_VARIABLES[provider])
+    if secret and len(secret) >= 4 and secret in probe.detail:
+        return Probe(probe.outcome, probe.detail.replace(secret, "***"), probe.models,
+                     probe.asked)
+    return probe
+
+
+def _models_list(provider: str, url: str, timeout: float) -> Probe:
+    try:
+        sdk: Any
+        if provider == "openai":
+            import openai as sdk
+
+            client: Any = sdk.OpenAI(api_key=key(provider), base_url=url, timeout=timeout,
+                                     max_retries=0, http_client=endpoint.http_client(url, timeout))
+        else:
+            import anthropic as sdk
+
+            client = sdk.Anthropic(api_key=key(provider), base_url=url, timeout=timeout,
+                                   max_retries=0, http_client=endpoint.http_client(url, timeout))
+    except Exception as exc:  # the SDK refuses its arguments (e.g. no key at all)
+        return Probe("no_key", short_error(exc))
+    with client:
+        try:
+            page = client.models.list()
+            return Probe("ok", "", tuple(str(m.id) for m in page.data))
+        except endpoint.EndpointNotYours as exc:
+            return Probe("not_yours", str(exc))
+        except sdk.APIStatusError as exc:
+            asked = _asked(exc)
+            said = f"HTTP {exc.status_code}{_message(exc.body)}"
+            if exc.status_code in (401, 403):
+                return Probe("bad_key", said, asked=asked)
+            if exc.status_code in (404, 405):
+                return Probe("not_found", said, asked=asked)
+            return Probe("error", said, asked=asked)
+        except sdk.APITimeoutError as exc:
+            return Probe("timeout", f"no answer within {timeout:g} s", asked=_asked(exc))
+        except sdk.APIConnectionError as exc:
+            refused = endpoint.refusal(exc)  # the same, wrapped by the SDK
+            if refused is not None:
+                return Probe("not_yours", str(refused))
+            return Probe("unreachable", _cause(exc), asked=_asked(exc))
+        except TypeError as exc:  # the Anthropic SDK with no key it can use
+            return Probe("no_key", short_error(exc))
+        except Exception as exc:  # the endpoint is outside our control: any reply is its
+            return Probe("error", f"not a models list ({type(exc).__name__})")
+
+
+def _message(body: Any) -> str:
+    """`: MESSAGE` from an error body of either API (`{"error": {"message"}}`), bounded."""
+    error = body.get("error", body) if isinstance(body, dict) else body
+    message = error.get("message") if isinstance(error, dict) else error
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    return ": " + message.strip().splitlines()[0][:200]
+
+
+def _asked(exc: Any) -> str:
+    request = getattr(exc, "request", None)
+    return public_url(str(request.url)) if request is not None else ""
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost reason of a connection failure (`Connection refused`), in one line."""
+    seen: BaseException = exc
+    for _ in range(8):
+        inner = seen.__cause__ or seen.__context__
+        if inner is None:
+            break
+        seen = inner
+    text = str(seen).strip().splitlines()
+    return text[-1][:200] if text else type(seen).__name__

@@ -1,0 +1,277 @@
+"""Model calls retried (SPEC R6): what failed, whether another try may help, how long to wait.
+
+Owns the one retry policy of both SDK providers. A model call changes nothing (A6: only
+an answer is not safe to repeat), so a transient failure is tried again: HTTP 408, 409,
+429 and 5xx (Anthropic's 529 included), a connection that could not be made or dropped,
+and a call that got no reply within `model_timeout`. Anything else (400, 401, 403, 404
+and other 4xx, a reply that cannot be read, the endpoint-not-yours refusal of T4) fails
+at once: trying again would only fail again.
+
+Between tries it waits what the endpoint asked (`retry-after-ms`, or `Retry-After` in
+seconds or as an HTTP date), else an exponential backoff with jitter; at most
+`model_retries` retries and `model_retry_wait` seconds of waiting in all. A wait that
+would pass that bound is not started: the call gives up at once and says why. The
+machinery is tenacity's; this module only says what to retry, how long to wait, and
+when to stop.
+
+Each wait is first reported through `Waits.on_wait(summary, retry_at)` (the executor
+appends a `run_activity` event), then slept through `Waits.sleep(seconds)`: a sleep that
+raises (a stopped run) passes through untouched, and no further try is made. Every
+failure that ends the call is a `ModelError` whose text a person can act on.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import httpx2
+import tenacity
+
+from . import endpoint
+from .transcript import ModelError, short_error
+
+T = TypeVar("T")
+OnWait = Callable[[str, datetime], None]
+Sleep = Callable[[float], None]
+
+TRANSIENT_STATUS = frozenset({408, 409, 429})  # and every 5xx
+STATUS_WORDS = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found",
+                408: "request timeout", 409: "conflict", 413: "request too large",
+                422: "unprocessable request", 429: "rate limited", 500: "server error",
+                502: "bad gateway", 503: "unavailable", 504: "gateway timeout",
+                529: "overloaded"}
+SAID_CHARS = 200  # of the endpoint's own message, in a run's error
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The bounds (settings `model_retries`, `model_retry_wait`, `model_timeout`) and the
+    backoff: `initial` * 2^(try-1) seconds, at most `max_backoff`, plus up to `jitter`."""
+
+    retries: int = 4
+    total_wait: float = 90.0
+    timeout: float = 120.0
+    initial: float = 1.0
+    max_backoff: float = 30.0
+    jitter: float = 1.0
+
+
+DEFAULT_POLICY = Policy()
+
+
+def _no_report(summary: str, retry_at: datetime) -> None:
+    pass
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Waits:
+    """How one run waits between tries: `on_wait(summary, retry_at)` is told first (the
+    executor appends a `run_activity` event), then `sleep(seconds)` waits. A `sleep` that
+    returns early and raises ends the call with that exception, untouched (a stopped run);
+    `clock` is only for `retry_at` and for a `Retry-After` given as a date."""
+
+    on_wait: OnWait = _no_report
+    sleep: Sleep = time.sleep
+    clock: Callable[[], datetime] = _now
+
+
+NO_WAITS = Waits()
+
+
+@dataclass(frozen=True, slots=True)
+class Sdk:
+    """What the retry layer needs to know of one provider: its name as the errors say it,
+    its SDK module (for the exception classes, which both SDKs name alike), and the
+    environment variable and settings a person would check."""
+
+    name: str
+    module: Any
+    key_env: str
+    model_setting: str
+    url_setting: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed try, in words: `what` ("429 rate limited"), whether another try may
+    help, and the wait the endpoint asked for, if it did."""
+
+    what: str
+    transient: bool
+    retry_after: float | None = None
+
+
+def classify(exc: BaseException, sdk: Sdk, policy: Policy,
+             now: Callable[[], datetime] = _now) -> Failure:
+    """A model call's exception as a `Failure` (see the module's docstring)."""
+    refused = endpoint.refusal(exc)
+    if refused is not None:
+        return Failure(str(refused), transient=False)
+    errors = sdk.module
+    if isinstance(exc, errors.APITimeoutError):
+        return Failure(f"no reply within {_secs(policy.timeout)} s (model_timeout)", True)
+    if isinstance(exc, errors.APIConnectionError):
+        if isinstance(exc.__cause__, httpx2.ConnectError):
+            return Failure("could not connect to the model endpoint: check that it runs and "
+                           f"{sdk.url_setting}", True)
+        return Failure("the connection dropped before a reply", True)
+    if isinstance(exc, errors.APIStatusError):
+        status = exc.status_code
+        words = f"{status} {STATUS_WORDS.get(status, 'error')}"
+        if status in TRANSIENT_STATUS or status >= 500:
+            return Failure(words, True, retry_after(exc.response.headers, now()))
+        said = _said(exc)
+        hint = {401: f"check {sdk.key_env}",
+                403: f"check that {sdk.key_env} may use {sdk.model_setting}",
+                404: f"check {sdk.model_setting} and {sdk.url_setting}"}.get(status)
+        return Failure(": ".join(part for part in (words, hint, said) if part), False)
+    if isinstance(exc, TypeError) and "api_key" in str(exc):  # the SDK found no key
+        return Failure(f"no API key: set {sdk.key_env}", False)
+    if isinstance(exc, errors.APIError):
+        return Failure(f"unusable reply: {short_error(exc)[:SAID_CHARS]}", False)
+    return Failure(f"unusable reply: {type(exc).__name__}", False)
+
+
+def _said(exc: Any) -> str:
+    """The endpoint's own message: `{"error": {"message": ...}}` in both wire formats
+    (the OpenAI SDK keeps only the inner object as the error's body)."""
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    line = " ".join(message.split())
+    return line if len(line) <= SAID_CHARS else line[:SAID_CHARS - 3] + "..."
+
+
+def retry_after(headers: Mapping[str, str], now: datetime) -> float | None:
+    """The wait an endpoint asked for, in seconds: `retry-after-ms` (OpenAI's and
+    Anthropic's own), else `Retry-After` as seconds or as an HTTP date; None if absent or
+    unreadable (then the backoff decides)."""
+    ms = _seconds(headers.get("retry-after-ms"))
+    if ms is not None:
+        return ms / 1000
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def _seconds(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _secs(seconds: float) -> str:
+    """Seconds as a person reads them: whole ones, tenths below 10 s when not whole."""
+    if seconds >= 10 or float(seconds).is_integer():
+        return f"{math.ceil(seconds - 1e-9):d}"
+    return f"{math.ceil(seconds * 10 - 1e-9) / 10:g}"
+
+
+def _tries(count: int) -> str:
+    return f"{count} {'try' if count == 1 else 'tries'}"
+
+
+@dataclass
+class _Call:
+    """What one call has seen so far, for the decisions and the final words."""
+
+    sdk: Sdk
+    policy: Policy
+    waits: Waits
+    failures: list[Failure] = field(default_factory=list)
+    last: BaseException | None = None
+    why: str = ""  # why it stopped before the bound on tries
+    waited: float = 0.0
+    backoff: Callable[[tenacity.RetryCallState], float] = field(init=False)
+
+    def retry(self, state: tenacity.RetryCallState) -> bool:
+        outcome = state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        if exc is None:
+            return False
+        self.last = exc
+        self.failures.append(classify(exc, self.sdk, self.policy, self.waits.clock))
+        return self.failures[-1].transient
+
+    def __post_init__(self) -> None:
+        policy = self.policy
+        self.backoff = (tenacity.wait_exponential(multiplier=policy.initial,
+                                                  max=policy.max_backoff)
+                        + tenacity.wait_random(0, policy.jitter))
+
+    def wait(self, state: tenacity.RetryCallState) -> float:
+        asked = self.failures[-1].retry_after
+        if asked is not None:
+            return asked
+        backoff = self.backoff(state)
+        return max(0.0, min(backoff, self.policy.total_wait - state.idle_for))
+
+    def stop(self, state: tenacity.RetryCallState) -> bool:
+        if state.attempt_number > self.policy.retries:
+            return True
+        left = self.policy.total_wait - state.idle_for
+        if state.upcoming_sleep > left or left <= 0:
+            asked = self.failures[-1].retry_after
+            self.why = (f"; it asked to wait {_secs(asked)} s, more than the "
+                        f"{_secs(max(left, 0))} s left of model_retry_wait"
+                        if asked is not None and asked > left
+                        else f" (model_retry_wait is {_secs(self.policy.total_wait)} s)")
+            return True
+        return False
+
+    def before_sleep(self, state: tenacity.RetryCallState) -> None:
+        seconds = state.upcoming_sleep
+        self.waited += seconds
+        summary = (f"{self.sdk.name}: {self.failures[-1].what}; try "
+                   f"{state.attempt_number + 1} of {self.policy.retries + 1} in "
+                   f"{_secs(seconds)} s")
+        self.waits.on_wait(summary[:200], self.waits.clock() + timedelta(seconds=seconds))
+
+    def error(self) -> ModelError:
+        failure = self.failures[-1]
+        if not failure.transient:
+            return ModelError(f"{self.sdk.name}: {failure.what}")
+        return ModelError(f"{self.sdk.name}: {failure.what}, gave up after "
+                          f"{_tries(len(self.failures))} over {_secs(self.waited)} s{self.why}")
+
+
+def call(sdk: Sdk, policy: Policy, waits: Waits, attempt: Callable[[], T]) -> T:
+    """`attempt()`'s result, tried again on transient failures within the policy's bounds;
+    else a `ModelError` saying what failed, how often and for how long. An exception
+    raised by `waits.sleep` or `waits.on_wait` passes through as it is."""
+    state = _Call(sdk, policy, waits)
+    retrying = tenacity.Retrying(retry=state.retry, wait=state.wait, stop=state.stop,
+                                 before_sleep=state.before_sleep, sleep=waits.sleep,
+                                 reraise=True)
+    try:
+        return retrying(attempt)
+    except Exception as exc:
+        if exc is not state.last or not state.failures:
+            raise
+        raise state.error() from None
