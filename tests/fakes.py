@@ -14,7 +14,10 @@ was.
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,6 +41,7 @@ class Endpoint:
     requests: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[tuple[dict[str, Any], Any]] = field(default_factory=list)  # (request, 400)
     arrived: threading.Condition = field(default_factory=threading.Condition)
+    hung_up: list[float] = field(default_factory=list)  # when a client left a held reply
     models: list[str] = field(default_factory=lambda: ["fake-gpt", "fake-claude"])
     key: str | None = None  # when set, a request must carry it
     models_answer: Reply | None = None  # in place of the models list, when set
@@ -173,8 +177,8 @@ def model_endpoint(check: Callable[[str, dict[str, Any]], Reply | None] | None =
                     reply = endpoint.plan.pop(0) if endpoint.plan else error_reply(500,
                                                                                    "no plan")
                 endpoint.arrived.notify_all()
-            if reply.hold is not None:
-                reply.hold.wait(timeout=60)
+            if reply.hold is not None and not self._held(reply.hold):
+                return
             if reply.drop:
                 self.close_connection = True
                 return
@@ -193,6 +197,24 @@ def model_endpoint(check: Callable[[str, dict[str, Any]], Reply | None] | None =
                 self.wfile.write(data)
             except OSError:
                 pass  # the client went away (a stopped service); nothing to tell
+
+        def _held(self, hold: threading.Event) -> bool:
+            """Wait for `hold`; False (noted in `hung_up`) if the client hangs up first."""
+            deadline = time.monotonic() + 60
+            while not hold.wait(timeout=0.01) and time.monotonic() < deadline:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                if readable and not self._peek():
+                    with endpoint.arrived:
+                        endpoint.hung_up.append(time.monotonic())
+                        endpoint.arrived.notify_all()
+                    return False
+            return True
+
+        def _peek(self) -> bytes:
+            try:
+                return bytes(self.connection.recv(1, socket.MSG_PEEK))
+            except OSError:  # reset by the client: gone as well
+                return b""
 
         def log_message(self, *args: Any) -> None:
             pass

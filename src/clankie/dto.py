@@ -266,22 +266,6 @@ class MembershipOut(Out):
     reason: str | None
 
 
-class ConversationOut(Out):
-    conversation_id: str
-    kind: ConversationKindName
-    workspace: WorkspaceOut | None
-    incarnation: str
-    revision: int
-    native_owner: str | None
-    created_at: str
-    membership: MembershipOut | None = None
-
-
-class ConversationsOut(Out):
-    conversations: list[ConversationOut]
-    next_after: str | None = None  # the cursor of the next page; null on the last page
-
-
 class RunOut(Out):
     run_id: str
     conversation_id: str
@@ -292,6 +276,25 @@ class RunOut(Out):
     created_at: str
     started_at: str | None
     finished_at: str | None
+
+
+class ConversationOut(Out):
+    conversation_id: str
+    kind: ConversationKindName
+    workspace: WorkspaceOut | None
+    incarnation: str
+    revision: int
+    native_owner: str | None
+    created_at: str
+    membership: MembershipOut | None = None
+    # `conversation_get` only: the queued and running runs, oldest first (what `clankie
+    # conversations stop` and the TUI's `/stop` stop, R7); null where not read.
+    unfinished_runs: list[RunOut] | None = None
+
+
+class ConversationsOut(Out):
+    conversations: list[ConversationOut]
+    next_after: str | None = None  # the cursor of the next page; null on the last page
 
 
 class EventsOut(Out):
@@ -414,6 +417,7 @@ OPS: dict[str, Op] = {
     "conversation_set_workspace": _op(ConversationSetWorkspace, ConversationOut),
     "events_tail": _op(EventsTail, EventsOut),
     "run_get": _op(RunRef, RunOut),
+    "run_cancel": _op(RunRef, RunOut),
     "device_pair": _op(DevicePair, TokenOut),
     "device_take_control": _op(DeviceTakeControl, LeaseOut),
     "device_release": _op(Nothing, Empty),

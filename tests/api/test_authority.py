@@ -64,6 +64,7 @@ def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
         "conversation_set_workspace": {"conversation_id": c, "workspace": ws},
         "events_tail": {"conversation_id": c},
         "run_get": {"run_id": run_id},
+        "run_cancel": {"run_id": run_id},
         "device_pair": {"name": "another", "mode": "read_only"},
         "device_take_control": {},
         "device_release": {},

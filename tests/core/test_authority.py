@@ -28,6 +28,7 @@ EXPECTED = {
     "conversation_set_workspace": {"operator"},
     "events_tail": READERS,
     "run_get": READERS,
+    "run_cancel": ANSWERERS,  # R7: who may send may stop
     "device_pair": {"operator"},
     "device_take_control": {"control_with_lease", "control_without_lease"},
     "device_release": {"control_with_lease", "control_without_lease", "read_only"},

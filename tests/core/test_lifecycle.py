@@ -468,3 +468,44 @@ def test_a2_a_message_is_never_an_answer_and_queues_a_turn_only_in_an_owner_conv
     native = replace(c, native_owner="seat")
     assert lifecycle.post_message(native, Author.OWNER, "yes", T0, NewIds(),
                                   start_turn=True)[2] is None
+
+
+# ------------------------------------------------------------------------- stopping (R7)
+
+
+@pytest.mark.parametrize("status", [RunStatus.QUEUED, RunStatus.RUNNING])
+def test_r7_stop_ends_a_queued_or_running_run_cancelled_stopped_by_owner(status):
+    c = conversation()
+    run = replace(running_run(c), status=status)
+    later = T0 + timedelta(seconds=3)
+    change = lifecycle.stop_run(c, run, later)
+    assert change is not None
+    (stopped,) = change.runs
+    assert (stopped.status, stopped.error, stopped.finished_at) == (
+        RunStatus.CANCELLED, "stopped_by_owner", later)
+    assert stopped.started_at == run.started_at  # a queued run stopped never started
+    assert change.conversation.revision == c.revision + 1
+    assert [e.type for e in change.events] == ["run_status"]
+    assert change.questions == () and change.messages == ()
+
+
+@pytest.mark.parametrize("status", [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED])
+def test_r7_stopping_an_ended_run_changes_nothing(status):
+    c = conversation()
+    assert lifecycle.stop_run(c, replace(running_run(c), status=status), T0) is None
+
+
+def test_r7_a_stopped_run_can_neither_succeed_fail_nor_start():
+    c = conversation()
+    change = lifecycle.stop_run(c, running_run(c), T0)
+    assert change is not None
+    for command in RunCommand:
+        with pytest.raises(IllegalTransition):
+            lifecycle.move_run(c, change.runs[0], command, T0)
+
+
+def test_r7_only_a_stop_cancels_a_running_run_a_reset_leaves_it_running():
+    c = conversation()
+    with pytest.raises(IllegalTransition):
+        lifecycle.move_run(c, running_run(c), RunCommand.CANCEL, T0)
+    assert lifecycle.reset(c, None, [running_run(c)], T0, NewIds()).runs == ()

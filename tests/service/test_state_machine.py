@@ -1,6 +1,6 @@
 """Random sequences of ask, answer, cancel, reset, takeover, revoke, workspace replacement,
-expiry, restart and workspace tool calls never break an invariant (SPEC Q4, A4, A9, R2,
-R3, R4, V2, W9, revision).
+expiry, restart, workspace tool calls and stopping runs (`run_cancel`) never break an
+invariant (SPEC Q4, A4, A9, R2, R3, R4, R7, V2, W9, revision).
 
 Driven through the service on a real store, so the store's constraints are exercised too.
 """
@@ -20,6 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from clankie.agent.transcript import ToolCall
 from clankie.core.errors import ClankieError
+from clankie.core.lifecycle import IllegalTransition
 from clankie.core.model import RunStatus
 from clankie.service import Service
 from clankie.service.tooling import RunTools
@@ -43,6 +44,7 @@ class QuestionMachine(RuleBasedStateMachine):
         self.receipts: dict[str, tuple[Any, ...]] = {}
         self.revisions: dict[str, tuple[int, int]] = {}
         self.executed: Counter[str] = Counter()
+        self.stopped: set[str] = set()  # runs that run_cancel stopped
         self.alternate = self.tmp / "alternate"
         self.alternate.mkdir()
 
@@ -169,6 +171,66 @@ class QuestionMachine(RuleBasedStateMachine):
         self.world.service.recover()
 
     @rule(i=st.integers(0, 1))
+    def send_only(self, i: int) -> None:
+        """A message whose turn stays queued until a later rule executes (or stops) it."""
+        self.world.call("conversation_send", {"conversation_id": self.conversations[i],
+                                              "text": "later"})
+
+    @rule(pick=st.integers(0, 1_000))
+    def stop_a_run(self, pick: int) -> None:
+        """R7: `run_cancel` of any run: a queued one is stopped before it starts, an ended
+        one is returned unchanged (a duplicate included)."""
+        with self.world.db() as db:
+            runs = [r for (r,) in db.execute("SELECT run_id FROM runs ORDER BY rowid")]
+        if not runs:
+            return
+        run_id = runs[pick % len(runs)]
+        try:
+            before = self.world.call("run_get", {"run_id": run_id})
+            after = self.world.call("run_cancel", {"run_id": run_id})
+        except ClankieError as err:  # a revoked owner's run is another owner's now
+            assert err.code == "not_found", err
+            return
+        if before["status"] in ("queued", "running"):
+            assert (after["status"], after["error"]) == ("cancelled", "stopped_by_owner")
+            assert after["started_at"] == before["started_at"]
+            self.stopped.add(run_id)
+            event("stop: queued")
+        else:
+            assert after == before
+            event("stop: ended, unchanged")
+
+    @rule(i=st.integers(0, 1), asks=st.booleans())
+    def stop_a_running_run(self, i: int, asks: bool) -> None:
+        """R7: a run stopped while running stores nothing more; a question it asked stays."""
+        c = self.conversations[i]
+        sent = self.world.call("conversation_send", {"conversation_id": c, "text": "go on"})
+        if sent["run_id"] is None:
+            return
+        run = self._execute_until(c, sent["run_id"])
+        if run is None:
+            return
+        if asks:
+            self.world.service.ask_question(run, TEXT)
+        self.world.call("run_cancel", {"run_id": run})
+        self.stopped.add(run)
+        before = self._question_state(c)
+        service = self.world.service
+        tools = RunTools(service, run, service.settings)
+        for late in (lambda: service.post_replies(run, ["late"]),
+                     lambda: service.ask_question(run, CHOICE, said=["late"]),
+                     lambda: tools.call(0, ToolCall("z", "list_files", "{}")),
+                     lambda: service.finish_run(run, RunStatus.SUCCEEDED, said=["bye"])):
+            try:
+                late()
+            except (ClankieError, IllegalTransition):
+                continue
+            raise AssertionError("a stopped run wrote")
+        assert self._question_state(c) == before
+        # asking alone is refused as a tool result (Q3), like any run that is not running
+        assert service.ask_question(run, CHOICE).reason == "stale_run"
+
+    @rule(i=st.integers(0, 1))
     def execute_runs(self, i: int) -> None:
         self._execute_until(self.conversations[i], None)
 
@@ -230,6 +292,21 @@ class QuestionMachine(RuleBasedStateMachine):
             never_started = {r for (r,) in db.execute(
                 "SELECT run_id FROM runs WHERE started_at IS NULL")}
         assert not never_started & set(self.executed)
+
+    @invariant()
+    def a_stopped_run_stays_stopped_with_one_stop_event(self) -> None:
+        """R7: cancelled/stopped_by_owner for good; at most one `cancelled` event a run
+        (older ones may have been trimmed)."""
+        with self.world.db() as db:
+            rows = {r: (status, error, finished) for r, status, error, finished in db.execute(
+                "SELECT run_id, status, error, finished_at FROM runs")}
+            bodies = [json.loads(b) for (b,) in db.execute("SELECT body FROM events")]
+        for run_id in self.stopped:
+            status, error, finished = rows[run_id]
+            assert (status, error) == ("cancelled", "stopped_by_owner") and finished
+        ends = Counter(e["run_id"] for e in bodies if e["type"] == "run_status"
+                       and e["status"] in ("succeeded", "failed", "cancelled"))
+        assert all(n == 1 for n in ends.values()), ends
 
     @invariant()
     def the_question_events_keep_their_frozen_shape(self) -> None:

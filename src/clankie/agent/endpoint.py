@@ -21,6 +21,8 @@ import httpx2
 from clankie.client import CheckedBackend
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
+from .stop import StoppableBackend
+
 HTTPError = httpx2.HTTPError  # what a call through `http_client` raises on the way
 
 
@@ -58,16 +60,17 @@ class EndpointCheck:
 
 def http_client(url: str, timeout: float) -> httpx2.Client:
     """The SDKs' HTTP client for the model endpoint at `url`, checked on every new
-    connection. As for the service's own client (`clankie.client`), httpx offers no public
-    way to choose the network backend, so the transport's pool is replaced; an httpx2
-    that keeps it elsewhere is refused, rather than sending unchecked."""
+    connection and stopped with the run it serves (`stop.py`, SPEC R7: a stop shuts the
+    socket of a call in flight down). As for the service's own client (`clankie.client`),
+    httpx offers no public way to choose the network backend, so the transport's pool is
+    replaced; an httpx2 that keeps it elsewhere is refused, rather than sending unchecked."""
     transport = httpx2.HTTPTransport(retries=0)
     if not isinstance(getattr(transport, "_pool", None), httpcore2.ConnectionPool):
         raise RuntimeError("this httpx2 keeps its connection pool where clankie cannot check "
                            "whose model endpoint it connects to; install the versions in "
                            "constraints.txt")
     transport._pool = httpcore2.ConnectionPool(
-        network_backend=CheckedBackend(EndpointCheck(url), httpcore2.SyncBackend()),
+        network_backend=CheckedBackend(EndpointCheck(url), StoppableBackend()),
         retries=0, http1=True, http2=False,
         ssl_context=httpx2.create_ssl_context() if url.startswith("https://") else None,
         max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)

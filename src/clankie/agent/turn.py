@@ -3,13 +3,16 @@
 Owns the loop and its bound: at most `max_steps` model calls a run (SPEC W10; the setting
 of that name). Every tool call, unknown, malformed or refused ones included, becomes a
 tool result the model reads (SPEC Q2, W1): only a model that cannot be asked, or that
-keeps calling tools past the bound, fails the run (`ModelError`).
+keeps calling tools past the bound, fails the run (`ModelError`). A run stopped by its
+owner (SPEC R7) makes no further step: `stop` is checked before each model call and before
+each tool call, and raises `Stopped`.
 """
 
 from __future__ import annotations
 
 from .context import TurnContext, system_prompt, turns
 from .retry import NO_WAITS, Waits
+from .stop import NEVER, StopScope
 from .tools import TOOL_SPECS, ToolBox
 from .transcript import Model, ModelError, Text, ToolResult, Turn
 
@@ -17,19 +20,22 @@ MAX_STEPS = 24
 
 
 def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MAX_STEPS,
-             waits: Waits = NO_WAITS) -> None:
+             waits: Waits = NO_WAITS, *, stop: StopScope = NEVER) -> None:
     """`waits`: how this run waits between tries of a model call (SPEC R6), given to
-    every model call it makes."""
+    every model call it makes; `stop`: the run's stop scope (R7)."""
     system = system_prompt(ctx)
     transcript = turns(ctx)
     for step in range(max_steps):
+        stop.check()
         blocks = model.step(system, transcript, TOOL_SPECS, waits)
+        stop.check()  # what a stopped call returned anyway is not acted on
         results: list[ToolResult] = []
         for block in blocks:
             if isinstance(block, Text):
                 if block.text.strip():
                     tools.say(block.text)
             else:
+                stop.check()
                 results.append(ToolResult(block.call_id, tools.call(step, block)))
         if not results:
             return

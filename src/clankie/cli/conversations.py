@@ -74,9 +74,14 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> Non
         say(f"    continuation run {receipt['run_id']}: {receipt['continuation']}{error}")
         if receipt["continuation_error"] == ORPHANED:
             say(f"    {INTERRUPTED}")
+        elif receipt["continuation_error"] == STOPPED:
+            say(f"    {STOPPED_SAID}")
 
 
 ORPHANED = "orphaned_by_restart"
+STOPPED = "stopped_by_owner"
+STOPPED_SAID = ("The answer is kept, but Clankie's run for it was stopped by its owner and "
+                "will not run again.")
 INTERRUPTED = ("The answer is kept, but Clankie's run for it was interrupted by a restart "
                "and will not run again; a reply it posted before is not a finished run.")
 
@@ -254,6 +259,30 @@ def reset(conversation: ConversationArg, as_json: Json = False) -> None:
                     inspect=f"clankie conversations show {c}")
     print_json(done) if as_json else say(
         f"reset: incarnation {done['incarnation']}, revision {done['revision']}")
+
+
+@app.command()
+def stop(conversation: ConversationArg, as_json: Json = False) -> None:
+    """Stop Clankie's running run in a conversation, and the runs queued behind it."""
+    with connect() as client:
+        c = resolve_conversation(client, conversation, as_json=as_json)
+        got = call(client, "conversation_get", {"conversation_id": c}, as_json=as_json)
+        # The queued runs first, newest first, so that none starts as the running one stops.
+        stopped = [call(client, "run_cancel", {"run_id": run["run_id"]}, as_json=as_json,
+                        inspect=f"clankie conversations events {c}")
+                   for run in reversed(got.get("unfinished_runs") or [])][::-1]
+    if as_json:
+        print_json(stopped)
+        return
+    if not stopped:
+        say(f"Nothing to stop: no run of {c} is queued or running.")
+    for run in stopped:
+        if run["error"] == "stopped_by_owner":
+            say(f"Stopped run {run['run_id']} ({run['kind']}, was "
+                f"{'running' if run['started_at'] else 'queued'}).")
+        else:
+            say(f"Run {run['run_id']} ({run['kind']}) had already ended: {run['status']}.")
+    exit_with(0)
 
 
 @app.command()

@@ -58,6 +58,7 @@ WHO_MAY: Final[dict[str, Rule]] = {
     "conversation_set_workspace": operator,
     "events_tail": reader,
     "run_get": reader,
+    "run_cancel": ANSWERER,
     "device_pair": operator,
     "device_take_control": control_device,
     "device_release": device,

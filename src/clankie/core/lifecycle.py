@@ -78,10 +78,14 @@ QUESTION_TRANSITIONS: Final[Mapping[Status, Mapping[Command, Status]]] = {
 
 
 class RunCommand(StrEnum):
+    """What can happen to a run. `cancel` is a reset's or a native takeover's (a queued run
+    only); `stop` is the owner's `run_cancel` (R7), of a queued or a running run."""
+
     START = "start"
     SUCCEED = "succeed"
     FAIL = "fail"
     CANCEL = "cancel"
+    STOP = "stop"
 
 
 RUN_TRANSITIONS: Final[Mapping[RunStatus, Mapping[RunCommand, RunStatus]]] = {
@@ -89,11 +93,12 @@ RUN_TRANSITIONS: Final[Mapping[RunStatus, Mapping[RunCommand, RunStatus]]] = {
         RunCommand.START: RunStatus.RUNNING,
         RunCommand.FAIL: RunStatus.FAILED,
         RunCommand.CANCEL: RunStatus.CANCELLED,
+        RunCommand.STOP: RunStatus.CANCELLED,
     },
     RunStatus.RUNNING: {
         RunCommand.SUCCEED: RunStatus.SUCCEEDED,
         RunCommand.FAIL: RunStatus.FAILED,
-        RunCommand.CANCEL: RunStatus.CANCELLED,
+        RunCommand.STOP: RunStatus.CANCELLED,
     },
     RunStatus.SUCCEEDED: {},
     RunStatus.FAILED: {},
@@ -105,7 +110,7 @@ RUN_TRANSITIONS: Final[Mapping[RunStatus, Mapping[RunCommand, RunStatus]]] = {
 FINISHING: Final[Mapping[RunStatus, RunCommand]] = {
     RunStatus.SUCCEEDED: RunCommand.SUCCEED,
     RunStatus.FAILED: RunCommand.FAIL,
-    RunStatus.CANCELLED: RunCommand.CANCEL,
+    RunStatus.CANCELLED: RunCommand.STOP,
 }
 
 
@@ -137,6 +142,7 @@ REASON_WORKSPACE_MISSING: Final = "workspace_missing"
 REASON_NATIVE_TAKEOVER: Final = "native_takeover"
 REASON_RESTART: Final = "restart"
 ORPHANED_BY_RESTART: Final = "orphaned_by_restart"
+STOPPED_BY_OWNER: Final = "stopped_by_owner"
 
 
 @dataclass(frozen=True, slots=True)
@@ -598,14 +604,24 @@ def post_message(conversation: Conversation, author: Author, text: str, now: dat
     return change, message, turn
 
 
+def stop_run(conversation: Conversation, run: Run, now: datetime) -> Change | None:
+    """SPEC R7, `run_cancel`: a queued or running run ends `cancelled`/`stopped_by_owner`
+    with one `run_status` event; None for a run that has ended already (a duplicate stop
+    returns it unchanged). A question the run asked is not touched: it was stored."""
+    if not RUN_TRANSITIONS[run.status]:
+        return None
+    return move_run(conversation, run, RunCommand.STOP, now, STOPPED_BY_OWNER)
+
+
 def move_run(conversation: Conversation, run: Run, command: RunCommand, now: datetime,
              error: str | None = None) -> Change:
-    """One step of a run's lifecycle; an illegal step raises `IllegalTransition`."""
+    """One step of a run's lifecycle; an illegal step raises `IllegalTransition`. `error`
+    is kept on a run that fails or is stopped."""
     status = run_transition(run.status, command)
     moved = replace(
         run,
         status=status,
-        error=error if status is RunStatus.FAILED else run.error,
+        error=error if status in (RunStatus.FAILED, RunStatus.CANCELLED) else run.error,
         started_at=now if command is RunCommand.START else run.started_at,
         finished_at=now if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
         else run.finished_at,

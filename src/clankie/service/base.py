@@ -57,6 +57,10 @@ class Executor(Protocol):
 
     def submit(self, conversation_id: str, run_id: str) -> None: ...
 
+    def stop_run(self, run_id: str) -> None:
+        """A running run was stopped (R7, committed): abandon what it is doing now."""
+        ...
+
 
 @dataclass
 class Call:

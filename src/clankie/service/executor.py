@@ -9,6 +9,12 @@ a stop is failed `orphaned_by_restart` at the next start and never executed agai
 Every outcome is recorded on the run: succeeded, or failed with a clear error; a model
 failure is also logged, in one line (R6). Each wait before a model call is tried again is
 shown as a `run_activity` event while the run is running (R6, V4): the run's `Waits`.
+
+Stopping (R7): `run_cancel` commits the stop first, so the store refuses every later write
+of the run; then `stop_run` stops the run's `StopScope` (`agent/stop.py`), which ends its
+model call in flight (the socket is shut down) and every wait, and makes the turn loop
+take no further step. A stopped run is not finished again: its worker moves on to the
+conversation's next queued run (R4).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from clankie.agent import stop
 from clankie.agent.context import TurnContext
 from clankie.agent.retry import Waits
 from clankie.agent.transcript import Model, ModelError
@@ -70,6 +77,7 @@ class RunExecutor:
         self._lock = threading.Lock()  # guards the two sets below
         self._draining: set[str] = set()  # conversations a worker is draining now
         self._dirty: set[str] = set()  # ... and that got new work meanwhile
+        self._scopes: dict[str, stop.StopScope] = {}  # executing runs (and stopped early)
         self._executing = 0
         self._count_lock = threading.Lock()
         self._stopped = False
@@ -88,6 +96,13 @@ class RunExecutor:
                 return
             self._draining.add(conversation_id)
         self._workers.submit(lambda: self._drain(conversation_id))
+
+    def stop_run(self, run_id: str) -> None:
+        """The run was stopped (R7, committed): end its model call and its next step now.
+        A run claimed but not yet executing finds its scope stopped when it begins."""
+        with self._lock:
+            scope = self._scopes.setdefault(run_id, stop.StopScope())
+        scope.stop()
 
     def stop(self, timeout: float) -> None:
         """Start no more runs; give running ones `timeout` seconds, then leave them."""
@@ -127,18 +142,22 @@ class RunExecutor:
         with self._count_lock:
             self._executing += delta
 
-    def _waits(self, run: Run) -> Waits:
+    def _waits(self, run: Run, scope: stop.StopScope) -> Waits:
         """How this run waits between tries of a model call (R6): each wait is shown as a
-        `run_activity` event, then slept. The seam for stopping a run (R7) is `sleep`."""
+        `run_activity` event, then slept in the run's stop scope, so that a stop (R7) ends
+        the wait at once and no further try is made."""
         def on_wait(summary: str, retry_at: datetime) -> None:
             self._service.record_model_retry(run.run_id, summary, retry_at)
 
-        return Waits(on_wait=on_wait, sleep=time.sleep)
+        return Waits(on_wait=on_wait, sleep=scope.wait)
 
     def _execute(self, run: Run) -> Run | None:
         """Execute a started run and finish it; returns the conversation's next run, started
-        by the finish (none once stopping)."""
+        by the finish (none once stopping). A run stopped meanwhile (R7) is not finished
+        again: the next run is claimed instead."""
         self._count(+1)
+        with self._lock:
+            scope = self._scopes.setdefault(run.run_id, stop.StopScope())
         try:
             status, error, said = RunStatus.SUCCEEDED, None, ()
             try:
@@ -146,24 +165,36 @@ class RunExecutor:
                 tools = RunTools(self._service, run.run_id, settings)
                 context = self._service.run_context(run.run_id)
                 try:
-                    run_turn(self._model_for(context), context, tools, settings.max_steps,
-                             self._waits(run))
+                    with stop.within(scope):
+                        run_turn(self._model_for(context), context, tools, settings.max_steps,
+                                 self._waits(run, scope), stop=scope)
                 finally:
                     said = tools.unsaid()
+            except stop.Stopped:
+                pass
             except ModelError as exc:
                 status, error = RunStatus.FAILED, f"model_error: {exc}"
                 log.warning("run %s of %s failed: %s", run.run_id, run.conversation_id, error)
             except ClankieError as exc:
                 status, error = RunStatus.FAILED, f"{exc.code}: {exc.detail}"
             except Exception as exc:  # any bug in a run fails that run, never the service
-                log.exception("run %s failed", run.run_id)
+                if not scope.stopped:
+                    log.exception("run %s failed", run.run_id)
                 status, error = RunStatus.FAILED, f"internal_error: {type(exc).__name__}"
-            try:
-                return self._service.finish_run(run.run_id, status, error, said=said,
-                                                claim_next=not self._stopped)
-            except (ClankieError, IllegalTransition) as exc:
-                log.error("run %s could not be recorded as %s: %s", run.run_id, status, exc)
-                return None
+            if not scope.stopped:
+                try:
+                    return self._service.finish_run(run.run_id, status, error, said=said,
+                                                    claim_next=not self._stopped)
+                except IllegalTransition:  # the store ended it first: a stop not heard yet
+                    pass
+                except ClankieError as exc:
+                    if exc.code != "not_eligible":  # not_eligible: the same, with words
+                        log.error("run %s could not be recorded as %s: %s", run.run_id,
+                                  status, exc)
+                        return None
+            log.info("run %s stopped by its owner", run.run_id)
+            return None if self._stopped else self._service.claim_next_run(run.conversation_id)
         finally:
+            with self._lock:
+                self._scopes.pop(run.run_id, None)
             self._count(-1)
-

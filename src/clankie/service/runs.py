@@ -167,6 +167,17 @@ class RunHooks(ServiceBase):
             except ClankieError as err:
                 log.error("run %s stays queued; recovery will fail it: %s", run_id, err)
 
+    def _stop(self, run_id: str) -> None:
+        """Tell the executor that a running run was stopped (R7), after the commit. The
+        store already refuses the run's writes; a failure here only delays the stop of
+        its model call."""
+        if self.executor is None:
+            return
+        try:
+            self.executor.stop_run(run_id)
+        except Exception as exc:
+            log.error("could not tell the executor that run %s was stopped: %s", run_id, exc)
+
     def claim_next_run(self, conversation_id: str) -> Run | None:
         """SPEC R4: the oldest queued run, if no run of the conversation is running."""
         with self._internal_write() as tx:

@@ -31,6 +31,7 @@ from clankie.core.model import (
     ConversationKind,
     CredentialKind,
     DeviceMode,
+    RunStatus,
     WorkspaceIdentity,
     iso,
 )
@@ -103,8 +104,9 @@ class Service(RunHooks):
         with self._read("conversation_get", token) as c:
             conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             projects = c.tx.projects()
+            unfinished = c.tx.unfinished_runs(r.conversation_id)
         fact = self._membership(conversation, projects)  # Git runs outside any transaction
-        return views.conversation(conversation, fact)
+        return views.conversation(conversation, fact, unfinished)
 
     def conversation_list(self, token: str | None, r: dto.ConversationList
                           ) -> dto.ConversationsOut:
@@ -213,6 +215,23 @@ class Service(RunHooks):
             run = self._run(c.tx, r.run_id)
             self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
             return views.run(run)
+
+    def run_cancel(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
+        """SPEC R7: stop a queued or running run (`cancelled`, `stopped_by_owner`, one
+        `run_status` event), committed before the executor hears of it: from that commit
+        on the store refuses every later write of the run, so nothing it says or calls
+        after the stop is kept; the executor then abandons its model call (`_stop`). An
+        ended run is returned unchanged."""
+        with self._write("run_cancel", token) as c:
+            run = self._run(c.tx, r.run_id)
+            conversation = self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
+            change = lifecycle.stop_run(conversation, run, c.now)
+            self._save(c.tx, change)
+        if change is None:
+            return views.run(run)
+        if run.status is RunStatus.RUNNING:
+            self._stop(run.run_id)
+        return views.run(change.runs[0])
 
     # -------------------------------------------------------------- credentials, devices
 

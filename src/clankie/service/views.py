@@ -56,8 +56,10 @@ def question(tx: Tx, q: Question) -> dto.QuestionOut:
     )
 
 
-def conversation(c: Conversation, fact: Membership | None = None) -> dto.ConversationOut:
+def conversation(c: Conversation, fact: Membership | None = None,
+                 unfinished: list[Run] | None = None) -> dto.ConversationOut:
     return dto.ConversationOut(
+        unfinished_runs=None if unfinished is None else [run(r) for r in unfinished],
         membership=None if fact is None else dto.MembershipOut(**fact.as_dict()),
         conversation_id=c.conversation_id,
         kind=c.kind.value,  # type: ignore[arg-type]

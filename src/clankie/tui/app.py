@@ -1,4 +1,4 @@
-"""The chat app: the conversation live, an input line, and the `/question` commands.
+"""The chat app: the conversation live, an input line, the `/question` commands and `/stop`.
 
 Owns the screen and the binding of an answer to what was displayed: `/question` reads the
 snapshot and keeps it as `displayed`; `/question answer N` sends the N-th displayed
@@ -51,6 +51,7 @@ from .commands import (
     Chat,
     Help,
     ShowQuestion,
+    Stop,
     Usage,
     parse,
 )
@@ -249,6 +250,8 @@ class ChatApp(App[None]):
             self.send(command.text)
         elif isinstance(command, ShowQuestion):
             self.show_question()
+        elif isinstance(command, Stop):
+            self.stop_runs()
         else:
             self._answer_displayed(command)
 
@@ -284,6 +287,24 @@ class ChatApp(App[None]):
             self.say("No reply from the service: the message may or may not have been sent.")
         except (ApiError, NotYours, ServiceUnreachable) as exc:
             self.say(f"Not sent: {exc}")
+
+    @work(group="stop")
+    async def stop_runs(self) -> None:
+        """`/stop` (SPEC R7): stop the running run and the runs queued behind it, as the
+        service lists them now; each `run_cancel` is sent once."""
+        try:
+            got = await self.api.call("conversation_get",
+                                      {"conversation_id": self.conversation_id})
+            unfinished = got.get("unfinished_runs") or []
+            if not unfinished:
+                self.say("Nothing to stop: Clankie is not working on this conversation.")
+                return
+            for run in reversed(unfinished):  # the queued first: none starts meanwhile
+                await self.api.call("run_cancel", {"run_id": run["run_id"]})
+        except Uncertain:
+            self.say("No reply from the service: the run may or may not have been stopped.")
+        except (ApiError, NotYours, ServiceUnreachable) as exc:
+            self.say(f"Not stopped: {exc}")
 
     @work(exclusive=True, group="show")
     async def show_question(self) -> None:

@@ -1,7 +1,7 @@
 """What a line typed in the TUI means: a chat message, or one of the `/question` commands.
 
 Owns the parsing only (pure, no I/O). Exactly `/question`, `/question answer N`,
-`/question text ...`, `/question cancel` and `/help` are commands; a malformed
+`/question text ...`, `/question cancel`, `/stop` (SPEC R7) and `/help` are commands; a malformed
 `/question ...` is a usage hint; every other line, `yes` and `1` included, is a chat
 message and never an answer (SPEC A2).
 """
@@ -14,6 +14,7 @@ USAGE = ("/question                 show the current question\n"
          "/question answer N        answer with the N-th option shown\n"
          "/question text WORDS      answer in words (where the question allows text)\n"
          "/question cancel          cancel the question shown\n"
+         "/stop                     stop Clankie's running run (and those queued behind it)\n"
          "/help                     this help; Ctrl+Q quits\n"
          "Anything else is a chat message to Clankie; it never answers a question.")
 
@@ -49,11 +50,16 @@ class Help:
 
 
 @dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
 class Usage:
     message: str
 
 
-Command = Chat | ShowQuestion | AnswerOption | AnswerText | CancelQuestion | Help | Usage
+Command = Chat | ShowQuestion | AnswerOption | AnswerText | CancelQuestion | Help | Stop | Usage
 
 
 def parse(line: str) -> Command | None:
@@ -63,6 +69,8 @@ def parse(line: str) -> Command | None:
         return None
     if text == "/help":
         return Help()
+    if text == "/stop":
+        return Stop()
     words = text.split(maxsplit=2)
     if words[0] != "/question":
         return Chat(line.rstrip("\n"))

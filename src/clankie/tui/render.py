@@ -46,6 +46,9 @@ def event_line(event: dict[str, Any]) -> str | None:
         return f"The question {event['request_id'][:8]} ended: {event['outcome']}."
     if kind == "conversation_reset":
         return "The conversation was reset."
+    if kind == "run_status" and event["status"] == "cancelled" \
+            and event.get("error") == "stopped_by_owner":
+        return "Clankie's run was stopped."
     if kind == "run_status" and event["status"] == "failed":
         if event.get("error") == "orphaned_by_restart":
             return ("Clankie's run was interrupted by a restart and will not run again; "
