@@ -137,10 +137,9 @@ def test_r7_a_stopped_continuation_shows_cancelled_and_its_answer_stays(world: W
     assert len(endpoint.requests) == 4  # the stopped continuation sent nothing more
 
 
+@pytest.mark.parametrize("world", ["openai"], indirect=True)  # the CLI is the same for each
 def test_r7_cli_stop_stops_the_running_run_and_those_queued_behind_it(world: World):
     p, endpoint = world.provider, world.endpoint
-    if p.name != "openai":
-        pytest.skip("the CLI is the same for every provider")
     release = threading.Event()
     endpoint.plan += [held(world, release), p.text("After the stop.")]
     c = world.conversation()
