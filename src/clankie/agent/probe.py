@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import endpoint
+from . import endpoint, stop
 from .providers import KEY_VARIABLES, public_url
 from .transcript import short_error
 
@@ -65,7 +65,8 @@ def _models_list(provider: str, url: str, timeout: float) -> Probe:
         return Probe("no_key", short_error(exc))
     with client:
         try:
-            page = client.models.list()
+            with stop.bounded(timeout):  # the whole call, not each read: a trickle ends
+                page = client.models.list()
             return Probe("ok", "", tuple(str(m.id) for m in page.data))
         except endpoint.EndpointNotYours as exc:
             return Probe("not_yours", str(exc))

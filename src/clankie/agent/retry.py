@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import httpx2
 import tenacity
 
-from . import endpoint
+from . import endpoint, stop
 from .transcript import ModelError, short_error
 
 T = TypeVar("T")
@@ -117,6 +117,9 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
     refused = endpoint.refusal(exc)
     if refused is not None:
         return Failure(str(refused), transient=False)
+    if stop.too_large(exc) is not None:
+        return Failure(f"unusable reply: larger than {stop.MAX_REPLY_BYTES // 2**20} MiB",
+                       transient=False)
     errors = sdk.module
     if isinstance(exc, errors.APITimeoutError):
         return Failure(f"no reply within {_secs(policy.timeout)} s (model_timeout)", True)
@@ -269,8 +272,12 @@ def call(sdk: Sdk, policy: Policy, waits: Waits, attempt: Callable[[], T]) -> T:
     retrying = tenacity.Retrying(retry=state.retry, wait=state.wait, stop=state.stop,
                                  before_sleep=state.before_sleep, sleep=waits.sleep,
                                  reraise=True)
+    def bounded() -> T:
+        with stop.bounded(policy.timeout):  # the whole call, not each read (R6)
+            return attempt()
+
     try:
-        return retrying(attempt)
+        return retrying(bounded)
     except Exception as exc:
         if exc is not state.last or not state.failures:
             raise
