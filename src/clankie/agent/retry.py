@@ -190,7 +190,10 @@ def _seconds(text: str | None) -> float | None:
 
 
 def _secs(seconds: float) -> str:
-    """Seconds as a person reads them: whole ones, tenths below 10 s when not whole."""
+    """Seconds as a person reads them: whole ones, tenths below 10 s when not whole; an
+    endpoint's absurd ask (`retry-after-ms: 1e300`) as `over 99,999`, not 300 digits."""
+    if seconds > 99_999:
+        return "over 99,999"
     if seconds >= 10 or float(seconds).is_integer():
         return f"{math.ceil(seconds - 1e-9):d}"
     return f"{math.ceil(seconds * 10 - 1e-9) / 10:g}"
