@@ -159,7 +159,7 @@ def _answering(turn: Turn, pending: list[tuple[str, ToolCall, str | None]]) -> T
 def _json_or_text(content: str) -> Any:
     try:
         return json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         return content
 
 
