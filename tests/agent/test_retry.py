@@ -258,3 +258,16 @@ def test_r6_a_negative_or_unreadable_retry_after_falls_back_to_the_bounded_backo
     with pytest.raises(ModelError, match="gave up after 5 tries"):
         retry.call(OPENAI, Policy(), harness.waits, attempt)
     assert tries == [5] and 0 < sum(harness.slept) <= 90
+
+
+@pytest.mark.parametrize("sdk", [OPENAI, ANTHROPIC])
+def test_r6_a_redirect_is_not_followed_and_says_where_it_pointed_without_its_secrets(sdk: Sdk):
+    """Red team (issue 18): a 3xx failed the run as `307 error`; it is not followed (the SDK
+    client would carry the key to the other host), and now the error says so and where."""
+    exc = status(307, {"location": "http://u:pw@10.0.0.9:81/v1/chat?key=K\x1b[2J"},
+                 sdk=sdk.module)
+    failure = classify(exc, sdk, Policy(), lambda: NOW)
+    assert not failure.transient
+    assert failure.what == (f"307 redirect to http://10.0.0.9:81/v1/chat, not followed (the "
+                            f"key would go along): set {sdk.url_setting} to the URL it "
+                            "should be")

@@ -134,6 +134,10 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
         if status in TRANSIENT_STATUS or status >= 500:
             return Failure(words, True, retry_after(exc.response.headers, now()))
         said = _said(exc)
+        if 300 <= status < 400:  # not followed: the key and the conversation would go along
+            return Failure(f"{status} redirect{_redirected_to(exc)}, not followed (the key "
+                           f"would go along): set {sdk.url_setting} to the URL it should be",
+                           False)
         hint = {401: f"check {sdk.key_env}",
                 403: f"check that {sdk.key_env} may use {sdk.model_setting}",
                 404: f"check {sdk.model_setting} and {sdk.url_setting}"}.get(status)
@@ -143,6 +147,15 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
     if isinstance(exc, errors.APIError):
         return Failure(f"unusable reply: {short_error(exc)[:SAID_CHARS]}", False)
     return Failure(f"unusable reply: {type(exc).__name__}", False)
+
+
+def _redirected_to(exc: Any) -> str:
+    """` to URL` of a redirect's `Location`, without user, query or fragment, bounded."""
+    from .providers import public_url
+
+    location = exc.response.headers.get("location", "")
+    shown = "".join(c for c in public_url(location) if c.isprintable())[:SAID_CHARS]
+    return f" to {shown}" if shown else ""
 
 
 def _said(exc: Any) -> str:
