@@ -120,7 +120,6 @@ def refused(code: str, reason: str, summary: str) -> Outcome:
                    summary[:200])
 
 
-
 def model_json(arguments: str) -> Any:
     """A model's arguments text as a JSON value (`{}` when blank). ValueError when it is not
     JSON, is nested past the parser, or holds a lone surrogate (`"\\ud800"`), which no
