@@ -10,8 +10,10 @@ import json
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from functools import cache
 
 import pytest
 
@@ -81,6 +83,24 @@ def a_gigabyte(conn: socket.socket) -> None:
         conn.sendall(chunk)
 
 
+@cache
+def bomb() -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = b"a" * 2**20
+    data = b"".join([packer.compress(b'{"pad": "'), *(packer.compress(chunk)
+                                                     for _ in range(1024)),
+                     packer.compress(b'"}'), packer.flush()])
+    return data
+
+
+def gzip_bomb(conn: socket.socket) -> None:
+    """1 MB on the wire, a gigabyte once decoded: the byte bound counts the wire."""
+    data = bomb()
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: "
+                 b"gzip\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+    time.sleep(5)
+
+
 def model(provider: str, url: str, timeout: float) -> object:
     policy = retry.Policy(retries=0, total_wait=5, timeout=timeout)
     if provider == "openai":
@@ -99,22 +119,36 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_r6_one_call_ends_after_model_timeout_in_all_however_slowly_it_trickles(
         provider: str, behaviour: Behaviour):
     with hostile(behaviour) as url:
+        made = model(provider, url, 2)  # the SDK imported before the clock starts
         began = time.monotonic()
         with pytest.raises(ModelError, match=r"no reply within 2 s \(model_timeout\)"):
-            model(provider, url, 2).step("s", [Turn("user", (Text("hi"),))],  # type: ignore[attr-defined]
-                                         TOOL_SPECS)
-        assert time.monotonic() - began < 4
+            made.step("s", [Turn("user", (Text("hi"),))], TOOL_SPECS)  # type: ignore[attr-defined]
+        assert time.monotonic() - began < 2 + 3  # model_timeout, and a busy machine
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_r6_a_reply_too_large_to_be_a_models_fails_at_once_unread(provider: str):
     with hostile(a_gigabyte) as url:
+        made = model(provider, url, 30)
         began = time.monotonic()
         with pytest.raises(ModelError, match=f"unusable reply: larger than "
                                              f"{stop.MAX_REPLY_BYTES // 2**20} MiB$"):
-            model(provider, url, 30).step("s", [Turn("user", (Text("hi"),))],  # type: ignore[attr-defined]
-                                          TOOL_SPECS)
+            made.step("s", [Turn("user", (Text("hi"),))], TOOL_SPECS)  # type: ignore[attr-defined]
         assert time.monotonic() - began < 10  # not retried, not read to its end
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_r6_a_compressed_reply_is_refused_before_it_is_decoded(provider: str):
+    """Red team (issue 18): a gzip bomb passed the byte bound (it counts the wire) and took
+    the service's memory while decoding; the requests now say `Accept-Encoding: identity`
+    and a compressed reply is refused unread."""
+    bomb()  # made before the clock starts
+    with hostile(gzip_bomb) as url:
+        made = model(provider, url, 30)
+        began = time.monotonic()
+        with pytest.raises(ModelError, match="unusable reply: a compressed reply \\(gzip\\)"):
+            made.step("s", [Turn("user", (Text("hi"),))], TOOL_SPECS)  # type: ignore[attr-defined]
+        assert time.monotonic() - began < 3
 
 
 def test_doctor_probe_a_trickling_endpoint_ends_within_its_timeout():

@@ -117,9 +117,9 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
     refused = endpoint.refusal(exc)
     if refused is not None:
         return Failure(str(refused), transient=False)
-    if stop.too_large(exc) is not None:
-        return Failure(f"unusable reply: larger than {stop.MAX_REPLY_BYTES // 2**20} MiB",
-                       transient=False)
+    too_large = stop.too_large(exc)
+    if too_large is not None:
+        return Failure(f"unusable reply: {too_large}", transient=False)
     errors = sdk.module
     if isinstance(exc, errors.APITimeoutError):
         return Failure(f"no reply within {_secs(policy.timeout)} s (model_timeout)", True)

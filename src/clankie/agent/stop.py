@@ -93,7 +93,8 @@ class StopScope:
 
 
 class ReplyTooLarge(httpcore2.ReadError):
-    """The endpoint sent more than a call's reply may hold: the call is abandoned."""
+    """The endpoint sent more than a call's reply may hold (or a compressed reply, whose
+    size cannot be bounded): the call is abandoned. Its text says which."""
 
 
 class _Bounds:
@@ -116,7 +117,7 @@ class _Bounds:
     def count(self, data: bytes) -> None:
         self.left -= len(data)
         if self.left < 0:
-            raise ReplyTooLarge(f"the reply is larger than {self.max_bytes // 2**20} MiB")
+            raise ReplyTooLarge(f"larger than {self.max_bytes // 2**20} MiB")
 
 
 _bounds: ContextVar[_Bounds | None] = ContextVar("clankie_model_call_bounds", default=None)
