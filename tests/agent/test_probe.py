@@ -87,3 +87,13 @@ def test_doctor_probe_anthropic_without_any_key(monkeypatch: pytest.MonkeyPatch)
     with model_endpoint() as fake:
         found = models_list("anthropic", fake.url, 5)
     assert found.outcome == "no_key" and not fake.listed
+
+
+def test_doctor_probe_an_error_text_that_repeats_the_key_cut_short_never_says_it(
+        endpoint: Endpoint):
+    """Red team (issue 18): a server echoing all of the key but its last character (or its
+    first 12) got it printed by doctor: only the whole key was masked."""
+    endpoint.models_answer = error_reply(403, f"key {KEY[:-1]} / {KEY[:12]}... refused")
+    found = models_list("openai", root("openai", endpoint), 5)
+    assert found.outcome == "bad_key"
+    assert KEY[:8] not in found.detail and found.detail.count("***") == 2

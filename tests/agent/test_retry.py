@@ -233,3 +233,41 @@ def test_r6_a_call_that_succeeds_at_once_neither_waits_nor_reports():
     attempt, tries = plan("first time")
     assert retry.call(OPENAI, Policy(), harness.waits, attempt) == "first time"
     assert tries == [1] and harness.slept == [] and harness.reported == []
+
+
+@pytest.mark.parametrize("headers", [{"retry-after-ms": "1e300"},
+                                     {"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"},
+                                     {"retry-after": "99999999999999999999"}])
+def test_r6_an_absurd_retry_after_gives_up_at_once_in_words_not_300_digits(
+        headers: dict[str, str]):
+    """Red team (issue 18): the error said `it asked to wait 1000...(300 digits) s`."""
+    harness = Harness()
+    attempt, tries = plan(status(429, headers))
+    with pytest.raises(ModelError) as caught:
+        retry.call(OPENAI, Policy(), harness.waits, attempt)
+    assert str(caught.value) == ("openai: 429 rate limited, gave up after 1 try over 0 s; it "
+                                 "asked to wait over 99,999 s, more than the 90 s left of "
+                                 "model_retry_wait")
+    assert tries == [1] and harness.slept == []
+
+
+@pytest.mark.parametrize("value", ["-5", "garbage", "\x00", "1e309", "nan"])
+def test_r6_a_negative_or_unreadable_retry_after_falls_back_to_the_bounded_backoff(value: str):
+    harness = Harness()
+    attempt, tries = plan(status(429, {"retry-after": value}))
+    with pytest.raises(ModelError, match="gave up after 5 tries"):
+        retry.call(OPENAI, Policy(), harness.waits, attempt)
+    assert tries == [5] and 0 < sum(harness.slept) <= 90
+
+
+@pytest.mark.parametrize("sdk", [OPENAI, ANTHROPIC])
+def test_r6_a_redirect_is_not_followed_and_says_where_it_pointed_without_its_secrets(sdk: Sdk):
+    """Red team (issue 18): a 3xx failed the run as `307 error`; it is not followed (the SDK
+    client would carry the key to the other host), and now the error says so and where."""
+    exc = status(307, {"location": "http://u:pw@10.0.0.9:81/v1/chat?key=K\x1b[2J"},
+                 sdk=sdk.module)
+    failure = classify(exc, sdk, Policy(), lambda: NOW)
+    assert not failure.transient
+    assert failure.what == (f"307 redirect to http://10.0.0.9:81/v1/chat, not followed (the "
+                            f"key would go along): set {sdk.url_setting} to the URL it "
+                            "should be")

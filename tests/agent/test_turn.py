@@ -25,7 +25,7 @@ from clankie.agent.context import (
 from clankie.agent.scripted import ScriptedModel, ScriptError, load_script
 from clankie.agent.tools import ASK_QUESTION_SPEC, TOOL_SPECS
 from clankie.agent.transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
-from clankie.agent.turn import MAX_STEPS, run_turn
+from clankie.agent.turn import MAX_CALLS, MAX_STEPS, run_turn
 
 
 class Recorder:
@@ -235,3 +235,19 @@ def test_r8_the_model_is_told_when_older_messages_are_left_out_of_the_window():
                 context(history=(("owner", "first"), ("clankie", "x"), *window))):
         first = turns(ctx)[0]
         assert first.role == "user" and first.blocks[0] == Text(OLDER), first
+
+
+def test_r8_a_reply_of_thousands_of_calls_runs_the_first_max_calls_and_refuses_the_rest():
+    """Red team (issue 18): every call of a reply was run and stored, one transaction each,
+    so a reply of 200,000 calls (they fit in a reply's 16 MiB) kept its conversation busy
+    for many minutes and made every later run read them all back."""
+    calls = [ToolCall(f"c{i}", "list_files", "{}") for i in range(3_000)]
+    model = Replay(calls, [Text("Done.")])
+    tools = Recorder()
+    run_turn(model, context(), tools)
+    assert [c.call_id for _, c in tools.calls] == [f"c{i}" for i in range(MAX_CALLS)]
+    results = model.seen[1][1][-1].blocks
+    assert [r.call_id for r in results] == [c.call_id for c in calls]  # type: ignore[union-attr]
+    refused = json.loads(results[-1].content)  # type: ignore[union-attr]
+    assert (refused["status"], refused["code"]) == ("refused", "too_many_calls")
+    assert tools.said == ["Done."]

@@ -201,3 +201,34 @@ def test_r8_context_budget_is_a_setting_in_tokens_given_to_both_providers(
                                         "CLANKIE_CONTEXT_BUDGET": "12345"})
         model = model_for_runs(settings)(TurnContext("turn", 0, "/w", (), None))
         assert model.context_budget == 12_345  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------ red team (issue 18)
+
+
+def _stored_step_then_owner(calls: list[ToolCall], results: list[ToolResult]) -> list[Turn]:
+    """What `context.turns` makes of a run that called tools and then failed (nothing said
+    after the results): the next owner message joins the user turn of those results."""
+    return [user("hi"), assistant(*calls), user(*results, "The next message.")]
+
+
+def test_r8_a_stored_step_of_calls_with_long_arguments_fails_no_later_run():
+    """Arguments are kept up to 16,384 characters each (runs.ARGUMENTS_KEPT): twenty such
+    calls, or one under a small budget, were pinned with the newest results and failed
+    every later run with `context_budget`."""
+    args = json.dumps({"path": "a" * 16_000})
+    calls = [ToolCall(f"c{i}", "read_file", args) for i in range(20)]
+    results = [ToolResult(f"c{i}", '{"ok": true}') for i in range(20)]
+    openai, anthropic = requests(_stored_step_then_owner(calls, results))
+    assert "of these arguments are left out here to fit the context budget" in json.dumps(openai)
+    assert "The next message." in json.dumps(anthropic)
+    requests(_stored_step_then_owner(calls[:1], results[:1]), budget=4_000)
+
+
+def test_r8_a_stored_step_of_thousands_of_calls_fails_no_later_run():
+    calls = [ToolCall(f"c{i}", "ask_question", "{}") for i in range(5_000)]
+    results = [ToolResult(f"c{i}", '{"status": "refused"}') for i in range(5_000)]
+    openai, anthropic = requests(_stored_step_then_owner(calls, results))
+    for body in (openai, anthropic):
+        text = json.dumps(body)
+        assert "The next message." in text and "earlier turns of this conversation" in text

@@ -94,3 +94,13 @@ def test_service_info_reports_the_url_the_providers_are_made_with():
                             "anthropic": anthropic_messages.DEFAULT_URL}
     assert base_url(Settings(model="anthropic"), "anthropic") == "https://api.anthropic.com"
     assert model_in_use(Settings(model="anthropic")).endpoint_host == "api.anthropic.com"
+
+
+def test_service_info_the_endpoint_digest_is_never_of_a_password_or_a_key():
+    """Red team (issue 18): the digest was of the whole URL, so a reader (a read-only device)
+    could test guesses of a password or a `?key=` in it offline against 48 bits of SHA-256."""
+    base = "http://127.0.0.1:8080/v1"
+    assert endpoint_digest("http://me:hunter2@127.0.0.1:8080/v1?key=1234#x") == \
+        endpoint_digest(base)
+    assert endpoint_digest("http://127.0.0.1:8080/v1?key=1234") == endpoint_digest(base)
+    assert endpoint_digest("http://127.0.0.1:8080") != endpoint_digest(base)

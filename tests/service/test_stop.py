@@ -214,3 +214,19 @@ def test_r7_the_executor_stops_a_running_run_and_starts_the_next(world: World, e
     with world.db() as db:
         assert db.execute("SELECT count(*) FROM tool_calls").fetchone() == (0,)
     assert run_events(world, c, first) == ["queued", "running", "cancelled"]
+
+
+def test_r7_a_stop_that_comes_after_the_run_ended_keeps_nothing(world: World, executed):
+    """Red team (issue 18): `run_cancel` commits the stop, then tells the executor; when the
+    run's worker had ended it meanwhile (its finish refused by the store), the late
+    `stop_run` made a stop scope nobody would remove, one per such race."""
+    model = HeldModel(False)
+    executor = executed(model)
+    c = world.conversation()
+    run = world.call("conversation_send", {"conversation_id": c, "text": "one"})["run_id"]
+    wait_until(lambda: len(model.calls) == 1)
+    model.release.set()
+    wait_until(lambda: world.call("run_get", {"run_id": run})["status"] == "succeeded")
+    wait_until(lambda: not executor._scopes and executor._executing == 0)
+    executor.stop_run(run)  # as `_stop` does after a commit that raced the run's end
+    assert executor._scopes == {}

@@ -13,7 +13,7 @@ import json
 import os
 
 from . import endpoint, retry, wire
-from .transcript import Text, ToolCall, ToolSpec, Turn
+from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, reply_text
 
 DEFAULT_URL = "https://api.anthropic.com"
 MAX_TOKENS = 2_048
@@ -45,10 +45,18 @@ class AnthropicModel:
         response = retry.call(self._sdk, self._policy, waits, lambda: (
             self._client.messages.create(**request)))
         blocks: list[Text | ToolCall] = []
-        for block in response.content:
-            if block.type == "text":
-                blocks.append(Text(block.text))
-            elif block.type == "tool_use":  # a malformed input is refused as a tool result
-                blocks.append(ToolCall(block.id, block.name, json.dumps(block.input)))
+        try:
+            for block in response.content:
+                kind = getattr(block, "type", None)
+                if kind == "text":
+                    blocks.append(Text(reply_text("anthropic", block.text, "a text block")))
+                elif kind == "tool_use":  # a malformed input is refused as a tool result
+                    blocks.append(ToolCall(
+                        reply_text("anthropic", block.id, "a tool_use block's id"),
+                        reply_text("anthropic", block.name, "a tool_use block's name"),
+                        json.dumps(block.input)))
+        except (AttributeError, TypeError, ValueError, RecursionError) as exc:
+            raise ModelError(f"anthropic: unusable reply: {type(exc).__name__}: "
+                             f"{str(exc)[:200]}") from None
         return blocks
 

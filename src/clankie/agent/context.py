@@ -135,7 +135,7 @@ def with_outcome(result: str, outcome: QuestionOutcome) -> str:
     the question's outcome as of this run next to it (SPEC R5)."""
     try:
         payload = json.loads(result)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         payload = None
     if not isinstance(payload, dict):
         payload = {"result": result}

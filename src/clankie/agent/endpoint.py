@@ -21,7 +21,7 @@ import httpx2
 from clankie.client import CheckedBackend
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
-from .stop import StoppableBackend
+from .stop import ReplyTooLarge, StoppableBackend
 
 HTTPError = httpx2.HTTPError  # what a call through `http_client` raises on the way
 
@@ -74,7 +74,19 @@ def http_client(url: str, timeout: float) -> httpx2.Client:
         retries=0, http1=True, http2=False,
         ssl_context=httpx2.create_ssl_context() if url.startswith("https://") else None,
         max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
-    return httpx2.Client(transport=transport, timeout=timeout, trust_env=False)
+    return httpx2.Client(transport=transport, timeout=timeout, trust_env=False,
+                         headers={"Accept-Encoding": "identity"},
+                         event_hooks={"response": [_not_compressed]})
+
+
+def _not_compressed(response: httpx2.Response) -> None:
+    """Refuse a compressed reply before its body is read (it was not asked for: the
+    requests say `Accept-Encoding: identity`). The bound on a reply's bytes counts what
+    the socket gives (`stop.bounded`); a gzip bomb of 1 MB would decode to gigabytes."""
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise ReplyTooLarge(f"a compressed reply ({encoding[:20]}), which was not asked for "
+                            "and whose size cannot be bounded")
 
 
 def refusal(exc: BaseException) -> EndpointNotYours | None:

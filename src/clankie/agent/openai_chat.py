@@ -10,10 +10,11 @@ failure (`retry.py`, SPEC R6); every failure that ends it becomes a `ModelError`
 
 from __future__ import annotations
 
+import json
 import os
 
 from . import endpoint, retry, wire
-from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn
+from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, reply_text
 
 DEFAULT_URL = "https://api.openai.com/v1"
 
@@ -47,11 +48,20 @@ class OpenAIChatModel:
             message = response.choices[0].message
             blocks: list[Text | ToolCall] = []
             if message.content:
-                blocks.append(Text(message.content))
+                blocks.append(Text(reply_text("openai", message.content, "its content")))
             for call in message.tool_calls or []:
                 function = call.function  # type: ignore[union-attr]
-                blocks.append(ToolCall(call.id, function.name, function.arguments or ""))
-        except (AttributeError, IndexError, TypeError) as exc:
-            raise ModelError(f"openai: unusable reply: {exc}") from None
+                arguments = function.arguments or ""
+                if isinstance(arguments, dict):  # some compatible servers send the object
+                    arguments = json.dumps(arguments)
+                blocks.append(ToolCall(reply_text("openai", call.id, "a tool call's id"),
+                                       reply_text("openai", function.name,
+                                                  "a tool call's name"),
+                                       reply_text("openai", arguments,
+                                                  "a tool call's arguments")))
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError,
+                RecursionError) as exc:
+            raise ModelError(f"openai: unusable reply: {type(exc).__name__}: "
+                             f"{str(exc)[:200]}") from None
         return blocks
 

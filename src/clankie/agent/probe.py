@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import endpoint
+from . import endpoint, stop
 from .providers import KEY_VARIABLES, public_url
 from .transcript import short_error
 
@@ -42,10 +42,25 @@ def models_list(provider: str, url: str, timeout: float) -> Probe:
     text that repeats the key (some servers do) has it replaced by `***`."""
     probe = _models_list(provider, url, timeout)
     secret = os.environ.get(KEY_VARIABLES[provider])
-    if secret and len(secret) >= 4 and secret in probe.detail:
-        return Probe(probe.outcome, probe.detail.replace(secret, "***"), probe.models,
-                     probe.asked)
+    detail = masked(probe.detail, secret) if secret and len(secret) >= 4 else probe.detail
+    if detail != probe.detail:
+        return Probe(probe.outcome, detail, probe.models, probe.asked)
     return probe
+
+
+PIECE = 8  # characters of the key that are never said, wherever they appear
+
+
+def masked(text: str, secret: str) -> str:
+    """`text` with the key, and every piece of it of `PIECE` characters or more (a server
+    that echoes the key cut short, `sk-abc...` but one character), replaced by `***`."""
+    text = text.replace(secret, "***")
+    for size in range(len(secret) - 1, PIECE - 1, -1):
+        for start in range(len(secret) - size + 1):
+            piece = secret[start:start + size]
+            if piece in text:
+                text = text.replace(piece, "***")
+    return text
 
 
 def _models_list(provider: str, url: str, timeout: float) -> Probe:
@@ -65,7 +80,8 @@ def _models_list(provider: str, url: str, timeout: float) -> Probe:
         return Probe("no_key", short_error(exc))
     with client:
         try:
-            page = client.models.list()
+            with stop.bounded(timeout):  # the whole call, not each read: a trickle ends
+                page = client.models.list()
             return Probe("ok", "", tuple(str(m.id) for m in page.data))
         except endpoint.EndpointNotYours as exc:
             return Probe("not_yours", str(exc))

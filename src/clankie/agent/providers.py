@@ -75,10 +75,11 @@ def public_url(url: str) -> str:
 
 
 def endpoint_digest(url: str) -> str:
-    """A short digest of the whole base URL: `clankie doctor` compares it with the one its
-    own settings give, to probe exactly what the service uses, without the service ever
-    saying a path or a query (either may hold a key)."""
-    return hashlib.sha256(url.encode()).hexdigest()[:12]
+    """A short digest of the base URL without its user, query and fragment (`public_url`):
+    `clankie doctor` compares it with the one its own settings give, to probe what the
+    service uses, without the service ever saying a path. Never of a password or a key: an
+    unsalted hash of one is a test any reader could run offline against guesses."""
+    return hashlib.sha256(public_url(url).encode()).hexdigest()[:12]
 
 
 def model_in_use(settings: Settings) -> ModelInUse:

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import httpx2
 import tenacity
 
-from . import endpoint
+from . import endpoint, stop
 from .transcript import ModelError, short_error
 
 T = TypeVar("T")
@@ -117,6 +117,9 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
     refused = endpoint.refusal(exc)
     if refused is not None:
         return Failure(str(refused), transient=False)
+    too_large = stop.too_large(exc)
+    if too_large is not None:
+        return Failure(f"unusable reply: {too_large}", transient=False)
     errors = sdk.module
     if isinstance(exc, errors.APITimeoutError):
         return Failure(f"no reply within {_secs(policy.timeout)} s (model_timeout)", True)
@@ -131,6 +134,10 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
         if status in TRANSIENT_STATUS or status >= 500:
             return Failure(words, True, retry_after(exc.response.headers, now()))
         said = _said(exc)
+        if 300 <= status < 400:  # not followed: the key and the conversation would go along
+            return Failure(f"{status} redirect{_redirected_to(exc)}, not followed (the key "
+                           f"would go along): set {sdk.url_setting} to the URL it should be",
+                           False)
         hint = {401: f"check {sdk.key_env}",
                 403: f"check that {sdk.key_env} may use {sdk.model_setting}",
                 404: f"check {sdk.model_setting} and {sdk.url_setting}"}.get(status)
@@ -140,6 +147,15 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
     if isinstance(exc, errors.APIError):
         return Failure(f"unusable reply: {short_error(exc)[:SAID_CHARS]}", False)
     return Failure(f"unusable reply: {type(exc).__name__}", False)
+
+
+def _redirected_to(exc: Any) -> str:
+    """` to URL` of a redirect's `Location`, without user, query or fragment, bounded."""
+    from .providers import public_url
+
+    location = exc.response.headers.get("location", "")
+    shown = "".join(c for c in public_url(location) if c.isprintable())[:SAID_CHARS]
+    return f" to {shown}" if shown else ""
 
 
 def _said(exc: Any) -> str:
@@ -187,7 +203,10 @@ def _seconds(text: str | None) -> float | None:
 
 
 def _secs(seconds: float) -> str:
-    """Seconds as a person reads them: whole ones, tenths below 10 s when not whole."""
+    """Seconds as a person reads them: whole ones, tenths below 10 s when not whole; an
+    endpoint's absurd ask (`retry-after-ms: 1e300`) as `over 99,999`, not 300 digits."""
+    if seconds > 99_999:
+        return "over 99,999"
     if seconds >= 10 or float(seconds).is_integer():
         return f"{math.ceil(seconds - 1e-9):d}"
     return f"{math.ceil(seconds * 10 - 1e-9) / 10:g}"
@@ -269,8 +288,12 @@ def call(sdk: Sdk, policy: Policy, waits: Waits, attempt: Callable[[], T]) -> T:
     retrying = tenacity.Retrying(retry=state.retry, wait=state.wait, stop=state.stop,
                                  before_sleep=state.before_sleep, sleep=waits.sleep,
                                  reraise=True)
+    def bounded() -> T:
+        with stop.bounded(policy.timeout):  # the whole call, not each read (R6)
+            return attempt()
+
     try:
-        return retrying(attempt)
+        return retrying(bounded)
     except Exception as exc:
         if exc is not state.last or not state.failures:
             raise

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
@@ -34,7 +35,10 @@ try:  # httpcore's stream over a plain socket; private, so checked and optional
 except ImportError:  # pragma: no cover - only another httpcore2 layout
     _SyncStream = None
 
-__all__ = ["StopScope", "StoppableBackend", "Stopped", "current", "wait", "within"]
+__all__ = ["MAX_REPLY_BYTES", "ReplyTooLarge", "StopScope", "StoppableBackend", "Stopped",
+           "bounded", "current", "too_large", "wait", "within"]
+
+MAX_REPLY_BYTES = 16 * 1024 * 1024  # of one model call's reply, headers included
 
 
 class Stopped(Exception):
@@ -88,6 +92,64 @@ class StopScope:
                     self._sockets.discard(sock)
 
 
+class ReplyTooLarge(httpcore2.ReadError):
+    """The endpoint sent more than a call's reply may hold (or a compressed reply, whose
+    size cannot be bounded): the call is abandoned. Its text says which."""
+
+
+class _Bounds:
+    """One model call's whole-call bounds: a deadline for all of it (connect, send, every
+    read: an endpoint that trickles a byte at a time cannot keep it alive) and the bytes
+    its reply may hold (a reply of a gigabyte is not read into memory)."""
+
+    def __init__(self, timeout: float, max_bytes: int) -> None:
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.left = max_bytes
+        self.max_bytes = max_bytes
+
+    def timeout_for(self, timeout: float | None, error: type[Exception]) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise error(f"no whole reply within {self.timeout:g} s")
+        return left if timeout is None else min(timeout, left)
+
+    def count(self, data: bytes) -> None:
+        self.left -= len(data)
+        if self.left < 0:
+            raise ReplyTooLarge(f"larger than {self.max_bytes // 2**20} MiB")
+
+
+_bounds: ContextVar[_Bounds | None] = ContextVar("clankie_model_call_bounds", default=None)
+
+
+@contextmanager
+def bounded(timeout: float, max_bytes: int = MAX_REPLY_BYTES) -> Iterator[None]:
+    """Make the body's model call (through `StoppableBackend`) end within `timeout`
+    seconds in all, and fail once its reply passes `max_bytes` (SPEC R6: one call times
+    out after `model_timeout` seconds; httpx's own timeout bounds each read only)."""
+    token = _bounds.set(_Bounds(timeout, max_bytes))
+    try:
+        yield
+    finally:
+        _bounds.reset(token)
+
+
+def too_large(exc: BaseException) -> ReplyTooLarge | None:
+    """The `ReplyTooLarge` behind an SDK's error, if that is what it was."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None or isinstance(seen, ReplyTooLarge):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _timeout(timeout: float | None, error: type[Exception]) -> float | None:
+    bounds = _bounds.get()
+    return timeout if bounds is None else bounds.timeout_for(timeout, error)
+
+
 class _Unstopped(StopScope):
     """The scope outside any run: nothing stops it."""
 
@@ -135,10 +197,16 @@ class _StoppableStream(httpcore2.NetworkStream):
         return _guarded(current(), self._inner.get_extra_info("socket"), error)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        timeout = _timeout(timeout, httpcore2.ReadTimeout)
         with self._guard(httpcore2.ReadError):
-            return self._inner.read(max_bytes, timeout)
+            data = self._inner.read(max_bytes, timeout)
+        bounds = _bounds.get()
+        if bounds is not None:
+            bounds.count(data)
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        timeout = _timeout(timeout, httpcore2.WriteTimeout)
         with self._guard(httpcore2.WriteError):
             self._inner.write(buffer, timeout)
 
@@ -147,6 +215,7 @@ class _StoppableStream(httpcore2.NetworkStream):
 
     def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
                   timeout: float | None = None) -> httpcore2.NetworkStream:
+        timeout = _timeout(timeout, httpcore2.ConnectTimeout)
         with self._guard(httpcore2.ConnectError):
             secured = self._inner.start_tls(ssl_context, server_hostname, timeout)
         return _StoppableStream(secured)
@@ -215,6 +284,7 @@ class StoppableBackend(httpcore2.SyncBackend):
                     socket_options: Iterable[Any] | None = None) -> httpcore2.NetworkStream:
         scope = current()
         _refuse_if_stopped(scope)
+        timeout = _timeout(timeout, httpcore2.ConnectTimeout)
         if _SyncStream is None:  # another httpcore2 layout: connecting is not stoppable
             return _obeying(scope, super().connect_tcp(host, port, timeout, local_address,
                                                        socket_options))

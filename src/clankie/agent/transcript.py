@@ -51,6 +51,18 @@ class ModelError(Exception):
     """The model could not be asked or answered unusably; the run fails with this text."""
 
 
+def unusable(provider: str, what: str) -> ModelError:
+    return ModelError(f"{provider}: unusable reply: {what}")
+
+
+def reply_text(provider: str, value: Any, what: str) -> str:
+    """A field of a model's reply that must be text; an SDK builds its reply objects without
+    checking them, so an endpoint can send a number, a list or an object there."""
+    if not isinstance(value, str):
+        raise unusable(provider, f"{what} is {type(value).__name__}, not text")
+    return value.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate becomes ?
+
+
 def short_error(exc: Exception) -> str:
     """The first line of an SDK error, bounded: enough to read on a run, never a dump."""
     return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__

@@ -10,6 +10,8 @@ each tool call, and raises `Stopped`.
 
 from __future__ import annotations
 
+import json
+
 from .context import TurnContext, system_prompt, turns
 from .retry import NO_WAITS, Waits
 from .stop import NEVER, StopScope
@@ -17,6 +19,14 @@ from .tools import TOOL_SPECS, ToolBox
 from .transcript import Model, ModelError, Text, ToolResult, Turn
 
 MAX_STEPS = 24
+MAX_CALLS = 64  # tool calls run of one model reply; the rest are refused, not run or stored
+
+
+def too_many(call_id: str) -> ToolResult:
+    return ToolResult(call_id, json.dumps({
+        "status": "refused", "code": "too_many_calls",
+        "reason": f"only the first {MAX_CALLS} tool calls of one reply are run; this one was "
+                  "not run: call it again in your next reply if you still need it"}))
 
 
 def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MAX_STEPS,
@@ -34,6 +44,8 @@ def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MA
             if isinstance(block, Text):
                 if block.text.strip():
                     tools.say(block.text)
+            elif len(results) >= MAX_CALLS:  # a reply of thousands of calls (red team, R8)
+                results.append(too_many(block.call_id))
             else:
                 stop.check()
                 results.append(ToolResult(block.call_id, tools.call(step, block)))

@@ -159,7 +159,7 @@ def _answering(turn: Turn, pending: list[tuple[str, ToolCall, str | None]]) -> T
 def _json_or_text(content: str) -> Any:
     try:
         return json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         return content
 
 
@@ -193,21 +193,34 @@ def fit(turns: list[Turn], base: int, budget: int,
         render: Callable[[list[Turn]], list[dict[str, Any]]]) -> list[Turn]:
     """The normalised `turns` within `budget` tokens, given `base` for the rest of the
     body: the oldest turns leave first, a user turn and the assistant turn after it at a
-    time; the newest user turn, and the calls it answers, stay. The new first user turn
-    says how many turns were left out; if what stays is still too big, its longest texts
-    and tool results are cut, saying so."""
+    time; the newest user turn, and the calls its results answer, stay if they can. The
+    new first user turn says how many turns were left out; if what stays is still too
+    big, its longest texts, tool results and call arguments are cut, saying so. Calls
+    whose results the newest user turn holds that cannot fit even cut (a stored step of
+    thousands of calls) leave too, so that one bad step never fails a later run (R8)."""
     costs = [_cost(render([t])) for t in turns]
     total = base + sum(costs)
     if total <= budget:
         return turns
     keep_from = len(turns) - 1
     if keep_from >= 1 and any(isinstance(b, ToolResult) for b in turns[-1].blocks):
-        keep_from -= 1  # the calls the newest results answer
+        try:  # the calls the newest results answer, if they can stay
+            return _fit_from(turns, costs, keep_from - 1, base, budget, render)
+        except BudgetError:
+            pass
+    return _fit_from(turns, costs, keep_from, base, budget, render)
+
+
+def _fit_from(turns: list[Turn], costs: list[int], keep_from: int, base: int, budget: int,
+              render: Callable[[list[Turn]], list[dict[str, Any]]]) -> list[Turn]:
+    total = base + sum(costs)
     start = 0
     note_cost = _cost(render([Turn("user", (Text(left_out_note(len(turns), budget)),))]))
     while start + 2 <= keep_from and total + note_cost > budget:
         total -= costs[start] + costs[start + 1]
         start += 2
+    if start < keep_from and keep_from == len(turns) - 1 and total + note_cost > budget:
+        start = keep_from  # everything before the newest user turn leaves
     kept = turns[start:] if start < len(turns) else turns[-1:]
     if start:
         first = kept[0]
@@ -217,12 +230,19 @@ def fit(turns: list[Turn], base: int, budget: int,
     return _cut(kept, base, budget, render)
 
 
+def left_out_arguments(size: int) -> str:
+    """What a call's arguments too long for the budget are replaced by (a JSON object)."""
+    return json.dumps({"left_out": f"{size:,} characters of these arguments are left out "
+                       "here to fit the context budget"})
+
+
 def _cut(turns: list[Turn], base: int, budget: int,
          render: Callable[[list[Turn]], list[dict[str, Any]]]) -> list[Turn]:
-    """Cut the longest text or tool result by half, until the turns fit."""
+    """Cut the longest text or tool result by half, or replace the longest call
+    arguments by a note, until the turns fit."""
     while (over := base + _cost(render(turns)) - budget) > 0:
         spots = [(len(_body(b)), i, j) for i, t in enumerate(turns)
-                 for j, b in enumerate(t.blocks) if isinstance(b, Text | ToolResult)]
+                 for j, b in enumerate(t.blocks)]
         size, i, j = max(spots, default=(0, 0, 0))
         if size <= 2 * SHORTEST:
             raise BudgetError(f"context_budget: the request is {over:,} tokens over it even "
@@ -231,15 +251,22 @@ def _cut(turns: list[Turn], base: int, budget: int,
         block = turns[i].blocks[j]
         cut = (f"{_body(block)[:keep]} [... {size - keep:,} characters left out here to fit "
                "the context budget]")
-        new: Block = Text(cut) if isinstance(block, Text) else ToolResult(
-            block.call_id, cut)  # type: ignore[union-attr]
+        new: Block
+        if isinstance(block, ToolCall):
+            new = ToolCall(block.call_id, block.name, left_out_arguments(size))
+        elif isinstance(block, Text):
+            new = Text(cut)
+        else:
+            new = ToolResult(block.call_id, cut)  # type: ignore[union-attr]
         turns = [*turns[:i], Turn(turns[i].role, (*turns[i].blocks[:j], new,
                                                   *turns[i].blocks[j + 1:])), *turns[i + 1:]]
     return turns
 
 
 def _body(block: Block) -> str:
-    return block.text if isinstance(block, Text) else block.content  # type: ignore[union-attr]
+    if isinstance(block, ToolCall):
+        return block.arguments
+    return block.text if isinstance(block, Text) else block.content
 
 
 # ------------------------------------------------------------------ OpenAI chat completions

@@ -23,6 +23,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 
@@ -41,6 +42,7 @@ from .tooling import RunTools
 log = logging.getLogger("clankie.runs")
 
 ModelForRun = Callable[[TurnContext], Model]
+DONE_KEPT = 1024  # run IDs remembered as executed, so that a late stop_run makes no scope
 
 
 class _Workers:
@@ -78,6 +80,7 @@ class RunExecutor:
         self._draining: set[str] = set()  # conversations a worker is draining now
         self._dirty: set[str] = set()  # ... and that got new work meanwhile
         self._scopes: dict[str, stop.StopScope] = {}  # executing runs (and stopped early)
+        self._done: OrderedDict[str, None] = OrderedDict()  # runs executed lately (bounded)
         self._executing = 0
         self._count_lock = threading.Lock()
         self._stopped = False
@@ -101,6 +104,8 @@ class RunExecutor:
         """The run was stopped (R7, committed): end its model call and its next step now.
         A run claimed but not yet executing finds its scope stopped when it begins."""
         with self._lock:
+            if run_id in self._done:  # its worker finished first: nothing to stop, and a
+                return                # scope made now would be kept for ever
             scope = self._scopes.setdefault(run_id, stop.StopScope())
         scope.stop()
 
@@ -197,4 +202,7 @@ class RunExecutor:
         finally:
             with self._lock:
                 self._scopes.pop(run.run_id, None)
+                self._done[run.run_id] = None
+                while len(self._done) > DONE_KEPT:
+                    self._done.popitem(last=False)
             self._count(-1)

@@ -290,7 +290,7 @@ def _asked(call: ToolCallRow) -> str | None:
         return None
     try:
         result = json.loads(call.result)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(result, dict) or result.get("status") != "pending":
         return None

@@ -11,14 +11,12 @@ a tool call (before a workspace tool starts, since it may take a while), or its 
 
 from __future__ import annotations
 
-import json
-
 from clankie.agent.tools import ASK_QUESTION
 from clankie.agent.transcript import ToolCall
 from clankie.settings import Settings
 from clankie.workspace import tools as workspace_tools
 from clankie.workspace.deny import deny_list
-from clankie.workspace.tools import Outcome, refused
+from clankie.workspace.tools import Outcome, model_json, refused
 
 from .runs import CallRecord, ask_outcome
 from .service import Service
@@ -44,8 +42,8 @@ class RunTools:
         record = CallRecord(step, call.call_id, call.name, call.arguments)
         if call.name == ASK_QUESTION:
             try:
-                arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-            except json.JSONDecodeError:
+                arguments = model_json(call.arguments)
+            except ValueError:  # not JSON, nested past the parser, or a lone surrogate
                 outcome = refused("invalid_request", "the arguments are not JSON",
                                   "ask_question: bad arguments")
             else:  # said, asked and recorded in one transaction

@@ -120,14 +120,27 @@ def refused(code: str, reason: str, summary: str) -> Outcome:
                    summary[:200])
 
 
+def model_json(arguments: str) -> Any:
+    """A model's arguments text as a JSON value (`{}` when blank). ValueError when it is not
+    JSON, is nested past the parser, or holds a lone surrogate (`"\\ud800"`), which no
+    store, event or log line can encode."""
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    return value  # json.JSONDecodeError and UnicodeEncodeError are ValueErrors
+
 def parse_arguments(name: str, arguments: str) -> tuple[Tool, Any] | Outcome:
     """The tool and its validated arguments, or the refusal the model reads."""
     tool = TOOLS.get(name)
     if tool is None:
         return refused("unknown_tool", f"there is no tool {name[:60]!r}", f"{name[:60]}: unknown")
     try:
-        raw = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
+        raw = model_json(arguments)
+    except ValueError:
         return refused("invalid_argument", "the arguments are not JSON", f"{name}: bad arguments")
     try:
         return tool, tool.args.model_validate(raw)
