@@ -156,8 +156,11 @@ def test_doctor_the_settings_here_name_another_base_url_at_the_same_host(
         served.stop()
     assert (code, failing(checks)) == (1, {"model"})
     host = endpoint.url.removeprefix("http://")
-    assert f"but the settings here name another base URL at {host}: not probed" in str(
-        checks["model"]["detail"])
+    detail = str(checks["model"]["detail"])
+    assert f"but the settings here name another base URL at {host}" in detail
+    assert detail.endswith(": not probed")
+    # The same host:port on both sides: the URL here is shown, so the difference is seen.
+    assert f"(here {endpoint.url};" in detail
     assert not endpoint.listed
 
 

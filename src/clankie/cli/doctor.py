@@ -190,7 +190,8 @@ def check_model(settings: Settings, running: Running | None) -> Check:
     ignored = _ignored_variable(provider, settings)
     if endpoint_host(url) != model.endpoint_host or (
             model.endpoint_digest is not None and endpoint_digest(url) != model.endpoint_digest):
-        named = (f"another base URL at {endpoint_host(url)}"
+        named = (f"another base URL at {endpoint_host(url)} (here {public_url(url)}; the "
+                 "service's differs in its path or query, which it never says)"
                  if endpoint_host(url) == model.endpoint_host else endpoint_host(url))
         return Check("model", False, f"{who}, but the settings here name {named}: not "
                      f"probed{ignored}",
