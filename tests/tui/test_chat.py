@@ -182,6 +182,30 @@ async def test_help_lists_the_commands(chat):
     await until(pilot, lambda: "usage: /question answer N" in app.transcript(), "the usage")
 
 
+
+async def test_a_slash_line_that_is_not_a_command_is_refused_and_sent_nowhere(
+        chat, served, conversation):
+    """SPEC section 10 "Operator TUI": text that starts with `/` and is not a command is
+    refused on the spot with the commands, the nearest first, and sent nowhere; `//text`
+    sends a chat message that starts with `/`."""
+    app, pilot = chat
+    for line in ("/stpo", "/stop now", "/quesiton"):
+        await type_line(app, pilot, line)
+    await until(pilot, lambda: "/quesiton is not a command" in app.transcript(), "refusals")
+    shown = app.transcript()
+    assert "/stpo is not a command; nothing was sent. Commands: /stop," in shown
+    assert "Commands: /question," in shown.split("/quesiton is not a command", 1)[1]
+    assert "usage: /stop (with nothing after it)" in shown
+    assert "begin it with //" in shown
+    await type_line(app, pilot, "//etc/hosts is odd")
+    await until(pilot, lambda: "you: /etc/hosts is odd" in app.transcript(), "the message")
+    with served.client() as client:
+        settle(client, conversation)
+        events = client.call("events_tail", {"conversation_id": conversation,
+                                             "limit": 500})["events"]
+    said = [e["text"] for e in events if e["type"] == "message" and e["author"] == "owner"]
+    assert said == ["/etc/hosts is odd"], said
+
 class SlowReplies:
     """The real client, with each answer's reply held back a moment after the service
     answered: the window in which a cancelled worker would lose an accepted answer."""
