@@ -236,6 +236,15 @@ def show(conversation: ConversationArg, as_json: Json = False) -> None:
     if fact:
         detail = fact["project_id"] or fact["reason"] or ""
         say(f"project membership: {fact['status']}" + (f" ({detail})" if detail else ""))
+    runs = got.get("unfinished_runs")
+    if runs is not None:
+        say("runs: none queued or running" if not runs else "runs:")
+        for run in runs:
+            state = (f"running since {run['started_at']}" if run["started_at"] else
+                     f"queued since {run['created_at']}")
+            say(f"  {run['run_id']} ({run['kind']}) {state}")
+        if runs:
+            say(f"  stop with: clankie conversations stop {c}")
 
 
 @app.command()
