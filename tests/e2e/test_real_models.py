@@ -65,6 +65,32 @@ def test_service_info_reports_the_model_the_service_runs_with_never_the_key(
     assert info["version"] and info["started_at"].endswith("Z")
 
 
+
+@pytest.mark.parametrize(("provider", "keyed", "said"), [
+    ("openai", True, None),
+    ("openai", False, "OPENAI_API_KEY is not set here, so a placeholder key is sent"),
+    ("anthropic", False, "ANTHROPIC_API_KEY is not set in this environment: runs will fail"),
+])
+def test_serve_says_its_model_and_endpoint_and_when_its_key_variable_is_not_set(
+        tmp_path: Path, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, provider: str,
+        keyed: bool, said: str | None):
+    """Keys come only from the environment of `clankie serve` (README "Real models"), and
+    doctor asks with its own: the ready line says the model, its endpoint and whether the
+    key variable is set, so a serve started in a shell without the key is seen at once."""
+    for variable in KEY_VARIABLES.values():
+        monkeypatch.delenv(variable, raising=False)
+    env = provider_env(provider, endpoint.url)
+    if not keyed:
+        del env[KEY_VARIABLES[provider]]
+    served = serve(tmp_path, provider, env)
+    served.stop()
+    ready = next(line for line in served.log if "clankie serving on" in line)
+    name = "fake-gpt" if provider == "openai" else "fake-claude"
+    assert f"with the {provider} model ({name} at {endpoint.url.removeprefix('http://')}" \
+        in ready
+    assert (said in ready) if said else "not set" not in ready
+    assert KEYS[provider] not in "".join(served.log)
+
 CASES = ["good", "wrong_base_url", "bad_key"]
 
 
