@@ -241,6 +241,29 @@ async def _answer_then_read(app, pilot, served, conversation) -> None:
     assert pending(served, conversation) is None
 
 
+async def test_after_a_restart_the_tui_is_connected_again_within_1s(
+        chat, served, conversation, tmp_path):
+    """SPEC section 10 "Operator TUI": when the service comes back after a restart, the TUI
+    is connected again within 1 s (it said "disconnected, retrying" until its first long
+    poll ended, up to 25 s, with nothing happening in the conversation)."""
+    app, pilot = chat
+    await until(pilot, lambda: app.connected and app.after == 0 and any(
+        w.group == "tail" and w.is_running for w in app.workers), "the tail")
+    await pilot.pause(0.3)  # its long poll is waiting
+    assert await asyncio.to_thread(served.stop) == 0
+    await until(pilot, lambda: not app.connected, "the loss", timeout=30)
+    await pilot.pause(3)  # down a while: the tries are spaced out by now
+    again = await asyncio.to_thread(lambda: Served.start(served.home.path, init=False,
+                                                         script=SCRIPT))
+    try:
+        back = time.monotonic()
+        await until(pilot, lambda: app.connected, "the reconnect", timeout=10)
+        took = time.monotonic() - back
+        assert took <= 1.0, f"connected again {took:.2f} s after the service was back"
+        assert "disconnected" not in str(app.query_one("#status", Static).render())
+    finally:
+        await asyncio.to_thread(again.stop)
+
 @needs_root
 async def test_t2_reconnecting_to_another_users_listener_sends_nothing(served, conversation):
     """The service stops and another user takes its TCP port: the reconnect loop reaches
