@@ -354,12 +354,15 @@ class ModelOut(Out):
     """The model a service runs with: `model` and `endpoint_host` are null for the scripted
     (offline) model; the endpoint is host[:port] only, never a path, a query or a key.
     `endpoint_digest` (an addition) is a short SHA-256 of the whole base URL, for `clankie
-    doctor` to tell whether its settings name the same one."""
+    doctor` to tell whether its settings name the same one. `key_set` (an addition) says
+    whether the provider's key variable is set in the service's environment (never the key),
+    for `clankie doctor` to ask the endpoint as the service does."""
 
     provider: str
     model: str | None
     endpoint_host: str | None
     endpoint_digest: str | None = None
+    key_set: bool | None = None
 
 
 class ServiceInfoOut(Out):

@@ -182,7 +182,7 @@ def test_r6_at_most_model_retries_retries_then_it_gives_up_saying_tries_and_seco
     with pytest.raises(ModelError) as failed:
         retry.call(OPENAI, Policy(retries=3, total_wait=90), harness.waits, attempt)
     assert tries == [4] and harness.slept == [2.0, 2.0, 2.0] and len(harness.reported) == 3
-    assert str(failed.value) == "openai: 429 rate limited, gave up after 4 tries over 6 s"
+    assert str(failed.value) == "openai: 429 rate limited, gave up after 4 tries and 6 s of waiting"
 
 
 def test_r6_a_retry_after_past_what_is_left_of_model_retry_wait_gives_up_at_once():
@@ -191,8 +191,8 @@ def test_r6_a_retry_after_past_what_is_left_of_model_retry_wait_gives_up_at_once
     with pytest.raises(ModelError) as failed:
         retry.call(OPENAI, Policy(retries=4, total_wait=10), harness.waits, attempt)
     assert tries == [2] and harness.slept == [4.0]
-    assert str(failed.value) == ("openai: 429 rate limited, gave up after 2 tries over 4 s; "
-                                 "it asked to wait 30 s, more than the 6 s left of "
+    assert str(failed.value) == ("openai: 429 rate limited, gave up after 2 tries and 4 s of "
+                                 "waiting; it asked to wait 30 s, more than the 6 s left of "
                                  "model_retry_wait")
 
 
@@ -204,8 +204,8 @@ def test_r6_the_backoff_never_waits_past_model_retry_wait_in_all():
         retry.call(OPENAI, policy, harness.waits, attempt)
     assert harness.slept == [2.0, 3.0]  # 2, then 4 cut to the 3 s left
     assert tries == [3]
-    assert str(failed.value) == ("openai: 502 bad gateway, gave up after 3 tries over 5 s "
-                                 "(model_retry_wait is 5 s)")
+    assert str(failed.value) == ("openai: 502 bad gateway, gave up after 3 tries and 5 s of "
+                                 "waiting (model_retry_wait is 5 s)")
 
 
 def test_r6_model_retries_zero_fails_at_the_first_transient_failure():
@@ -214,8 +214,21 @@ def test_r6_model_retries_zero_fails_at_the_first_transient_failure():
     with pytest.raises(ModelError) as failed:
         retry.call(OPENAI, Policy(retries=0), harness.waits, attempt)
     assert tries == [1] and harness.slept == []
-    assert str(failed.value) == "openai: 503 unavailable, gave up after 1 try over 0 s"
+    assert str(failed.value) == "openai: 503 unavailable, gave up after 1 try and 0 s of waiting"
 
+
+
+def test_r6_a_run_that_timed_out_says_its_waits_as_waits_not_as_the_time_it_took():
+    """R6's error in words you can act on: after calls that each ran model_timeout, the
+    seconds said are the waits between tries, named so ("over 2 s" read as the whole)."""
+    harness = Harness()
+    attempt, tries = plan(openai.APITimeoutError(request=REQUEST))
+    policy = Policy(retries=1, total_wait=90, timeout=5, initial=2, jitter=0)
+    with pytest.raises(ModelError) as failed:
+        retry.call(OPENAI, policy, harness.waits, attempt)
+    assert tries == [2]
+    assert str(failed.value) == ("openai: no reply within 5 s (model_timeout), gave up after "
+                                 "2 tries and 2 s of waiting")
 
 def test_r6_a_sleep_that_raises_ends_the_call_with_its_own_exception_and_no_more_tries():
     class Stopped(Exception):

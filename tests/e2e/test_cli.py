@@ -148,6 +148,40 @@ def test_refusals_and_their_exit_codes(served: Served, asked: tuple[str, str]):
     assert cli(served, "conversations", "questions", bogus).returncode == 6
 
 
+def test_cli_request_option_and_incarnation_prefixes_and_choice_n(
+        served: Served, asked: tuple[str, str]):
+    """SPEC section 10 "CLI": a request, option or incarnation ID may be a unique prefix of
+    at least 4 hex characters, resolved against the snapshot read; an unmatched or too
+    short one is exit 2 naming the candidates; `--choice N` is the N-th option as
+    `questions` prints them; the service receives whole IDs."""
+    c, r = asked
+    snap = ok_json(served, "conversations", "questions", c)
+    tabs, spaces = (o["option_id"] for o in snap["pending"]["options"])
+    named = ok_json(served, "conversations", "questions", c[:6], "--request", r[:6])
+    assert named["request"]["request_id"] == r
+    assert "--choice N" in cli(served, "conversations", "questions", c).stdout
+    short = ["conversations", "answer", c[:6], r[:6], "--incarnation",
+             snap["incarnation"][:6], "--revision", str(snap["revision"])]
+    assert cli(served, *short, "--choice", "3").returncode == 2
+    too_short = cli(served, "conversations", "answer", c, r[:3], "--incarnation",
+                    snap["incarnation"], "--revision", str(snap["revision"]), "--choice", "1")
+    assert too_short.returncode == 2 and "at least 4 hex" in too_short.stderr
+    other = next(p for p in ("0000", "ffff") if not tabs.startswith(p)
+                 and not spaces.startswith(p))
+    unmatched = cli(served, *short, "--option", other)
+    assert unmatched.returncode == 2 and "no option" in unmatched.stderr
+    assert cli(served, *short, "--choice", "1", "--option", tabs[:6]).returncode == 2
+    assert ok_json(served, "conversations", "questions", c)["pending"]["status"] == "pending"
+    done = ok_json(served, *short, "--choice", "2")
+    assert done["receipt"]["answer"] == {"option_id": spaces}
+    # Answered, it is no longer the pending one: named whole, its options still resolve.
+    again = ok_json(served, "conversations", "answer", c, r, "--incarnation",
+                    snap["incarnation"], "--revision", str(snap["revision"]),
+                    "--option", spaces[:5])
+    assert again["duplicate"] is True
+    assert again["receipt"]["receipt_id"] == done["receipt"]["receipt_id"]
+
+
 def test_cancel_question_then_repeat(served: Served, asked: tuple[str, str]):
     c, r = asked
     snap = ok_json(served, "conversations", "questions", c)

@@ -177,7 +177,7 @@ def test_r6_it_gives_up_after_model_retries_saying_tries_and_seconds_and_logs_on
     endpoint.plan += [error_reply(429, "slow down", {"Retry-After": "0"})] * 4
     c, run = retrying.turn()
     assert len(endpoint.requests) == 4  # one try and CLANKIE_MODEL_RETRIES=3 more
-    error = f"model_error: {p.name}: 429 rate limited, gave up after 4 tries over 0 s"
+    error = f"model_error: {p.name}: 429 rate limited, gave up after 4 tries and 0 s of waiting"
     assert (run["status"], run["error"]) == ("failed", error)
     assert len(retrying.activity(c)) == 3
     [line] = retrying.logged(run["run_id"])
@@ -193,5 +193,5 @@ def test_r6_a_retry_after_longer_than_model_retry_wait_gives_up_at_once(retrying
     c, run = retrying.turn()
     assert len(endpoint.requests) == 1 and retrying.activity(c) == []
     assert run["error"] == (f"model_error: {p.name}: 429 rate limited, gave up after 1 try "
-                            "over 0 s; it asked to wait 60 s, more than the 10 s left of "
+                            "and 0 s of waiting; it asked to wait 60 s, more than the 10 s left of "
                             "model_retry_wait")

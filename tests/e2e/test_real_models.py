@@ -60,10 +60,37 @@ def test_service_info_reports_the_model_the_service_runs_with_never_the_key(
     assert info["model"] == {"provider": provider,
                              "model": "fake-gpt" if provider == "openai" else "fake-claude",
                              "endpoint_host": endpoint.url.removeprefix("http://"),
-                             "endpoint_digest": hashlib.sha256(url.encode()).hexdigest()[:12]}
+                             "endpoint_digest": hashlib.sha256(url.encode()).hexdigest()[:12],
+                             "key_set": True}
     assert info["settings"]["model"] == provider  # --model, as the service runs with it
     assert info["version"] and info["started_at"].endswith("Z")
 
+
+
+@pytest.mark.parametrize(("provider", "keyed", "said"), [
+    ("openai", True, None),
+    ("openai", False, "OPENAI_API_KEY is not set here, so a placeholder key is sent"),
+    ("anthropic", False, "ANTHROPIC_API_KEY is not set in this environment: runs will fail"),
+])
+def test_serve_says_its_model_and_endpoint_and_when_its_key_variable_is_not_set(
+        tmp_path: Path, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, provider: str,
+        keyed: bool, said: str | None):
+    """Keys come only from the environment of `clankie serve` (README "Real models"), and
+    doctor asks with its own: the ready line says the model, its endpoint and whether the
+    key variable is set, so a serve started in a shell without the key is seen at once."""
+    for variable in KEY_VARIABLES.values():
+        monkeypatch.delenv(variable, raising=False)
+    env = provider_env(provider, endpoint.url)
+    if not keyed:
+        del env[KEY_VARIABLES[provider]]
+    served = serve(tmp_path, provider, env)
+    served.stop()
+    ready = next(line for line in served.log if "clankie serving on" in line)
+    name = "fake-gpt" if provider == "openai" else "fake-claude"
+    assert f"with the {provider} model ({name} at {endpoint.url.removeprefix('http://')}" \
+        in ready
+    assert (said in ready) if said else "not set" not in ready
+    assert KEYS[provider] not in "".join(served.log)
 
 CASES = ["good", "wrong_base_url", "bad_key"]
 
@@ -103,6 +130,62 @@ def test_doctor_probes_the_model_endpoint_the_running_service_uses(
         assert "the endpoint refused the key (HTTP 401" in detail
         assert f"set a valid {KEY_VARIABLES[provider]}" in fix
 
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("endpoint_wants_a_key", [True, False])
+def test_doctor_asks_without_a_key_when_the_service_has_none_though_this_shell_has_one(
+        tmp_path: Path, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, provider: str,
+        endpoint_wants_a_key: bool):
+    """README "Real models": keys come only from the environment of `clankie serve`.
+    service_info's key_set says whether the service has the key variable (never the key),
+    so doctor asks the endpoint as the service's runs do: a serve started in a shell
+    without the key fails doctor with the fix, though doctor's own shell has a good key."""
+    for variable in KEY_VARIABLES.values():
+        monkeypatch.delenv(variable, raising=False)
+    if endpoint_wants_a_key:
+        endpoint.key = KEYS[provider]
+    env = provider_env(provider, endpoint.url)
+    variable = KEY_VARIABLES[provider]
+    keyless = {k: v for k, v in env.items() if k != variable}
+    served = serve(tmp_path, provider, keyless)
+    try:
+        with served.client() as client:
+            assert client.call("service_info")["model"]["key_set"] is False
+        code, checks = doctor(served.home.path, **env)  # this shell has the good key
+        listed = [r["headers"] for r in endpoint.listed]
+    finally:
+        served.stop()
+    detail, fix = str(checks["model"]["detail"]), str(checks["model"]["fix"])
+    assert all(KEYS[provider] not in json.dumps(h) for h in listed)
+    assert bool(listed) == (provider == "openai")  # Anthropic's SDK sends nothing keyless
+    if endpoint_wants_a_key:
+        assert (code, failing(checks)) == (1, {"model"})
+        assert f"the service has no {variable} in its environment" in detail
+        assert fix == f"export {variable} in the shell of `clankie serve` and restart it"
+    elif provider == "openai":  # a local server without a key: the placeholder will do
+        assert (code, failing(checks)) == (0, set()), checks
+        assert f"asked without a key, as the service has no {variable}" in detail
+    else:  # the Anthropic SDK sends no request without a key: neither would the service
+        assert (code, failing(checks)) == (1, {"model"})
+        assert f"the service has no {variable} in its environment: every run fails" in detail
+
+def test_doctor_without_the_key_the_service_has_says_to_run_it_with_the_same_key(
+        tmp_path: Path, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch):
+    """The other way round: the service has OPENAI_API_KEY (key_set), this shell has not,
+    and the endpoint refuses a request without it: the fix is doctor's environment, not
+    the service's."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    endpoint.key = KEYS["openai"]
+    env = provider_env("openai", endpoint.url)
+    served = serve(tmp_path, "openai", env)
+    try:
+        code, checks = doctor(served.home.path, **{k: v for k, v in env.items()
+                                                   if k != "OPENAI_API_KEY"})
+    finally:
+        served.stop()
+    assert (code, failing(checks)) == (1, {"model"})
+    assert str(checks["model"]["fix"]).startswith(
+        "run doctor with the same OPENAI_API_KEY as `clankie serve` (the service has one")
 
 def test_doctor_without_a_service_probes_what_serve_would_use(tmp_path: Path,
                                                               endpoint: Endpoint):
@@ -156,8 +239,11 @@ def test_doctor_the_settings_here_name_another_base_url_at_the_same_host(
         served.stop()
     assert (code, failing(checks)) == (1, {"model"})
     host = endpoint.url.removeprefix("http://")
-    assert f"but the settings here name another base URL at {host}: not probed" in str(
-        checks["model"]["detail"])
+    detail = str(checks["model"]["detail"])
+    assert f"but the settings here name another base URL at {host}" in detail
+    assert detail.endswith(": not probed")
+    # The same host:port on both sides: the URL here is shown, so the difference is seen.
+    assert f"(here {endpoint.url};" in detail
     assert not endpoint.listed
 
 

@@ -176,6 +176,31 @@ def test_r7_cli_stop_stops_the_running_run_and_those_queued_behind_it(world: Wor
     assert world.run(fourth)["status"] == "succeeded"
 
 
+
+def test_r7_cli_show_says_which_runs_are_running_or_queued_and_how_to_stop_them(
+        world: World):
+    """R7: `clankie conversations show` says what `stop` would stop (the conversation's
+    running and queued runs, from conversation_get's unfinished_runs), and the command."""
+    p, endpoint = world.provider, world.endpoint
+    if p.name != "openai":
+        pytest.skip("the CLI is the same for every provider")
+    release = threading.Event()
+    endpoint.plan += [held(world, release), p.text("Two.")]
+    c = world.conversation()
+    idle = cli(world.served, "conversations", "show", c[:8])
+    assert "runs: none queued or running" in idle.stdout
+    first = world.send(c, "one")
+    endpoint.wait_for_requests(1)
+    second = world.send(c, "two")
+    busy = cli(world.served, "conversations", "show", c[:8]).stdout
+    assert f"  {first} (turn) running since " in busy
+    assert f"  {second} (turn) queued since " in busy
+    assert f"stop with: clankie conversations stop {c}" in busy
+    cli(world.served, "conversations", "stop", c)
+    release.set()
+    assert "runs: none queued or running" in cli(world.served, "conversations", "show",
+                                                 c).stdout
+
 def test_r7_r6_a_run_stopped_while_it_waits_to_retry_ends_at_once(world: World):
     p, endpoint = world.provider, world.endpoint
     endpoint.plan += [error_reply(429, "slow down", {"Retry-After": "30"}),

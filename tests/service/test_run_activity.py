@@ -87,7 +87,7 @@ def test_v4_r6_a_run_that_is_no_longer_running_records_no_wait(world: World):
 
 def test_r6_a_model_failure_is_the_runs_error_and_one_line_of_the_log(
         world: World, stop_after: Any, caplog: pytest.LogCaptureFixture):
-    error = "openai: 429 rate limited, gave up after 5 tries over 90 s"
+    error = "openai: 429 rate limited, gave up after 5 tries and 90 s of waiting"
     r = executed(world, Waiting(fail=error), stop_after)
     c = world.conversation()
     with caplog.at_level(logging.WARNING, logger="clankie.runs"):

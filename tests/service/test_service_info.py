@@ -48,8 +48,9 @@ def readers(world: World) -> dict[str, str]:
 
 
 def test_service_info_any_reader_gets_version_start_model_and_settings_never_a_token(
-        openai_world: World):
+        openai_world: World, monkeypatch: pytest.MonkeyPatch):
     world = openai_world
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # key_set: whether it is set here
     tokens = readers(world)
     for kind, token in tokens.items():
         info = world.call("service_info", {}, token)
@@ -61,7 +62,8 @@ def test_service_info_any_reader_gets_version_start_model_and_settings_never_a_t
         assert info["model"] == {"provider": "openai", "model": "llama3.2",
                                  "endpoint_host": "127.0.0.1:11434",
                                  "endpoint_digest": endpoint_digest(
-                                     world.service.settings.openai_base_url)}
+                                     world.service.settings.openai_base_url),
+                                 "key_set": False}
         shown = info["settings"]
         assert shown["model"] == "openai" and shown["openai_model"] == "llama3.2"
         assert shown["notify_command"] == ["curl", "***", "***", "***"]
@@ -73,7 +75,7 @@ def test_service_info_any_reader_gets_version_start_model_and_settings_never_a_t
 def test_service_info_the_scripted_model_has_no_name_and_no_endpoint(world: World):
     info = world.call("service_info")
     assert info["model"] == {"provider": "scripted", "model": None, "endpoint_host": None,
-                             "endpoint_digest": None}
+                             "endpoint_digest": None, "key_set": None}
 
 
 @pytest.mark.parametrize(("url", "host"), [

@@ -182,6 +182,30 @@ async def test_help_lists_the_commands(chat):
     await until(pilot, lambda: "usage: /question answer N" in app.transcript(), "the usage")
 
 
+
+async def test_a_slash_line_that_is_not_a_command_is_refused_and_sent_nowhere(
+        chat, served, conversation):
+    """SPEC section 10 "Operator TUI": text that starts with `/` and is not a command is
+    refused on the spot with the commands, the nearest first, and sent nowhere; `//text`
+    sends a chat message that starts with `/`."""
+    app, pilot = chat
+    for line in ("/stpo", "/stop now", "/quesiton"):
+        await type_line(app, pilot, line)
+    await until(pilot, lambda: "/quesiton is not a command" in app.transcript(), "refusals")
+    shown = app.transcript()
+    assert "/stpo is not a command; nothing was sent. Commands: /stop," in shown
+    assert "Commands: /question," in shown.split("/quesiton is not a command", 1)[1]
+    assert "usage: /stop (with nothing after it)" in shown
+    assert "begin it with //" in shown
+    await type_line(app, pilot, "//etc/hosts is odd")
+    await until(pilot, lambda: "you: /etc/hosts is odd" in app.transcript(), "the message")
+    with served.client() as client:
+        settle(client, conversation)
+        events = client.call("events_tail", {"conversation_id": conversation,
+                                             "limit": 500})["events"]
+    said = [e["text"] for e in events if e["type"] == "message" and e["author"] == "owner"]
+    assert said == ["/etc/hosts is odd"], said
+
 class SlowReplies:
     """The real client, with each answer's reply held back a moment after the service
     answered: the window in which a cancelled worker would lose an accepted answer."""
@@ -216,6 +240,29 @@ async def _answer_then_read(app, pilot, served, conversation) -> None:
     await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
     assert pending(served, conversation) is None
 
+
+async def test_after_a_restart_the_tui_is_connected_again_within_1s(
+        chat, served, conversation, tmp_path):
+    """SPEC section 10 "Operator TUI": when the service comes back after a restart, the TUI
+    is connected again within 1 s (it said "disconnected, retrying" until its first long
+    poll ended, up to 25 s, with nothing happening in the conversation)."""
+    app, pilot = chat
+    await until(pilot, lambda: app.connected and app.after == 0 and any(
+        w.group == "tail" and w.is_running for w in app.workers), "the tail")
+    await pilot.pause(0.3)  # its long poll is waiting
+    assert await asyncio.to_thread(served.stop) == 0
+    await until(pilot, lambda: not app.connected, "the loss", timeout=30)
+    await pilot.pause(3)  # down a while: the tries are spaced out by now
+    again = await asyncio.to_thread(lambda: Served.start(served.home.path, init=False,
+                                                         script=SCRIPT))
+    try:
+        back = time.monotonic()
+        await until(pilot, lambda: app.connected, "the reconnect", timeout=10)
+        took = time.monotonic() - back
+        assert took <= 1.0, f"connected again {took:.2f} s after the service was back"
+        assert "disconnected" not in str(app.query_one("#status", Static).render())
+    finally:
+        await asyncio.to_thread(again.stop)
 
 @needs_root
 async def test_t2_reconnecting_to_another_users_listener_sends_nothing(served, conversation):

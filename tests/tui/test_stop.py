@@ -49,7 +49,9 @@ def test_r7_stop_is_a_command_and_in_the_help():
     assert parse("/stop") == Stop()
     assert parse("  /stop  ") == Stop()
     assert "/stop" in USAGE
-    assert not isinstance(parse("/stop now"), Stop | Usage)  # not the command: a chat line
+    # Not the command, and not a chat line either (SPEC section 10: a `/` line that is not
+    # a command is refused, sent nowhere): a usage hint, so "stop now" never queues a run.
+    assert isinstance(parse("/stop now"), Usage)
 
 
 async def test_r7_slash_stop_stops_the_running_run(stopping):

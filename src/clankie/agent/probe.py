@@ -30,17 +30,19 @@ class Probe:
     asked: str = ""  # the URL that was asked, when the SDK got as far as asking
 
 
-def key(provider: str) -> str | None:
+def key(provider: str, keyless: bool = False) -> str | None:
     """The key exactly as the provider passes it to its SDK (`openai_chat`,
-    `anthropic_messages`): from its variable, a placeholder for keyless local servers."""
-    found = os.environ.get(KEY_VARIABLES[provider])
+    `anthropic_messages`): from its variable, a placeholder for keyless local servers;
+    `keyless`: as a service without the variable passes it."""
+    found = None if keyless else os.environ.get(KEY_VARIABLES[provider])
     return (found or "not-needed") if provider == "openai" else found
 
 
-def models_list(provider: str, url: str, timeout: float) -> Probe:
-    """Ask the `provider` endpoint at `url` (the SDK's base URL) for its models. An error
+def models_list(provider: str, url: str, timeout: float, keyless: bool = False) -> Probe:
+    """Ask the `provider` endpoint at `url` (the SDK's base URL) for its models; with
+    `keyless`, without the key variable, as a service started without it would. An error
     text that repeats the key (some servers do) has it replaced by `***`."""
-    probe = _models_list(provider, url, timeout)
+    probe = _models_list(provider, url, timeout, keyless)
     secret = os.environ.get(KEY_VARIABLES[provider])
     detail = masked(probe.detail, secret) if secret and len(secret) >= 4 else probe.detail
     if detail != probe.detail:
@@ -63,18 +65,18 @@ def masked(text: str, secret: str) -> str:
     return text
 
 
-def _models_list(provider: str, url: str, timeout: float) -> Probe:
+def _models_list(provider: str, url: str, timeout: float, keyless: bool) -> Probe:
     try:
         sdk: Any
         if provider == "openai":
             import openai as sdk
 
-            client: Any = sdk.OpenAI(api_key=key(provider), base_url=url, timeout=timeout,
+            client: Any = sdk.OpenAI(api_key=key(provider, keyless), base_url=url, timeout=timeout,
                                      max_retries=0, http_client=endpoint.http_client(url, timeout))
         else:
             import anthropic as sdk
 
-            client = sdk.Anthropic(api_key=key(provider), base_url=url, timeout=timeout,
+            client = sdk.Anthropic(api_key=key(provider, keyless), base_url=url, timeout=timeout,
                                    max_retries=0, http_client=endpoint.http_client(url, timeout))
     except Exception as exc:  # the SDK refuses its arguments (e.g. no key at all)
         return Probe("no_key", short_error(exc))

@@ -9,6 +9,7 @@ scripted model plays one script entry a run; the SDK models are shared).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ class ModelInUse:
     model: str | None
     endpoint_host: str | None
     endpoint_digest: str | None = None  # of the whole base URL: compared, never read
+    key_set: bool | None = None  # whether the key variable is set here (never the key)
 
 
 # The SDKs' own defaults, as the providers pass them (an explicit base URL, so the SDKs'
@@ -88,7 +90,8 @@ def model_in_use(settings: Settings) -> ModelInUse:
         return ModelInUse(settings.model, None, None)
     name = settings.openai_model if settings.model == "openai" else settings.anthropic_model
     url = base_url(settings, settings.model)
-    return ModelInUse(settings.model, name, endpoint_host(url), endpoint_digest(url))
+    return ModelInUse(settings.model, name, endpoint_host(url), endpoint_digest(url),
+                      bool(os.environ.get(KEY_VARIABLES[settings.model])))
 
 
 def model_for_runs(settings: Settings, script: Path | None = None

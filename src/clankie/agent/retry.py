@@ -277,7 +277,8 @@ class _Call:
         if not failure.transient:
             return ModelError(f"{self.sdk.name}: {failure.what}")
         return ModelError(f"{self.sdk.name}: {failure.what}, gave up after "
-                          f"{_tries(len(self.failures))} over {_secs(self.waited)} s{self.why}")
+                          f"{_tries(len(self.failures))} and {_secs(self.waited)} s of "
+                          f"waiting{self.why}")
 
 
 def call(sdk: Sdk, policy: Policy, waits: Waits, attempt: Callable[[], T]) -> T:

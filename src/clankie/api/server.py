@@ -26,7 +26,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from clankie.agent.providers import ProviderError, model_for_runs
+from clankie.agent.providers import (
+    DEFAULT_URLS,
+    KEY_VARIABLES,
+    ProviderError,
+    base_url,
+    model_for_runs,
+    model_in_use,
+)
 from clankie.agent.scripted import ScriptError
 from clankie.home import LOG, Home, check, open_lock
 from clankie.service import Service
@@ -199,8 +206,8 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, server.handle_exit)
             where = [f"unix://{home.socket}"] + [http_url(s) for s in sockets[1:]]
-            print(f"clankie serving on {' and '.join(where)} with the {settings.model} model",
-                  file=sys.stderr, flush=True)
+            print(f"clankie serving on {' and '.join(where)} with the {settings.model} model"
+                  f"{_model_said(settings)}", file=sys.stderr, flush=True)
             try:
                 server.run(sockets=sockets)
             finally:
@@ -213,3 +220,21 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             home.socket.unlink(missing_ok=True)
             store.close()
     log.info("clankie stopped")
+
+
+def _model_said(settings: Settings) -> str:
+    """` (NAME at HOST)` for a real model, and a warning when its key variable is not in
+    this environment, the one runs take it from: said at start, before a first run fails
+    401 (`doctor` asks with its own environment's key, which it cannot compare)."""
+    model = model_in_use(settings)
+    if model.provider not in KEY_VARIABLES:
+        return ""
+    said = f" ({model.model} at {model.endpoint_host})"
+    variable = KEY_VARIABLES[model.provider]
+    if os.environ.get(variable):
+        return said
+    if model.provider == "openai" and base_url(settings, "openai") != DEFAULT_URLS["openai"]:
+        return (f"{said}; {variable} is not set here, so a placeholder key is sent: fine for "
+                "a server started without a key")
+    return (f"{said}; {variable} is not set in this environment: runs will fail until "
+            f"`clankie serve` is restarted with it")

@@ -8,6 +8,7 @@ service decides, and it never sends an answer twice.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,10 +16,11 @@ from typing import Annotated, Any
 import typer
 
 from clankie import dto
-from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S, ApiError
+from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S, ApiError, Client
 from clankie.text import continued
 
 from .common import (
+    UUID,
     JsonOption,
     call,
     complete_conversation,
@@ -37,9 +39,11 @@ app = typer.Typer(no_args_is_help=True, help="Conversations, their events and qu
 ConversationArg = Annotated[str, typer.Argument(
     metavar="CONVERSATION", help="A conversation ID, or a unique prefix of one.",
     autocompletion=complete_conversation)]
-RequestArg = Annotated[str, typer.Argument(metavar="REQUEST_UUID", help="The question's ID.")]
+RequestArg = Annotated[str, typer.Argument(
+    metavar="REQUEST_UUID", help="The question's ID, or a unique prefix of it.")]
 Incarnation = Annotated[str, typer.Option("--incarnation", metavar="UUID",
-                                          help="The incarnation shown with the question.")]
+                                          help="The incarnation shown with the question "
+                                               "(or a unique prefix of it).")]
 Revision = Annotated[int, typer.Option("--revision", metavar="N",
                                        help="The revision shown with the question.")]
 Json = Annotated[bool, JsonOption]
@@ -114,7 +118,7 @@ def _show_snapshot(snapshot: dict[str, Any]) -> None:
                 f"--incarnation {snapshot['incarnation']} --revision {snapshot['revision']}")
         say("Answer with:")
         if shown["options"]:
-            say(f"  {bind} --option OPTION_UUID")
+            say(f"  {bind} --choice N   (or --option OPTION_UUID)")
         if shown["allow_text"]:
             say(f"  {bind} --text TEXT   (or --stdin)")
         say(f"Cancel with:\n  clankie conversations cancel-question {c} {shown['request_id']} "
@@ -232,6 +236,15 @@ def show(conversation: ConversationArg, as_json: Json = False) -> None:
     if fact:
         detail = fact["project_id"] or fact["reason"] or ""
         say(f"project membership: {fact['status']}" + (f" ({detail})" if detail else ""))
+    runs = got.get("unfinished_runs")
+    if runs is not None:
+        say("runs: none queued or running" if not runs else "runs:")
+        for run in runs:
+            state = (f"running since {run['started_at']}" if run["started_at"] else
+                     f"queued since {run['created_at']}")
+            say(f"  {run['run_id']} ({run['kind']}) {state}")
+        if runs:
+            say(f"  stop with: clankie conversations stop {c}")
 
 
 @app.command()
@@ -329,10 +342,10 @@ def questions(
 ) -> None:
     """Show the pending question (and a named one, with its receipt)."""
     payload: dict[str, Any] = {}
-    if request is not None:
-        payload["request_id"] = request
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
+        if request is not None:
+            payload = _whole_ids(client, c, {"request_id": request}, None, as_json)
         snapshot = call(client, "input_get", {"conversation_id": c, **payload},
                         as_json=as_json)
     print_json(snapshot) if as_json else _show_snapshot(snapshot)
@@ -345,7 +358,11 @@ def answer(
     incarnation: Incarnation,
     revision: Revision,
     option: Annotated[str | None, typer.Option("--option", metavar="OPTION_UUID",
-                                               help="The chosen option's ID.")] = None,
+                                               help="The chosen option's ID (or a unique "
+                                                    "prefix of it).")] = None,
+    choice: Annotated[int | None, typer.Option("--choice", metavar="N", min=1,
+                                               help="The N-th option, numbered as "
+                                                    "`questions` prints them.")] = None,
     text: Annotated[str | None, typer.Option("--text", metavar="TEXT",
                                              help="A text answer.")] = None,
     stdin: Annotated[bool, typer.Option("--stdin", help="Read the text answer from standard "
@@ -353,14 +370,14 @@ def answer(
     as_json: Json = False,
 ) -> None:
     """Answer a question, bound to the incarnation and revision it was shown with."""
-    if sum((option is not None, text is not None, stdin)) != 1:
-        fail_usage("give exactly one of --option, --text and --stdin")
+    if sum((option is not None, choice is not None, text is not None, stdin)) != 1:
+        fail_usage("give exactly one of --option, --choice, --text and --stdin")
     if stdin:
         text = stdin_text(dto.ANSWER_TEXT_MAX)
     payload: dict[str, Any] = {"request_id": request, "incarnation": incarnation,
                                "revision": revision}
-    payload.update({"option_id": option} if option is not None else {"text": text})
-    _resolve("input_answer", conversation, request, payload, as_json)
+    payload.update({"text": text} if text is not None else {"option_id": option})
+    _resolve("input_answer", conversation, request, payload, as_json, choice=choice)
 
 
 @app.command("cancel-question")
@@ -373,10 +390,67 @@ def cancel_question(conversation: ConversationArg, request: RequestArg,
              as_json)
 
 
+def _whole_ids(client: Client, c: str, payload: dict[str, Any], choice: int | None,
+               as_json: bool) -> dict[str, Any]:
+    """`payload` with whole IDs (SPEC section 10 "CLI"): a request, incarnation or option
+    given as a unique prefix (at least 4 hex characters), and `--choice N`, resolved against
+    the snapshot read here; whole IDs are sent as given, without a read."""
+    names = {"request_id": "REQUEST_UUID", "incarnation": "--incarnation",
+             "option_id": "--option"}  # each one's parameter, as the usage error names it
+    partial = [k for k in names if payload.get(k) is not None and not UUID.match(payload[k])]
+    if not partial and choice is None:
+        return payload
+    for key in partial:
+        if not re.fullmatch(r"[0-9a-f][0-9a-f-]{3,35}", payload[key]):
+            raise typer.BadParameter(f"{payload[key]!r} is not an ID or a prefix of one (at "
+                                     "least 4 hex characters)", param_hint=names[key])
+    whole = UUID.match(payload["request_id"]) is not None
+    snapshot = call(client, "input_get", {"conversation_id": c, **(
+        {"request_id": payload["request_id"]} if whole else {})}, as_json=as_json)
+    questions = [q for q in (snapshot["request"], snapshot["pending"]) if q is not None]
+    resolved = dict(payload)
+    if "request_id" in partial:
+        resolved["request_id"] = _one("request_id", payload["request_id"], names,
+                                      [q["request_id"] for q in questions])
+    if "incarnation" in partial:
+        resolved["incarnation"] = _one("incarnation", payload["incarnation"], names,
+                                       [snapshot["incarnation"]])
+    question = next((q for q in questions if q["request_id"] == resolved["request_id"]), None)
+    options = [o["option_id"] for o in question["options"]] if question else []
+    if "option_id" in partial:
+        resolved["option_id"] = _one("option_id", payload["option_id"], names, options)
+    if choice is not None:
+        if not 1 <= choice <= len(options):
+            shown = (f"the question has options 1 to {len(options)}" if options else
+                     "the question shown has no options (read it with `clankie conversations "
+                     f"questions {c}`)")
+            raise typer.BadParameter(f"there is no option {choice}: {shown}",
+                                     param_hint="--choice")
+        resolved["option_id"] = options[choice - 1]
+    return resolved
+
+
+def _one(key: str, given: str, names: dict[str, str], candidates: list[str]) -> str:
+    """The one candidate that starts with `given`; else a usage error naming them."""
+    found = sorted({x for x in candidates if x.startswith(given)})
+    if len(found) == 1:
+        return found[0]
+    what = names[key]
+    noun = {"request_id": "question", "incarnation": "incarnation", "option_id": "option"}[key]
+    known = ", ".join(sorted(set(candidates))) or "none"
+    if not found:
+        raise typer.BadParameter(f"no {noun} the service shows now starts with {given!r} "
+                                 f"(it shows: {known}); give the whole ID", param_hint=what)
+    raise typer.BadParameter(f"{given!r} is ambiguous; it starts " + ", ".join(found),
+                             param_hint=what)
+
+
 def _resolve(op: str, conversation: str, request: str, payload: dict[str, Any],
-             as_json: bool) -> None:
+             as_json: bool, choice: int | None = None) -> None:
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
+        payload = _whole_ids(client, c, payload, choice, as_json)
+        request = payload["request_id"]
         reply = call(client, op, {"conversation_id": c, **payload}, as_json=as_json,
                      explain=_explain_refusal(c, request),
                      inspect=f"clankie conversations questions {c} --request {request}")

@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import stat
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -175,7 +175,7 @@ def check_service() -> tuple[Check, Running | None]:
 def check_model(settings: Settings, running: Running | None) -> Check:
     """The model the running service uses (`service_info`), else the one `serve` would use
     with the settings here; its endpoint asked for its models list (`agent.probe`)."""
-    here = model_in_use(settings)
+    here = replace(model_in_use(settings), key_set=None)  # only a service's is compared
     model, who = _model_checked(here, running)
     if model.provider == "scripted":
         other = (f" (the settings here choose {here.provider}: `clankie serve` uses them "
@@ -190,7 +190,8 @@ def check_model(settings: Settings, running: Running | None) -> Check:
     ignored = _ignored_variable(provider, settings)
     if endpoint_host(url) != model.endpoint_host or (
             model.endpoint_digest is not None and endpoint_digest(url) != model.endpoint_digest):
-        named = (f"another base URL at {endpoint_host(url)}"
+        named = (f"another base URL at {endpoint_host(url)} (here {public_url(url)}; the "
+                 "service's differs in its path or query, which it never says)"
                  if endpoint_host(url) == model.endpoint_host else endpoint_host(url))
         return Check("model", False, f"{who}, but the settings here name {named}: not "
                      f"probed{ignored}",
@@ -198,19 +199,39 @@ def check_model(settings: Settings, running: Running | None) -> Check:
                      f"settings.toml, which both read, rather than in CLANKIE_"
                      f"{setting.upper()} of one shell)")
     variable = KEY_VARIABLES[provider]
-    if url == DEFAULT_URLS[provider] and not os.environ.get(variable):
+    here_key = bool(os.environ.get(variable))
+    # The service says whether it has the key variable (never the key): without it, the
+    # endpoint is asked without one too, as the service's runs ask it.
+    keyless = model.key_set is False
+    # Without a key the Anthropic SDK sends nothing (and would read the variable here).
+    if keyless and (url == DEFAULT_URLS[provider] or provider == "anthropic"):
+        return Check("model", False, f"{who}, but the service has no {variable} in its "
+                     f"environment: every run fails{ignored}",
+                     f"export {variable} in the shell of `clankie serve` and restart it")
+    if url == DEFAULT_URLS[provider] and not here_key:
         return Check("model", False, f"{who}: {variable} is not set here, so its models "
                      f"list was not asked{ignored}",
                      f"export {variable} (in the environment of `clankie serve` too), or "
                      f"set {setting} to a local server")
     from clankie.agent import probe  # the SDKs: only with the extras
 
-    found = probe.models_list(provider, url, MODEL_PROBE_TIMEOUT_S)
+    found = probe.models_list(provider, url, MODEL_PROBE_TIMEOUT_S, keyless=keyless)
+    asked_as = (f" (asked without a key, as the service has no {variable}; this shell's "
+                "was not used)" if keyless and here_key else "")
     if found.outcome == "ok":
         listed = _listed(model.model, found.models)
-        return Check("model", True, f"{who}: its models list answers{listed}{ignored}")
+        return Check("model", True, f"{who}: its models list answers{listed}{asked_as}"
+                                    f"{ignored}")
     detail, fix = _failed(found, provider, public_url(url))
-    return Check("model", False, f"{who}: {detail}{ignored}", fix)
+    if found.outcome in ("bad_key", "no_key") and keyless:
+        return Check("model", False, f"{who}: the endpoint refused a request without a key "
+                     f"({found.detail}), and the service has no {variable} in its "
+                     f"environment{ignored}",
+                     f"export {variable} in the shell of `clankie serve` and restart it")
+    if found.outcome in ("bad_key", "no_key") and model.key_set and not here_key:
+        fix = (f"run doctor with the same {variable} as `clankie serve` (the service has "
+               "one; this shell does not, so doctor asked without it)")
+    return Check("model", False, f"{who}: {detail}{asked_as}{ignored}", fix)
 
 
 def _model_checked(here: ModelInUse, running: Running | None) -> tuple[ModelInUse, str]:
@@ -219,7 +240,8 @@ def _model_checked(here: ModelInUse, running: Running | None) -> tuple[ModelInUs
     if running is not None and running.info is not None:
         used = running.info.get("model") or {}
         return ModelInUse(str(used.get("provider")), used.get("model"),
-                          used.get("endpoint_host"), used.get("endpoint_digest")), \
+                          used.get("endpoint_host"), used.get("endpoint_digest"),
+                          used.get("key_set")), \
             f"the service at {running.url} runs"
     if running is None:
         return here, "no service answered; with the settings here `clankie serve` would run"

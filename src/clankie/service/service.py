@@ -310,7 +310,8 @@ class Service(RunHooks):
             version=__version__, started_at=iso(self.started_at),
             model=dto.ModelOut(provider=model.provider, model=model.model,
                                endpoint_host=model.endpoint_host,
-                               endpoint_digest=model.endpoint_digest),
+                               endpoint_digest=model.endpoint_digest,
+                               key_set=model.key_set),
             settings=settings_shown(self.settings))
 
     # ----------------------------------------------------------------------- questions

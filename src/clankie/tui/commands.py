@@ -2,13 +2,16 @@
 
 Owns the parsing only (pure, no I/O). Exactly `/question`, `/question answer N`,
 `/question text ...`, `/question cancel`, `/stop` (SPEC R7) and `/help` are commands; a malformed
-`/question ...` is a usage hint; every other line, `yes` and `1` included, is a chat
+`/question ...` is a usage hint; any other line that starts with `/` is refused on the spot
+with the commands, the nearest first, and sent nowhere (SPEC section 10 "Operator TUI");
+`//text` is the chat message `/text`; every other line, `yes` and `1` included, is a chat
 message and never an answer (SPEC A2).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 USAGE = ("/question                 show the current question\n"
          "/question answer N        answer with the N-th option shown\n"
@@ -16,7 +19,9 @@ USAGE = ("/question                 show the current question\n"
          "/question cancel          cancel the question shown\n"
          "/stop                     stop Clankie's running run (and those queued behind it)\n"
          "/help                     this help; Ctrl+Q quits\n"
-         "Anything else is a chat message to Clankie; it never answers a question.")
+         "Anything else is a chat message to Clankie; it never answers a question\n"
+         "(to send one that starts with /, begin it with //).")
+COMMANDS = ("/question", "/stop", "/help")
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,13 @@ def parse(line: str) -> Command | None:
         return Help()
     if text == "/stop":
         return Stop()
+    if text.startswith("//"):
+        return Chat(text[1:])
     words = text.split(maxsplit=2)
+    if words[0] in ("/stop", "/help"):
+        return Usage(f"usage: {words[0]} (with nothing after it); nothing was sent")
+    if text.startswith("/") and words[0] != "/question":
+        return Usage(_not_a_command(words[0]))
     if words[0] != "/question":
         return Chat(line.rstrip("\n"))
     if len(words) == 1:
@@ -89,3 +100,9 @@ def parse(line: str) -> Command | None:
         return CancelQuestion()
     return Usage("usage: /question, /question answer N, /question text WORDS, "
                  "/question cancel")
+
+
+def _not_a_command(word: str) -> str:
+    nearest = sorted(COMMANDS, key=lambda c: -SequenceMatcher(None, word, c).ratio())
+    return (f"{word} is not a command; nothing was sent. Commands: {', '.join(nearest)} "
+            "(/help says more). To send a message that starts with /, begin it with //.")
