@@ -258,9 +258,9 @@ def test_r6_an_absurd_retry_after_gives_up_at_once_in_words_not_300_digits(
     attempt, tries = plan(status(429, headers))
     with pytest.raises(ModelError) as caught:
         retry.call(OPENAI, Policy(), harness.waits, attempt)
-    assert str(caught.value) == ("openai: 429 rate limited, gave up after 1 try over 0 s; it "
-                                 "asked to wait over 99,999 s, more than the 90 s left of "
-                                 "model_retry_wait")
+    assert str(caught.value) == ("openai: 429 rate limited, gave up after 1 try and 0 s of "
+                                 "waiting; it asked to wait over 99,999 s, more than the 90 s "
+                                 "left of model_retry_wait")
     assert tries == [1] and harness.slept == []
 
 

@@ -4,6 +4,7 @@ ends a retry's wait, and refuses new connections once stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -60,7 +61,11 @@ def silent_server() -> Iterator[tuple[str, int]]:
     """A TCP listener that accepts and never says a word."""
     server = socket.create_server(("127.0.0.1", 0))
     accepted: list[socket.socket] = []
-    thread = threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True)
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # closed at the end without a connection
+            accepted.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
         yield server.getsockname()[:2]
