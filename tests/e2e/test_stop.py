@@ -177,13 +177,12 @@ def test_r7_cli_stop_stops_the_running_run_and_those_queued_behind_it(world: Wor
 
 
 
+@pytest.mark.parametrize("world", ["openai"], indirect=True)  # the CLI is the same for each
 def test_r7_cli_show_says_which_runs_are_running_or_queued_and_how_to_stop_them(
         world: World):
     """R7: `clankie conversations show` says what `stop` would stop (the conversation's
     running and queued runs, from conversation_get's unfinished_runs), and the command."""
     p, endpoint = world.provider, world.endpoint
-    if p.name != "openai":
-        pytest.skip("the CLI is the same for every provider")
     release = threading.Event()
     endpoint.plan += [held(world, release), p.text("Two.")]
     c = world.conversation()
