@@ -127,7 +127,11 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 @pytest.fixture(params=sorted(PROVIDERS))
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
-    provider = PROVIDERS[request.param]
+    yield from served_world(PROVIDERS[request.param], tmp_path)
+
+
+def served_world(provider: Provider, tmp_path: Path) -> Iterator[World]:
+    """A real `clankie serve` on `provider`, talking to a fake endpoint, until closed."""
     workspace = tmp_path / "project"
     workspace.mkdir()
     with model_endpoint() as endpoint:

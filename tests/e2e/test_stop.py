@@ -19,24 +19,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.served import Served, finished, wait_for
+from tests.e2e.served import finished, wait_for
 from tests.e2e.test_cli import cli
-from tests.e2e.test_providers import ASK, PROVIDERS, World
-from tests.fakes import Reply, error_reply, model_endpoint
+from tests.e2e.test_providers import ASK, PROVIDERS, World, served_world
+from tests.fakes import Reply, error_reply
 
 
 @pytest.fixture(params=sorted(PROVIDERS))
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
-    provider = PROVIDERS[request.param]
-    workspace = tmp_path / "project"
-    workspace.mkdir()
-    with model_endpoint() as endpoint:
-        served = Served.start(tmp_path / "home", env=provider.env(endpoint.url), script=None)
-        w = World(provider, endpoint, served, tmp_path / "home", workspace)
-        try:
-            yield w
-        finally:
-            w.served.stop()
+    yield from served_world(PROVIDERS[request.param], tmp_path)
 
 
 def at(moment: str) -> datetime:

@@ -10,9 +10,8 @@ it becomes a `ModelError`.
 from __future__ import annotations
 
 import json
-import os
 
-from . import endpoint, retry, wire
+from . import retry, wire
 from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, reply_text
 
 DEFAULT_URL = "https://api.anthropic.com"
@@ -25,18 +24,15 @@ class AnthropicModel:
     def __init__(self, model: str, base_url: str | None,
                  policy: retry.Policy = retry.DEFAULT_POLICY,
                  context_budget: int = wire.DEFAULT_BUDGET) -> None:
-        import anthropic
+        from .providers import sdk_client
 
+        anthropic, self._client = sdk_client("anthropic", base_url or DEFAULT_URL,
+                                             policy.timeout)
         self._sdk = retry.Sdk("anthropic", anthropic, "ANTHROPIC_API_KEY", "anthropic_model",
                               "anthropic_base_url")
         self._policy = policy
         self.model = model
         self.context_budget = context_budget
-        timeout = policy.timeout
-        url = base_url or DEFAULT_URL
-        self._client = anthropic.Anthropic(api_key=os.environ.get("ANTHROPIC_API_KEY"),
-                                           base_url=url, timeout=timeout, max_retries=0,
-                                           http_client=endpoint.http_client(url, timeout))
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
              waits: retry.Waits = retry.NO_WAITS) -> list[Text | ToolCall]:

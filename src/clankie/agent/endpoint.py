@@ -21,7 +21,7 @@ import httpx2
 from clankie.client import CheckedBackend
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
-from .stop import ReplyTooLarge, StoppableBackend
+from .stop import ReplyTooLarge, StoppableBackend, cause
 
 HTTPError = httpx2.HTTPError  # what a call through `http_client` raises on the way
 
@@ -91,9 +91,4 @@ def _not_compressed(response: httpx2.Response) -> None:
 
 def refusal(exc: BaseException) -> EndpointNotYours | None:
     """The endpoint refusal behind an SDK's connection error, if that is what it was."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None or isinstance(seen, EndpointNotYours):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return cause(exc, EndpointNotYours)

@@ -11,9 +11,8 @@ failure (`retry.py`, SPEC R6); every failure that ends it becomes a `ModelError`
 from __future__ import annotations
 
 import json
-import os
 
-from . import endpoint, retry, wire
+from . import retry, wire
 from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, reply_text
 
 DEFAULT_URL = "https://api.openai.com/v1"
@@ -25,19 +24,14 @@ class OpenAIChatModel:
     def __init__(self, model: str, base_url: str | None,
                  policy: retry.Policy = retry.DEFAULT_POLICY,
                  context_budget: int = wire.DEFAULT_BUDGET) -> None:
-        import openai
+        from .providers import sdk_client
 
+        openai, self._client = sdk_client("openai", base_url or DEFAULT_URL, policy.timeout)
         self._sdk = retry.Sdk("openai", openai, "OPENAI_API_KEY", "openai_model",
                               "openai_base_url")
         self._policy = policy
         self.model = model
         self.context_budget = context_budget
-        timeout = policy.timeout
-        # Local servers need no key; the SDK insists on one, so a placeholder is given.
-        url = base_url or DEFAULT_URL
-        self._client = openai.OpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
-                                     base_url=url, timeout=timeout, max_retries=0,
-                                     http_client=endpoint.http_client(url, timeout))
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
              waits: retry.Waits = retry.NO_WAITS) -> list[Text | ToolCall]:

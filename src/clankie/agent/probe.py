@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import endpoint, stop
-from .providers import KEY_VARIABLES, public_url
+from .providers import KEY_VARIABLES, public_url, sdk_client
 from .transcript import short_error
 
 Outcome = Literal["ok", "not_found", "unreachable", "timeout", "bad_key", "not_yours",
@@ -28,14 +28,6 @@ class Probe:
     detail: str  # what the endpoint said, never the key
     models: tuple[str, ...] = ()  # on "ok": the IDs of the first page of its models list
     asked: str = ""  # the URL that was asked, when the SDK got as far as asking
-
-
-def key(provider: str, keyless: bool = False) -> str | None:
-    """The key exactly as the provider passes it to its SDK (`openai_chat`,
-    `anthropic_messages`): from its variable, a placeholder for keyless local servers;
-    `keyless`: as a service without the variable passes it."""
-    found = None if keyless else os.environ.get(KEY_VARIABLES[provider])
-    return (found or "not-needed") if provider == "openai" else found
 
 
 def models_list(provider: str, url: str, timeout: float, keyless: bool = False) -> Probe:
@@ -67,17 +59,7 @@ def masked(text: str, secret: str) -> str:
 
 def _models_list(provider: str, url: str, timeout: float, keyless: bool) -> Probe:
     try:
-        sdk: Any
-        if provider == "openai":
-            import openai as sdk
-
-            client: Any = sdk.OpenAI(api_key=key(provider, keyless), base_url=url, timeout=timeout,
-                                     max_retries=0, http_client=endpoint.http_client(url, timeout))
-        else:
-            import anthropic as sdk
-
-            client = sdk.Anthropic(api_key=key(provider, keyless), base_url=url, timeout=timeout,
-                                   max_retries=0, http_client=endpoint.http_client(url, timeout))
+        sdk, client = sdk_client(provider, url, timeout, keyless)
     except Exception as exc:  # the SDK refuses its arguments (e.g. no key at all)
         return Probe("no_key", short_error(exc))
     with client:

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from clankie.settings import Settings
@@ -48,6 +49,26 @@ DEFAULT_URLS = {"openai": "https://api.openai.com/v1",
                 "anthropic": "https://api.anthropic.com"}
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 BASE_URL_SETTINGS = {"openai": "openai_base_url", "anthropic": "anthropic_base_url"}
+
+
+def sdk_client(provider: str, url: str, timeout: float, keyless: bool = False) -> tuple[Any, Any]:
+    """`(sdk module, client)` for `provider` at `url`, made the one way runs and doctor's
+    probe make it: the key only from its variable (none with `keyless`, as a service
+    started without it has none; a keyless OpenAI-compatible server gets a placeholder, as
+    the SDK insists on one), no retries of the SDK's own (R6 retries), and the checked HTTP
+    client (`endpoint.http_client`: another local user's listener gets nothing, T4)."""
+    from . import endpoint
+
+    key = None if keyless else os.environ.get(KEY_VARIABLES[provider])
+    if provider == "openai":
+        import openai as sdk
+
+        return sdk, sdk.OpenAI(api_key=key or "not-needed", base_url=url, timeout=timeout,
+                               max_retries=0, http_client=endpoint.http_client(url, timeout))
+    import anthropic as sdk_
+
+    return sdk_, sdk_.Anthropic(api_key=key, base_url=url, timeout=timeout, max_retries=0,
+                                http_client=endpoint.http_client(url, timeout))
 
 
 def base_url(settings: Settings, provider: str) -> str:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 import httpcore2
 
@@ -35,8 +35,10 @@ try:  # httpcore's stream over a plain socket; private, so checked and optional
 except ImportError:  # pragma: no cover - only another httpcore2 layout
     _SyncStream = None
 
+E = TypeVar("E", bound=BaseException)
+
 __all__ = ["MAX_REPLY_BYTES", "ReplyTooLarge", "StopScope", "StoppableBackend", "Stopped",
-           "bounded", "current", "too_large", "wait", "within"]
+           "bounded", "cause", "current", "too_large", "wait", "within"]
 
 MAX_REPLY_BYTES = 16 * 1024 * 1024  # of one model call's reply, headers included
 
@@ -135,14 +137,19 @@ def bounded(timeout: float, max_bytes: int = MAX_REPLY_BYTES) -> Iterator[None]:
         _bounds.reset(token)
 
 
-def too_large(exc: BaseException) -> ReplyTooLarge | None:
-    """The `ReplyTooLarge` behind an SDK's error, if that is what it was."""
+def cause(exc: BaseException, kind: type[E]) -> E | None:
+    """The `kind` behind `exc` (an SDK wraps our own errors), if that is what it was."""
     seen: BaseException | None = exc
     for _ in range(8):
-        if seen is None or isinstance(seen, ReplyTooLarge):
+        if seen is None or isinstance(seen, kind):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def too_large(exc: BaseException) -> ReplyTooLarge | None:
+    """The `ReplyTooLarge` behind an SDK's error, if that is what it was."""
+    return cause(exc, ReplyTooLarge)
 
 
 def _timeout(timeout: float | None, error: type[Exception]) -> float | None:
