@@ -49,7 +49,7 @@ class Tool:
 
 def _list_summary(a: t.ListFilesArgs, r: dict[str, Any]) -> str:
     more = " (truncated)" if r["truncated"] else ""
-    return f"listed {a.path} depth {a.depth}: {len(r['entries'])} entries{more}"
+    return f"listed {a.path} depth {a.depth}: {_count(r['entries'], 'entry')}{more}"
 
 
 def _read_summary(a: t.ReadFileArgs, r: dict[str, Any]) -> str:
@@ -60,8 +60,9 @@ def _read_summary(a: t.ReadFileArgs, r: dict[str, Any]) -> str:
 
 
 def _search_summary(a: t.SearchTextArgs, r: dict[str, Any]) -> str:
-    more = "+" if r["truncated"] else ""
-    return f"searched {a.path} for {a.pattern!r}: {len(r['matches'])}{more} matches"
+    found = (f"{len(r['matches'])}+ matches" if r["truncated"]
+             else _count(r["matches"], "match"))
+    return f"searched {a.path} for {a.pattern!r}: {found}"
 
 
 def _diff_summary(a: t.GitDiffArgs, r: dict[str, Any]) -> str:
@@ -79,7 +80,8 @@ def _status_summary(a: t.GitStatusArgs, r: dict[str, Any]) -> str:
 
 
 def _count(items: list[Any], noun: str) -> str:
-    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    plural = (noun[:-1] + "ies" if noun.endswith("y") else
+              noun + "es" if noun.endswith(("s", "sh", "ch", "x")) else noun + "s")
     return f"{len(items)} {noun if len(items) == 1 else plural}"
 
 
