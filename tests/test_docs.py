@@ -1,0 +1,87 @@
+"""The project's own documents stay true to the repository: every SPEC rule a test cites is
+described in docs/contract.md, the README and docs/ name only files that exist here (never
+a path outside the repository, issue 19), and the README shows each example script as it is
+in examples/ (the script format of SPEC section 10 "Models"; tests/e2e/test_examples.py runs
+them through `clankie serve --script`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from clankie.agent.scripted import load_script
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACT = ROOT / "docs" / "contract.md"
+README = ROOT / "README.md"
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+# A rule name: a section letter and 1..99 (not a lint code like E501, not a variable like T0).
+RULE = re.compile(r"\b[QSAERVMTWH][1-9][0-9]?\b")
+# A rule described in the contract: a list item that starts with the rule's name in bold.
+DESCRIBED = re.compile(r"^- \*\*([QSAERVMTWH][1-9][0-9]?)\*\*", re.MULTILINE)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+# A path in backquotes that names something in this repository (a top-level folder).
+REPO_PATH = re.compile(r"`((?:docs|examples|bench|src|tests)/[\w./-]*)`")
+# A path that starts by leaving its folder (`../shared/SPEC.md`), not `a/../b` or `../` alone.
+UPWARD = re.compile(r"(?:^|[\s`(\[\"'])\.\./\w", re.MULTILINE)
+
+
+def rules_cited_in_tests() -> set[str]:
+    cited: set[str] = set()
+    for path in (ROOT / "tests").rglob("*.py"):
+        cited |= set(RULE.findall(path.read_text(encoding="utf-8")))
+    return cited
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    return {slug(line.lstrip("#")) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.startswith("#")}
+
+
+def test_every_rule_a_test_cites_is_described_in_the_contract():
+    cited = rules_cited_in_tests()
+    assert {"Q1", "A1", "T1", "W1"} <= cited  # the collection itself works
+    described = set(DESCRIBED.findall(CONTRACT.read_text(encoding="utf-8")))
+    assert sorted(cited - described, key=lambda r: (r[0], int(r[1:]))) == []
+
+
+def test_the_contract_describes_each_rule_once():
+    described = DESCRIBED.findall(CONTRACT.read_text(encoding="utf-8"))
+    assert sorted(r for r in set(described) if described.count(r) > 1) == []
+
+
+def test_the_readme_and_docs_name_only_files_in_the_repository():
+    for doc in DOCUMENTS:
+        text = doc.read_text(encoding="utf-8")
+        assert UPWARD.findall(text) == [], f"{doc.name} points outside the repository"
+        for target in LINK.findall(text):
+            if re.match(r"[a-z]+://", target):
+                continue
+            file, _, anchor = target.partition("#")
+            where = (doc.parent / file) if file else doc
+            assert where.is_file(), f"{doc.name} links to {target}, which is not here"
+            if anchor and where.suffix == ".md":
+                assert anchor in anchors(where), f"{doc.name}: no heading for {target}"
+        for path in REPO_PATH.findall(text):
+            assert (ROOT / path).exists(), f"{doc.name} names {path}, which is not here"
+
+
+def test_the_readme_points_at_the_contract():
+    assert "](docs/contract.md" in README.read_text(encoding="utf-8")
+
+
+def test_each_example_script_loads_and_the_readme_shows_it_as_it_is():
+    examples = sorted((ROOT / "examples").glob("*.json"))
+    assert examples
+    readme = README.read_text(encoding="utf-8")
+    for example in examples:
+        assert load_script(example)["turns"]  # the parser `clankie serve --script` uses
+        shown = "".join(f"    {line}\n" if line else "\n"
+                        for line in example.read_text(encoding="utf-8").splitlines())
+        assert shown in readme, f"the README does not show {example.name} as it is"
