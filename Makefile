@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench chaos soak docs lock clean
+.PHONY: demo test lint bench bench-cli chaos soak docs lock clean
 
 # constraints.txt pins every package that a fresh install resolves (`make lock` makes it
 # anew); the package's own ranges in pyproject.toml stay open for library users.
@@ -35,6 +35,10 @@ test: $(STAMP) lint
 bench: $(STAMP)
 	$(VENV)/bin/python bench/accept.py
 	$(VENV)/bin/python bench/workspace.py
+	$(VENV)/bin/python bench/cli.py
+
+bench-cli: $(STAMP)
+	$(VENV)/bin/python bench/cli.py
 
 soak: $(STAMP)
 	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[dev,soak]'
