@@ -98,7 +98,9 @@ def test_clankie_chat_in_tmux_shows_a_question_cancelled_from_the_cli_as_ended(
     the panel kept its options and "Answer with /question answer N")."""
     with chat_in_tmux(tmp_path) as (served, session, env):
         type_line(session, "Set up tests, please.")
-        screen = screen_shows(session, "2. spaces")  # shown as it comes, no /question
+        screen_shows(session, "Clankie asked a question")
+        type_line(session, "/question")  # as in the issue (the panel shows it anyway)
+        screen = screen_shows(session, "2. spaces")
         assert "question pending, expires in 23 h" in screen
         with served.client() as client:
             c = client.call("conversation_list")["conversations"][0]["conversation_id"]
