@@ -220,3 +220,24 @@ async def test_after_the_service_is_back_the_tui_is_connected_again_at_once():
         fake.start()
         await until(pilot, lambda: app.connected and "disconnected" not in status(app),
                     "connected again", timeout=5)
+
+
+async def test_a_slash_line_that_is_not_a_command_reaches_the_service_not_at_all():
+    """SPEC section 10: text that starts with `/` and is not a command is refused on the
+    spot and sent nowhere (issue 19: `/questoin` and `/quit` each started a model run).
+    Nor does an answer with no question pending leave the app."""
+    fake = FakeService()
+    app = chat(fake)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settled(app, pilot, fake, "start")
+        before = list(fake.calls)
+        for line in ("/questoin", "/quit", "/stop now", "/question answer x", "/exit yes",
+                     "/question answer 1"):
+            await type_line(app, pilot, line)
+        await until(pilot, lambda: "No question is pending; nothing was sent"
+                    in app.transcript(), "the last refusal")
+        await pilot.pause()
+        assert fake.calls == before
+        shown = app.transcript()
+        for word in ("/questoin", "/quit", "/exit"):
+            assert f"{word} is not a command; nothing was sent" in shown
