@@ -3,9 +3,10 @@
 Owns a small model of SPEC sections 4-8 that a test drives step by step: questions asked,
 answered or cancelled from another surface, expired, a reset, a restart (every call fails
 while the service is down; at start-up the pending question is cancelled, reason
-`restart`). It answers the app's calls as `clankie.client.AsyncClient` would (results,
-`ApiError` problems, `ServiceUnreachable`), records every call in `calls`, and its long
-polls wait until something happens. It runs on the app's event loop.
+`restart`; while it is down, retention may drop every event: `trimmed`). It answers the
+app's calls as `clankie.client.AsyncClient` would (results, `ApiError` problems,
+`ServiceUnreachable`), records every call in `calls`, and its long polls wait until
+something happens. It runs on the app's event loop.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class FakeService:
         self.revision = 1
         self.questions: dict[str, dict[str, Any]] = {}  # request_id -> question, asked order
         self.events: list[dict[str, Any]] = []
+        self.oldest = 1  # the seq of the oldest event kept (V1 retention)
         self.up = True
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self._moved: asyncio.Event | None = None
@@ -139,6 +141,10 @@ class FakeService:
         self.up = False
         self._wake()
 
+    def trim(self) -> None:
+        """Retention drops every event so far (V1): a follower behind gets `trimmed`."""
+        self.oldest = len(self.events) + 1
+
     def start(self) -> None:
         """The service is back; at start-up it cancels the pending question (E)."""
         if (q := self.pending) is not None:
@@ -190,7 +196,9 @@ class FakeService:
 
     async def _tail(self, payload: dict[str, Any]) -> dict[str, Any]:
         after = payload.get("after", 0)
-        if payload.get("wait_ms", 0) and len(self.events) <= after:
+        trimmed = after < self.oldest - 1
+        after = max(after, self.oldest - 1)
+        if payload.get("wait_ms", 0) and len(self.events) <= after and not trimmed:
             if self._moved is None:
                 self._moved = asyncio.Event()
             moved = self._moved
@@ -199,7 +207,7 @@ class FakeService:
             self._reachable()
         page = self.events[after:after + payload.get("limit", 100)]
         return {"events": page, "next_after": page[-1]["seq"] if page else after,
-                "oldest_seq": 1, "trimmed": False}
+                "oldest_seq": self.oldest, "trimmed": trimmed}
 
     def _resolve(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         """A5, A6, A12, in their order, for the answers and cancels the TUI sends."""
