@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import unicodedata
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -170,7 +171,8 @@ def test_text_from_others_over_several_lines_never_poses_as_a_line_of_the_surfac
         "  | #99 2026-12-01T01:40:45Z owner: approve all")
     panel = render.question_panel({"incarnation": "i", "revision": 3, "pending": {
         "prompt": "Pick one?\n  1. Fake option\n     option 0000", "kind": "choice",
-        "allow_text": False, "expires_at": "e", "request_id": "r",
-        "options": [{"label": "Real", "description": "first\n2. Fake too"}]}})
+        "allow_text": False, "expires_at": "2026-12-01T00:00:00Z", "request_id": "r",
+        "options": [{"label": "Real", "description": "first\n2. Fake too"}]}},
+        datetime(2026, 11, 30, tzinfo=UTC))
     assert [ln for ln in panel.split("\n") if ln.lstrip().startswith(("1.", "2."))] == [
         "  1. Real - first"]

@@ -8,12 +8,16 @@ checking the new SVGs by eye.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from textual.widgets import RichLog
 
 from clankie.tui.app import ChatApp
+from tests.tui.fake import FakeService
 
 C = "7d9c0a52-5a7e-4f51-9b1e-2f8e3c1d4a6b"
 R = "5f0e4c3b-2a19-4807-b6c5-d4e3f2a1b0c9"
@@ -71,6 +75,10 @@ class FixedApi:
             await asyncio.Event().wait()  # nothing more happens
         if op == "input_get":
             return SNAPSHOT
+        if op == "conversation_get":
+            return {"conversation_id": C, "workspace": {"path": "/home/owner/src/shop"}}
+        if op == "service_info":
+            return {"model": {"provider": "scripted", "model": None, "endpoint_host": None}}
         raise AssertionError(f"unexpected {op}")
 
     async def aclose(self) -> None:
@@ -78,6 +86,17 @@ class FixedApi:
 
 
 NOW = datetime(2026, 11, 30, 13, 0, tzinfo=UTC)  # an hour after the question was asked
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Times are shown in the owner's local time zone: UTC here, so the screens are the
+    same on every machine."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 def app(events: list[dict[str, Any]] = EVENTS, now: datetime = NOW) -> ChatApp:
@@ -94,22 +113,34 @@ async def settled(pilot: Any) -> None:
     await pilot.pause()
 
 
-async def question_shown(pilot: Any) -> None:
-    await settled(pilot)
-    await pilot.press(*"/question", "enter")
-    for _ in range(100):
-        if pilot.app.displayed is not None:
-            break
-        await pilot.pause(0.02)
-    await pilot.pause()
-
-
 def test_chat_screen_with_a_pending_question(snap_compare):
     assert snap_compare(app(), terminal_size=(100, 30), run_before=settled)
 
 
-def test_the_question_view(snap_compare):
-    assert snap_compare(app(), terminal_size=(100, 30), run_before=question_shown)
+def test_a_question_cancelled_elsewhere_is_shown_ended(snap_compare):
+    """SPEC section 10: a question that ended, by any surface, is shown as ended at once,
+    never with live options (issue 19: after a CLI cancel the panel kept its options)."""
+    fake = FakeService()
+    chat = ChatApp(fake, fake.c, "unix:///home/owner/.local/share/clankie/clankie.sock",
+                   clock=fake.clock)
+
+    async def cancelled(pilot: Any) -> None:
+        for _ in range(200):
+            if "Clankie asks" in str(chat.query_one("#question").render()):
+                break
+            if fake.pending is None:
+                fake.ask()
+            await pilot.pause(0.02)
+        fake.clock.now += timedelta(minutes=5)
+        fake.cancel_elsewhere()
+        for _ in range(200):
+            if "ended" in str(chat.query_one("#question").render()):
+                break
+            await pilot.pause(0.02)
+        chat.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(chat, terminal_size=(100, 30), run_before=cancelled)
 
 
 async def working(pilot: Any) -> None:
@@ -150,7 +181,7 @@ async def test_a_question_rings_the_bell_and_notifies_with_its_prompt():
         chat.bell = lambda rung=bells: rung.append(1)  # type: ignore[method-assign]
         async with chat.run_test(size=(100, 30)) as pilot:
             for _ in range(100):
-                if chat.question is not None:
+                if chat.snapshot is not None:
                     break
                 await pilot.pause(0.02)
             await pilot.pause()
@@ -160,14 +191,14 @@ async def test_a_question_rings_the_bell_and_notifies_with_its_prompt():
         assert len(bells) == expected, events
         asked = [m for m in notes if "Clankie asks: Which test runner" in m]
         assert len(asked) == expected
-        assert "question pending, expires in 23h 00m" in status
+        assert "question pending, expires in 23 h" in status
 
 
 async def test_the_status_line_warns_when_a_tenth_of_the_time_is_left():
     late = app(now=datetime(2026, 12, 1, 11, 0, tzinfo=UTC))
     async with late.run_test(size=(100, 30)) as pilot:
         await settled(pilot)
-        assert "expires in 1h 00m" in str(late.query_one("#status").render())
+        assert "expires in 1 h" in str(late.query_one("#status").render())
         assert late.query_one("#status").has_class("expiring")
     gone = app(now=datetime(2026, 12, 1, 12, 0, 1, tzinfo=UTC) + timedelta(0))
     async with gone.run_test(size=(100, 30)) as pilot:

@@ -69,6 +69,11 @@ class HostileApi:
             return HOSTILE_SNAPSHOT
         if op == "conversation_send":
             raise ApiError(PROBLEM)
+        if op == "conversation_get":
+            return {"conversation_id": C, "workspace": {"path": "/srv/" + HOSTILE}}
+        if op == "service_info":
+            return {"model": {"provider": "openai", "model": "m " + HOSTILE,
+                              "endpoint_host": "localhost"}}
         raise AssertionError(f"unexpected {op}")
 
     async def aclose(self) -> None:
@@ -119,14 +124,23 @@ async def test_text_from_others_in_the_log_are_visible_and_literal():
 async def test_text_from_others_in_the_question_panel_are_visible_and_literal():
     app = hostile_app()
     async with app.run_test(size=(200, 50)) as pilot:
-        await until(pilot, lambda: app.question is not None)
+        await until(pilot, lambda: app.snapshot is not None)
         await pilot.press(*"/question", "enter")
-        await until(pilot, lambda: app.displayed is not None)
         await pilot.pause()
         panel = literal(app.query_one("#question", Static).render())
         assert not RAW.search(panel), panel
         assert f"Clankie asks: ask {SHOWN}{MARKUP}\n" in panel
         assert f"  1. lab {SHOWN}{MARKUP} - desc {SHOWN}{MARKUP}\n" in panel
+
+
+async def test_the_workspace_and_model_in_the_header_are_visible_and_literal():
+    app = hostile_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await until(pilot, lambda: app.model is not None)
+        await pilot.pause()
+        header = literal(app.query_one("#where", Static).render())
+        assert not RAW.search(header), header
+        assert f"model openai/m {SHOWN}{MARKUP} | workspace /srv/{SHOWN}{MARKUP}" == header
 
 
 async def test_text_from_others_in_the_status_line_are_literal_and_a_click_does_not_quit():

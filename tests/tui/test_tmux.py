@@ -1,4 +1,5 @@
-"""The real `clankie chat` in a real terminal (tmux): a question answered end to end."""
+"""The real `clankie chat` in a real terminal (tmux): a question answered end to end, and
+one cancelled from the CLI shown as ended."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -39,7 +42,10 @@ def type_line(session: str, text: str) -> None:
     tmux("send-keys", "-t", session, "Enter")
 
 
-def test_clankie_chat_in_tmux_answers_a_question(tmp_path: Path):
+@contextmanager
+def chat_in_tmux(tmp_path: Path) -> Iterator[tuple[Served, str, dict[str, str]]]:
+    """`clankie chat` on a new workspace in a tmux session, against a real `clankie
+    serve`; both stopped after."""
     served = Served.start(tmp_path / "home", script=SCRIPT)
     session = f"clankie-test-{os.getpid()}"
     workspace = tmp_path / "project"
@@ -51,12 +57,23 @@ def test_clankie_chat_in_tmux_answers_a_question(tmp_path: Path):
     tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", "env " + command)
     try:
         screen_shows(session, "Message Clankie")
+        yield served, session, env
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True,
+                       timeout=30)
+        served.stop()
+
+
+def test_clankie_chat_in_tmux_answers_a_question(tmp_path: Path):
+    with chat_in_tmux(tmp_path) as (served, session, _):
+        screen_shows(session, "model scripted (offline)")  # the header
         type_line(session, "Set up tests, please.")
         screen_shows(session, "Clankie asked a question")
         type_line(session, "/question")
         screen_shows(session, "2. spaces")
         type_line(session, "/question answer 2")
         screen_shows(session, "clankie: You chose spaces.")
+        screen_shows(session, "That question ended: answered with spaces")
         with served.client() as client:
             conversation = client.call("conversation_list")["conversations"][0]
             events = client.call("events_tail", {"conversation_id":
@@ -72,10 +89,31 @@ def test_clankie_chat_in_tmux_answers_a_question(tmp_path: Path):
         while _alive(session):
             assert time.monotonic() < deadline, "clankie chat did not quit on Ctrl+Q"
             time.sleep(0.1)
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True,
-                       timeout=30)
-        served.stop()
+
+
+def test_clankie_chat_in_tmux_shows_a_question_cancelled_from_the_cli_as_ended(
+        tmp_path: Path):
+    """SPEC section 10 "Operator TUI": a question that ended, by any surface, is shown as
+    ended at once, never with live options (issue 19: after `cancel-question` from the CLI
+    the panel kept its options and "Answer with /question answer N")."""
+    with chat_in_tmux(tmp_path) as (served, session, env):
+        type_line(session, "Set up tests, please.")
+        screen_shows(session, "Clankie asked a question")
+        type_line(session, "/question")  # as in the issue (the panel shows it anyway)
+        screen = screen_shows(session, "2. spaces")
+        assert "question pending, expires in 23 h" in screen
+        with served.client() as client:
+            c = client.call("conversation_list")["conversations"][0]["conversation_id"]
+            snapshot = client.call("input_get", {"conversation_id": c})
+        cancelled = subprocess.run(
+            [sys.executable, "-m", "clankie", "conversations", "cancel-question", c,
+             snapshot["pending"]["request_id"], "--incarnation", snapshot["incarnation"],
+             "--revision", str(snapshot["revision"])],
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+        assert cancelled.returncode == 0, cancelled.stderr
+        screen = screen_shows(session, "That question ended: cancelled (explicit)")
+        assert "/question answer" not in screen and "2. spaces" not in screen, screen
+        assert "| no question |" in screen, screen
 
 
 def _alive(session: str) -> bool:

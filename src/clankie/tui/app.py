@@ -1,23 +1,28 @@
 """The chat app: the conversation live, an input line, the `/question` commands and `/stop`.
 
-Owns the screen and the binding of an answer to what was displayed: `/question` reads the
-snapshot and keeps it as `displayed`; `/question answer N` sends the N-th displayed
-option with the displayed request, incarnation and revision, once. A conflict is said
-and the question shown again; an uncertain outcome is said as uncertain; nothing is ever
-resubmitted by the app. Network calls run only in workers (Textual's `@work`). A listener
-that is not the owner's service (`NotYours`, SPEC T2) was sent nothing; the app says so with
-the fix and stops following, rather than knocking again and again: its status line says
-"not yours: stopped", and quitting then exits 5, as the CLI does.
+Owns the screen and its one piece of question state: `snapshot`, the latest `input_get`
+snapshot the app read (on start, when a question starts or ends, after a reset, a
+reconnect or a trimmed tail, after an answer or a refusal, when the shown question's
+expiry passes, on `/question`). The panel, the status line and the commands all read it,
+so an ended question is never shown live (SPEC section 10 "Operator TUI"). `/question
+answer N` sends the N-th option the panel shows with its request, incarnation and
+revision, once. A conflict is said and the question shown again; an uncertain outcome is
+said as uncertain; nothing is ever resubmitted by the app. Network calls run only in
+workers (Textual's `@work`). A listener that is not the owner's service (`NotYours`, SPEC
+T2) was sent nothing; the app says so with the fix and stops following, rather than
+knocking again and again: its status line says "not yours: stopped", and quitting then
+exits 5, as the CLI does.
 
-Whatever the app shows goes through `say`, `_status`, `_show` or `notice`: text from
-others with its control and invisible format characters made visible (`clankie.text`),
-and never interpreted as markup (plain `Text`/`Content`, `markup=False`), so a model's
-`[@click=app.quit]` is only words.
+Whatever the app shows goes through `say`, `_header`, `_status`, `_panel` or `notice`:
+text from others with its control and invisible format characters made visible
+(`clankie.text`), and never interpreted as markup (plain `Text`/`Content`,
+`markup=False`), so a model's `[@click=app.quit]` is only words.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -62,6 +67,8 @@ NOT_YOURS_EXIT = 5  # the CLI's exit for a refused listener (SPEC section 10, T2
 # 1 s of the service coming back (SPEC section 10 "Operator TUI"); a try on the home's
 # socket costs the service nothing while it is down.
 RETRY_S = (0.2, 0.5, 0.8)
+# The events after which the snapshot is read again (V3; a reset ends the question too).
+QUESTION_EVENTS = ("input_requested", "input_resolved", "conversation_reset")
 
 
 class Api(Protocol):
@@ -85,11 +92,13 @@ class ChatApp(App[None]):
         super().__init__()
         self.api = api
         self.clock = clock
-        self.question: dict[str, Any] | None = None  # the pending question, as last read
         self.conversation_id = conversation_id
         self.service = service
-        self.displayed: dict[str, Any] | None = None  # the snapshot /question showed
-        self.pending: bool | None = None
+        # The latest snapshot read (S1), None until the first read: the panel, the status
+        # line and the commands read nothing else about the question.
+        self.snapshot: dict[str, Any] | None = None
+        self.workspace: str | None = None  # for the header, read on start (conversation_get)
+        self.model: dict[str, Any] | None = None  # `service_info`'s `model`
         self.running: set[str] = set()
         self.doing: str | None = None  # the latest tool activity of a running run
         self.waiting: dict[str, Any] | None = None  # its wait to ask the model again (R6)
@@ -98,6 +107,7 @@ class ChatApp(App[None]):
         self.after = 0
 
     def compose(self) -> ComposeResult:
+        yield Static(id="where", markup=False)
         yield Static(id="status", markup=False)
         yield RichLog(id="log", wrap=True, markup=False)
         yield Static(id="question", markup=False)
@@ -105,9 +115,11 @@ class ChatApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._header()
         self._status()
-        self.set_interval(1.0, self._status)  # the expiry countdown
+        self.set_interval(1.0, self._tick)  # the expiry countdown
         self.query_one(Input).focus()
+        self.about()
         self.tail()
 
     async def on_unmount(self) -> None:
@@ -132,49 +144,117 @@ class ChatApp(App[None]):
         """The chat log as plain text (for tests and for people who copy it)."""
         return "\n".join(line.text for line in self.query_one(RichLog).lines)
 
+    def _header(self) -> None:
+        self.query_one("#where", Static).update(Content(visible(
+            render.header(self.workspace, self.model))))
+
     def _status(self) -> None:
-        expiry = render.expiry(self.question, self.clock()) if self.pending else None
+        q = self.snapshot["pending"] if self.snapshot else None
         status = self.query_one("#status", Static)
         status.update(Content(visible(render.status_line(
-            self.service, self.conversation_id, self.pending, bool(self.running),
+            self.service, self.conversation_id,
+            render.question_state(self.snapshot, self.clock()), bool(self.running),
             self.connected,
             render.retry_status(self.waiting, self.clock()) if self.waiting else self.doing,
-            expiry[0] if expiry else None,
             refused=self.refused is not None))))
-        status.set_class(bool(expiry and expiry[1]), "expiring")
+        status.set_class(q is not None and render.expiry(q, self.clock())[1], "expiring")
 
-    def _show(self, snapshot: dict[str, Any]) -> None:
-        self.displayed = snapshot if snapshot["pending"] is not None else None
-        self.pending = snapshot["pending"] is not None
-        self.question = snapshot["pending"]
+    def _panel(self) -> None:
         panel = self.query_one("#question", Static)
-        panel.update(Content(visible(render.question_panel(snapshot))))
-        panel.set_class(True, "shown")
+        if self.snapshot is not None:
+            panel.update(Content(visible(render.question_panel(self.snapshot, self.clock()))))
+        panel.set_class(render.panel_shown(self.snapshot), "shown")
+
+    def _take(self, snapshot: dict[str, Any]) -> None:
+        """Keep `snapshot` if it is not older than the one kept (revisions only grow, S1,
+        so a read that raced a newer one is dropped), and show it everywhere at once."""
+        if self.snapshot is None or snapshot["revision"] >= self.snapshot["revision"]:
+            self.snapshot = snapshot
+        self._panel()
         self._status()
 
-    def _hide_question(self) -> None:
-        self.displayed = None
-        self.query_one("#question", Static).set_class(False, "shown")
+    def _tick(self) -> None:
+        """Each second: the countdown and the panel's relative times; a shown question past
+        its expiry is read again (S5 commits the expiry on use) rather than shown live."""
+        self._panel()
+        self._status()
+        q = self.snapshot["pending"] if self.snapshot else None
+        if q is not None and self.connected and render.expiry(q, self.clock())[0] == "expired":
+            self.read_again()
+
+    async def _read(self, request_id: str | None = None) -> dict[str, Any]:
+        """Read the snapshot with the question the panel is about (or `request_id`, a newer
+        one an event named), so a question that ended is shown as ended; one evicted
+        meanwhile (A3) is left out."""
+        payload: dict[str, Any] = {"conversation_id": self.conversation_id}
+        about = request_id or render.shown_request(self.snapshot)
+        try:
+            snapshot = await self.api.call("input_get",
+                                           {**payload, "request_id": about} if about else payload)
+        except ApiError as exc:
+            if exc.code != "unknown_request" or about is None:
+                raise
+            snapshot = await self.api.call("input_get", payload)
+        self._take(snapshot)
+        return snapshot
+
+    @work(exclusive=True, group="read")
+    async def read_again(self) -> None:
+        with contextlib.suppress(ApiError, NotYours, ServiceUnreachable, Uncertain):
+            await self._read()  # if it fails, the tail says what is wrong with the service
+
+    @work(group="about")
+    async def about(self) -> None:
+        """The header: the conversation's workspace and the service's model, read on start
+        and after a reconnect (a restarted service may run another model)."""
+        try:
+            got = await self.api.call("conversation_get",
+                                      {"conversation_id": self.conversation_id})
+            self.workspace = (got.get("workspace") or {}).get("path")
+            self.model = (await self.api.call("service_info"))["model"]
+        except (ApiError, NotYours, ServiceUnreachable, Uncertain):
+            pass  # shown as `?`; the tail says what is wrong with the service
+        self._header()
 
     # ------------------------------------------------------------------------- events
 
     @work(exclusive=True, group="tail")
     async def tail(self) -> None:
-        """Follow the conversation (V1); fetch the snapshot when a question starts or ends,
-        after a reconnect and after a trimmed tail (V3); never treat anything else as one."""
+        """Follow the conversation (V1). The snapshot is read first, on start and after a
+        reconnect, so the status is known at once, not when a long poll ends (up to 25 s on
+        a quiet conversation); then again when a question starts or ends, on a reset and
+        after a trimmed tail (V3); never because of anything else."""
         failures = 0
+        stale = True  # the snapshot must be read before the next long poll
         while True:
-            # After a failure, the first try does not wait for events: the service that
-            # answers it is connected at once, not when a long poll ends (up to 25 s).
-            wait_ms = 0 if failures else TAIL_WAIT_MS
             try:
+                if stale:
+                    await self._read()
+                    stale = False
+                    if failures:
+                        self.about()
+                    failures = 0
+                    self.connected = True
+                    self._status()
                 asked = time.monotonic()
                 page = await self.api.call("events_tail", {
                     "conversation_id": self.conversation_id, "after": self.after,
-                    "limit": 500, "wait_ms": wait_ms})
-                if wait_ms and not page["events"] and \
-                        time.monotonic() - asked < EMPTY_AT_ONCE_S:
+                    "limit": 500, "wait_ms": TAIL_WAIT_MS})
+                if not page["events"] and time.monotonic() - asked < EMPTY_AT_ONCE_S:
                     await asyncio.sleep(PAUSE_AFTER_EMPTY_S)
+                if page["trimmed"]:
+                    self.say(f"(events before #{page['oldest_seq']} were trimmed)")
+                moved = [e for e in page["events"] if e["type"] in QUESTION_EVENTS]
+                for event in page["events"]:
+                    self._apply(event)
+                self.after = page["next_after"]
+                if moved or page["trimmed"]:
+                    named = [e["request_id"] for e in moved if "request_id" in e]
+                    snapshot = await self._read(named[-1] if named else None)
+                    if snapshot["pending"] is not None and any(
+                            e["type"] == "input_requested" for e in moved):
+                        self._announce(snapshot["pending"])
+                self._status()
             except (ServiceUnreachable, Uncertain) as exc:
                 self.connected = False
                 self._status()
@@ -182,7 +262,7 @@ class ChatApp(App[None]):
                     self.notice(f"Lost the service: {exc}", severity="warning")
                 await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
                 failures += 1
-                continue
+                stale = True
             except ApiError as exc:
                 self.notice(f"{exc.code}: {exc.detail}", severity="error")
                 return
@@ -194,20 +274,11 @@ class ChatApp(App[None]):
                          "chat` again.", style="bold")
                 self.notice(str(exc), title="Not your service", severity="error")
                 return
-            recovered = failures > 0 or self.after == 0
-            failures = 0
-            self.connected = True
-            if page["trimmed"]:
-                self.say(f"(events before #{page['oldest_seq']} were trimmed)")
-            question_moved = recovered or page["trimmed"]
-            for event in page["events"]:
-                question_moved |= event["type"] in ("input_requested", "input_resolved")
-                self._apply(event)
-            self.after = page["next_after"]
-            if question_moved:
-                await self._refresh_pending(announce=any(
-                    e["type"] == "input_requested" for e in page["events"]))
-            self._status()
+
+    def _announce(self, question: dict[str, Any]) -> None:
+        self.bell()  # heard from another window too
+        self.notice(f"Clankie asks: {question['prompt'][:200]}\nThe panel below shows it.",
+                    title="A question")
 
     def _apply(self, event: dict[str, Any]) -> None:
         if event["type"] == "run_status":
@@ -226,21 +297,6 @@ class ChatApp(App[None]):
             self.say(str(line), style="dim")
         elif line is not None:
             self.say(line)
-
-    async def _refresh_pending(self, announce: bool) -> None:
-        try:
-            snapshot = await self.api.call("input_get",
-                                           {"conversation_id": self.conversation_id})
-        except (ApiError, NotYours, ServiceUnreachable, Uncertain):
-            return
-        # What /question displayed stays displayed: answering it after it ended is refused
-        # by the service, and the app then says so and shows the question as it is now.
-        self.pending = snapshot["pending"] is not None
-        self.question = snapshot["pending"]
-        if announce and self.question is not None:
-            self.bell()  # heard from another window too
-            self.notice(f"Clankie asks: {self.question['prompt'][:200]}\n/question shows it.",
-                        title="A question")
 
     # ----------------------------------------------------------------------- commands
 
@@ -263,11 +319,15 @@ class ChatApp(App[None]):
             self._answer_displayed(command)
 
     def _answer_displayed(self, command: AnswerOption | AnswerText | CancelQuestion) -> None:
-        shown = self.displayed
+        shown = self.snapshot  # what the panel shows: the answer binds to it
         if shown is None:
-            self.say("No question is displayed: run /question first.")
+            self.say("The question is not read yet (the service has not answered); "
+                     "nothing was sent.")
             return
         q = shown["pending"]
+        if q is None:
+            self.say("No question is pending; nothing was sent.")
+            return
         payload = {"conversation_id": self.conversation_id, "request_id": q["request_id"],
                    "incarnation": shown["incarnation"], "revision": shown["revision"]}
         if isinstance(command, AnswerOption):
@@ -315,11 +375,18 @@ class ChatApp(App[None]):
 
     @work(exclusive=True, group="show")
     async def show_question(self) -> None:
+        await self._show()
+
+    async def _show(self, quiet: bool = False) -> None:
+        """Read the snapshot and show it; say so when no question is pending (unless
+        `quiet`: after an answer, the panel says the question ended)."""
         try:
-            self._show(await self.api.call("input_get",
-                                           {"conversation_id": self.conversation_id}))
+            snapshot = await self._read()
         except (ApiError, NotYours, ServiceUnreachable, Uncertain) as exc:
             self.say(f"Could not read the question: {exc}")
+            return
+        if snapshot["pending"] is None and not quiet:
+            self.say("No question is pending.")
 
     @work(group="answer")
     async def resolve(self, op: str, payload: dict[str, Any]) -> None:
@@ -335,20 +402,21 @@ class ChatApp(App[None]):
             return
         except Uncertain:
             self.say("The outcome is uncertain: the service may have received the answer, "
-                     "but no reply came. It was not sent again; /question shows where it "
+                     "but no reply came. It was not sent again; the panel shows where it "
                      "stands.")
+            await self._show()
             return
         except (NotYours, ServiceUnreachable) as exc:
             self.say(f"Not sent: {exc}")
             return
         receipt = reply["receipt"]
-        self._hide_question()
         if receipt["outcome"] == "cancelled":
             self.say("Cancelled the question." if not reply["duplicate"]
                      else "Already cancelled.")
         else:
             self.say(("Already accepted" if reply["duplicate"] else "Accepted") +
                      f" (receipt {receipt['receipt_id'][:8]}): Clankie continues with it.")
+        await self._show(quiet=True)
 
     async def _refused(self, exc: ApiError) -> None:
         if exc.code in ("stale_revision", "stale_incarnation"):
@@ -362,8 +430,4 @@ class ChatApp(App[None]):
         else:
             self.say(f"Refused: {exc.code}: {exc.detail}")
             return
-        try:
-            self._show(await self.api.call("input_get",
-                                           {"conversation_id": self.conversation_id}))
-        except (ApiError, NotYours, ServiceUnreachable, Uncertain) as err:
-            self.say(f"Could not read the question: {err}")
+        await self._show()

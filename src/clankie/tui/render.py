@@ -6,17 +6,29 @@ answer N` uses; the panel shows the incarnation and revision an answer will be b
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from clankie import when
 from clankie.text import continued
 
 
-def question_panel(snapshot: dict[str, Any]) -> str:
+def shown_request(snapshot: dict[str, Any] | None) -> str | None:
+    """The request the panel is about: the pending question, else the ended one the
+    snapshot was read with (`request`), else none."""
+    if snapshot is None:
+        return None
+    q = snapshot.get("pending") or snapshot.get("request")
+    return str(q["request_id"]) if q else None
+
+
+def question_panel(snapshot: dict[str, Any], now: datetime) -> str:
+    """The panel: the pending question with its numbered options and what an answer binds
+    to; else the question last asked, said to have ended (never with its options)."""
     q = snapshot.get("pending")
     if q is None:
-        return "No question is pending."
+        return _ended(snapshot.get("request"), now)
     lines = [f"Clankie asks: {continued(q['prompt'])}"]
     for number, option in enumerate(q["options"], start=1):
         description = f" - {option['description']}" if option["description"] else ""
@@ -27,10 +39,37 @@ def question_panel(snapshot: dict[str, Any]) -> str:
         lines.append("  Answer with /question answer N, or in words: /question text WORDS")
     else:
         lines.append("  Answer with /question answer N (text is not allowed)")
-    lines.append(f"  /question cancel cancels it.  Expires {q['expires_at']}")
+    lines.append(f"  /question cancel cancels it.  Expires {when.shown(q['expires_at'], now)}")
     lines.append(f"  request {q['request_id']}")
     lines.append(f"  incarnation {snapshot['incarnation']}, revision {snapshot['revision']}")
     return "\n".join(lines)
+
+
+def _ended(q: dict[str, Any] | None, now: datetime) -> str:
+    if q is None or q["status"] == "pending":  # pending: the snapshot says none is now
+        return "No question is pending."
+    receipt = q.get("receipt") or {}
+    outcome = receipt.get("outcome", q["status"])
+    reason = receipt.get("reason")
+    chosen = (receipt.get("answer") or {})
+    if "option_id" in chosen:
+        label = next((o["label"] for o in q["options"]
+                      if o["option_id"] == chosen["option_id"]), chosen["option_id"])
+        outcome += f" with {continued(label, '    ')}"
+    elif "text" in chosen:
+        outcome += " in words"
+    elif reason and reason != outcome:
+        outcome += f" ({reason})"
+    at = f", {when.shown(receipt['resolved_at'], now)}" if receipt.get("resolved_at") else ""
+    return "\n".join(["No question is pending.",
+                      f"  Clankie asked: {continued(q['prompt'], '    ')}",
+                      f"  That question ended: {outcome}{at}.",
+                      f"  request {q['request_id']}"])
+
+
+def panel_shown(snapshot: dict[str, Any] | None) -> bool:
+    """Whether the panel has a question to show, pending or ended."""
+    return shown_request(snapshot) is not None
 
 
 def event_line(event: dict[str, Any]) -> str | None:
@@ -41,7 +80,7 @@ def event_line(event: dict[str, Any]) -> str | None:
                                                                           event["author"])
         return f"{who}: {continued(event['text'])}"
     if kind == "input_requested":
-        return "Clankie asked a question; /question shows it."
+        return "Clankie asked a question."
     if kind == "input_resolved":
         return f"The question {event['request_id'][:8]} ended: {event['outcome']}."
     if kind == "conversation_reset":
@@ -72,36 +111,54 @@ def activity_line(event: dict[str, Any]) -> str | None:
 def retry_status(event: dict[str, Any], now: datetime) -> str:
     """What the status line says while a run waits to ask the model again (R6): "model
     busy, retrying in 7 s", counting down to the event's `retry_at`."""
-    retry_at = datetime.fromisoformat(event["retry_at"].replace("Z", "+00:00"))
-    left = math.ceil((retry_at - now).total_seconds())
-    return f"model busy, retrying in {left} s" if left > 0 else "model busy, trying again"
+    left = (when.parse(event["retry_at"]) - now).total_seconds()
+    return f"model busy, retrying in {when.span(left)}" if left > 0 \
+        else "model busy, trying again"
 
 
-def expiry(question: dict[str, Any] | None, now: datetime) -> tuple[str, bool] | None:
-    """How long until the pending question expires, and whether it is in the last 10% of
-    its time (a warning)."""
-    if question is None:
-        return None
-    asked = datetime.fromisoformat(question["asked_at"].replace("Z", "+00:00"))
-    expires = datetime.fromisoformat(question["expires_at"].replace("Z", "+00:00"))
+def expiry(question: dict[str, Any], now: datetime) -> tuple[str, bool]:
+    """How long until the pending question expires ("expires in 23 h 58 min", worded by
+    `clankie.when`, as in the panel), and whether it is in the last 10% of its time."""
+    asked, expires = when.parse(question["asked_at"]), when.parse(question["expires_at"])
     left = (expires - now).total_seconds()
     warning = left <= 0.1 * max((expires - asked).total_seconds(), 1)
     if left <= 0:
         return "expired", True
-    hours, rest = divmod(int(left), 3600)
-    minutes, seconds = divmod(rest, 60)
-    text = f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds:02d}s"
-    return f"expires in {text}", warning
+    return f"expires in {when.span(left)}", warning
 
 
-def status_line(service: str, conversation_id: str, pending: bool | None, working: bool,
-                connected: bool, doing: str | None = None, expires: str | None = None,
-                refused: bool = False) -> str:
-    """`refused`: the listener is not the owner's service (T2) and the app stopped
-    following it; nothing is retried, so the line must not say it is."""
-    question = {None: "question: ?", True: "question pending", False: "no question"}[pending]
-    if pending and expires:
-        question = f"question pending, {expires}"
+def question_state(snapshot: dict[str, Any] | None, now: datetime) -> str:
+    """The status line's word on the question, from the same snapshot as the panel."""
+    if snapshot is None:
+        return "question: ?"
+    if snapshot["pending"] is None:
+        return "no question"
+    return f"question pending, {expiry(snapshot['pending'], now)[0]}"
+
+
+def header(workspace: str | None, model: dict[str, Any] | None) -> str:
+    """Which model answers and where the conversation works: `model openai/gpt-4o-mini |
+    workspace ~/src/app` (the model first: a long path is cut at the screen's edge);
+    `?` for what could not be read."""
+    if workspace is not None:
+        home = str(Path.home())
+        if workspace == home or workspace.startswith(home.rstrip("/") + "/"):
+            workspace = "~" + workspace[len(home):]
+    if model is None:
+        named = "?"
+    elif model["provider"] == "scripted" or not model.get("model"):
+        named = f"{model['provider']} (offline)" if model["provider"] == "scripted" \
+            else model["provider"]
+    else:
+        named = f"{model['provider']}/{model['model']}"
+    return f"model {named} | workspace {workspace or '(none)'}"
+
+
+def status_line(service: str, conversation_id: str, question: str, working: bool,
+                connected: bool, doing: str | None = None, refused: bool = False) -> str:
+    """`question`: `question_state`'s words. `refused`: the listener is not the owner's
+    service (T2) and the app stopped following it; nothing is retried, so the line must
+    not say it is."""
     if service.startswith("unix://"):
         service = "unix:" + service.rsplit("/", 1)[-1]
     busy = f"Clankie: {doing[:60]}" if doing else "Clankie is working..."
