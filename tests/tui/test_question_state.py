@@ -244,3 +244,33 @@ async def test_a_slash_line_that_is_not_a_command_reaches_the_service_not_at_all
         shown = app.transcript()
         for word in ("/questoin", "/quit", "/exit"):
             assert f"{word} is not a command; nothing was sent" in shown
+
+
+async def test_an_answer_typed_for_one_question_is_never_sent_to_the_next():
+    """The panel follows the latest snapshot, so a question can replace another while the
+    owner types: the line begun under question A is refused, not sent to B (an answer is
+    never taken for the wrong question); begun again under B, it is sent to B."""
+    fake = FakeService()
+    fake.ask("Tabs or spaces?")
+    app = chat(fake)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settled(app, pilot, fake, "start")
+        first = fake.pending
+        assert first is not None
+        app.query_one(Input).value = "/question answer"  # begun under A
+        await pilot.pause()
+        fake.answer_elsewhere()
+        fake.ask("Which licence?")
+        await settled(app, pilot, fake, "a new question")
+        second = fake.pending
+        assert second is not None and "Which licence?" in panel(app)
+        before = len(fake.calls)
+        app.query_one(Input).value = "/question answer 2"
+        await pilot.press("enter")
+        await until(pilot, lambda: "changed while you typed" in app.transcript(),
+                    "the refusal")
+        assert not [op for op, _ in fake.calls[before:] if op == "input_answer"]
+        await type_line(app, pilot, "/question answer 2")
+        await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
+        sent = [p for op, p in fake.calls[before:] if op == "input_answer"]
+        assert [p["request_id"] for p in sent] == [second["request_id"]]

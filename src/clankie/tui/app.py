@@ -105,6 +105,9 @@ class ChatApp(App[None]):
         self.connected = True
         self.refused: NotYours | None = None  # the tail stopped: the listener is not ours
         self.after = 0
+        # The question the panel showed when the line being typed was begun: an answer
+        # typed for one question is never sent to another that replaced it meanwhile.
+        self.typed_against: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="where", markup=False)
@@ -300,7 +303,15 @@ class ChatApp(App[None]):
 
     # ----------------------------------------------------------------------- commands
 
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if not event.value:
+            self.typed_against = None
+        elif self.typed_against is None:
+            q = self.snapshot["pending"] if self.snapshot else None
+            self.typed_against = q["request_id"] if q else ""
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        against, self.typed_against = self.typed_against, None
         event.input.value = ""
         command = parse(event.value)
         if command is None:
@@ -316,9 +327,11 @@ class ChatApp(App[None]):
         elif isinstance(command, Stop):
             self.stop_runs()
         else:
-            self._answer_displayed(command)
+            self._answer_displayed(command, against)
 
-    def _answer_displayed(self, command: AnswerOption | AnswerText | CancelQuestion) -> None:
+    def _answer_displayed(self, command: AnswerOption | AnswerText | CancelQuestion,
+                          against: str | None) -> None:
+        """`against`: the question the panel showed when the line was begun."""
         shown = self.snapshot  # what the panel shows: the answer binds to it
         if shown is None:
             self.say("The question is not read yet (the service has not answered); "
@@ -327,6 +340,10 @@ class ChatApp(App[None]):
         q = shown["pending"]
         if q is None:
             self.say("No question is pending; nothing was sent.")
+            return
+        if against is not None and against != q["request_id"]:
+            self.say("The question changed while you typed: read the one shown now and "
+                     "answer again; nothing was sent.")
             return
         payload = {"conversation_id": self.conversation_id, "request_id": q["request_id"],
                    "incarnation": shown["incarnation"], "revision": shown["revision"]}
