@@ -21,6 +21,7 @@ from clankie.home import (
     operator_token,
     problems,
     read_token_file,
+    service_url,
     write_token_file,
 )
 from clankie.store.db import Store, StoreUnusable
@@ -149,3 +150,60 @@ def test_t1_a_home_given_with_tilde_or_relative_is_one_absolute_folder(
     monkeypatch.chdir(tmp_path)
     assert Home.from_env({"CLANKIE_HOME": "~/clankie-x"}).path == tmp_path / "clankie-x"
     assert Home.from_env({"CLANKIE_HOME": "rel/h"}).path == tmp_path / "rel" / "h"
+
+
+def test_a_missing_home_is_refused_where_it_is_read_but_not_for_a_token_alone(tmp_path: Path):
+    """SPEC section 10 "Setting up and running" and T1: every command that reads the home
+    refuses a missing one with the fix; the token lookup behind CLANKIE_URL, which may
+    name a service elsewhere, finds no token instead."""
+    home = Home(tmp_path / "never-made")
+    [missing] = problems(home)
+    assert (missing.where, missing.path, missing.trust) == ("home", home.path, False)
+    assert missing.problem == "does not exist" and "clankie init" in missing.fix
+    with pytest.raises(UnsafeHome) as refused:
+        service_url(home, {})
+    assert refused.value.headline == f"cannot use the home: {home.path} does not exist"
+    assert service_url(home, {"CLANKIE_URL": "unix:///elsewhere.sock"}) == \
+        "unix:///elsewhere.sock"
+    assert operator_token(home, {}) is None
+    assert problems(home, missing_ok=True) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_home_under_a_file_is_refused_by_init_and_nothing_is_made(tmp_path: Path):
+    above = tmp_path / "notes.txt"
+    above.write_text("keep\n")
+    home = Home(above / "a" / "home")
+    with pytest.raises(UnsafeHome) as refused:
+        make_home(home)
+    assert refused.value.unsafe.path == home.path
+    assert refused.value.unsafe.problem == f"cannot be made: {above} is not a folder"
+    [found] = problems(home)
+    assert found.problem == f"does not exist, and cannot be made: {above} is not a folder"
+    assert above.read_text() == "keep\n" and [p.name for p in tmp_path.iterdir()] == [
+        "notes.txt"]
+
+
+def test_a_store_that_cannot_be_opened_is_said_plainly(tmp_path: Path):
+    """How opening the store fails when its folder went away (or turned read-only) after
+    the home was checked: `StoreUnusable`, naming the store and the cause."""
+    path = tmp_path / "gone" / "clankie.db"
+    with pytest.raises(StoreUnusable) as refused:
+        Store(path)
+    assert str(refused.value).startswith(f"the store {path} cannot be opened (No such file")
+
+
+@pytest.mark.parametrize("mode", [0o500, 0o300, 0o600])
+def test_a_home_its_owner_may_not_write_or_enter_is_refused_with_chmod(home: Home, mode: int):
+    """Not writable by permission: said from the mode bits (root, who runs CI, passes
+    every access check, so the bits are what is looked at), with the fix."""
+    home.path.chmod(mode)
+    try:
+        with pytest.raises(UnsafeHome) as refused:
+            check(home)
+        assert refused.value.headline == (
+            f"cannot use the home: {home.path} is not open to you (mode {mode:o}: clankie "
+            "reads and writes there)")
+        assert refused.value.unsafe.fix == f"chmod 700 {home.path}"
+    finally:
+        home.path.chmod(0o700)

@@ -14,6 +14,11 @@ checked here is still the one opened by name afterwards (by SQLite, by the setti
 loader); the files opened here are opened with `O_NOFOLLOW` and checked again on the
 open descriptor, and new ones are created with `O_EXCL`. A check is a few `lstat` calls.
 
+A home can also be unusable without being unsafe: missing (only `init` makes one), not a
+folder, under a file or a folder the user may not enter, or (for `init` and `serve`, which
+write in it) on a read-only file system or not writable by the user. Those are refused the
+same way, from the same checks, before anything is created or opened.
+
 It imports nothing of the CLI or HTTP layers: a refusal is `UnsafeHome`, carrying the
 path, what is wrong and the fix, which a surface shows as it is (exit 2).
 """
@@ -26,7 +31,7 @@ import os
 import pwd
 import stat
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -97,36 +102,48 @@ class Home:
 
 @dataclass(frozen=True)
 class Unsafe:
-    """One thing that makes a home untrustworthy: `where` is "parents", "home" or "files"."""
+    """One thing that makes a home untrustworthy (`trust`: T1) or unusable (missing, not a
+    folder, read-only...): `where` is "parents", "home" or "files"."""
 
     where: str
     path: Path
     problem: str
     fix: str
+    trust: bool = True
 
 
 class UnsafeHome(Exception):
     """The home, a folder above it or a file in it could have been changed by someone
-    else: nothing in it is used. Said to the user as `str(exc)` and `exc.unsafe.fix`."""
+    else, or the home cannot be used: nothing in it is used. Said to the user as
+    `exc.headline` and `exc.unsafe.fix`."""
 
     def __init__(self, unsafe: Unsafe) -> None:
         self.unsafe = unsafe
         super().__init__(f"{unsafe.path} {unsafe.problem}")
 
+    @property
+    def headline(self) -> str:
+        return f"{'unsafe home' if self.unsafe.trust else 'cannot use the home'}: {self}"
+
 
 # Checking.
 
-def problems(home: Home) -> list[Unsafe]:
-    """Everything that makes `home` untrustworthy, outermost first: the folders above it,
-    the home itself, then (only when the home is sound) its files. A home that does not
-    exist yet has nothing to distrust but the folders above it."""
+def problems(home: Home, *, write: bool = False, missing_ok: bool = False) -> list[Unsafe]:
+    """Everything that makes `home` untrustworthy or unusable, outermost first: the folders
+    above it, the home itself, then (only when the home is sound) its files. A home that
+    does not exist is a problem unless `missing_ok` (then only the folders above it count);
+    `write`: also one clankie cannot write in (read-only file system, permissions)."""
     path = _absolute(home.path)
     found = _parent_problems(path)
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
-        return found
-    own = _home_problem(path, st)
+    except (FileNotFoundError, NotADirectoryError):
+        if missing_ok:
+            return found
+        return [*found, _missing_problem(path)]
+    except OSError as exc:  # a folder above that the user may not enter
+        return [*found, _unreachable(path, exc)]
+    own = _home_problem(path, st) or (_write_problem(path) if write else None)
     if own is not None:
         return [*found, own]
     for name, remedy in FILES.items():
@@ -140,9 +157,10 @@ def problems(home: Home) -> list[Unsafe]:
     return found
 
 
-def check(home: Home) -> None:
-    """Refuse (`UnsafeHome`, the outermost problem) a home that is not the user's alone."""
-    found = problems(home)
+def check(home: Home, *, write: bool = False, missing_ok: bool = False) -> None:
+    """Refuse (`UnsafeHome`, the outermost problem) a home that is not the user's alone or
+    cannot be used (see `problems`)."""
+    found = problems(home, write=write, missing_ok=missing_ok)
     if found:
         raise UnsafeHome(found[0])
 
@@ -151,7 +169,8 @@ def make_home(home: Home) -> None:
     """For `init`: check the folders above, create what is missing (folders above 0755 at
     most, whatever the umask; the home 0700), check the home and its files, and make the
     home 0700. An existing home is refused rather than repaired: what someone else left in
-    it stays theirs to explain."""
+    it stays theirs to explain. A home that cannot be made (a file on the way, a read-only
+    file system, a folder the user may not write in) is refused before anything is made."""
     path = _absolute(home.path)
     found = _parent_problems(path)
     if found:
@@ -161,13 +180,102 @@ def make_home(home: Home) -> None:
     while not os.path.lexists(folder):
         missing.append(folder)
         folder = folder.parent
+    if missing:
+        blocked = _cannot_make(path)
+        if blocked is not None:
+            raise UnsafeHome(blocked)
     for folder in reversed(missing):
-        os.mkdir(folder, 0o700 if folder == path else 0o755)
+        try:
+            os.mkdir(folder, 0o700 if folder == path else 0o755)
+        except OSError as exc:  # changed since it was looked at: said all the same
+            raise UnsafeHome(_cannot_make(path) or _unusable(
+                path, f"cannot be made: {exc.strerror} ({folder})", _ELSEWHERE)) from None
         mode = stat.S_IMODE(os.lstat(folder).st_mode)
         if mode & 0o700 != 0o700:  # the umask took the owner's own bits
             os.chmod(folder, mode | 0o700)
-    check(home)
+    check(home, write=True)
     os.chmod(path, 0o700)  # not a link (just checked), and no one else can swap it in
+
+
+# Usable: there, a folder, reachable and (for `init` and `serve`) writable.
+
+_ELSEWHERE = "set CLANKIE_HOME to a folder of your own on a writable disk, then run " \
+             "`clankie init`"
+
+
+def _unusable(path: Path, problem: str, fix: str) -> Unsafe:
+    return Unsafe("home", path, problem, fix, trust=False)
+
+
+def _missing_problem(path: Path) -> Unsafe:
+    blocked = _cannot_make(path)
+    if blocked is not None:
+        return replace(blocked, problem=f"does not exist, and {blocked.problem}")
+    return _unusable(path, "does not exist", "run `clankie init` to make it, or check "
+                     "CLANKIE_HOME (it names the home `clankie init` made)")
+
+
+def _cannot_make(path: Path) -> Unsafe | None:
+    """Why `init` could not make the missing `path`, looking at the nearest thing above it
+    that exists: a file, a folder the user may not enter or write in, or a read-only file
+    system; None when it can."""
+    for folder in path.parents:
+        try:
+            st = os.stat(folder)  # a link above is the user's or root's (T1): followed
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # missing too, or under a file (found further up)
+        except PermissionError:
+            return _unusable(path, f"cannot be made: {_closed(folder)}", _ELSEWHERE)
+        except OSError as exc:
+            return _unusable(path, f"cannot be made: {folder}: {exc.strerror}", _ELSEWHERE)
+        if not stat.S_ISDIR(st.st_mode):
+            return _unusable(path, f"cannot be made: {folder} is not a folder",
+                             f"set CLANKIE_HOME to a path under folders only (or move "
+                             f"{folder} away), then run `clankie init`")
+        if _read_only(folder):
+            return _unusable(path, f"cannot be made: {folder} is on a read-only file system",
+                             _ELSEWHERE)
+        if not os.access(folder, os.X_OK, effective_ids=True):
+            return _unusable(path, f"cannot be made: {_closed(folder)}", _ELSEWHERE)
+        if not os.access(folder, os.W_OK, effective_ids=True):
+            me = _user(os.geteuid())
+            return _unusable(path, f"cannot be made: you ({me}) may not write in {folder}",
+                             f"{_ELSEWHERE}; or, as root: mkdir -m 700 {path} && "
+                             f"chown {me} {path}")
+        return None
+    return None
+
+
+def _unreachable(path: Path, exc: OSError) -> Unsafe:
+    if isinstance(exc, PermissionError):
+        return _unusable(path, f"cannot be reached: {_closed(path.parent)}", _ELSEWHERE)
+    return _unusable(path, f"cannot be looked at: {exc.strerror}", _ELSEWHERE)
+
+
+def _closed(below: Path) -> str:
+    """Which folder at or above `below` the user may not enter, said as a reason."""
+    closed = next((folder for folder in reversed([below, *below.parents])
+                   if not os.access(folder, os.X_OK, effective_ids=True)), below)
+    return f"you ({_user(os.geteuid())}) may not enter {closed}"
+
+
+def _write_problem(path: Path) -> Unsafe | None:
+    """An existing home (a folder, the user's) that clankie cannot write in."""
+    if _read_only(path):
+        return _unusable(path, "is on a read-only file system (clankie writes its store, "
+                         "socket and log there)", "remount it read-write, or " + _ELSEWHERE)
+    if not os.access(path, os.W_OK | os.X_OK, effective_ids=True):
+        return _unusable(path, f"is not writable by you ({_user(os.geteuid())})",
+                         f"chmod u+rwx {path} (and, if it is immutable, chattr -i {path}), "
+                         "or " + _ELSEWHERE)
+    return None
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _parent_problems(path: Path) -> list[Unsafe]:
@@ -223,8 +331,8 @@ def _home_problem(path: Path, st: os.stat_result) -> Unsafe | None:
                       f"set CLANKIE_HOME to the folder itself ({target}), or remove the link "
                       f"{path} and run `clankie init`")
     if not stat.S_ISDIR(st.st_mode):
-        return Unsafe("home", path, "is not a folder",
-                      f"remove {path} or set CLANKIE_HOME to a folder, then run `clankie init`")
+        return _unusable(path, "is not a folder", f"set CLANKIE_HOME to a folder (or move "
+                         f"{path} away), then run `clankie init`")
     me = os.geteuid()
     if st.st_uid != me:
         return Unsafe("home", path, f"belongs to {_user(st.st_uid)}, not to you "
@@ -233,8 +341,8 @@ def _home_problem(path: Path, st: os.stat_result) -> Unsafe | None:
     if st.st_mode & 0o022:
         return Unsafe("home", path, _writable(st), f"chmod go-w {path}")
     if st.st_mode & 0o700 != 0o700:  # not unsafe, but its files could not be checked
-        return Unsafe("home", path, f"is not open to you (mode {stat.S_IMODE(st.st_mode):o})",
-                      f"chmod 700 {path}")
+        return _unusable(path, f"is not open to you (mode {stat.S_IMODE(st.st_mode):o}: "
+                         "clankie reads and writes there)", f"chmod 700 {path}")
     return None
 
 
@@ -384,5 +492,5 @@ def operator_token(home: Home, environ: Mapping[str, str] | None = None) -> str 
     env = os.environ if environ is None else environ
     if env.get("CLANKIE_TOKEN"):
         return env["CLANKIE_TOKEN"]
-    check(home)
+    check(home, missing_ok=True)  # no home, no token: CLANKIE_URL may be elsewhere
     return read_token_file(home)

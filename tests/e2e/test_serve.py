@@ -42,6 +42,11 @@ def test_the_socket_is_private_and_a_second_server_is_refused(served: Served):
 
 
 def test_serve_without_init_says_what_to_do(tmp_path: Path):
+    """A missing home is a set-up problem (T1's exit 2, the path and the fix); a home
+    without a store is the service's refusal to start (exit 1)."""
+    result = clankie("serve", home=tmp_path / "empty", timeout=30)
+    assert result.returncode == 2 and "clankie init" in result.stderr
+    (tmp_path / "empty").mkdir(mode=0o700)
     result = clankie("serve", home=tmp_path / "empty", timeout=30)
     assert result.returncode == 1 and "clankie init" in result.stderr
 

@@ -157,7 +157,9 @@ def descriptors_for(max_connections: int, listeners: int) -> None:
 
 def serve(home: Home, settings: Settings, tcp: str | None = None,
           script: Path | None = None) -> None:
-    check(home)  # T1: nothing in a home someone else could have changed is used
+    # T1: nothing in a home someone else could have changed is used; and one the service
+    # cannot write in (read-only, permissions) is refused before anything is opened
+    check(home, write=True)
     if not home.store.exists():
         raise ServeError(f"{home.path} has no clankie store; run `clankie init` first")
     descriptors_for(settings.max_connections, 2 if tcp else 1)

@@ -80,15 +80,13 @@ def check_trust(home: Home, found: list[Unsafe]) -> list[Check]:
     else:
         files = failed("files") or [Check(
             "files", True, "each one clankie uses is yours, not a link, and no one else can "
-            "write it" if home.path.is_dir() else "none yet")]
+            "write it")]
     return [*parents, *own, *files]
 
 
 def check_home(home: Home) -> Check:
     """The T1 rule, the one every command applies; a home others may look into passes,
     with a word on it (init makes it 700)."""
-    if not home.path.is_dir():
-        return Check("home", False, f"{home.path} does not exist", "run `clankie init`")
     mode = _mode(home.path)
     seen = "" if mode & 0o077 == 0 else (f"; others can see the names in it: `chmod 700 "
                                          f"{home.path}` keeps them out")
@@ -96,7 +94,7 @@ def check_home(home: Home) -> Check:
 
 
 def not_read(check: str) -> Check:
-    return Check(check, False, "not read: the home is not safe (see above)",
+    return Check(check, False, "not read: the home is not safe or not usable (see above)",
                  "fix what the lines above say")
 
 
@@ -318,7 +316,7 @@ def check_git() -> Check:
 
 
 def run_checks(home: Home) -> list[Check]:
-    found = problems(home)
+    found = problems(home, write=True)  # the words `init` and `serve` would refuse it with
     checks = check_trust(home, found)
     service, running = check_service()
     if found:  # nothing in such a home is read: not the store, the token, the settings

@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         warn(f"clankie: {exc}")
         warn(f"  fix: {exc.fix}")
         return USAGE
-    except UnsafeHome as exc:  # T1: the path and what is wrong, then the fix
-        warn(f"clankie: unsafe home: {exc}")
+    except UnsafeHome as exc:  # T1, or no usable home: the path and what is wrong, the fix
+        warn(f"clankie: {exc.headline}")
         warn(f"  fix: {exc.unsafe.fix}")
         return USAGE
     except BadServiceUrl as exc:  # CLANKIE_URL is not an address: the owner's to fix

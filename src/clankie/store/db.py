@@ -68,10 +68,15 @@ class Store:
         self._readers: list[sqlite3.Connection] = []  # every read connection, to close
         self._idle: list[sqlite3.Connection] = []  # ... and those not in use now
         self._readers_lock = threading.Lock()
-        if self.path != ":memory:":
-            _create_private(self.path)
-        self._writer = self._connect()
-        self._writer.execute("PRAGMA journal_mode=WAL")
+        try:
+            if self.path != ":memory:":
+                _create_private(self.path)
+            self._writer = self._connect()
+            self._writer.execute("PRAGMA journal_mode=WAL")
+        except (OSError, sqlite3.OperationalError) as exc:  # read-only, gone, not allowed
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise StoreUnusable(f"the store {self.path} cannot be opened ({reason}); "
+                                "`clankie doctor` says what is wrong with its home") from None
         self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
