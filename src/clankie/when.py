@@ -9,7 +9,7 @@ Pure but for the local time zone; `--json` output keeps the service's own form.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 
 
 def parse(stamp: str) -> datetime:
@@ -50,3 +50,8 @@ def relative(stamp: str, now: datetime) -> str:
 def shown(stamp: str, now: datetime) -> str:
     """`2026-12-01 23:47 (in 23 h 58 min)`."""
     return f"{local(stamp)} ({relative(stamp, now)})"
+
+
+def shown_now(stamp: str) -> str:
+    """`shown` against the clock now: for output printed once (the CLI's)."""
+    return shown(stamp, datetime.now(UTC))

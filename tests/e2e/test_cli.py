@@ -10,16 +10,19 @@ import signal
 import socket
 import subprocess
 import sys
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clankie import __version__ as clankie_version
+from clankie import when
 from tests.e2e.served import ROOT, LineReader, Served, ask, settle
 from tests.peers import CommittingDropper, DroppingPeer, OtherProgram
 from tests.squatter import Squatter, needs_root
 
+IST = timezone(timedelta(hours=5, minutes=30))
 TEXT_SCRIPT = {"turns": [[{"ask": {"kind": "text",
                                    "prompt": "What should the module be called?"}}]] * 50}
 
@@ -98,6 +101,27 @@ def test_questions_shows_prompt_options_ids_incarnation_revision_and_json(
                  *(o["option_id"] for o in snap["pending"]["options"])):
         assert text in shown.stdout
     assert ok_json(served, "conversations", "questions", c) == snap
+
+
+def test_times_are_local_to_the_minute_and_relative_never_raw_utc(
+        served: Served, asked: tuple[str, str]):
+    """Issue 19: the question's times, the receipt's and the events' are shown in the
+    owner's local time with how long from now, as the TUI shows them (`clankie.when`);
+    `--json` keeps the service's own stamps."""
+    c, _ = asked
+    env = {"TZ": "IST-5:30"}  # POSIX for UTC+05:30: a UTC stamp shown as local cannot pass
+    shown = cli(served, "conversations", "questions", c, env=env).stdout
+    snap = ok_json(served, "conversations", "questions", c)
+    asked_at = snap["pending"]["asked_at"]
+    assert asked_at not in shown and not re.search(r"\d\dT\d\d:\d\d:\d\d", shown)
+    expires = when.parse(snap["pending"]["expires_at"]).astimezone(IST)
+    assert re.search(re.escape(expires.strftime("%Y-%m-%d %H:%M")) + r" \(in 2[34] h", shown)
+    events = cli(served, "conversations", "events", c, env=env).stdout
+    assert not re.search(r"\d\dT\d\d:\d\d:\d\d", events)
+    first = ok_json(served, "conversations", "events", c)["events"][0]
+    assert first["at"].endswith("Z")
+    local = when.parse(first["at"]).astimezone(IST)
+    assert f"#1 {local.strftime('%Y-%m-%d %H:%M')}" in events
 
 
 def test_stale_answer_exits_3_then_read_again_0_then_repeat_is_a_duplicate(
@@ -326,7 +350,7 @@ def test_events_and_follow(served: Served, workspace: Path):
     try:
         cli(served, "conversations", "send", c, "second")
         line = _read_line(follower, "owner: second")
-        assert re.match(r"#\d+ \S+ owner: second$", line.strip())
+        assert re.match(r"#\d+ \d{4}-\d\d-\d\d \d\d:\d\d owner: second$", line.strip())
     finally:
         follower.send_signal(signal.SIGINT)
         _, err = follower.communicate(timeout=30)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from clankie import when
 from tests.e2e.served import Served, finished
 from tests.e2e.test_cli import cli
 from tests.e2e.test_providers import PROVIDERS, Provider
@@ -106,8 +107,9 @@ def test_r6_v4_a_429_with_retry_after_is_waited_out_and_shown_as_one_run_activit
     kinds = [e["type"] for e in retrying.events(c)]
     assert kinds.index("run_activity") < kinds.index("message", 1)  # before the reply
     printed = cli(retrying.served, "conversations", "events", c).stdout
-    assert (f"#{event['seq']} {event['at']} run {run['run_id']} model_retry: {p.name}: 429 "
-            f"rate limited; try 2 of 4 in 1 s (next try at {event['retry_at']})") in printed
+    assert (f"#{event['seq']} {when.local(event['at'])} run {run['run_id']} model_retry: "
+            f"{p.name}: 429 rate limited; try 2 of 4 in 1 s (next try "
+            f"{when.local(event['retry_at'])} (") in printed
 
 
 def test_r6_a_500_and_a_529_are_tried_again_until_the_reply(retrying: Retrying):

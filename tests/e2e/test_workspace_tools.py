@@ -84,8 +84,9 @@ def test_w1_w9_tool_results_reach_the_model_and_each_call_is_one_activity_event(
                               "code", "summary", "at"}
             assert "name =" not in e["summary"] and len(e["summary"]) <= 200
         shown = cli(s.served, "conversations", "events", s.c).stdout
-        assert re.search(r"#\d+ \S+ tool read_file refused denied_path: read_file \.env: "
-                         r"refused denied_path: \.env matches the secret-path deny list", shown)
+        assert re.search(r"#\d+ [-0-9]+ [:0-9]+ tool read_file refused denied_path: "
+                         r"read_file \.env: refused denied_path: \.env matches the "
+                         r"secret-path deny list", shown)
         assert "tool read_file ok: read pyproject.toml lines 1-2 of 2" in shown
         requested = [e for e in events if e["type"] == "input_requested"]
         assert [set(e) for e in requested] == [

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from clankie import when
 from clankie.home import Home, write_token_file
 
 from .common import JsonOption, call, connect, print_json, say
@@ -62,7 +63,7 @@ def take_control(ttl: Annotated[int | None, typer.Option("--ttl", metavar="SECON
         lease = call(client, "device_take_control", {} if ttl is None else {"ttl_s": ttl},
                      as_json=as_json, inspect="clankie devices list")
     print_json(lease) if as_json else say(
-        f"Take Control lease {lease['lease_id']} until {lease['expires_at']}")
+        f"Take Control lease {lease['lease_id']} until {when.shown_now(lease['expires_at'])}")
 
 
 @devices.command()

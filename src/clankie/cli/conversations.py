@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from clankie import dto
+from clankie import dto, when
 from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S, ApiError, Client
 from clankie.text import continued
 
@@ -72,7 +72,7 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> Non
     if receipt["answered_by"]:
         by = receipt["answered_by"]
         say(f"    by: {by['kind']} {by['credential_id']}")
-    say(f"    at: {receipt['resolved_at']} (revision {receipt['revision']})")
+    say(f"    at: {when.shown_now(receipt['resolved_at'])} (revision {receipt['revision']})")
     if receipt["run_id"]:
         error = f": {receipt['continuation_error']}" if receipt["continuation_error"] else ""
         say(f"    continuation run {receipt['run_id']}: {receipt['continuation']}{error}")
@@ -98,7 +98,7 @@ def _show_question(q: dict[str, Any]) -> None:
         say(f"  {number}. {continued(option['label'] + description, '     ')}")
         say(f"     option {option['option_id']}")
     say(f"  Text answer: {'allowed' if q['allow_text'] else 'not allowed'}")
-    say(f"  Asked {q['asked_at']}; expires {q['expires_at']}")
+    say(f"  Asked {when.shown_now(q['asked_at'])}; expires {when.shown_now(q['expires_at'])}")
     if q["receipt"]:
         _show_receipt(q["receipt"], q["options"])
 
@@ -132,7 +132,7 @@ def _event_line(e: dict[str, Any]) -> str:
 
 
 def _event_text(e: dict[str, Any]) -> str:
-    head = f"#{e['seq']} {e['at']}"
+    head = f"#{e['seq']} {when.local(e['at'])}"
     kind = e["type"]
     if kind == "message":
         return f"{head} {e['author']}: {e['text']}"
@@ -150,8 +150,8 @@ def _event_text(e: dict[str, Any]) -> str:
         code = f" {e['code']}" if e.get("code") else ""
         return f"{head} tool {e['tool']} {e['status']}{code}: {e['summary']}"
     if kind == "run_activity":
-        return (f"{head} run {e['run_id']} {e['activity']}: {e['summary']} (next try at "
-                f"{e['retry_at']})")
+        return (f"{head} run {e['run_id']} {e['activity']}: {e['summary']} (next try "
+                f"{when.shown_now(e['retry_at'])})")
     return f"{head} {kind}"
 
 
@@ -228,9 +228,9 @@ def show(conversation: ConversationArg, as_json: Json = False) -> None:
     if as_json:
         print_json(got)
         return
-    for key in ("conversation_id", "kind", "incarnation", "revision", "native_owner",
-                "created_at"):
+    for key in ("conversation_id", "kind", "incarnation", "revision", "native_owner"):
         say(f"{key}: {got[key]}")
+    say(f"created_at: {when.shown_now(got['created_at'])}")
     say(f"workspace: {got['workspace']['path'] if got['workspace'] else '-'}")
     fact = got.get("membership")
     if fact:
@@ -240,8 +240,8 @@ def show(conversation: ConversationArg, as_json: Json = False) -> None:
     if runs is not None:
         say("runs: none queued or running" if not runs else "runs:")
         for run in runs:
-            state = (f"running since {run['started_at']}" if run["started_at"] else
-                     f"queued since {run['created_at']}")
+            state = (f"running since {when.shown_now(run['started_at'])}" if run["started_at"] else
+                     f"queued since {when.shown_now(run['created_at'])}")
             say(f"  {run['run_id']} ({run['kind']}) {state}")
         if runs:
             say(f"  stop with: clankie conversations stop {c}")
