@@ -8,13 +8,14 @@ that no native seat owns, else a new one for it. The TUI itself is `clankie.tui`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clankie.client import Client
-
 from .common import call, connect, resolve_conversation
+
+if TYPE_CHECKING:
+    from clankie.client import Client
 
 
 def chat(

@@ -16,19 +16,14 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import typer
 
-from clankie.client import (
-    ApiError,
-    Client,
-    NotClankie,
-    NotYours,
-    ServiceUnreachable,
-    Uncertain,
-)
 from clankie.text import visible, visible_json
+
+if TYPE_CHECKING:  # httpx loads with the first call: `--help` and `--version` need none of it
+    from clankie.client import ApiError, Client, NotYours
 
 DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
 EXIT_OF_CODE: Final[dict[str, int]] = {
@@ -73,6 +68,8 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
          explain: Callable[[ApiError], None] | None = None,
          inspect: str | None = None) -> dict[str, Any]:
     """Call `op` once. On failure, say why (or print the problem with --json) and exit."""
+    from clankie.client import ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain
+
     try:
         return client.call(op, payload)
     except NotClankie as err:  # some other program answered: not the service's problem
@@ -125,6 +122,8 @@ def not_yours_problem(exc: NotYours) -> dict[str, Any]:
 def connect() -> Client:
     """The client of CLANKIE_URL (else the home's socket); a CLANKIE_URL that is not an
     address is `BadServiceUrl`, which `main` says as a usage error (exit 2)."""
+    from clankie.client import Client
+
     return Client()
 
 
@@ -139,6 +138,8 @@ def complete_conversation(incomplete: str) -> list[str]:
         return []
     payload: dict[str, Any] = {"limit": 50, **({"prefix": incomplete} if incomplete else {})}
     try:
+        from clankie.client import Client
+
         with Client(timeout=COMPLETION_TIMEOUT_S) as client:
             listed = client.call("conversation_list", payload)["conversations"]
     except Exception:  # completion must never print an error into the shell
