@@ -432,6 +432,43 @@ def test_shell_completion_offers_conversation_ids_from_the_running_service(
     assert (nobody_home.returncode, nobody_home.stdout.strip(), nobody_home.stderr) == (0, "", "")
 
 
+def test_completion_prints_each_shells_script_and_the_bash_one_completes_a_command(
+        tmp_path: Path):
+    """README "Shell completion": `clankie completion bash|zsh|fish` prints the script; the
+    bash one, sourced in a real bash, completes `clankie conv` to `conversations`."""
+    env = dict(os.environ, CLANKIE_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT / "src"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               COLUMNS="200")
+    env.pop("CLANKIE_URL", None)
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "clankie", *args], capture_output=True,
+                              text=True, timeout=60, cwd=ROOT, env=dict(env, **extra))
+
+    scripts = {}
+    for shell in ("bash", "zsh", "fish"):
+        done = run("completion", shell)
+        assert done.returncode == 0 and "_CLANKIE_COMPLETE=" in done.stdout, done
+        scripts[shell] = done.stdout
+    assert "complete -o default -F" in scripts["bash"] and "compdef" in scripts["zsh"]
+    assert scripts["fish"].startswith("complete --command clankie")
+    instruction = re.search(r"_CLANKIE_COMPLETE=(\w+)", scripts["bash"])
+    assert instruction is not None
+    offered = run(_CLANKIE_COMPLETE=instruction.group(1), COMP_WORDS="clankie conv",
+                  COMP_CWORD="1")
+    assert offered.returncode == 0 and offered.stdout.split() == ["conversations"], offered
+    function = re.search(r"^(\w+)\(\)", scripts["bash"], re.M)
+    assert function is not None
+    in_bash = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c",
+         f'eval "$(clankie completion bash)"; COMP_WORDS=(clankie conv); COMP_CWORD=1; '
+         f'{function.group(1)} clankie; printf "%s\\n" "${{COMPREPLY[@]}}"'],
+        capture_output=True, text=True, timeout=60, env=env)
+    assert in_bash.stdout.split() == ["conversations"], in_bash
+    unknown = run("completion", "tcsh")
+    assert unknown.returncode == 2 and "bash, zsh or fish" in unknown.stderr, unknown
+
+
 # ---------------------------------------------------------------------- CLANKIE_URL
 
 MALFORMED_URLS = ["http://::1:18901", "http://[::1]:abc", "http://127.0.0.1",

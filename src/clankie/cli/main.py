@@ -19,6 +19,7 @@ from clankie.settings import SettingsError, load_settings, settings_table
 
 from . import access, chat, conversations
 from .common import DENIED, USAGE, explain_not_yours, say, warn
+from .entry import COMPLETE_VAR
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   help="clankie: a local agent service that asks its owner one question at a "
@@ -60,6 +61,25 @@ def doctor_command(as_json: Annotated[bool, typer.Option(
     from . import doctor  # the providers and the store schema: only for this command
 
     doctor.doctor(as_json)
+
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+@app.command()
+def completion(shell: Annotated[str, typer.Argument(
+        metavar="SHELL", help="bash, zsh or fish.")]) -> None:
+    """Print the shell's completion script (commands, options, conversation IDs).
+
+    bash: eval "$(clankie completion bash)"; zsh: the same with zsh; fish: clankie
+    completion fish | source.
+    """
+    if shell not in SHELLS:
+        raise typer.BadParameter(f"{shell!r} is not a shell clankie completes; give bash, zsh "
+                                 "or fish", param_hint="SHELL")
+    from typer.completion import get_completion_script
+
+    say(get_completion_script(prog_name="clankie", complete_var=COMPLETE_VAR, shell=shell))
 
 
 @app.command()
