@@ -1,6 +1,6 @@
 """`python -m clankie` is the `clankie` command."""
 
-from clankie.cli.main import main
+from clankie.cli.entry import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

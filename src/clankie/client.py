@@ -35,15 +35,16 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpcore
 import httpx
-from pydantic import BaseModel
 
-from clankie import dto
 from clankie.home import SOCKET, Home, operator_token, service_url
 from clankie.peer import ConnectedSocket, Listener, listener_of
+
+if TYPE_CHECKING:  # pydantic and the DTOs load on first use: `clankie --help` needs neither
+    from clankie import dto
 
 __all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "CheckedBackend", "Client", "NotClankie",
            "NotYours",
@@ -54,7 +55,6 @@ DEFAULT_TIMEOUT = 30.0
 # a follower pauses this long before asking again, rather than asking in a tight loop.
 EMPTY_AT_ONCE_S = 0.25
 PAUSE_AFTER_EMPTY_S = 1.0
-Model = TypeVar("Model", bound=BaseModel)
 
 
 class ClientError(Exception):
@@ -416,6 +416,8 @@ class Client(_Target):
 
     def op(self, op: str, **payload: Any) -> Any:
         """One operation; its result as the op's output shape (`clankie.dto.OPS`)."""
+        from clankie import dto
+
         return dto.OPS[op].output.model_validate(self.call(op, payload))
 
     def openapi(self) -> dict[str, Any]:
@@ -428,6 +430,8 @@ class Client(_Target):
     # The question contract, typed.
 
     def input_get(self, conversation_id: str, request_id: str | None = None) -> dto.Snapshot:
+        from clankie import dto
+
         payload = {"conversation_id": conversation_id}
         if request_id is not None:
             payload["request_id"] = request_id
@@ -442,10 +446,14 @@ class Client(_Target):
             payload["option_id"] = option_id
         if text is not None:
             payload["text"] = text
+        from clankie import dto
+
         return dto.AnswerReply.model_validate(self.call("input_answer", payload))
 
     def input_cancel(self, conversation_id: str, request_id: str, *, incarnation: str,
                      revision: int) -> dto.AnswerReply:
+        from clankie import dto
+
         return dto.AnswerReply.model_validate(self.call("input_cancel", {
             "conversation_id": conversation_id, "request_id": request_id,
             "incarnation": incarnation, "revision": revision}))
@@ -481,4 +489,6 @@ class AsyncClient(_Target):
         return _result(response, self)
 
     async def op(self, op: str, **payload: Any) -> Any:
+        from clankie import dto
+
         return dto.OPS[op].output.model_validate(await self.call(op, payload))

@@ -374,6 +374,10 @@ def test_cli_clankie_chat_exits_with_the_apps_return_code(monkeypatch: pytest.Mo
         def __exit__(self, *exc: object) -> None:
             pass
 
+        def call(self, op: str, payload: dict[str, object]) -> dict[str, object]:
+            assert op == "conversation_get"  # `clankie chat C` checks that C exists
+            return {"conversation_id": payload["conversation_id"]}
+
     def refused_run(self: ChatApp) -> None:
         self._return_code = 5  # what Ctrl+Q sets after a NotYours refusal
 

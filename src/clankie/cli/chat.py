@@ -8,13 +8,14 @@ that no native seat owns, else a new one for it. The TUI itself is `clankie.tui`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clankie.client import Client
+from .common import USAGE, call, connect, resolve_conversation, warn
 
-from .common import call, connect, resolve_conversation
+if TYPE_CHECKING:
+    from clankie.client import ApiError, Client
 
 
 def chat(
@@ -30,7 +31,7 @@ def chat(
 
     with connect() as client:
         if conversation is not None:
-            chosen = resolve_conversation(client, conversation, as_json=False)
+            chosen = _existing(client, conversation)
         else:
             target = str((workspace or Path.cwd()).resolve())
             mine = _latest_in(client, target)
@@ -41,6 +42,23 @@ def chat(
     app.run()
     if app.return_code:  # 5 after a refusal under T2 (the listener is not yours)
         raise typer.Exit(app.return_code)
+
+
+def _existing(client: Client, given: str) -> str:
+    """The whole ID of the conversation named, read once so that an unknown one is a usage
+    error (exit 2) said before any screen opens, not an empty chat."""
+    chosen = resolve_conversation(client, given, as_json=False)
+
+    def unknown(err: ApiError) -> None:
+        if err.code == "not_found":
+            warn(f"clankie: no conversation {chosen}; list them with "
+                 "`clankie conversations list`, or run `clankie chat` to start one here")
+        else:
+            warn(f"clankie: {err.code}: {err.detail}")
+
+    call(client, "conversation_get", {"conversation_id": chosen}, as_json=False,
+         explain=unknown, exit_of={"not_found": USAGE})
+    return chosen
 
 
 def _latest_in(client: Client, workspace: str, pages: int = 20) -> str | None:

@@ -16,19 +16,14 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import typer
 
-from clankie.client import (
-    ApiError,
-    Client,
-    NotClankie,
-    NotYours,
-    ServiceUnreachable,
-    Uncertain,
-)
 from clankie.text import visible, visible_json
+
+if TYPE_CHECKING:  # httpx loads with the first call: `--help` and `--version` need none of it
+    from clankie.client import ApiError, Client, NotYours
 
 DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
 EXIT_OF_CODE: Final[dict[str, int]] = {
@@ -71,8 +66,12 @@ def exit_with(code: int) -> NoReturn:
 
 def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
          explain: Callable[[ApiError], None] | None = None,
-         inspect: str | None = None) -> dict[str, Any]:
-    """Call `op` once. On failure, say why (or print the problem with --json) and exit."""
+         inspect: str | None = None,
+         exit_of: dict[str, int] | None = None) -> dict[str, Any]:
+    """Call `op` once. On failure, say why (or print the problem with --json) and exit, with
+    the code of SPEC section 10 or, for a problem code in `exit_of`, that one."""
+    from clankie.client import ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain
+
     try:
         return client.call(op, payload)
     except NotClankie as err:  # some other program answered: not the service's problem
@@ -89,7 +88,7 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
             explain(err)
         else:
             warn(f"clankie: {err.code}: {err.detail}")
-        exit_with(EXIT_OF_CODE.get(err.code, OTHER))
+        exit_with((exit_of or {}).get(err.code, EXIT_OF_CODE.get(err.code, OTHER)))
     except Uncertain as exc:
         warn(f"clankie: the outcome is uncertain: {exc}.")
         warn("It was not sent again" + (", and must not be. Inspect it with:" if inspect
@@ -125,6 +124,8 @@ def not_yours_problem(exc: NotYours) -> dict[str, Any]:
 def connect() -> Client:
     """The client of CLANKIE_URL (else the home's socket); a CLANKIE_URL that is not an
     address is `BadServiceUrl`, which `main` says as a usage error (exit 2)."""
+    from clankie.client import Client
+
     return Client()
 
 
@@ -139,6 +140,8 @@ def complete_conversation(incomplete: str) -> list[str]:
         return []
     payload: dict[str, Any] = {"limit": 50, **({"prefix": incomplete} if incomplete else {})}
     try:
+        from clankie.client import Client
+
         with Client(timeout=COMPLETION_TIMEOUT_S) as client:
             listed = client.call("conversation_list", payload)["conversations"]
     except Exception:  # completion must never print an error into the shell
@@ -147,24 +150,27 @@ def complete_conversation(incomplete: str) -> list[str]:
 
 
 def resolve_conversation(client: Client, given: str, *, as_json: bool) -> str:
-    """A full conversation ID, or a unique prefix of one (like git's short hashes); the
-    service filters by the prefix, so this costs one small page."""
+    """A full conversation ID, or a unique prefix of one of at least 4 hex characters (like
+    git's short hashes; SPEC section 10 "CLI"); the service filters by the prefix, so this
+    costs one small page. A shorter, ambiguous or unmatched prefix is a usage error (exit 2)
+    naming the candidates, or, when none matches, how to list the conversations."""
+    given = given.strip().lower()
     if UUID.match(given):
         return given
-    if not given or not re.fullmatch(r"[0-9a-f-]+", given):
-        raise typer.BadParameter(f"{given!r} is not a conversation ID or a prefix of one",
-                                 param_hint="CONVERSATION")
+    if not re.fullmatch(r"[0-9a-f-]{1,36}", given) or sum(ch != "-" for ch in given) < 4:
+        raise typer.BadParameter(f"{given!r} is not a conversation ID or a prefix of one (at "
+                                 "least 4 hex characters)", param_hint="CONVERSATION")
     listed = call(client, "conversation_list", {"prefix": given, "limit": 10},
                   as_json=as_json)["conversations"]
     matches = [c["conversation_id"] for c in listed if c["conversation_id"].startswith(given)]
     if not matches:
-        warn(f"clankie: no conversation starts with {given!r}")
-        exit_with(MISSING)
+        raise typer.BadParameter(f"no conversation starts with {given!r}; list them with "
+                                 "`clankie conversations list`", param_hint="CONVERSATION")
     if len(matches) > 1:
         raise typer.BadParameter(f"{given!r} is ambiguous; it starts " +
                                  ", ".join(matches) + (" and more" if len(matches) == 10
                                                        else ""), param_hint="CONVERSATION")
-    return matches[0]
+    return str(matches[0])
 
 
 def fail_usage(message: str) -> NoReturn:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clankie import dto, when
-from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S, ApiError, Client
+from clankie import when
 from clankie.text import continued
 
 from .common import (
@@ -33,6 +32,9 @@ from .common import (
     stdin_text,
     warn,
 )
+
+if TYPE_CHECKING:
+    from clankie.client import ApiError, Client
 
 app = typer.Typer(no_args_is_help=True, help="Conversations, their events and questions.")
 
@@ -308,6 +310,8 @@ def events(
     as_json: Json = False,
 ) -> None:
     """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C."""
+    from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S
+
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
         while True:
@@ -373,7 +377,9 @@ def answer(
     if sum((option is not None, choice is not None, text is not None, stdin)) != 1:
         fail_usage("give exactly one of --option, --choice, --text and --stdin")
     if stdin:
-        text = stdin_text(dto.ANSWER_TEXT_MAX)
+        from clankie.dto import ANSWER_TEXT_MAX
+
+        text = stdin_text(ANSWER_TEXT_MAX)
     payload: dict[str, Any] = {"request_id": request, "incarnation": incarnation,
                                "revision": revision}
     payload.update({"text": text} if text is not None else {"option_id": option})

@@ -14,14 +14,12 @@ from typing import Annotated
 import typer
 
 from clankie import __version__
-from clankie.client import BadServiceUrl, NotYours
-from clankie.core.errors import ClankieError
 from clankie.home import Home, UnsafeHome, check, make_home, write_token_file
 from clankie.settings import SettingsError, load_settings, settings_table
-from clankie.store.db import StoreUnusable
 
-from . import access, chat, conversations, doctor
+from . import access, chat, conversations
 from .common import DENIED, USAGE, explain_not_yours, say, warn
+from .entry import COMPLETE_VAR
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   help="clankie: a local agent service that asks its owner one question at a "
@@ -45,7 +43,6 @@ def _options(version: Annotated[bool, typer.Option(
 
 
 app.command()(chat.chat)
-app.command()(doctor.doctor)
 app.add_typer(conversations.app, name="conversations")
 app.add_typer(access.devices, name="devices")
 app.add_typer(access.credentials, name="credentials")
@@ -54,6 +51,35 @@ app.add_typer(access.credentials, name="credentials")
 def fail(message: str, code: int = 1) -> typer.Exit:
     warn(f"clankie: {message}")
     return typer.Exit(code)
+
+
+@app.command("doctor")
+def doctor_command(as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the checks as JSON.")] = False) -> None:
+    """Check this setup: home and its folders and files, store, token, service, model, Git,
+    settings."""
+    from . import doctor  # the providers and the store schema: only for this command
+
+    doctor.doctor(as_json)
+
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+@app.command()
+def completion(shell: Annotated[str, typer.Argument(
+        metavar="SHELL", help="bash, zsh or fish.")]) -> None:
+    """Print the shell's completion script (commands, options, conversation IDs).
+
+    bash: eval "$(clankie completion bash)"; zsh: the same with zsh; fish: clankie
+    completion fish | source.
+    """
+    if shell not in SHELLS:
+        raise typer.BadParameter(f"{shell!r} is not a shell clankie completes; give bash, zsh "
+                                 "or fish", param_hint="SHELL")
+    from typer.completion import get_completion_script
+
+    say(get_completion_script(prog_name="clankie", complete_var=COMPLETE_VAR, shell=shell))
 
 
 @app.command()
@@ -130,27 +156,37 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except KeyboardInterrupt:
         return 130
-    except SettingsError as exc:  # invalid input: the owner's to fix (T3)
+    except Exception as exc:
+        return _said(exc)
+    return 0
+
+
+def _said(exc: Exception) -> int:
+    """Say an error that reached `main` in a line or two; its exit code. The classes are
+    imported here, so that no command pays for the store's import unless it failed."""
+    from clankie.client import BadServiceUrl, NotYours
+    from clankie.core.errors import ClankieError
+    from clankie.store.db import StoreUnusable
+
+    if isinstance(exc, SettingsError):  # invalid input: the owner's to fix (T3)
         warn(f"clankie: {exc}")
         warn(f"  fix: {exc.fix}")
         return USAGE
-    except UnsafeHome as exc:  # T1, or no usable home: the path and what is wrong, the fix
+    if isinstance(exc, UnsafeHome):  # T1, or no usable home: the path, what is wrong, the fix
         warn(f"clankie: {exc.headline}")
         warn(f"  fix: {exc.unsafe.fix}")
         return USAGE
-    except BadServiceUrl as exc:  # CLANKIE_URL is not an address: the owner's to fix
+    if isinstance(exc, BadServiceUrl):  # CLANKIE_URL is not an address: the owner's to fix
         warn(f"clankie: {exc}")
         return USAGE
-    except NotYours as exc:  # a command that reached the client outside `common.call`
+    if isinstance(exc, NotYours):  # a command that reached the client outside `common.call`
         explain_not_yours(exc)
         return DENIED
-    except (ClankieError, StoreUnusable) as exc:
+    if isinstance(exc, (ClankieError, StoreUnusable)):
         warn(f"clankie: {exc}")
         return 1
-    except Exception as exc:  # anything unexpected: one line, never a traceback
-        warn(f"clankie: internal error: {type(exc).__name__}: {exc}")
-        return 1
-    return 0
+    warn(f"clankie: internal error: {type(exc).__name__}: {exc}")  # never a traceback
+    return 1
 
 
 if __name__ == "__main__":

@@ -280,7 +280,7 @@ class ChatApp(App[None]):
 
     def _announce(self, question: dict[str, Any]) -> None:
         self.bell()  # heard from another window too
-        self.notice(f"Clankie asks: {question['prompt'][:200]}\nThe panel below shows it.",
+        self.notice(f"Clankie asks: {question['prompt'][:200]}\nThe question panel shows it.",
                     title="A question")
 
     def _apply(self, event: dict[str, Any]) -> None:

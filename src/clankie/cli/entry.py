@@ -1,0 +1,30 @@
+"""The `clankie` command's entry point: `clankie --version` at once, all else to the CLI.
+
+Owns only the split. Exactly `clankie --version` is answered here from `clankie.__version__`
+without importing typer, click, httpx, pydantic, textual or the store (the full CLI takes
+about half a second to import); every other command line, shell completion included, is
+`clankie.cli.main.main`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+COMPLETE_VAR = "_CLANKIE_COMPLETE"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"] and COMPLETE_VAR not in os.environ:
+        from clankie import __version__
+
+        sys.stdout.write(f"clankie {__version__}\n")
+        return 0
+    from clankie.cli.main import main as full
+
+    return full(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
