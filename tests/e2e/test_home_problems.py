@@ -184,6 +184,9 @@ def open_folder() -> Iterator[Path]:
 AS_NOBODY = """
 import os, sys
 from clankie.cli.main import main
+# The CLI imports what a command needs when it runs; import it now, as root, since the
+# venv (root's) may not be readable by nobody.
+import asyncio, clankie.client, clankie.cli.doctor, clankie.service, clankie.store
 os.setgroups([])
 os.setegid(65534)
 os.seteuid(65534)  # effective only: the OS checks every access as nobody's

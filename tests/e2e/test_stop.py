@@ -153,7 +153,7 @@ def test_r7_cli_stop_stops_the_running_run_and_those_queued_behind_it(world: Wor
     assert len(endpoint.requests) == 2
     assert stored(world, c)["said"] == ["After the stop."]
     unknown = cli(world.served, "conversations", "stop", "ffffffff")
-    assert unknown.returncode == 6
+    assert unknown.returncode == 2  # an unmatched prefix is a usage error (section 10)
     with world.served.client() as client:
         viewer = client.call("device_pair", {"name": "tv", "mode": "read_only"})["token"]
     release_fourth = threading.Event()
