@@ -69,3 +69,17 @@ def test_fewer_than_4_hex_characters_or_not_hex_is_exit_2_before_any_read(given:
     with pytest.raises(typer.BadParameter) as raised:
         resolve_conversation(cast(Client, client), given, as_json=False)
     assert raised.value.exit_code == USAGE and client.asked == []
+
+
+@pytest.mark.parametrize("key", ["request_id", "incarnation", "option_id"])
+@pytest.mark.parametrize("given", ["abc-", "ab-c", "abc", "zzzz"])
+def test_a_request_incarnation_or_option_prefix_follows_the_same_rule(key: str, given: str):
+    """Section 10 "CLI": every ID the CLI takes, not only the conversation's, is a whole ID or
+    a prefix of at least 4 hex characters; anything else is exit 2 before any read."""
+    from clankie.cli.conversations import _whole_ids
+
+    client = Listing([A])
+    payload = {"request_id": A, "incarnation": A, "option_id": None, key: given}
+    with pytest.raises(typer.BadParameter) as raised:
+        _whole_ids(cast(Client, client), A, payload, None, as_json=False)
+    assert raised.value.exit_code == USAGE and client.asked == []

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .common import USAGE, call, connect, resolve_conversation, warn
+from .common import USAGE, UUID, call, connect, resolve_conversation, warn
 
 if TYPE_CHECKING:
     from clankie.client import ApiError, Client
@@ -48,6 +48,8 @@ def _existing(client: Client, given: str) -> str:
     """The whole ID of the conversation named, read once so that an unknown one is a usage
     error (exit 2) said before any screen opens, not an empty chat."""
     chosen = resolve_conversation(client, given, as_json=False)
+    if not UUID.match(given.strip().lower()):
+        return chosen  # a prefix is resolved from the listing: it exists
 
     def unknown(err: ApiError) -> None:
         if err.code == "not_found":

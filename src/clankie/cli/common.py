@@ -149,17 +149,24 @@ def complete_conversation(incomplete: str) -> list[str]:
     return [c["conversation_id"] for c in listed]
 
 
+def id_or_prefix(given: str, what: str, param_hint: str) -> str:
+    """`given` as a whole ID or a prefix of one (SPEC section 10 "CLI": at least 4 hex
+    characters; case and surrounding blanks ignored), else a usage error (exit 2)."""
+    given = given.strip().lower()
+    if not re.fullmatch(r"[0-9a-f-]{1,36}", given) or sum(ch != "-" for ch in given) < 4:
+        raise typer.BadParameter(f"{given!r} is not {what} ID or a prefix of one (at least 4 "
+                                 "hex characters)", param_hint=param_hint)
+    return given
+
+
 def resolve_conversation(client: Client, given: str, *, as_json: bool) -> str:
     """A full conversation ID, or a unique prefix of one of at least 4 hex characters (like
     git's short hashes; SPEC section 10 "CLI"); the service filters by the prefix, so this
     costs one small page. A shorter, ambiguous or unmatched prefix is a usage error (exit 2)
     naming the candidates, or, when none matches, how to list the conversations."""
-    given = given.strip().lower()
+    given = id_or_prefix(given, "a conversation", "CONVERSATION")
     if UUID.match(given):
         return given
-    if not re.fullmatch(r"[0-9a-f-]{1,36}", given) or sum(ch != "-" for ch in given) < 4:
-        raise typer.BadParameter(f"{given!r} is not a conversation ID or a prefix of one (at "
-                                 "least 4 hex characters)", param_hint="CONVERSATION")
     listed = call(client, "conversation_list", {"prefix": given, "limit": 10},
                   as_json=as_json)["conversations"]
     matches = [c["conversation_id"] for c in listed if c["conversation_id"].startswith(given)]

@@ -8,7 +8,6 @@ service decides, and it never sends an answer twice.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -26,6 +25,7 @@ from .common import (
     connect,
     exit_with,
     fail_usage,
+    id_or_prefix,
     print_json,
     resolve_conversation,
     say,
@@ -403,13 +403,11 @@ def _whole_ids(client: Client, c: str, payload: dict[str, Any], choice: int | No
     the snapshot read here; whole IDs are sent as given, without a read."""
     names = {"request_id": "REQUEST_UUID", "incarnation": "--incarnation",
              "option_id": "--option"}  # each one's parameter, as the usage error names it
+    payload = {k: id_or_prefix(v, "an", names[k]) if k in names and v is not None else v
+               for k, v in payload.items()}
     partial = [k for k in names if payload.get(k) is not None and not UUID.match(payload[k])]
     if not partial and choice is None:
         return payload
-    for key in partial:
-        if not re.fullmatch(r"[0-9a-f][0-9a-f-]{3,35}", payload[key]):
-            raise typer.BadParameter(f"{payload[key]!r} is not an ID or a prefix of one (at "
-                                     "least 4 hex characters)", param_hint=names[key])
     whole = UUID.match(payload["request_id"]) is not None
     snapshot = call(client, "input_get", {"conversation_id": c, **(
         {"request_id": payload["request_id"]} if whole else {})}, as_json=as_json)

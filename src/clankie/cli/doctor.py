@@ -17,7 +17,7 @@ import sqlite3
 import stat
 import subprocess
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -334,10 +334,9 @@ def run_checks(home: Home) -> list[Check]:
     return checks
 
 
-def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON."
-                                                 )] = False) -> None:
-    """Check this setup: home and its folders and files, store, token, service, model, Git,
-    settings."""
+def doctor(as_json: bool) -> None:
+    """Run the checks and print them (`clankie doctor`, declared in `cli.main`); exit 1 if
+    any failed."""
     checks = run_checks(Home.from_env())
     if as_json:
         typer.echo(json.dumps([asdict(c) for c in checks], indent=2))

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from clankie import __version__
+from clankie.core.errors import ClankieError
 from clankie.home import Home, UnsafeHome, check, make_home, write_token_file
 from clankie.settings import SettingsError, load_settings, settings_table
 
@@ -162,12 +163,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _said(exc: Exception) -> int:
-    """Say an error that reached `main` in a line or two; its exit code. The classes are
-    imported here, so that no command pays for the store's import unless it failed."""
-    from clankie.client import BadServiceUrl, NotYours
-    from clankie.core.errors import ClankieError
-    from clankie.store.db import StoreUnusable
-
+    """Say an error that reached `main` in a line or two; its exit code. The client's and
+    the store's classes are looked up among the modules already imported, never imported
+    here: an error of theirs means their module is loaded, and a command that used neither
+    pays nothing (nor can an import fail while an error is being said)."""
+    client, store = sys.modules.get("clankie.client"), sys.modules.get("clankie.store.db")
     if isinstance(exc, SettingsError):  # invalid input: the owner's to fix (T3)
         warn(f"clankie: {exc}")
         warn(f"  fix: {exc.fix}")
@@ -176,13 +176,15 @@ def _said(exc: Exception) -> int:
         warn(f"clankie: {exc.headline}")
         warn(f"  fix: {exc.unsafe.fix}")
         return USAGE
-    if isinstance(exc, BadServiceUrl):  # CLANKIE_URL is not an address: the owner's to fix
+    # CLANKIE_URL is not an address: the owner's to fix.
+    if client and isinstance(exc, client.BadServiceUrl):
         warn(f"clankie: {exc}")
         return USAGE
-    if isinstance(exc, NotYours):  # a command that reached the client outside `common.call`
+    # T2, from a command that reached the client outside `common.call`.
+    if client and isinstance(exc, client.NotYours):
         explain_not_yours(exc)
         return DENIED
-    if isinstance(exc, (ClankieError, StoreUnusable)):
+    if isinstance(exc, ClankieError) or (store and isinstance(exc, store.StoreUnusable)):
         warn(f"clankie: {exc}")
         return 1
     warn(f"clankie: internal error: {type(exc).__name__}: {exc}")  # never a traceback
