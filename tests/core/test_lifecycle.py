@@ -509,3 +509,29 @@ def test_r7_only_a_stop_cancels_a_running_run_a_reset_leaves_it_running():
     with pytest.raises(IllegalTransition):
         lifecycle.move_run(c, running_run(c), RunCommand.CANCEL, T0)
     assert lifecycle.reset(c, None, [running_run(c)], T0, NewIds()).runs == ()
+
+
+def test_r3_the_restart_plan_is_read_off_the_transition_tables():
+    """Issue 20: restart decided once, in the core. The plan the store executes for every
+    conversation (`WriteTx.restart_all`) is the one `restart` applies to one."""
+    plan = lifecycle.restart_plan(T0)
+    assert plan.questions == {Status.PENDING: Status.CANCELLED}
+    assert plan.runs == {RunStatus.QUEUED: RunStatus.FAILED, RunStatus.RUNNING: RunStatus.FAILED}
+    assert (plan.reason, plan.error, plan.now) == ("restart", "orphaned_by_restart", T0)
+    c, q = asked()
+    running = running_run(c)
+    assert lifecycle.restart(c, q, [running], T0, NewIds()) == plan.apply(c, q, [running],
+                                                                         NewIds())
+
+
+def test_a_restart_plan_moves_along_the_tables_only():
+    with pytest.raises(IllegalTransition):
+        lifecycle.RestartPlan(T0, {Status.ANSWERED: Status.CANCELLED}, "r", {}, "e")
+    with pytest.raises(IllegalTransition):
+        lifecycle.RestartPlan(T0, {}, "r", {RunStatus.QUEUED: RunStatus.SUCCEEDED}, "e")
+    c, q = asked()
+    cancelled = lifecycle.cancel(c, q, OPERATOR, submit(c, q, option=None), facts(),
+                                 NewIds()).change
+    assert cancelled is not None
+    with pytest.raises(IllegalTransition):
+        lifecycle.restart(cancelled.conversation, cancelled.questions[0], [], T0, NewIds())

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Final
+from typing import Final, TypeVar
 
 from .authority import authorize
 from .errors import ClankieError
@@ -236,7 +236,23 @@ def _end(
     run_id: str | None = None,
 ) -> tuple[Question, InputResolved]:
     """End a pending question with its receipt, at the revision the transaction commits."""
-    status = transition(question.status, command)
+    return _close(conversation, question, transition(question.status, command), reason, now,
+                  new_id, answer=answer, actor=actor, run_id=run_id)
+
+
+def _close(
+    conversation: Conversation,
+    question: Question,
+    status: Status,
+    reason: str | None,
+    now: datetime,
+    new_id: NewId,
+    *,
+    answer: Answer | None = None,
+    actor: Actor | None = None,
+    run_id: str | None = None,
+) -> tuple[Question, InputResolved]:
+    """`_end` once the table has said the question's new status."""
     receipt = Receipt(
         receipt_id=new_id(),
         request_id=question.request_id,
@@ -535,46 +551,91 @@ def set_workspace(conversation: Conversation, pending: Question | None,
 
 
 @dataclass(frozen=True, slots=True)
-class Restarted:
-    """What SPEC R3 makes of every conversation at start-up, the same for each: its pending
-    question ends `question`/`reason`, each unfinished run ends `run`/`error`, one revision
-    for both. The store applies it to all conversations at once (`Tx.restart_all`)."""
+class RestartPlan:
+    """SPEC R3 as data: the one statement of what a restart does to a conversation.
 
-    question: Status
+    Its question in a status that `questions` maps (the pending one) ends in the status it
+    maps to, with `reason`, a receipt and one `InputResolved`; each run in a status that
+    `runs` maps (the unfinished ones) ends in the status it maps to, with `error`, and one
+    `RunStatusChanged`, oldest first after the question's; all at `now`, in one revision.
+    `restart` applies it to one conversation; the store applies it to every conversation
+    at once (`WriteTx.restart_all`), set-based, taking each status, reason, error and
+    event body it writes from here. Built by `restart_plan` from the transition tables.
+    """
+
+    now: datetime
+    questions: Mapping[Status, Status]
     reason: str
-    run: RunStatus
+    runs: Mapping[RunStatus, RunStatus]
     error: str
 
+    def __post_init__(self) -> None:
+        if any(after not in QUESTION_TRANSITIONS[before].values()
+               for before, after in self.questions.items()) or any(
+                after not in RUN_TRANSITIONS[before].values()
+                for before, after in self.runs.items()):
+            raise IllegalTransition("a restart moves along the transition tables only")
 
-RESTARTED: Final = Restarted(transition(Status.PENDING, Command.RESTART), REASON_RESTART,
-                             run_transition(RunStatus.QUEUED, RunCommand.FAIL),
-                             ORPHANED_BY_RESTART)
-assert RESTARTED.run is run_transition(RunStatus.RUNNING, RunCommand.FAIL)
+    def end_question(self, conversation: Conversation, question: Question,
+                     new_id: NewId) -> tuple[Question, InputResolved]:
+        """The question ended by the restart, with its receipt and its event."""
+        if question.status not in self.questions:
+            raise IllegalTransition(f"a restart does not end a {question.status.value} question")
+        ended, _ = _close(conversation, question, self.questions[question.status],
+                          self.reason, self.now, new_id)
+        return ended, self.resolved(question.conversation_id, question.request_id,
+                                    question.status)
+
+    def resolved(self, conversation_id: str, request_id: str, status: Status) -> InputResolved:
+        """The event of a question in `status` that the restart ends."""
+        return InputResolved(conversation_id, request_id, self.questions[status], self.now)
+
+    def end_run(self, run: Run) -> Run:
+        """The run ended by the restart (a run it does not end raises `KeyError`)."""
+        return replace(run, status=self.runs[run.status], error=self.error,
+                       finished_at=self.now)
+
+    def run_event(self, ended: Run) -> RunStatusChanged:
+        """The event of a run the restart ended (`end_run`)."""
+        return RunStatusChanged(ended, self.now)
+
+    def apply(self, conversation: Conversation, pending: Question | None,
+              runs: Iterable[Run], new_id: NewId) -> Change | None:
+        """The plan for one conversation; None when it ends nothing there."""
+        questions: list[Question] = []
+        events: list[Event] = []
+        if pending is not None:
+            ended, event = self.end_question(conversation, pending, new_id)
+            questions, events = [ended], [event]
+        orphaned = [self.end_run(r) for r in runs if r.status in self.runs]
+        if not questions and not orphaned:
+            return None
+        return _commit(conversation, questions=questions, runs=orphaned,
+                       events=events + [self.run_event(r) for r in orphaned])
+
+
+_State = TypeVar("_State", Status, RunStatus)
+_Command = TypeVar("_Command", Command, RunCommand)
+
+
+def _moves(table: Mapping[_State, Mapping[_Command, _State]],
+           command: _Command) -> dict[_State, _State]:
+    """Each state that `command` leaves, and where it goes (a column of a table)."""
+    return {before: row[command] for before, row in table.items() if command in row}
+
+
+def restart_plan(now: datetime) -> RestartPlan:
+    """SPEC R3, before serving: the pending question is cancelled (`restart`) and every
+    unfinished run fails (`orphaned_by_restart`). Nothing is executed again: a failed run
+    is terminal in `RUN_TRANSITIONS`."""
+    return RestartPlan(now, _moves(QUESTION_TRANSITIONS, Command.RESTART), REASON_RESTART,
+                       _moves(RUN_TRANSITIONS, RunCommand.FAIL), ORPHANED_BY_RESTART)
 
 
 def restart(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
             now: datetime, new_id: NewId) -> Change | None:
-    """SPEC R3: before serving, cancel the pending question and fail every unfinished run,
-    as `RESTARTED` says (one conversation; the reference for `Tx.restart_all`).
-
-    Nothing is executed again: a failed run is terminal in `RUN_TRANSITIONS`.
-    """
-    questions: list[Question] = []
-    events: list[Event] = []
-    if pending is not None:
-        ended, event = _end(conversation, pending, Command.RESTART, RESTARTED.reason, now,
-                            new_id)
-        questions, events = [ended], [event]
-    orphaned = [
-        replace(r, status=run_transition(r.status, RunCommand.FAIL), error=RESTARTED.error,
-                finished_at=now)
-        for r in runs
-        if r.status in (RunStatus.QUEUED, RunStatus.RUNNING)
-    ]
-    if not questions and not orphaned:
-        return None
-    return _commit(conversation, questions=questions, runs=orphaned,
-                   events=events + _run_events(orphaned, now))
+    """SPEC R3 for one conversation: `restart_plan` applied to it."""
+    return restart_plan(now).apply(conversation, pending, runs, new_id)
 
 
 def _invalidate(conversation: Conversation, pending: Question | None, reason: str, now: datetime,

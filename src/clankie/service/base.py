@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -31,7 +31,7 @@ from clankie.core.model import (
     Run,
 )
 from clankie.settings import Settings
-from clankie.store import Store, Tx
+from clankie.store import ReadTx, Store, WriteTx
 from clankie.store.tx import ProjectRow
 from clankie.workspace.identity import identify_saved
 from clankie.workspace.membership import Membership, membership
@@ -62,9 +62,14 @@ class Executor(Protocol):
         ...
 
 
+TxT = TypeVar("TxT", ReadTx, WriteTx)
+
+
 @dataclass
-class Call:
-    tx: Tx
+class Call(Generic[TxT]):
+    """One caller's operation: its transaction (a `WriteTx` for a write op), who, and when."""
+
+    tx: TxT
     principal: Principal
     now: datetime
     raise_after_commit: ClankieError | None = None
@@ -109,7 +114,7 @@ class ServiceBase:
                                ) from exc
 
     @contextmanager
-    def _write(self, op: str, token: str | None) -> Iterator[Call]:
+    def _write(self, op: str, token: str | None) -> Iterator[Call[WriteTx]]:
         """One write transaction, with the caller authenticated and authorized inside it."""
         now = self.clock()
         with self._storage(), self.store.write() as tx:
@@ -125,7 +130,7 @@ class ServiceBase:
             raise call.raise_after_commit
 
     @contextmanager
-    def _internal_write(self) -> Iterator[Tx]:
+    def _internal_write(self) -> Iterator[WriteTx]:
         """A write transaction of the service itself (runs, recovery): no caller to check;
         long-polls are woken after the commit, as for every other write."""
         with self._storage(), self.store.write() as tx:
@@ -133,14 +138,14 @@ class ServiceBase:
         self._after_commit(tx)
 
     @contextmanager
-    def _read(self, op: str, token: str | None) -> Iterator[Call]:
+    def _read(self, op: str, token: str | None) -> Iterator[Call[ReadTx]]:
         now = self.clock()
         with self._storage(), self.store.read() as tx:
             principal = authenticate(tx, token, now)
             authorize(op, principal)
             yield Call(tx, principal, now)
 
-    def _after_commit(self, tx: Tx) -> None:
+    def _after_commit(self, tx: WriteTx) -> None:
         """Wake the long-polls of the conversations that got events; run the hooks."""
         if tx.touched:
             self.long_polls.changed(tx.touched)
@@ -151,7 +156,7 @@ class ServiceBase:
         """How many commits added events to the conversation (a long-poll's wake-up)."""
         return self.long_polls.generation(conversation_id)
 
-    def _save(self, tx: Tx, change: Change | None) -> None:
+    def _save(self, tx: WriteTx, change: Change | None) -> None:
         if change is not None:
             tx.save(change, receipt_limit=self.settings.receipt_limit,
                     event_retention=self.settings.event_retention)
@@ -170,7 +175,8 @@ class ServiceBase:
                                          document(change.conversation, event, question))
 
     @staticmethod
-    def _conversation(tx: Tx, conversation_id: str, owner_id: str | None = None) -> Conversation:
+    def _conversation(tx: ReadTx, conversation_id: str,
+                      owner_id: str | None = None) -> Conversation:
         """The conversation, if it exists and (for a caller) belongs to the caller's owner."""
         conversation = tx.conversation(conversation_id)
         if conversation is None or owner_id not in (None, conversation.owner_id):
@@ -179,12 +185,12 @@ class ServiceBase:
         return conversation
 
     @staticmethod
-    def _facts(tx: Tx, conversation: Conversation, now: datetime) -> Facts:
+    def _facts(tx: ReadTx, conversation: Conversation, now: datetime) -> Facts:
         workspace = identify_saved(conversation.workspace) if conversation.workspace else None
         return Facts(now, tx.owner_revoked(conversation.owner_id), workspace)
 
     @staticmethod
-    def _run(tx: Tx, run_id: str) -> Run:
+    def _run(tx: ReadTx, run_id: str) -> Run:
         run = tx.run(run_id)
         if run is None:
             raise ClankieError("not_found", "there is no such run", run_id=run_id)

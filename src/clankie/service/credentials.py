@@ -14,7 +14,7 @@ from datetime import datetime
 
 from clankie.core.errors import ClankieError
 from clankie.core.model import CredentialKind, Principal
-from clankie.store import Tx
+from clankie.store import ReadTx
 
 TOKEN_PREFIX = "clk_"
 
@@ -27,7 +27,7 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def authenticate(tx: Tx, token: str | None, now: datetime) -> Principal:
+def authenticate(tx: ReadTx, token: str | None, now: datetime) -> Principal:
     """The principal of a live token, found in the caller's transaction (SPEC A1)."""
     if not token:
         raise ClankieError("unauthenticated", "a bearer token is required")

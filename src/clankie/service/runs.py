@@ -44,7 +44,7 @@ from clankie.core.model import (
     ToolActivity,
     WorkspaceIdentity,
 )
-from clankie.store import Tx
+from clankie.store import WriteTx
 from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.tools import Outcome
 
@@ -140,7 +140,7 @@ class RunHooks(ServiceBase):
                 self.clock())], self.settings.event_retention)
             return True
 
-    def _record(self, tx: Tx, run: Run, call: CallRecord, outcome: Outcome) -> None:
+    def _record(self, tx: WriteTx, run: Run, call: CallRecord, outcome: Outcome) -> None:
         if run.status is not RunStatus.RUNNING:
             raise ClankieError("not_eligible", "only a running run calls tools")
         now = self.clock()
@@ -183,7 +183,7 @@ class RunHooks(ServiceBase):
         with self._internal_write() as tx:
             return self._claim(tx, conversation_id)
 
-    def _claim(self, tx: Tx, conversation_id: str) -> Run | None:
+    def _claim(self, tx: WriteTx, conversation_id: str) -> Run | None:
         unfinished = tx.unfinished_runs(conversation_id)
         if not unfinished or unfinished[0].status is not RunStatus.QUEUED:
             return None
@@ -242,7 +242,7 @@ class RunHooks(ServiceBase):
         with self._internal_write() as tx:
             self._say(tx, self._run(tx, run_id), texts)
 
-    def _say(self, tx: Tx, run: Run, texts: Sequence[str]) -> None:
+    def _say(self, tx: WriteTx, run: Run, texts: Sequence[str]) -> None:
         """Each text a message of Clankie's (one change each), only from a running run."""
         for text in texts:
             if run.status is not RunStatus.RUNNING:
@@ -260,7 +260,7 @@ class RunHooks(ServiceBase):
         again."""
         with self._internal_write() as tx:
             questions, runs = tx.restart_all(
-                lifecycle.RESTARTED, self.clock(),
+                lifecycle.restart_plan(self.clock()),
                 receipt_limit=self.settings.receipt_limit,
                 event_retention=self.settings.event_retention)
         return Recovery(questions, runs)

@@ -36,7 +36,7 @@ from clankie.core.model import (
     iso,
 )
 from clankie.settings import shown as settings_shown
-from clankie.store import Tx
+from clankie.store import ReadTx, WriteTx
 from clankie.store.tx import CredentialRow, LeaseRow, ProjectRow
 from clankie.workspace.identity import identify
 
@@ -235,7 +235,7 @@ class Service(RunHooks):
 
     # -------------------------------------------------------------- credentials, devices
 
-    def _issue(self, tx: Tx, owner_id: str, kind: CredentialKind, mode: DeviceMode | None,
+    def _issue(self, tx: WriteTx, owner_id: str, kind: CredentialKind, mode: DeviceMode | None,
                name: str, now: datetime) -> dto.TokenOut:
         token = new_token()
         row = CredentialRow(self.new_id(), owner_id, kind, mode, name, token_hash(token), now,
@@ -321,20 +321,22 @@ class Service(RunHooks):
         unless the pending question is due to expire: then the expiry is committed on
         read (S5), in a write transaction that decides again."""
         with self._read("input_get", token) as c:
-            snapshot = self._snapshot(c, r, commit_expiry=False)
+            snapshot = self._snapshot(c, r)
         if snapshot is not None:
             return snapshot
         with self._write("input_get", token) as c:
-            snapshot = self._snapshot(c, r, commit_expiry=True)
+            snapshot = self._snapshot(c, r)
         assert snapshot is not None
         return snapshot
 
-    def _snapshot(self, c: Call, r: dto.InputGet, commit_expiry: bool) -> dto.Snapshot | None:
+    def _snapshot(self, c: Call[ReadTx] | Call[WriteTx], r: dto.InputGet
+                  ) -> dto.Snapshot | None:
+        """None when an expiry is due and `c` can only read: it is committed in a write."""
         conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
         pending = c.tx.pending_question(r.conversation_id)
         expired = lifecycle.expire_if_due(conversation, pending, c.now, self.new_id)
         if expired is not None:
-            if not commit_expiry:
+            if not isinstance(c.tx, WriteTx):
                 return None
             self._save(c.tx, expired)
             conversation, pending = expired.conversation, None

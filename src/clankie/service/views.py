@@ -11,12 +11,12 @@ from typing import Any
 from clankie import dto
 from clankie.core.errors import ClankieError
 from clankie.core.model import Conversation, Question, Receipt, Run, iso
-from clankie.store import Tx
+from clankie.store import ReadTx
 from clankie.store.tx import CredentialRow
 from clankie.workspace.membership import Membership
 
 
-def receipt(tx: Tx, r: Receipt) -> dto.ReceiptOut:
+def receipt(tx: ReadTx, r: Receipt) -> dto.ReceiptOut:
     run = tx.run(r.run_id) if r.run_id else None
     answer: dto.OptionAnswer | dto.TextAnswer | None = None
     if r.answer is not None and r.answer.option_id is not None:
@@ -40,7 +40,7 @@ def receipt(tx: Tx, r: Receipt) -> dto.ReceiptOut:
     )
 
 
-def question(tx: Tx, q: Question) -> dto.QuestionOut:
+def question(tx: ReadTx, q: Question) -> dto.QuestionOut:
     return dto.QuestionOut(
         request_id=q.request_id,
         kind=q.kind.value,  # type: ignore[arg-type]
@@ -97,7 +97,7 @@ def credential(row: CredentialRow, holds_lease: bool) -> dto.CredentialOut:
         holds_lease=holds_lease)
 
 
-def error(tx: Tx, err: ClankieError) -> ClankieError:
+def error(tx: ReadTx, err: ClankieError) -> ClankieError:
     """The error with its extras rendered for the wire (a core `Receipt` becomes JSON)."""
     extra: dict[str, Any] = {}
     for key, value in err.extra.items():

@@ -1,6 +1,6 @@
 """Durability: the SQLite store, its schema and migrations, and one transaction per operation."""
 
 from .db import Store
-from .tx import Tx
+from .tx import ReadTx, WriteTx
 
-__all__ = ["Store", "Tx"]
+__all__ = ["ReadTx", "Store", "WriteTx"]

@@ -4,7 +4,7 @@ Owns connections and transactions. Writes go through one connection per `Store`,
 serialised by a lock and by `BEGIN IMMEDIATE` (so several processes or `Store`s on one
 file are serialised by SQLite itself), and concurrent writes share a commit (group
 commit, `write`); reads use a pool of read-only connections, one per concurrent read. It knows
-nothing of the rules: `Tx` loads and saves values of `clankie.core.model`.
+nothing of the rules: `ReadTx` and `WriteTx` load and save values of `clankie.core.model`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .schema import MIGRATIONS
-from .tx import Tx
+from .tx import ReadTx, WriteTx
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -57,6 +57,7 @@ class Store:
                 f"clankie needs SQLite {'.'.join(map(str, MIN_SQLITE[:2]))} or newer; this "
                 f"Python uses SQLite {sqlite3.sqlite_version}")
         self.path = str(path)
+        self._read_uri = Path(self.path).absolute().as_uri() + "?mode=ro"
         # Test-only fault hook: called inside every write transaction just before COMMIT.
         self.before_commit: Callable[[], None] | None = None
         self._write_lock = threading.Lock()
@@ -79,9 +80,16 @@ class Store:
                                 "`clankie doctor` says what is wrong with its home") from None
         self._migrate()
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                               timeout=BUSY_TIMEOUT_MS / 1000)
+    def _connect(self, read_only: bool = False) -> sqlite3.Connection:
+        """The writer, or (`read_only`) a reader: opened read-only, and `query_only` too,
+        so that no statement can write through it, whoever runs it."""
+        target, uri = self.path, False
+        if read_only and self.path != ":memory:":
+            target, uri = self._read_uri, True
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
+                               timeout=BUSY_TIMEOUT_MS / 1000, uri=uri)
+        if read_only:
+            conn.execute("PRAGMA query_only=ON")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -111,7 +119,7 @@ class Store:
         return int(self._writer.execute("PRAGMA user_version").fetchone()[0])
 
     @contextmanager
-    def write(self) -> Iterator[Tx]:
+    def write(self) -> Iterator[WriteTx]:
         """One write operation, atomic on its own (a SAVEPOINT), durable when this returns.
 
         Group commit: operations that arrive while another holds the writer share its
@@ -136,7 +144,7 @@ class Store:
             batch = self._batch
             conn.execute("SAVEPOINT operation")
             try:
-                yield Tx(conn)
+                yield WriteTx(conn)
             except BaseException as exc:  # this operation's own failure: undo it alone
                 error = exc
                 conn.execute("ROLLBACK TO operation")
@@ -175,21 +183,21 @@ class Store:
             batch.committed.set()
 
     @contextmanager
-    def read(self) -> Iterator[Tx]:
-        """One consistent read snapshot on a read-only connection from the pool. The pool
-        is not tied to threads: worker threads come and go (anyio retires idle ones), and a
-        connection per thread would leave one open for every thread that ever read."""
+    def read(self) -> Iterator[ReadTx]:
+        """One consistent read snapshot: a `ReadTx`, which has no writers, on a read-only
+        connection from the pool. The pool is not tied to threads: worker threads come and
+        go (anyio retires idle ones), and a connection per thread would leave one open for
+        every thread that ever read."""
         with self._readers_lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
-            conn = self._connect()
-            conn.execute("PRAGMA query_only=ON")
+            conn = self._connect(read_only=True)
             with self._readers_lock:
                 self._readers.append(conn)
         try:
             conn.execute("BEGIN")
             try:
-                yield Tx(conn)
+                yield ReadTx(conn)
             finally:
                 conn.execute("COMMIT")
         finally:

@@ -1,20 +1,24 @@
 """One transaction's reads and writes: rows in, `clankie.core.model` values out, and back.
 
-Owns every SQL statement outside the schema. `save` writes a `Change` and enforces the
-bounds when writing: the newest `receipt_limit` receipts per conversation (R1) and the
-newest `event_retention` events per conversation (V1); nothing grows without bound there.
+Owns every SQL statement outside the schema. Two types: `ReadTx` has only readers (what
+`Store.read` gives: mypy rejects a write through it, and its connection refuses one), and
+`WriteTx` adds the writers (`Store.write`). Rows are read by column name. `save` writes a
+`Change` and enforces the bounds when writing: the newest `receipt_limit` receipts per
+conversation (R1) and the newest `event_retention` events per conversation (V1); nothing
+grows without bound there. `restart_all` executes the core's `RestartPlan` set-based.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
-from clankie.core.lifecycle import Change, Restarted
+from clankie.core.lifecycle import RUN_TRANSITIONS, Change, RestartPlan
 from clankie.core.model import (
     Actor,
     Answer,
@@ -116,111 +120,84 @@ _CONVERSATION_COLUMNS = (
 _NEXT_ACTIVITY = "(SELECT coalesce(max(activity), 0) + 1 FROM conversations)"
 _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at, receipt_id, "
                 "error, started_at, finished_at")
+_CREDENTIAL = ("SELECT credential_id, owner_id, kind, mode, name, token_hash, created_at, "
+               "rotated_at FROM credentials ")
+_QUESTION = ("SELECT request_id, conversation_id, kind, prompt, allow_text, status, "
+             "incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
+             "expires_at, asked_by_run, receipt_id, reason, answer_option_id, answer_text, "
+             "answered_by_id, answered_by_kind, run_id, resolved_at, resolved_revision, "
+             "workspace_birth FROM questions ")
 
 
-class Tx:
+class ReadTx:
+    """One consistent read snapshot: readers only. Its connection is `query_only`, so a
+    write through it fails even from code that mypy does not check."""
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        self.saved: list[Change] = []  # the changes this operation saved
-        self.touched: set[str] = set()  # conversations whose events it added
 
-    def _one(self, sql: str, *args: Any) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self._conn.execute(sql, args).fetchone()
+    def _query(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
+        """A statement's cursor, its rows read by column name."""
+        cursor = self._conn.cursor()
+        cursor.row_factory = sqlite3.Row
+        return cursor.execute(sql, args)
+
+    def _one(self, sql: str, *args: Any) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._query(sql, args).fetchone()
         return row
 
-    def _all(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        return self._conn.execute(sql, args).fetchall()
-
-    def _run(self, sql: str, *args: Any) -> int:
-        return self._conn.execute(sql, args).rowcount
-
-    def _returned(self, sql: str, *args: Any) -> tuple[Any, ...] | None:
-        """The row a `... RETURNING` statement returned, if any (run to its end)."""
-        rows = self._all(sql, *args)
-        return rows[0] if rows else None
+    def _all(self, sql: str, *args: Any) -> list[sqlite3.Row]:
+        rows: list[sqlite3.Row] = self._query(sql, args).fetchall()
+        return rows
 
     # ----------------------------------------------------------------- owners, credentials
 
     def active_owner(self) -> str | None:
         row = self._one("SELECT owner_id FROM owners WHERE revoked_at IS NULL "
                         "ORDER BY rowid DESC LIMIT 1")
-        return None if row is None else str(row[0])
+        return None if row is None else str(row["owner_id"])
 
     def owner_revoked(self, owner_id: str) -> bool:
         row = self._one("SELECT revoked_at FROM owners WHERE owner_id = ?", owner_id)
-        return row is None or row[0] is not None
-
-    def insert_owner(self, owner_id: str, now: datetime) -> None:
-        self._run("INSERT INTO owners (owner_id, created_at) VALUES (?, ?)", owner_id, iso(now))
-
-    def revoke_owner(self, owner_id: str, now: datetime) -> None:
-        self._run("UPDATE owners SET revoked_at = ? WHERE owner_id = ? AND revoked_at IS NULL",
-                  iso(now), owner_id)
-
-    def insert_credential(self, c: CredentialRow) -> None:
-        self._run("INSERT INTO credentials (credential_id, owner_id, kind, mode, name, token_hash, "
-                  "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", c.credential_id, c.owner_id,
-                  c.kind.value, c.mode.value if c.mode else None, c.name, c.token_hash,
-                  iso(c.created_at))
-
-    _CREDENTIAL = ("SELECT credential_id, owner_id, kind, mode, name, token_hash, created_at, "
-                   "rotated_at FROM credentials ")
+        return row is None or row["revoked_at"] is not None
 
     def credential_by_hash(self, token_hash: str) -> CredentialRow | None:
-        row = self._one(self._CREDENTIAL + "WHERE token_hash = ?", token_hash)
-        return None if row is None else _credential(row)
+        row = self._one(_CREDENTIAL + "WHERE token_hash = ?", token_hash)
+        return None if row is None else _as_credential(row)
 
     def credential(self, credential_id: str) -> CredentialRow | None:
-        row = self._one(self._CREDENTIAL + "WHERE credential_id = ?", credential_id)
-        return None if row is None else _credential(row)
+        row = self._one(_CREDENTIAL + "WHERE credential_id = ?", credential_id)
+        return None if row is None else _as_credential(row)
 
-    def credentials(self, kind: CredentialKind | None = None) -> list[CredentialRow]:
-        if kind is None:
-            return [_credential(r) for r in self._all(self._CREDENTIAL + "ORDER BY rowid")]
-        return [_credential(r) for r in
-                self._all(self._CREDENTIAL + "WHERE kind = ? ORDER BY rowid", kind.value)]
-
-    def replace_token(self, credential_id: str, token_hash: str, now: datetime) -> None:
-        self._run("UPDATE credentials SET token_hash = ?, rotated_at = ? WHERE credential_id = ?",
-                  token_hash, iso(now), credential_id)
+    def credentials(self) -> list[CredentialRow]:
+        return [_as_credential(r) for r in self._all(_CREDENTIAL + "ORDER BY rowid")]
 
     def lease(self) -> LeaseRow | None:
         row = self._one("SELECT lease_id, credential_id, acquired_at, expires_at "
                         "FROM take_control WHERE slot = 1")
-        return None if row is None else LeaseRow(row[0], row[1], _when(row[2]), _when(row[3]))
-
-    def set_lease(self, lease: LeaseRow) -> None:
-        self._run("INSERT INTO take_control (slot, lease_id, credential_id, acquired_at, "
-                  "expires_at) VALUES (1, ?, ?, ?, ?) ON CONFLICT (slot) DO UPDATE SET "
-                  "lease_id = excluded.lease_id, credential_id = excluded.credential_id, "
-                  "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
-                  lease.lease_id, lease.credential_id, iso(lease.acquired_at),
-                  iso(lease.expires_at))
-
-    def clear_lease(self, credential_id: str) -> None:
-        self._run("DELETE FROM take_control WHERE credential_id = ?", credential_id)
+        return None if row is None else LeaseRow(row["lease_id"], row["credential_id"],
+                                                 _when(row["acquired_at"]),
+                                                 _when(row["expires_at"]))
 
     # ------------------------------------------------------------------------ conversations
 
     def conversation(self, conversation_id: str) -> Conversation | None:
         row = self._one(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
                         "WHERE conversation_id = ?", conversation_id)
-        return None if row is None else _conversation(row)
+        return None if row is None else _as_conversation(row)
 
-    def conversations(self, owner_id: str | None = None) -> list[Conversation]:
-        if owner_id is None:
-            rows = self._all(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations ORDER BY rowid")
-        else:
-            rows = self._all(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
-                             "WHERE owner_id = ? ORDER BY rowid", owner_id)
-        return [_conversation(r) for r in rows]
+    def conversations(self, owner_id: str) -> list[Conversation]:
+        return [_as_conversation(r) for r in self._all(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE owner_id = ? "
+            "ORDER BY rowid", owner_id)]
 
     def conversation_page(self, owner_id: str, limit: int, after: int | None,
                           prefix: str | None) -> list[tuple[int, Conversation]]:
         """Up to `limit` conversations of an owner, latest activity first, each with its
         activity mark; `after` is the mark of the previous page's last one. With a prefix
         the ID index finds the few candidates (`+owner_id` keeps SQLite on it)."""
-        where, args = ["+owner_id = ?" if prefix else "owner_id = ?"], [owner_id]
+        where = ["+owner_id = ?" if prefix else "owner_id = ?"]
+        args: list[str | int] = [owner_id]
         if after is not None:
             where.append("activity < ?")
             args.append(after)
@@ -230,41 +207,27 @@ class Tx:
         rows = self._all(f"SELECT activity, {_CONVERSATION_COLUMNS} FROM conversations "
                          f"WHERE {' AND '.join(where)} ORDER BY activity DESC LIMIT ?",
                          *args, limit)
-        return [(r[0], _conversation(r[1:])) for r in rows]
-
-    def insert_conversation(self, c: Conversation) -> None:
-        ws = c.workspace
-        self._run(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}, activity) "
-                  f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})",
-                  c.conversation_id, c.kind.value, c.owner_id, ws.path if ws else None,
-                  ws.dev if ws else None, ws.ino if ws else None, c.incarnation, c.revision,
-                  c.native_owner, iso(c.created_at), ws.birth if ws else None)
+        return [(r["activity"], _as_conversation(r)) for r in rows]
 
     # ---------------------------------------------------------------------------- questions
 
-    _QUESTION = ("SELECT request_id, conversation_id, kind, prompt, allow_text, status, "
-                 "incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
-                 "expires_at, asked_by_run, receipt_id, reason, answer_option_id, answer_text, "
-                 "answered_by_id, answered_by_kind, run_id, resolved_at, resolved_revision, "
-                 "workspace_birth FROM questions ")
-
     def pending_question(self, conversation_id: str) -> Question | None:
-        row = self._one(self._QUESTION + "WHERE conversation_id = ? AND status = 'pending'",
+        row = self._one(_QUESTION + "WHERE conversation_id = ? AND status = 'pending'",
                         conversation_id)
         return None if row is None else self._question(row)
 
     def question(self, conversation_id: str, request_id: str) -> Question | None:
         """The pending question or one in the recent receipt set; evicted ones are gone."""
-        row = self._one(self._QUESTION + "WHERE conversation_id = ? AND request_id = ?",
+        row = self._one(_QUESTION + "WHERE conversation_id = ? AND request_id = ?",
                         conversation_id, request_id)
         return None if row is None else self._question(row)
 
     def question_by_receipt(self, receipt_id: str) -> Question | None:
-        row = self._one(self._QUESTION + "WHERE receipt_id = ?", receipt_id)
+        row = self._one(_QUESTION + "WHERE receipt_id = ?", receipt_id)
         return None if row is None else self._question(row)
 
     def latest_ended_question(self, conversation_id: str) -> Question | None:
-        row = self._one(self._QUESTION + "WHERE conversation_id = ? AND status != 'pending' "
+        row = self._one(_QUESTION + "WHERE conversation_id = ? AND status != 'pending' "
                         "ORDER BY resolved_revision DESC, rowid DESC LIMIT 1", conversation_id)
         return None if row is None else self._question(row)
 
@@ -279,71 +242,65 @@ class Tx:
             "ON o.option_id = q.answer_option_id AND o.request_id = q.request_id "
             "WHERE q.conversation_id = ? AND q.request_id IN (SELECT value FROM json_each(?))",
             conversation_id, json.dumps(list(request_ids)))
-        return {r[0]: QuestionEnd(r[0], Status(r[1]), r[2], _when(r[3]), r[4], r[5],
-                                  None if r[6] is None else CredentialKind(r[6]))
+        return {r["request_id"]: QuestionEnd(
+                    r["request_id"], Status(r["status"]), r["reason"], _when(r["expires_at"]),
+                    r["label"], r["answer_text"], _kind(r["answered_by_kind"]))
                 for r in rows}
 
-    def _question(self, row: tuple[Any, ...]) -> Question:
-        options = tuple(Option(o[0], o[1], o[2]) for o in self._all(
+    def _question(self, row: sqlite3.Row) -> Question:
+        options = tuple(Option(o["option_id"], o["label"], o["description"]) for o in self._all(
             "SELECT option_id, label, description FROM options WHERE request_id = ? "
-            "ORDER BY position", row[0]))
-        status = Status(row[5])
+            "ORDER BY position", row["request_id"]))
+        status = Status(row["status"])
         receipt = None
         if status is not Status.PENDING:
             answer = None
-            if row[15] is not None or row[16] is not None:
-                answer = Answer(option_id=row[15], text=row[16])
-            actor = None if row[17] is None else Actor(row[17], CredentialKind(row[18]))
-            receipt = Receipt(row[13], row[0], status, row[14], answer, actor, row[19],
-                              _when(row[20]), row[21])
+            if row["answer_option_id"] is not None or row["answer_text"] is not None:
+                answer = Answer(option_id=row["answer_option_id"], text=row["answer_text"])
+            kind = _kind(row["answered_by_kind"])
+            actor = None if kind is None else Actor(row["answered_by_id"], kind)
+            receipt = Receipt(row["receipt_id"], row["request_id"], status, row["reason"],
+                              answer, actor, row["run_id"], _when(row["resolved_at"]),
+                              row["resolved_revision"])
         return Question(
-            request_id=row[0], conversation_id=row[1], kind=QuestionKind(row[2]), prompt=row[3],
-            options=options, allow_text=bool(row[4]), status=status, incarnation=row[6],
-            workspace=WorkspaceIdentity(row[7], row[8], row[9], row[22]),
-            asked_at=_when(row[10]),
-            expires_at=_when(row[11]), asked_by_run=row[12], receipt=receipt)
+            request_id=row["request_id"], conversation_id=row["conversation_id"],
+            kind=QuestionKind(row["kind"]), prompt=row["prompt"], options=options,
+            allow_text=bool(row["allow_text"]), status=status, incarnation=row["incarnation"],
+            workspace=WorkspaceIdentity(row["workspace_path"], row["workspace_dev"],
+                                        row["workspace_ino"], row["workspace_birth"]),
+            asked_at=_when(row["asked_at"]), expires_at=_when(row["expires_at"]),
+            asked_by_run=row["asked_by_run"], receipt=receipt)
 
     # --------------------------------------------------------------------------------- runs
 
     def run(self, run_id: str) -> Run | None:
         row = self._one(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", run_id)
-        return None if row is None else _run(row)
+        return None if row is None else _as_run(row)
 
     def unfinished_runs(self, conversation_id: str) -> list[Run]:
         """A conversation's queued and running runs, oldest first."""
-        return [_run(r) for r in self._all(
+        return [_as_run(r) for r in self._all(
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {_UNFINISHED} "
             "ORDER BY rowid", conversation_id)]
 
     def started_before(self, run: Run) -> int:
         """How many runs of the conversation started before this one (runs start in order)."""
-        row = self._one("SELECT count(*) FROM runs WHERE conversation_id = ? AND started_at IS "
-                        "NOT NULL AND rowid < (SELECT rowid FROM runs WHERE run_id = ?)",
-                        run.conversation_id, run.run_id)
+        row = self._one("SELECT count(*) AS started FROM runs WHERE conversation_id = ? AND "
+                        "started_at IS NOT NULL AND rowid < (SELECT rowid FROM runs "
+                        "WHERE run_id = ?)", run.conversation_id, run.run_id)
         assert row is not None
-        return int(row[0])
+        return int(row["started"])
 
     # -------------------------------------------------------------------- messages, events
 
     def messages(self, conversation_id: str, limit: int) -> list[tuple[int, Message]]:
         """The newest `limit` messages, oldest first, each with its position (rowid)."""
-        rows = self._all("SELECT rowid, message_id, conversation_id, author, text, at "
-                         "FROM messages WHERE conversation_id = ? ORDER BY rowid DESC LIMIT ?",
-                         conversation_id, limit)
-        return [(r[0], Message(r[1], r[2], Author(r[3]), r[4], _when(r[5])))
+        rows = self._all("SELECT rowid AS position, message_id, conversation_id, author, text, "
+                         "at FROM messages WHERE conversation_id = ? ORDER BY rowid DESC "
+                         "LIMIT ?", conversation_id, limit)
+        return [(r["position"], Message(r["message_id"], r["conversation_id"],
+                                        Author(r["author"]), r["text"], _when(r["at"])))
                 for r in reversed(rows)]
-
-    def insert_tool_call(self, call: ToolCallRow, keep: int) -> None:
-        """Record one tool call of a run, placed after the latest message; keep the newest
-        `keep` calls of the conversation."""
-        self._run("INSERT INTO tool_calls (conversation_id, run_id, step, call_id, name, "
-                  "arguments, result, after_message, at) VALUES (?, ?, ?, ?, ?, ?, ?, "
-                  "coalesce((SELECT max(rowid) FROM messages WHERE conversation_id = ?), 0), ?)",
-                  call.conversation_id, call.run_id, call.step, call.call_id, call.name,
-                  call.arguments, call.result, call.conversation_id, iso(call.at))
-        self._run("DELETE FROM tool_calls WHERE conversation_id = ? AND rowid <= (SELECT rowid "
-                  "FROM tool_calls WHERE conversation_id = ? ORDER BY rowid DESC LIMIT 1 "
-                  "OFFSET ?)", call.conversation_id, call.conversation_id, keep)
 
     def tool_calls_since(self, conversation_id: str, message_position: int
                          ) -> list[tuple[int, ToolCallRow]]:
@@ -351,8 +308,100 @@ class Tx:
         rows = self._all("SELECT after_message, conversation_id, run_id, step, call_id, name, "
                          "arguments, result, at FROM tool_calls WHERE conversation_id = ? AND "
                          "after_message >= ? ORDER BY rowid", conversation_id, message_position)
-        return [(r[0], ToolCallRow(r[1], r[2], r[3], r[4], r[5], r[6], r[7], _when(r[8])))
+        return [(r["after_message"], ToolCallRow(
+                    r["conversation_id"], r["run_id"], r["step"], r["call_id"], r["name"],
+                    r["arguments"], r["result"], _when(r["at"])))
                 for r in rows]
+
+    def events_after(self, conversation_id: str, after: int, limit: int) -> EventPage:
+        bounds = self._one("SELECT last_seq, trimmed_through FROM conversations "
+                           "WHERE conversation_id = ?", conversation_id)
+        assert bounds is not None
+        rows = self._all("SELECT body FROM events WHERE conversation_id = ? AND seq > ? "
+                         "ORDER BY seq LIMIT ?", conversation_id, after, limit)
+        return EventPage([json.loads(r["body"]) for r in rows], bounds["last_seq"],
+                         bounds["trimmed_through"])
+
+    # ------------------------------------------------------------------------------ projects
+
+    def projects(self) -> list[ProjectRow]:
+        return [ProjectRow(r["project_id"], r["name"],
+                           WorkspaceIdentity(r["root_path"], r["root_dev"], r["root_ino"],
+                                             r["root_birth"]), _when(r["created_at"]))
+                for r in self._all("SELECT project_id, name, root_path, root_dev, root_ino, "
+                                   "created_at, root_birth FROM projects ORDER BY rowid")]
+
+
+class WriteTx(ReadTx):
+    """One write operation: the readers and the writers. It records what it saved and which
+    conversations got events, for the service to act on after the commit."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self.saved: list[Change] = []  # the changes this operation saved
+        self.touched: set[str] = set()  # conversations whose events it added
+
+    def _execute(self, sql: str, *args: Any) -> int:
+        return self._conn.execute(sql, args).rowcount
+
+    def _returned(self, sql: str, *args: Any) -> sqlite3.Row | None:
+        """The row a `... RETURNING` statement returned, if any (run to its end)."""
+        rows = self._all(sql, *args)
+        return rows[0] if rows else None
+
+    # ----------------------------------------------------------------- owners, credentials
+
+    def insert_owner(self, owner_id: str, now: datetime) -> None:
+        self._execute("INSERT INTO owners (owner_id, created_at) VALUES (?, ?)", owner_id,
+                      iso(now))
+
+    def revoke_owner(self, owner_id: str, now: datetime) -> None:
+        self._execute("UPDATE owners SET revoked_at = ? WHERE owner_id = ? "
+                      "AND revoked_at IS NULL", iso(now), owner_id)
+
+    def insert_credential(self, c: CredentialRow) -> None:
+        self._execute("INSERT INTO credentials (credential_id, owner_id, kind, mode, name, "
+                      "token_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", c.credential_id,
+                      c.owner_id, c.kind.value, c.mode.value if c.mode else None, c.name,
+                      c.token_hash, iso(c.created_at))
+
+    def replace_token(self, credential_id: str, token_hash: str, now: datetime) -> None:
+        self._execute("UPDATE credentials SET token_hash = ?, rotated_at = ? "
+                      "WHERE credential_id = ?", token_hash, iso(now), credential_id)
+
+    def set_lease(self, lease: LeaseRow) -> None:
+        self._execute("INSERT INTO take_control (slot, lease_id, credential_id, acquired_at, "
+                      "expires_at) VALUES (1, ?, ?, ?, ?) ON CONFLICT (slot) DO UPDATE SET "
+                      "lease_id = excluded.lease_id, credential_id = excluded.credential_id, "
+                      "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
+                      lease.lease_id, lease.credential_id, iso(lease.acquired_at),
+                      iso(lease.expires_at))
+
+    def clear_lease(self, credential_id: str) -> None:
+        self._execute("DELETE FROM take_control WHERE credential_id = ?", credential_id)
+
+    # ---------------------------------------------------- conversations, tool calls, events
+
+    def insert_conversation(self, c: Conversation) -> None:
+        ws = c.workspace
+        self._execute(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}, activity) "
+                      f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})",
+                      c.conversation_id, c.kind.value, c.owner_id, ws.path if ws else None,
+                      ws.dev if ws else None, ws.ino if ws else None, c.incarnation,
+                      c.revision, c.native_owner, iso(c.created_at), ws.birth if ws else None)
+
+    def insert_tool_call(self, call: ToolCallRow, keep: int) -> None:
+        """Record one tool call of a run, placed after the latest message; keep the newest
+        `keep` calls of the conversation."""
+        self._execute("INSERT INTO tool_calls (conversation_id, run_id, step, call_id, name, "
+                      "arguments, result, after_message, at) VALUES (?, ?, ?, ?, ?, ?, ?, "
+                      "coalesce((SELECT max(rowid) FROM messages WHERE conversation_id = ?), "
+                      "0), ?)", call.conversation_id, call.run_id, call.step, call.call_id,
+                      call.name, call.arguments, call.result, call.conversation_id,
+                      iso(call.at))
+        self._execute("DELETE FROM tool_calls WHERE conversation_id = ? AND rowid <= (SELECT "
+                      "rowid FROM tool_calls WHERE conversation_id = ? ORDER BY rowid DESC "
+                      "LIMIT 1 OFFSET ?)", call.conversation_id, call.conversation_id, keep)
 
     def append_events(self, conversation_id: str, events: Iterable[Event], retention: int
                       ) -> None:
@@ -364,31 +413,19 @@ class Tx:
         assert numbered is not None
         self._write_events(conversation_id, batch, numbered, retention)
 
-    def events_after(self, conversation_id: str, after: int, limit: int) -> EventPage:
-        bounds = self._one("SELECT last_seq, trimmed_through FROM conversations "
-                           "WHERE conversation_id = ?", conversation_id)
-        assert bounds is not None
-        rows = self._all("SELECT body FROM events WHERE conversation_id = ? AND seq > ? "
-                         "ORDER BY seq LIMIT ?", conversation_id, after, limit)
-        return EventPage([json.loads(r[0]) for r in rows], bounds[0], bounds[1])
-
     # ----------------------------------------------------------------------- pane, projects
 
     def set_pane_metadata(self, conversation_id: str, key: str, value: str, now: datetime) -> None:
-        self._run("INSERT INTO pane_metadata (conversation_id, key, value, updated_at) "
-                  "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id, key) DO UPDATE SET "
-                  "value = excluded.value, updated_at = excluded.updated_at",
-                  conversation_id, key, value, iso(now))
+        self._execute("INSERT INTO pane_metadata (conversation_id, key, value, updated_at) "
+                      "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id, key) DO UPDATE SET "
+                      "value = excluded.value, updated_at = excluded.updated_at",
+                      conversation_id, key, value, iso(now))
 
     def insert_project(self, p: ProjectRow) -> None:
-        self._run("INSERT INTO projects (project_id, name, root_path, root_dev, root_ino, "
-                  "created_at, root_birth) VALUES (?, ?, ?, ?, ?, ?, ?)", p.project_id, p.name,
-                  p.root.path, p.root.dev, p.root.ino, iso(p.created_at), p.root.birth)
-
-    def projects(self) -> list[ProjectRow]:
-        return [ProjectRow(r[0], r[1], WorkspaceIdentity(r[2], r[3], r[4], r[6]), _when(r[5]))
-                for r in self._all("SELECT project_id, name, root_path, root_dev, root_ino, "
-                                   "created_at, root_birth FROM projects ORDER BY rowid")]
+        self._execute("INSERT INTO projects (project_id, name, root_path, root_dev, root_ino, "
+                      "created_at, root_birth) VALUES (?, ?, ?, ?, ?, ?, ?)", p.project_id,
+                      p.name, p.root.path, p.root.dev, p.root.ino, iso(p.created_at),
+                      p.root.birth)
 
     # ------------------------------------------------------------------------------- saving
 
@@ -412,9 +449,10 @@ class Tx:
         for run in change.runs:
             self._save_run(run)
         for message in change.messages:
-            self._run("INSERT INTO messages (message_id, conversation_id, author, text, at) "
-                      "VALUES (?, ?, ?, ?, ?)", message.message_id, message.conversation_id,
-                      message.author.value, message.text, iso(message.at))
+            self._execute("INSERT INTO messages (message_id, conversation_id, author, text, "
+                          "at) VALUES (?, ?, ?, ?, ?)", message.message_id,
+                          message.conversation_id, message.author.value, message.text,
+                          iso(message.at))
         self._write_events(c.conversation_id, change.events, numbered, event_retention)
         if any(q.status is not Status.PENDING for q in change.questions):
             self._evict_receipts(c.conversation_id, receipt_limit)
@@ -422,7 +460,7 @@ class Tx:
     def _save_question(self, q: Question) -> None:
         r = q.receipt
         if r is None:
-            self._run(
+            self._execute(
                 "INSERT INTO questions (request_id, conversation_id, kind, prompt, allow_text, "
                 "status, incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
                 "expires_at, asked_by_run, workspace_birth) "
@@ -438,7 +476,7 @@ class Tx:
                  for i, o in enumerate(q.options)])
             return
         answer, actor = r.answer, r.answered_by
-        updated = self._run(
+        updated = self._execute(
             "UPDATE questions SET status = ?, receipt_id = ?, reason = ?, answer_option_id = ?, "
             "answer_text = ?, answered_by_id = ?, answered_by_kind = ?, run_id = ?, "
             "resolved_at = ?, resolved_revision = ? WHERE request_id = ? AND status = 'pending'",
@@ -450,7 +488,7 @@ class Tx:
             raise sqlite3.IntegrityError(f"question {q.request_id} is no longer pending")
 
     def _save_run(self, r: Run) -> None:
-        self._run(
+        self._execute(
             f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
             "error = excluded.error, started_at = excluded.started_at, "
@@ -461,10 +499,10 @@ class Tx:
             iso(r.finished_at) if r.finished_at else None)
 
     def _write_events(self, conversation_id: str, events: Sequence[Event],
-                      numbered: tuple[Any, ...], retention: int) -> None:
+                      numbered: sqlite3.Row, retention: int) -> None:
         """Events numbered up to `last_seq`, which already counts them; the oldest beyond
         the retention are trimmed (V1)."""
-        last, trimmed = int(numbered[0]), int(numbered[1])
+        last, trimmed = int(numbered["last_seq"]), int(numbered["trimmed_through"])
         if not events:
             return
         self.touched.add(conversation_id)
@@ -475,119 +513,186 @@ class Tx:
              for seq, event in enumerate(events, start=first)])
         keep_from = last - retention
         if keep_from > trimmed:
-            self._run("DELETE FROM events WHERE conversation_id = ? AND seq <= ?",
-                      conversation_id, keep_from)
-            self._run("UPDATE conversations SET trimmed_through = ? WHERE conversation_id = ?",
-                      keep_from, conversation_id)
-
-    def restart_all(self, restarted: Restarted, now: datetime, *, receipt_limit: int,
-                    event_retention: int) -> tuple[int, int]:
-        """SPEC R3 for every conversation at once, set-based (start-up: 10,000 conversations
-        in well under a second): each one with a pending question or an unfinished run gets
-        what `lifecycle.restart` gives it one at a time (the tests compare the two row by
-        row): one revision, the question's receipt, the runs failed, their events in order,
-        its next activity mark (in ID order), the bounds of `save`. Receipt IDs are random
-        UUIDs made by SQLite (no call back into Python per row). Returns (questions, runs).
-        """
-        args = {"question": restarted.question.value, "reason": restarted.reason,
-                "run": restarted.run.value, "error": restarted.error, "now": iso(now),
-                "retention": event_retention, "limit": receipt_limit}
-        for statement in _RESTART_ALL:
-            self._conn.execute(statement, args)  # each takes the names it uses
-        plan = self._all("SELECT conversation_id, request_id IS NOT NULL, runs "
-                         "FROM temp.restart_plan")
-        self._conn.execute("DROP TABLE temp.restart_plan")
-        self.touched.update(row[0] for row in plan)
-        return sum(row[1] for row in plan), sum(row[2] for row in plan)
+            self._execute("DELETE FROM events WHERE conversation_id = ? AND seq <= ?",
+                          conversation_id, keep_from)
+            self._execute("UPDATE conversations SET trimmed_through = ? "
+                          "WHERE conversation_id = ?", keep_from, conversation_id)
 
     def _evict_receipts(self, conversation_id: str, limit: int) -> None:
-        self._run(
+        self._execute(
             "DELETE FROM questions WHERE conversation_id = ? AND status != 'pending' AND "
             "request_id NOT IN (SELECT request_id FROM questions WHERE conversation_id = ? AND "
             "status != 'pending' ORDER BY resolved_revision DESC, rowid DESC LIMIT ?)",
             conversation_id, conversation_id, limit)
 
+    # ----------------------------------------------------------------------------- restart
 
-_UNFINISHED = "status IN ('queued', 'running')"
+    def restart_all(self, plan: RestartPlan, *, receipt_limit: int, event_retention: int
+                    ) -> tuple[int, int]:
+        """The core's restart plan (SPEC R3) for every conversation at once, set-based
+        (start-up: 10,000 conversations in well under a second). Each conversation with a
+        question or a run in a status the plan ends gets what `plan.apply` gives it one at
+        a time (the tests compare the two row by row): one revision, the question's
+        receipt, the runs ended, their events in order, its next activity mark (in ID
+        order), the bounds of `save`. Every status, reason, error and event body written
+        comes from the plan; this adds only the rows' own IDs and numbers. Receipt IDs are
+        random UUIDs made by SQLite (no call back into Python per row). Returns (questions,
+        runs)."""
+        statements, args = _restart_all(plan)
+        args.update(retention=event_retention, limit=receipt_limit)
+        for statement in statements:
+            self._conn.execute(statement, args)  # each takes the names it uses
+        ended = self._all("SELECT conversation_id, request_id IS NOT NULL AS question, runs "
+                          "FROM temp.restart_plan")
+        self._conn.execute("DROP TABLE temp.restart_plan")
+        self.touched.update(row["conversation_id"] for row in ended)
+        return sum(row["question"] for row in ended), sum(row["runs"] for row in ended)
+
+
 # A random (version 4) UUID, as `uuid.uuid4()` writes it, from SQLite's own CSPRNG.
 _NEW_UUID = ("lower(printf('%s-%s-4%s-%x%s-%s', hex(randomblob(4)), hex(randomblob(2)), "
              "substr(hex(randomblob(2)), 2), 8 + abs(random() % 4), "
              "substr(hex(randomblob(2)), 2), hex(randomblob(6))))")
-# `Tx.restart_all`, in order: the plan (one row per conversation to restart, with its new
-# revision and activity mark), the events (after the last, question first, then runs
-# oldest first), the event bound, the conversations, the questions, the runs, the receipt
-# bound. The event bodies are those of `InputResolved.body` and `RunStatusChanged.body`.
-_RESTART_ALL = (
-    f"""CREATE TEMP TABLE restart_plan AS
-        SELECT c.conversation_id, c.revision + 1 AS revision, c.last_seq, c.trimmed_through,
-               q.request_id,
-               (SELECT count(*) FROM runs r WHERE r.conversation_id = c.conversation_id
-                AND r.{_UNFINISHED}) AS runs,
-               (SELECT coalesce(max(activity), 0) FROM conversations)
-               + row_number() OVER (ORDER BY c.conversation_id) AS activity
-        FROM conversations c
-        LEFT JOIN questions q ON q.conversation_id = c.conversation_id AND q.status = 'pending'
-        WHERE c.conversation_id IN (SELECT conversation_id FROM questions
-                                    WHERE status = 'pending'
-                                    UNION SELECT conversation_id FROM runs WHERE {_UNFINISHED})""",
-    """INSERT INTO events (conversation_id, seq, body)
-        SELECT conversation_id, last_seq + 1,
-               json_object('type', 'input_resolved', 'seq', last_seq + 1,
-                           'conversation_id', conversation_id, 'request_id', request_id,
-                           'outcome', :question, 'at', :now)
-        FROM temp.restart_plan WHERE request_id IS NOT NULL""",
-    f"""INSERT INTO events (conversation_id, seq, body)
-        SELECT conversation_id, seq,
-               json_object('type', 'run_status', 'seq', seq, 'conversation_id',
-                           conversation_id, 'run_id', run_id, 'kind', kind, 'status', :run,
-                           'error', :error, 'at', :now)
-        FROM (SELECT r.conversation_id, r.run_id, r.kind,
-                     p.last_seq + (p.request_id IS NOT NULL)
-                     + row_number() OVER (PARTITION BY r.conversation_id ORDER BY r.rowid) AS seq
-              FROM runs r JOIN temp.restart_plan p USING (conversation_id)
-              WHERE r.{_UNFINISHED})""",
-    """UPDATE temp.restart_plan SET last_seq = last_seq + (request_id IS NOT NULL) + runs""",
-    """DELETE FROM events
-        WHERE conversation_id IN (SELECT conversation_id FROM temp.restart_plan
-                                  WHERE last_seq - :retention > trimmed_through)
-          AND seq <= (SELECT p.last_seq - :retention FROM temp.restart_plan p
-                      WHERE p.conversation_id = events.conversation_id)""",
-    """UPDATE conversations
-        SET revision = p.revision, activity = p.activity, last_seq = p.last_seq,
-            trimmed_through = max(p.trimmed_through, p.last_seq - :retention)
-        FROM temp.restart_plan p WHERE conversations.conversation_id = p.conversation_id""",
-    f"""UPDATE questions
-        SET status = :question, receipt_id = {_NEW_UUID}, reason = :reason,
-            resolved_at = :now, resolved_revision = p.revision
-        FROM temp.restart_plan p
-        WHERE questions.request_id = p.request_id AND questions.status = 'pending'""",
-    f"""UPDATE runs SET status = :run, error = :error, finished_at = :now
-        WHERE {_UNFINISHED}""",
-    """DELETE FROM questions WHERE rowid IN (
-        SELECT id FROM (
-            SELECT q.rowid AS id, row_number() OVER (
-                PARTITION BY q.conversation_id
-                ORDER BY q.resolved_revision DESC, q.rowid DESC) AS newer
-            FROM questions q JOIN temp.restart_plan p USING (conversation_id)
-            WHERE p.request_id IS NOT NULL AND q.status != 'pending')
-        WHERE newer > :limit)""",
-)
 
 
-def _credential(row: tuple[Any, ...]) -> CredentialRow:
-    return CredentialRow(row[0], row[1], CredentialKind(row[2]),
-                         None if row[3] is None else DeviceMode(row[3]), row[4], row[5],
-                         _when(row[6]), _time(row[7]))
+def _restart_all(plan: RestartPlan) -> tuple[list[str], dict[str, Any]]:
+    """`WriteTx.restart_all`'s statements, in order, and their arguments: the plan (one row
+    per conversation to restart, with its new revision and activity mark), the events
+    (after the last, the question's first, then the runs' oldest first), the event bound,
+    the conversations, the questions, the runs, the receipt bound.
+
+    The statuses the plan ends are SQL literals (so the partial indexes on them serve);
+    the event bodies are the core's own (`RestartPlan.resolved`, `.run_event`) for each
+    status, with the row's IDs and number put in (`json_replace` sets only fields the
+    body has)."""
+    args: dict[str, Any] = {"reason": plan.reason, "error": plan.error, "now": iso(plan.now)}
+    question_event = _case("p.question_status", {
+        before: plan.resolved("", "", before).body(0) for before in plan.questions}, args)
+    run_event = _case("ended.status", {  # a run of that status, its IDs and kind put in
+        before: plan.run_event(plan.end_run(Run("", "", RunKind.TURN, before, "", plan.now)))
+        .body(0) for before in plan.runs}, args)
+
+    def questions(alias: str) -> str:
+        return _in(f"{alias}status", plan.questions)
+
+    def runs(alias: str) -> str:
+        return _in(f"{alias}status", plan.runs)
+
+    return [
+        f"""CREATE TEMP TABLE restart_plan AS
+            SELECT c.conversation_id, c.revision + 1 AS revision, c.last_seq,
+                   c.trimmed_through, q.request_id, q.status AS question_status,
+                   (SELECT count(*) FROM runs r WHERE r.conversation_id = c.conversation_id
+                    AND {runs("r.")}) AS runs,
+                   (SELECT coalesce(max(activity), 0) FROM conversations)
+                   + row_number() OVER (ORDER BY c.conversation_id) AS activity
+            FROM conversations c
+            LEFT JOIN questions q ON q.conversation_id = c.conversation_id
+                                 AND {questions("q.")}
+            WHERE c.conversation_id IN (SELECT conversation_id FROM questions
+                                        WHERE {questions("")}
+                                        UNION SELECT conversation_id FROM runs
+                                        WHERE {runs("")})""",
+        f"""INSERT INTO events (conversation_id, seq, body)
+            SELECT conversation_id, last_seq + 1,
+                   json_replace({question_event}, '$.seq', last_seq + 1,
+                                '$.conversation_id', conversation_id,
+                                '$.request_id', request_id)
+            FROM temp.restart_plan p WHERE request_id IS NOT NULL""",
+        f"""INSERT INTO events (conversation_id, seq, body)
+            SELECT conversation_id, seq,
+                   json_replace({run_event}, '$.seq', seq, '$.conversation_id',
+                                conversation_id, '$.run_id', run_id, '$.kind', kind)
+            FROM (SELECT r.conversation_id, r.run_id, r.kind, r.status,
+                         p.last_seq + (p.request_id IS NOT NULL)
+                         + row_number() OVER (PARTITION BY r.conversation_id
+                                              ORDER BY r.rowid) AS seq
+                  FROM runs r JOIN temp.restart_plan p USING (conversation_id)
+                  WHERE {runs("r.")}) ended""",
+        """UPDATE temp.restart_plan SET last_seq = last_seq + (request_id IS NOT NULL) + runs""",
+        """DELETE FROM events
+            WHERE conversation_id IN (SELECT conversation_id FROM temp.restart_plan
+                                      WHERE last_seq - :retention > trimmed_through)
+              AND seq <= (SELECT p.last_seq - :retention FROM temp.restart_plan p
+                          WHERE p.conversation_id = events.conversation_id)""",
+        """UPDATE conversations
+            SET revision = p.revision, activity = p.activity, last_seq = p.last_seq,
+                trimmed_through = max(p.trimmed_through, p.last_seq - :retention)
+            FROM temp.restart_plan p WHERE conversations.conversation_id = p.conversation_id""",
+        f"""UPDATE questions
+            SET status = {_case("questions.status", plan.questions, args)},
+                receipt_id = {_NEW_UUID}, reason = :reason, resolved_at = :now,
+                resolved_revision = p.revision
+            FROM temp.restart_plan p
+            WHERE questions.request_id = p.request_id AND {questions("questions.")}""",
+        f"""UPDATE runs SET status = {_case("status", plan.runs, args)}, error = :error,
+                            finished_at = :now
+            WHERE {runs("")}""",
+        """DELETE FROM questions WHERE rowid IN (
+            SELECT id FROM (
+                SELECT q.rowid AS id, row_number() OVER (
+                    PARTITION BY q.conversation_id
+                    ORDER BY q.resolved_revision DESC, q.rowid DESC) AS newer
+                FROM questions q JOIN temp.restart_plan p USING (conversation_id)
+                WHERE p.request_id IS NOT NULL AND q.status != 'pending')
+            WHERE newer > :limit)""",
+    ], args
 
 
-def _conversation(row: tuple[Any, ...]) -> Conversation:
-    ws = None if row[3] is None else WorkspaceIdentity(row[3], row[4], row[5], row[10])
-    return Conversation(row[0], ConversationKind(row[1]), row[2], ws, row[6], row[7], row[8],
-                        _when(row[9]))
+_Status = TypeVar("_Status", bound=StrEnum)
 
 
-def _run(row: tuple[Any, ...]) -> Run:
-    return Run(run_id=row[0], conversation_id=row[1], kind=RunKind(row[2]),
-               status=RunStatus(row[3]), incarnation=row[4], created_at=_when(row[5]),
-               receipt_id=row[6], error=row[7], started_at=_time(row[8]),
-               finished_at=_time(row[9]))
+def _in(column: str, statuses: Iterable[StrEnum]) -> str:
+    """`column` is one of these statuses, in SQL: `= 'a'` for one (as a partial index's
+    WHERE says it, so that SQLite uses the index), `IN ('a', 'b')` for several."""
+    literals = [_literal(s) for s in statuses]
+    if len(literals) == 1:
+        return f"{column} = {literals[0]}"
+    return f"{column} IN ({', '.join(literals)})"
+
+
+def _literal(status: StrEnum) -> str:
+    return "'" + status.value.replace("'", "''") + "'"
+
+
+_UNFINISHED = _in("status", (s for s, moves in RUN_TRANSITIONS.items() if moves))
+
+
+def _case(column: str, values: Mapping[_Status, StrEnum | dict[str, Any]],
+          args: dict[str, Any]) -> str:
+    """`CASE column WHEN status THEN value ... END`, each value a new argument (an event body
+    as its JSON text)."""
+    whens = []
+    for status, value in values.items():
+        name = f"v{len(args)}"
+        args[name] = (json.dumps(value, ensure_ascii=False) if isinstance(value, dict)
+                      else value.value)
+        whens.append(f"WHEN {_literal(status)} THEN :{name}")
+    return f"CASE {column} {' '.join(whens)} END"
+
+
+def _kind(text: str | None) -> CredentialKind | None:
+    return None if text is None else CredentialKind(text)
+
+
+def _as_credential(row: sqlite3.Row) -> CredentialRow:
+    return CredentialRow(row["credential_id"], row["owner_id"], CredentialKind(row["kind"]),
+                         None if row["mode"] is None else DeviceMode(row["mode"]), row["name"],
+                         row["token_hash"], _when(row["created_at"]), _time(row["rotated_at"]))
+
+
+def _as_conversation(row: sqlite3.Row) -> Conversation:
+    ws = None if row["workspace_path"] is None else WorkspaceIdentity(
+        row["workspace_path"], row["workspace_dev"], row["workspace_ino"],
+        row["workspace_birth"])
+    return Conversation(row["conversation_id"], ConversationKind(row["kind"]), row["owner_id"],
+                        ws, row["incarnation"], row["revision"], row["native_owner"],
+                        _when(row["created_at"]))
+
+
+def _as_run(row: sqlite3.Row) -> Run:
+    return Run(run_id=row["run_id"], conversation_id=row["conversation_id"],
+               kind=RunKind(row["kind"]), status=RunStatus(row["status"]),
+               incarnation=row["incarnation"], created_at=_when(row["created_at"]),
+               receipt_id=row["receipt_id"], error=row["error"],
+               started_at=_time(row["started_at"]), finished_at=_time(row["finished_at"]))
