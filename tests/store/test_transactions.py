@@ -140,10 +140,11 @@ def table_rows(path: str) -> dict[str, list[Any]]:
 
 
 def apply_one_by_one(store: Store, plan: RestartPlan, new_id: Any) -> None:
+    with sqlite3.connect(store.path) as conn:
+        ids = sorted(c for (c,) in conn.execute("SELECT conversation_id FROM conversations"))
+    conn.close()
     with store.write() as tx:
-        ids = [r["conversation_id"] for r in tx._all("SELECT conversation_id "
-                                                     "FROM conversations")]
-        for conversation_id in sorted(ids):
+        for conversation_id in ids:
             conversation = tx.conversation(conversation_id)
             assert conversation is not None
             change = plan.apply(conversation, tx.pending_question(conversation_id),
