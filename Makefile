@@ -32,11 +32,14 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
 
-# The quick loop (docs/testing.md): lint, types and the tests not marked e2e, tui or slow;
-# tests/e2e and tests/tui are not even collected. `make test` still runs everything.
+# The quick loop (docs/testing.md): lint, types and the tests not marked e2e, tui or slow.
+# tests/e2e and tests/tui are not even collected, so the plugins only they use stay off, and
+# bytecode is cached even where PYTHONDONTWRITEBYTECODE is set (compiling and rewriting the
+# test modules anew each time costs more than the tests). `make test` still runs everything.
 check: $(STAMP) lint
-	$(VENV)/bin/python -m pytest -q -p no:schemathesis --ignore=tests/e2e --ignore=tests/tui \
-		-m "not e2e and not tui and not slow"
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile \
+		-p no:schemathesis -p no:textual-snapshot -p no:syrupy \
+		--ignore=tests/e2e --ignore=tests/tui -m "not e2e and not tui and not slow"
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/accept.py
