@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-cli chaos soak docs lock clean
+.PHONY: demo test check lint bench bench-cli chaos soak docs lock clean
 
 # constraints.txt pins every package that a fresh install resolves (`make lock` makes it
 # anew); the package's own ranges in pyproject.toml stay open for library users.
@@ -31,6 +31,15 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
+
+# The quick loop (docs/testing.md): lint, types and the tests not marked e2e, tui or slow.
+# tests/e2e and tests/tui are not even collected, so the plugins only they use stay off, and
+# bytecode is cached even where PYTHONDONTWRITEBYTECODE is set (compiling and rewriting the
+# test modules anew each time costs more than the tests). `make test` still runs everything.
+check: $(STAMP) lint
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile \
+		-p no:schemathesis -p no:textual-snapshot -p no:syrupy \
+		--ignore=tests/e2e --ignore=tests/tui -m "not e2e and not tui and not slow"
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/accept.py

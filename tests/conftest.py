@@ -1,19 +1,80 @@
-"""Shared fixtures: a real store on disk, a movable clock, and a `World` to drive the service."""
+"""Shared fixtures (a real store on disk, a movable clock, and a `World` to drive the service)
+and the test markers, applied here by place and by measured duration rather than in each file.
+
+Markers (registered in pyproject.toml, checked with `--strict-markers`):
+- `e2e`: everything under tests/e2e (a real `clankie serve` in a subprocess);
+- `tui`: everything under tests/tui (Textual's Pilot, snapshots, tmux);
+- `slow`: the modules and tests named in `SLOW` below, the slowest measured with
+  `pytest --durations=60` (each over about 2 s on the 2-core development machine).
+`make check` leaves out all three (`-m "not e2e and not tui and not slow"`); `make test` runs
+everything.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from clankie.settings import Settings
 from tests.world import World
+
+TESTS = Path(__file__).resolve().parent
+
+# Node ID prefixes (relative to the repository): a module, or a single test in it.
+SLOW: tuple[str, ...] = (
+    "tests/store/test_crash_safety.py",  # SIGKILLs a child process again and again: minutes
+    "tests/service/test_state_machine.py",  # the stateful Hypothesis machine: 20 s to minutes
+    "tests/agent/test_wire_campaign.py",  # a Hypothesis campaign against a hostile endpoint
+    "tests/workspace/test_hostile_campaign.py",  # generated hostile repositories, real git
+    "tests/workspace/test_bounds.py",  # 60,000 entries, 50 MiB files, 300 folders deep
+    "tests/agent/test_hostile_endpoint.py",  # waits out model timeouts against a trickle
+    "tests/api/test_client.py",  # a real `clankie serve` per test
+    "tests/api/test_fair_waiting.py",  # hundreds of long-polls and a whole-request deadline
+    "tests/test_demo.py",  # `clankie demo`, the whole question path in subprocesses
+    "tests/test_entry.py::test_help_imports_neither_the_service_the_store_the_tui_nor_httpx",
+    "tests/test_entry.py::test_anything_else_goes_to_the_full_cli",
+    "tests/test_text.py::test_text_from_others_every_code_point_alone_is_itself_or_names_itself",
+    "tests/workspace/test_hostile_git.py::test_w5_w6_any_ignore_or_attribute_file_is_read_never",
+    "tests/workspace/test_hostile_git.py::test_w7_an_index_cut_short_anywhere_is_unsafe_never",
+    "tests/agent/test_wire.py::test_r8_a_stored_step_of_thousands_of_calls_fails_no_later_run",
+    "tests/service/test_concurrency.py",  # sixteen services answering at once, twelve times
+)
+
+BY_FOLDER = {"e2e": pytest.mark.e2e, "tui": pytest.mark.tui}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(item.path).resolve()
+        if path.is_relative_to(TESTS):
+            folder = path.relative_to(TESTS).parts[0]
+            if folder in BY_FOLDER:
+                item.add_marker(BY_FOLDER[folder])
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World.create(tmp_path)
+def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
+    """Worlds with their own settings (`make_world(Settings(receipt_limit=2))`), each in its
+    own folder (the first in `tmp_path` itself), all closed at the end of the test."""
+    made: list[World] = []
+
+    def make(settings: Settings | None = None) -> World:
+        root = tmp_path / f"world-{len(made)}" if made else tmp_path
+        root.mkdir(exist_ok=True)
+        made.append(World.create(root, settings))
+        return made[-1]
+
     try:
-        yield w
+        yield make
     finally:
-        w.close()
+        for w in made:
+            w.close()
+
+
+@pytest.fixture
+def world(make_world: Callable[..., World]) -> World:
+    return make_world()

@@ -21,6 +21,7 @@ from clankie.agent.transcript import ModelError, Text, ToolCall, Turn
 from clankie.agent.turn import run_turn
 from tests.agent.test_turn import Recorder, Replay, context
 from tests.fakes import Reply, anthropic_reply, model_endpoint, openai_reply
+from tests.polling import eventually
 
 
 def in_run(scope: stop.StopScope, body: Callable[[], Any]) -> dict[str, Any]:
@@ -45,10 +46,7 @@ def in_run(scope: stop.StopScope, body: Callable[[], Any]) -> dict[str, Any]:
 def stopped_after(scope: stop.StopScope, outcome: dict[str, Any], settle: Callable[[], bool]
                   ) -> float:
     """Stop once `settle()` says the body is blocked; how long the body took to end."""
-    deadline = time.monotonic() + 10
-    while not settle():
-        assert time.monotonic() < deadline, "the body never blocked"
-        time.sleep(0.01)
+    eventually(settle, "the body to block", timeout=10)
     asked = time.monotonic()
     scope.stop()
     outcome["thread"].join(5)

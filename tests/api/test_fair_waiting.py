@@ -12,7 +12,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,16 +24,13 @@ from clankie.api.app import http_server
 from clankie.api.server import unix_socket
 from clankie.client import AsyncClient, Client
 from clankie.service.longpoll import LONG_POLL_SLOTS
-from tests import polling
 from tests.e2e.connections import closed_within, connect, first_answer, request
+from tests.polling import eventually, eventually_async
 from tests.world import World
 
 DEADLINE_S = 20.0
 CREDENTIALS = 9  # 9 x 8 waiting long-polls: more than any worker-thread pool we had (64)
 
-
-def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    polling.wait_until(predicate, what, DEADLINE_S)
 
 
 @contextmanager
@@ -45,7 +42,7 @@ def serving(world: World, tmp_path: Path) -> Iterator[Path]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
     thread.start()
     try:
-        wait_until(lambda: server.started, "the server to start")
+        eventually(lambda: server.started, "the server to start", timeout=DEADLINE_S)
         yield path
     finally:
         server.handle_exit(signal.SIGTERM, None)
@@ -69,12 +66,13 @@ def test_v5_every_credential_gets_its_eight_long_polls_and_a_ninth_returns_at_on
             polls = [asyncio.create_task(client.call("events_tail", tail))
                      for client in clients for _ in range(LONG_POLL_SLOTS)]
             try:
-                deadline = time.monotonic() + DEADLINE_S
-                while world.service.waiting < CREDENTIALS * LONG_POLL_SLOTS:
+                def waiting() -> int:
                     assert not any(p.done() for p in polls), "a long-poll within its slots ended"
-                    assert time.monotonic() < deadline, (
-                        f"only {world.service.waiting} long-polls are waiting")
-                    await asyncio.sleep(0.01)
+                    return world.service.waiting
+
+                await eventually_async(waiting, "every long-poll to wait", timeout=DEADLINE_S,
+                                       every=0.01,
+                                       until=lambda n: n >= CREDENTIALS * LONG_POLL_SLOTS)
                 async with asyncio.timeout(DEADLINE_S / 4):  # it would wait 30 s
                     ninth = await operator.call("events_tail", tail)
                 assert ninth == {"events": [], "next_after": after, "oldest_seq": 1,
@@ -155,7 +153,8 @@ def test_v5_a_long_poll_whose_client_hung_up_gives_its_slot_back_at_once(
         socks = [connect(path, stack) for _ in range(LONG_POLL_SLOTS)]
         for sock in socks:
             sock.sendall(tail)
-        wait_until(lambda: world.service.waiting == LONG_POLL_SLOTS, "the long-polls to wait")
+        eventually(lambda: world.service.waiting, "the long-polls to wait", timeout=DEADLINE_S,
+                   until=lambda n: n == LONG_POLL_SLOTS)
         socks[0].close()  # long before its 30 s are up
-        wait_until(lambda: world.service.waiting == LONG_POLL_SLOTS - 1,
-                   "the hung-up long-poll to give its slot back")
+        eventually(lambda: world.service.waiting, "the hung-up long-poll to give its slot back",
+                   timeout=DEADLINE_S, until=lambda n: n == LONG_POLL_SLOTS - 1)

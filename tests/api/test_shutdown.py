@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from pathlib import Path
 
 import uvicorn
@@ -12,14 +11,8 @@ import uvicorn
 from clankie.api.app import HttpServer, create_app
 from clankie.api.server import unix_socket
 from clankie.client import Client
+from tests.polling import eventually
 from tests.world import World
-
-
-def wait_until(predicate, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def test_stopping_wakes_a_waiting_long_poll(world: World, tmp_path: Path):
@@ -32,7 +25,7 @@ def test_stopping_wakes_a_waiting_long_poll(world: World, tmp_path: Path):
     serving.start()
     outcome: list[dict] = []
     try:
-        wait_until(lambda: server.started)
+        eventually(lambda: server.started, "the server to start")
 
         def long_poll() -> None:
             with Client(f"unix://{tmp_path / 's.sock'}", world.operator) as client:
@@ -41,7 +34,8 @@ def test_stopping_wakes_a_waiting_long_poll(world: World, tmp_path: Path):
 
         poller = threading.Thread(target=long_poll)
         poller.start()
-        wait_until(lambda: world.service.waiting == 1)
+        eventually(lambda: world.service.waiting, "the long-poll to wait",
+                   until=lambda waiting: waiting == 1)
         server.handle_exit(signal.SIGTERM, None)
         poller.join(timeout=10)
         assert not poller.is_alive(), "the long-poll was not woken by the stop"

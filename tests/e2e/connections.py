@@ -1,7 +1,8 @@
 """Raw connections to a served listener, for the connection rules of SPEC V5.
 
 Each helper says what a peer sees: `closed_within` reads until the server closes the
-connection or a deadline passes; `first_answer` waits for the first bytes or the close.
+connection or a deadline passes; `first_answer` waits for the first bytes or the close;
+`fresh_answer` is the first answer to a new connection sending `request()`.
 """
 
 from __future__ import annotations
@@ -57,3 +58,11 @@ def first_answer(sock: socket.socket, seconds: float) -> bytes:
 
 def request(path: str = "/v1/openapi.json") -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: clankie\r\n\r\n".encode()
+
+
+def fresh_answer(where: Path | str, seconds: float = 10) -> bytes:
+    """The first bytes a new connection sending `request()` gets (b"" when closed first)."""
+    with ExitStack() as stack:
+        sock = connect(where, stack)
+        sock.sendall(request())
+        return first_answer(sock, seconds)

@@ -26,6 +26,7 @@ from typing import Any
 
 from clankie.client import Client
 from clankie.home import Home
+from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"clankie serving on (unix://\S+)(?: and (http://\S+))?")
@@ -138,26 +139,15 @@ class Served:
         return self.proc.returncode
 
 
-def wait_for(predicate: Any, what: str, timeout: float = 20) -> Any:
-    """Poll `predicate` until it returns something truthy, within a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def run_status(client: Client, run_id: str) -> dict[str, Any]:
     return client.call("run_get", {"run_id": run_id})
 
 
 def finished(client: Client, run_id: str, timeout: float = 20) -> dict[str, Any]:
     """The run once it has finished (succeeded, failed or cancelled)."""
-    return wait_for(lambda: (lambda r: r if r["status"] in ("succeeded", "failed", "cancelled")
-                             else None)(run_status(client, run_id)),
-                    f"run {run_id} to finish", timeout)
+    return eventually(lambda: run_status(client, run_id), f"run {run_id} to finish",
+                      timeout=timeout, every=0.02,
+                      until=lambda r: r["status"] in ("succeeded", "failed", "cancelled"))
 
 
 def settle(client: Client, conversation_id: str, timeout: float = 20) -> None:
@@ -171,7 +161,8 @@ def settle(client: Client, conversation_id: str, timeout: float = 20) -> None:
                 status[e["run_id"]] = e["status"]
         return {r for r, s in status.items() if s in ("queued", "running")}
 
-    wait_for(lambda: not unfinished(), f"the runs of {conversation_id} to finish", timeout)
+    eventually(unfinished, f"the runs of {conversation_id} to finish", timeout=timeout,
+               every=0.02, until=lambda runs: not runs)
 
 
 def ask(client: Client, conversation_id: str, text: str = "please ask") -> str:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from clankie.client import AsyncClient, Client
-from tests.e2e.connections import closed_within, connect, first_answer, request
+from tests.e2e.connections import closed_within, connect, fresh_answer
 from tests.e2e.served import Served
+from tests.polling import eventually
 
 SLOTS = 8  # SPEC V5: waiting long-polls per credential
 DEVICE_POLLS = 64
@@ -129,15 +130,9 @@ def test_v5_past_max_connections_a_new_connection_is_refused_at_once(tmp_path: P
             closed, sent = closed_within(refused, AT_ONCE_S)
             assert closed and sent == b"", "a connection past the bound was not refused"
             idle[0].close()  # a seat frees: a new connection is served again, once the
-            answered = b""   # server has seen the close (polled, with a deadline)
-            for _ in range(100):
-                with ExitStack() as attempt:
-                    fresh = connect(served.home.socket, attempt)
-                    fresh.sendall(request())
-                    answered = first_answer(fresh, 10)
-                if answered:
-                    break
-                time.sleep(0.05)
+            answered = eventually(  # server has seen the close (polled, with a deadline)
+                lambda: fresh_answer(served.home.socket), "a freed seat to serve a connection",
+                timeout=20, every=0.05)
             assert answered.startswith(b"HTTP/1.1 200"), answered[:100]
     finally:
         served.stop()
@@ -196,14 +191,9 @@ def test_v5_a_response_the_client_never_reads_is_dropped_within_ten_seconds(
                            b"Content-Type: application/json\r\n"
                            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
             started = time.monotonic()
-            answered = b""
-            while not answered and time.monotonic() - started < REQUEST_DEADLINE_S + 10:
-                with ExitStack() as attempt:  # the listener's one seat frees once the
-                    fresh = connect(served.tcp_url, attempt)  # server drops that response
-                    fresh.sendall(request())
-                    answered = first_answer(fresh, 10)
-                if not answered:
-                    time.sleep(0.2)
+            answered = eventually(  # the listener's one seat frees once the server drops it
+                lambda: fresh_answer(served.tcp_url), "the unread response to be dropped",
+                timeout=REQUEST_DEADLINE_S + 10, every=0.2)
             assert answered.startswith(b"HTTP/1.1 200"), "a response nobody reads was kept"
             assert time.monotonic() - started > REQUEST_DEADLINE_S / 2  # not before its time
         assert served.stop(signal.SIGTERM) == 0

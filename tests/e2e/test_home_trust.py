@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from clankie.home import Home
-from tests.e2e.served import READY, ROOT, LineReader, Served, ask, wait_for
+from tests.e2e.served import READY, ROOT, LineReader, Served, ask
+from tests.polling import eventually
 
 IS_ROOT = os.geteuid() == 0
 as_root = pytest.mark.skipif(not IS_ROOT, reason="planting files as another user (nobody) "
@@ -406,4 +407,4 @@ def test_t1_a_correct_home_serves_and_answers(tmp_path: Path):
         assert all(c["ok"] for c in checks.values()), checks
     finally:
         assert served.stop() == 0
-    wait_for(lambda: not served.home.socket.exists(), "the socket to be removed", 5)
+    eventually(lambda: not served.home.socket.exists(), "the socket to be removed", timeout=5)

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from clankie.agent.context import A11, OUTCOME_KEY
-from tests.e2e.served import Served, wait_for
+from tests.e2e.served import Served
 from tests.e2e.test_cli import cli
 from tests.e2e.test_providers import ASK, PROVIDERS, World
 from tests.fakes import error_reply, model_endpoint
+from tests.polling import eventually
 
 TEXT_ASK = {"kind": "text", "prompt": "What should the module be called?"}
 NO_ANSWER = "without an answer; do not assume one."
@@ -122,7 +123,8 @@ def test_r5_an_expired_question_reaches_the_next_turn_without_an_answer(tmp_path
     with served_world(provider, tmp_path, question_ttl="1") as w:
         c = asked_in_run_one(w)
         with w.served.client() as client:  # a read after the TTL commits the expiry (S5)
-            wait_for(lambda: client.input_get(c).pending is None, "the question to expire")
+            eventually(lambda: client.input_get(c).pending, "the question to expire",
+                       timeout=20, until=lambda pending: pending is None)
         assert outcome(w, next_turn(w, c)) == f"expired {NO_ANSWER}"
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from clankie.service.notify import MAX_RUNNING
-from tests.e2e.served import Served, ask, settle, wait_for
+from tests.e2e.served import Served, ask, settle
+from tests.polling import eventually
 
 HOOK = """
 import json, os, sys, time
@@ -73,7 +74,7 @@ def test_one_document_per_question_with_every_field(tmp_path: Path, workspace: P
         with served.client() as client:
             request = ask(client, c)
             expires = client.input_get(c).pending.expires_at  # type: ignore[union-attr]
-        (doc,) = wait_for(lambda: documents(out), "the hook's document")
+        (doc,) = eventually(lambda: documents(out), "the hook's document", timeout=20)
         assert doc == {
             "event": "input_requested", "conversation_id": c,
             "workspace": str(workspace.resolve()), "request_id": request, "kind": "choice",
@@ -81,7 +82,7 @@ def test_one_document_per_question_with_every_field(tmp_path: Path, workspace: P
             "expires_at": expires,
             "read_with": f"clankie conversations questions {c} --request {request}"}
         answer_pending(served, c)  # the continuation asks again: a second document
-        second = wait_for(lambda: documents(out)[1:], "the second document")
+        second = eventually(lambda: documents(out)[1:], "the second document", timeout=20)
         assert [d["event"] for d in documents(out)] == ["input_requested"] * 2  # no ending
         assert second[0]["request_id"] != request
     finally:
@@ -95,7 +96,8 @@ def test_notify_on_resolved_adds_one_document_per_ending(tmp_path: Path, workspa
         with served.client() as client:
             request = ask(client, c)
         answer_pending(served, c)
-        wait_for(lambda: len(documents(out)) >= 3, "three documents")
+        eventually(lambda: documents(out), "three documents", timeout=20,
+                   until=lambda docs: len(docs) >= 3)
         events = [(d["event"], d.get("outcome")) for d in documents(out)]
         assert events[:3] == [("input_requested", None), ("input_resolved", "answered"),
                               ("input_requested", None)]
@@ -142,7 +144,8 @@ def test_a_storm_of_questions_runs_at_most_the_bound_at_once(tmp_path: Path, wor
         with served.client() as client:
             for c in made:
                 client.call("conversation_send", {"conversation_id": c, "text": "ask"})
-        wait_for(lambda: len(documents(out)) == 50, "fifty documents", timeout=60)
+        eventually(lambda: documents(out), "fifty documents", timeout=60,
+                   until=lambda docs: len(docs) == 50)
         running = peak = 0
         for line in out.read_text().splitlines():
             running += {"+": 1, "-": -1}.get(line, 0)
@@ -162,8 +165,8 @@ def test_t4_a_hook_gets_no_token_no_key_and_nothing_it_was_not_allowed(
         c = conversation(served, workspace)
         with served.client() as client:
             ask(client, c)
-        (seen,) = wait_for(lambda: [json.loads(line) for line in out.read_text().splitlines()]
-                           if out.exists() else [], "the hook's environment")
+        (seen,) = eventually(lambda: [json.loads(line) for line in out.read_text().splitlines()]
+                             if out.exists() else [], "the hook's environment", timeout=20)
         assert "never" not in json.dumps(seen) and "s3cret" not in json.dumps(seen)
         assert not {"CLANKIE_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "SOME_SECRET"} & set(
             seen)
@@ -179,7 +182,8 @@ def test_t4_t5_a_flooding_hook_is_read_up_to_64_kib_and_said_visibly_in_the_log(
         c = conversation(served, workspace)
         with served.client() as client:
             ask(client, c)
-        wait_for(lambda: out.exists() and out.read_text() == "flooded\n", "the flood")
+        eventually(lambda: out.read_text() if out.exists() else None, "the flood", timeout=20,
+                   until=lambda text: text == "flooded\n")
         assert served.reader is not None
         line = served.reader.until(lambda line: "notify:" in line and "exited 3" in line, 30)
         assert "\\x1b[2J" in line and "\x1b" not in line  # visible, never raw

@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.served import finished, wait_for
+from tests.e2e.served import finished
 from tests.e2e.test_cli import cli
 from tests.e2e.test_providers import ASK, PROVIDERS, World, served_world
 from tests.fakes import Reply, error_reply
+from tests.polling import eventually
 
 
 @pytest.fixture(params=sorted(PROVIDERS))
@@ -65,7 +66,7 @@ def test_r7_a_run_hung_in_a_model_call_stops_within_1s_and_stores_nothing_after(
     with world.served.client() as client:
         stopped = client.call("run_cancel", {"run_id": first})
         assert (stopped["status"], stopped["error"]) == ("cancelled", "stopped_by_owner")
-        wait_for(lambda: endpoint.hung_up, "the endpoint to see the request abandoned", 5)
+        eventually(lambda: endpoint.hung_up, "the endpoint to see the request abandoned", timeout=5)
         after = finished(client, second, timeout=5)
     release.set()
     gap = (at(after["started_at"]) - at(stopped["finished_at"])).total_seconds()
@@ -111,7 +112,7 @@ def test_r7_a_stopped_continuation_shows_cancelled_and_its_answer_stays(world: W
     endpoint.wait_for_requests(3)  # the continuation's model call is held
     with world.served.client() as client:
         client.call("run_cancel", {"run_id": receipt["run_id"]})
-        wait_for(lambda: endpoint.hung_up, "the endpoint to see the request abandoned", 5)
+        eventually(lambda: endpoint.hung_up, "the endpoint to see the request abandoned", timeout=5)
         ended = client.input_get(c, receipt["request_id"]).request
     release.set()
     assert ended is not None and ended.receipt is not None
@@ -141,7 +142,7 @@ def test_r7_cli_stop_stops_the_running_run_and_those_queued_behind_it(world: Wor
     assert done.returncode == 0, done.stderr
     assert f"Stopped run {first} (turn, was running)." in done.stdout
     assert f"Stopped run {second} (turn, was queued)." in done.stdout
-    wait_for(lambda: endpoint.hung_up, "the endpoint to see the request abandoned", 5)
+    eventually(lambda: endpoint.hung_up, "the endpoint to see the request abandoned", timeout=5)
     release.set()
     again = cli(world.served, "conversations", "stop", c, "--json")
     assert (again.returncode, json.loads(again.stdout)) == (0, [])
@@ -202,7 +203,7 @@ def test_r7_r6_a_run_stopped_while_it_waits_to_retry_ends_at_once(world: World):
             events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
             return [e for e in events if e["type"] == "run_activity"]
 
-        wait_for(waiting, "the run to wait before trying again", 10)
+        eventually(waiting, "the run to wait before trying again", timeout=10)
         second = world.send(c, "two")
         stopped = client.call("run_cancel", {"run_id": first})
         after = finished(client, second, timeout=5)

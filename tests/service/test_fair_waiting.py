@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from clankie.core.errors import ClankieError
 from clankie.service.longpoll import LONG_POLL_SLOTS
-from tests import polling
+from tests.polling import eventually
 from tests.world import World
 
 LONG = 30_000  # ms: a long-poll that would outlive the test unless something wakes it
 DEADLINE_S = 10.0
 
-
-def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    polling.wait_until(predicate, what, DEADLINE_S)
 
 
 @contextmanager
@@ -60,8 +57,8 @@ def test_v5_a_ninth_long_poll_of_one_credential_returns_at_once_another_gets_its
     device = world.call("device_pair", {"name": "tv", "mode": "read_only"})["token"]
     with long_polls(world, c, after, [world.operator] * LONG_POLL_SLOTS +
                     [device] * LONG_POLL_SLOTS) as outcomes:
-        wait_until(lambda: world.service.waiting == 2 * LONG_POLL_SLOTS,
-                   "both credentials' long-polls to wait")
+        eventually(lambda: world.service.waiting, "both credentials' long-polls to wait",
+                   timeout=DEADLINE_S, until=lambda n: n == 2 * LONG_POLL_SLOTS)
         assert outcomes == []
         ninth: list[dict[str, Any]] = []
         extra = threading.Thread(target=lambda: ninth.append(world.call(
@@ -73,7 +70,8 @@ def test_v5_a_ninth_long_poll_of_one_credential_returns_at_once_another_gets_its
                           "trimmed": False}]
         assert world.service.waiting == 2 * LONG_POLL_SLOTS
         world.call("conversation_send", {"conversation_id": c, "text": "wake up"})
-        wait_until(lambda: len(outcomes) == 2 * LONG_POLL_SLOTS, "the long-polls to wake")
+        eventually(lambda: len(outcomes), "the long-polls to wake", timeout=DEADLINE_S,
+                   until=lambda n: n == 2 * LONG_POLL_SLOTS)
     for outcome in outcomes:  # each of the sixteen waited, and got the message
         assert isinstance(outcome, dict) and outcome["events"][0]["text"] == "wake up"
     assert world.service.waiting == 0
@@ -84,14 +82,16 @@ def test_v5_slots_are_counted_by_credential_not_by_token_text(world: World):
     after = world.call("events_tail", {"conversation_id": c})["next_after"]
     device = world.call("device_pair", {"name": "tv", "mode": "read_only"})
     with long_polls(world, c, after, [device["token"]] * LONG_POLL_SLOTS) as outcomes:
-        wait_until(lambda: world.service.waiting == LONG_POLL_SLOTS, "the long-polls to wait")
+        eventually(lambda: world.service.waiting, "the long-polls to wait", timeout=DEADLINE_S,
+                   until=lambda n: n == LONG_POLL_SLOTS)
         rotated = world.call("credential_rotate", {"credential_id": device["credential_id"]})
         started = time.monotonic()
         page = world.call("events_tail", {"conversation_id": c, "after": after,
                                           "wait_ms": 5_000}, rotated["token"])
         assert page["events"] == [] and time.monotonic() - started < 5.0
         world.call("conversation_send", {"conversation_id": c, "text": "wake up"})
-        wait_until(lambda: len(outcomes) == LONG_POLL_SLOTS, "the long-polls to end")
+        eventually(lambda: len(outcomes), "the long-polls to end", timeout=DEADLINE_S,
+                   until=lambda n: n == LONG_POLL_SLOTS)
     # the rotated-away token is refused when they read again (A1: every read authenticates)
     assert all(isinstance(o, ClankieError) and o.code == "unauthenticated" for o in outcomes)
     assert world.service.waiting == 0
@@ -105,14 +105,16 @@ def test_v5_a_long_poll_that_times_out_gives_its_slot_back(world: World):
         assert page["events"] == []
     assert world.service.waiting == 0
     with long_polls(world, c, after, [world.operator] * LONG_POLL_SLOTS):
-        wait_until(lambda: world.service.waiting == LONG_POLL_SLOTS, "the long-polls to wait")
+        eventually(lambda: world.service.waiting, "the long-polls to wait", timeout=DEADLINE_S,
+                   until=lambda n: n == LONG_POLL_SLOTS)
 
 
 def test_v5_a_call_with_wait_ms_zero_never_waits_for_a_slot(world: World):
     c = world.conversation()
     after = world.call("events_tail", {"conversation_id": c})["next_after"]
     with long_polls(world, c, after, [world.operator] * LONG_POLL_SLOTS):
-        wait_until(lambda: world.service.waiting == LONG_POLL_SLOTS, "the long-polls to wait")
+        eventually(lambda: world.service.waiting, "the long-polls to wait", timeout=DEADLINE_S,
+                   until=lambda n: n == LONG_POLL_SLOTS)
         world.call("conversation_send", {"conversation_id": c, "text": "hello"})
         page = world.call("events_tail", {"conversation_id": c, "after": after})
         assert page["events"][0]["text"] == "hello"

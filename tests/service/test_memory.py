@@ -6,8 +6,7 @@ owner messages: one of only whitespace is `invalid_request` and changes nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -135,21 +134,19 @@ def test_r5_each_question_in_the_window_has_its_own_outcome(world: World):
     assert outcome(ctx, "call-3") == "still pending: not answered yet."
 
 
-def test_r1_r5_a_question_no_longer_on_record_says_no_answer_may_be_assumed(tmp_path: Path):
-    world = World.create(tmp_path, Settings(receipt_limit=1))
-    try:
-        c = world.conversation()
-        world.answer(c, ask(world, c, "call-1"), option=0)
-        world.service.finish_run(world.service.claim_next_run(c).run_id,  # type: ignore
-                                 RunStatus.SUCCEEDED)
-        world.cancel(c, ask(world, c, "call-2"))  # evicts the receipt of call-1's question
-        ctx = next_context(world, c)
-        assert outcome(ctx, "call-1") == (
-            "ended; how is no longer on record, so do not assume any answer.")
-        assert "pytest" not in json.dumps(asked_results(ctx)["call-1"])
-        assert outcome(ctx, "call-2").startswith("cancelled (explicit)")
-    finally:
-        world.close()
+def test_r1_r5_a_question_no_longer_on_record_says_no_answer_may_be_assumed(
+        make_world: Callable[..., World]):
+    world = make_world(Settings(receipt_limit=1))
+    c = world.conversation()
+    world.answer(c, ask(world, c, "call-1"), option=0)
+    world.service.finish_run(world.service.claim_next_run(c).run_id,  # type: ignore
+                             RunStatus.SUCCEEDED)
+    world.cancel(c, ask(world, c, "call-2"))  # evicts the receipt of call-1's question
+    ctx = next_context(world, c)
+    assert outcome(ctx, "call-1") == (
+        "ended; how is no longer on record, so do not assume any answer.")
+    assert "pytest" not in json.dumps(asked_results(ctx)["call-1"])
+    assert outcome(ctx, "call-2").startswith("cancelled (explicit)")
 
 
 def test_r5_a_refused_ask_is_replayed_as_it_was(world: World):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -74,21 +74,19 @@ def test_s1_r2_terminal_request_shows_its_receipt_with_every_field(world: World)
     assert set(reply["receipt"]) == RECEIPT_KEYS
 
 
-def test_s3_snapshot_works_after_the_input_requested_event_was_trimmed(tmp_path: Path):
-    world = World.create(tmp_path, Settings(event_retention=5))
-    try:
-        c = world.conversation()
-        snap = world.ask(c)
-        for i in range(10):
-            world.call("pane_metadata_set", {"conversation_id": c, "key": "k", "value": str(i)})
-            world.call("conversation_send", {"conversation_id": c, "text": f"more {i}"})
-        page = world.call("events_tail", {"conversation_id": c, "after": 0})
-        assert page["trimmed"] and "input_requested" not in event_types(page["events"])
-        now = world.snapshot(c)
-        assert now["pending"]["request_id"] == snap["pending"]["request_id"]
-        assert world.answer(c, now, option=2)["duplicate"] is False
-    finally:
-        world.close()
+def test_s3_snapshot_works_after_the_input_requested_event_was_trimmed(
+        make_world: Callable[..., World]):
+    world = make_world(Settings(event_retention=5))
+    c = world.conversation()
+    snap = world.ask(c)
+    for i in range(10):
+        world.call("pane_metadata_set", {"conversation_id": c, "key": "k", "value": str(i)})
+        world.call("conversation_send", {"conversation_id": c, "text": f"more {i}"})
+    page = world.call("events_tail", {"conversation_id": c, "after": 0})
+    assert page["trimmed"] and "input_requested" not in event_types(page["events"])
+    now = world.snapshot(c)
+    assert now["pending"]["request_id"] == snap["pending"]["request_id"]
+    assert world.answer(c, now, option=2)["duplicate"] is False
 
 
 def test_s4_captain_and_read_only_device_read_but_cannot_answer(world: World):
@@ -213,25 +211,22 @@ def test_a2_room_post_to_an_owner_conversation_is_not_eligible(world: World):
     assert err.code == "not_eligible"
 
 
-def test_a3_evicted_request_is_unknown_and_starts_no_run(tmp_path: Path):
-    world = World.create(tmp_path, Settings(receipt_limit=2))
-    try:
-        c = world.conversation()
-        snaps = []
-        for _ in range(3):
-            snap = world.ask(c)
-            world.answer(c, snap, option=0)
-            snaps.append(snap)
-        before = continuations(world, c)
-        err = refused(world.answer, c, snaps[0], option=0)
-        assert err.code == "unknown_request"
-        assert refused(world.snapshot, c, snaps[0]["pending"]["request_id"]).code == \
-            "unknown_request"
-        assert world.snapshot(c, snaps[1]["pending"]["request_id"])["request"]["status"] == \
-            "answered"
-        assert continuations(world, c) == before
-    finally:
-        world.close()
+def test_a3_evicted_request_is_unknown_and_starts_no_run(make_world: Callable[..., World]):
+    world = make_world(Settings(receipt_limit=2))
+    c = world.conversation()
+    snaps = []
+    for _ in range(3):
+        snap = world.ask(c)
+        world.answer(c, snap, option=0)
+        snaps.append(snap)
+    before = continuations(world, c)
+    err = refused(world.answer, c, snaps[0], option=0)
+    assert err.code == "unknown_request"
+    assert refused(world.snapshot, c, snaps[0]["pending"]["request_id"]).code == \
+        "unknown_request"
+    assert world.snapshot(c, snaps[1]["pending"]["request_id"])["request"]["status"] == \
+        "answered"
+    assert continuations(world, c) == before
 
 
 def test_a4_duplicate_identical_answer_returns_original_receipt(world: World):
@@ -491,17 +486,14 @@ def test_q4_one_pending_question_per_conversation(world: World):
     assert world.ask(other)["pending"] is not None
 
 
-def test_r1_receipts_are_bounded_per_conversation(tmp_path: Path):
-    world = World.create(tmp_path, Settings(receipt_limit=3))
-    try:
-        c = world.conversation()
-        for _ in range(5):
-            world.cancel(c, world.ask(c))
-        with world.db() as db:
-            assert db.execute("SELECT count(*) FROM questions").fetchone() == (3,)
-            assert db.execute("SELECT count(*) FROM options").fetchone() == (9,)
-    finally:
-        world.close()
+def test_r1_receipts_are_bounded_per_conversation(make_world: Callable[..., World]):
+    world = make_world(Settings(receipt_limit=3))
+    c = world.conversation()
+    for _ in range(5):
+        world.cancel(c, world.ask(c))
+    with world.db() as db:
+        assert db.execute("SELECT count(*) FROM questions").fetchone() == (3,)
+        assert db.execute("SELECT count(*) FROM options").fetchone() == (9,)
 
 
 def test_r3_restart_cancels_pending_and_fails_orphaned_runs(world: World):
@@ -552,23 +544,20 @@ def test_v4_other_events_carry_their_fields(world: World):
     assert {"conversation_id", "at", "seq"} <= set(by_type["conversation_reset"])
 
 
-def test_v1_tail_is_bounded_and_says_when_it_was_trimmed(tmp_path: Path):
-    world = World.create(tmp_path, Settings(event_retention=4))
-    try:
-        c = world.conversation()
-        for i in range(5):
-            world.call("room_post", {"conversation_id": world.conversation("room"), "text": "x"})
-            world.call("conversation_send", {"conversation_id": c, "text": str(i)})
-        page = world.call("events_tail", {"conversation_id": c, "after": 0, "limit": 2})
-        assert page["trimmed"] is True and page["oldest_seq"] == 7
-        assert [e["seq"] for e in page["events"]] == [7, 8] and page["next_after"] == 8
-        rest = world.call("events_tail", {"conversation_id": c, "after": 8})
-        assert rest["trimmed"] is False and [e["seq"] for e in rest["events"]] == [9, 10]
-        with world.db() as db:
-            assert db.execute("SELECT count(*) FROM events WHERE conversation_id = ?",
-                              (c,)).fetchone() == (4,)
-    finally:
-        world.close()
+def test_v1_tail_is_bounded_and_says_when_it_was_trimmed(make_world: Callable[..., World]):
+    world = make_world(Settings(event_retention=4))
+    c = world.conversation()
+    for i in range(5):
+        world.call("room_post", {"conversation_id": world.conversation("room"), "text": "x"})
+        world.call("conversation_send", {"conversation_id": c, "text": str(i)})
+    page = world.call("events_tail", {"conversation_id": c, "after": 0, "limit": 2})
+    assert page["trimmed"] is True and page["oldest_seq"] == 7
+    assert [e["seq"] for e in page["events"]] == [7, 8] and page["next_after"] == 8
+    rest = world.call("events_tail", {"conversation_id": c, "after": 8})
+    assert rest["trimmed"] is False and [e["seq"] for e in rest["events"]] == [9, 10]
+    with world.db() as db:
+        assert db.execute("SELECT count(*) FROM events WHERE conversation_id = ?",
+                          (c,)).fetchone() == (4,)
 
 
 def test_v1_long_poll_wakes_on_a_commit(world: World):

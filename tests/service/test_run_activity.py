@@ -15,8 +15,9 @@ from clankie.agent.transcript import ModelError, Text, ToolCall, ToolSpec, Turn
 from clankie.core.model import RunStatus
 from clankie.service.executor import RunExecutor
 
+from ..polling import eventually
 from ..world import T0, World, event_types
-from .test_runs import Runs, wait_until
+from .test_runs import Runs
 
 SUMMARY = "openai: 429 rate limited; try 2 of 5 in 7 s"
 
@@ -94,7 +95,7 @@ def test_r6_a_model_failure_is_the_runs_error_and_one_line_of_the_log(
         sent = world.call("conversation_send", {"conversation_id": c, "text": "hi"})
         r.settled(c)
         run = world.call("run_get", {"run_id": sent["run_id"]})
-        wait_until(lambda: bool(caplog.records))
+        eventually(lambda: caplog.records, "a log record")
     assert (run["status"], run["error"]) == ("failed", f"model_error: {error}")
     [record] = [rec for rec in caplog.records if rec.name == "clankie.runs"]
     assert record.getMessage() == (f"run {sent['run_id']} of {c} failed: model_error: "

@@ -8,7 +8,6 @@ successor starts in the finishing transaction (R4 order unchanged).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,17 +18,11 @@ from clankie.core.errors import ClankieError
 from clankie.core.model import RunStatus
 from clankie.service.executor import RunExecutor
 
+from ..polling import eventually
 from ..world import World, event_types
 
 ASK = {"kind": "choice", "prompt": "Tabs or spaces?",
        "options": [{"label": "tabs"}, {"label": "spaces"}]}
-
-
-def wait_until(predicate: Callable[[], bool], seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
 
 
 class Runs:
@@ -42,11 +35,13 @@ class Runs:
 
     def settled(self, conversation_id: str) -> None:
         """Wait until no run of the conversation is queued or running."""
-        def idle() -> bool:
+        def unfinished() -> list[Any]:
             with self.world.store.read() as tx:
-                return not tx.unfinished_runs(conversation_id)
-        wait_until(idle)
-        wait_until(lambda: self.executor._executing == 0)
+                return tx.unfinished_runs(conversation_id)
+        eventually(unfinished, f"the runs of {conversation_id} to finish",
+                   until=lambda runs: not runs)
+        eventually(lambda: self.executor._executing, "the executor to go idle",
+                   until=lambda executing: executing == 0)
 
     def writes(self, action: Callable[[], Any], conversation_id: str) -> int:
         """How many write operations `action` and the runs it starts make."""
@@ -181,7 +176,9 @@ def test_r3_r4_a_stopped_executor_starts_no_next_run(world: World, stop_after):
 
     world.service.run_context = stop_while_running  # type: ignore[method-assign]
     r.executor.submit(c, "-")
-    wait_until(lambda: r.executor._executing == 0 and not r.executor._draining)
+    eventually(lambda: (r.executor._executing, bool(r.executor._draining)),
+               "the executor to go idle (executing, draining)",
+               until=lambda state: state == (0, False))
     with world.store.read() as tx:
         left = tx.unfinished_runs(c)
     assert [run.status for run in left] == [RunStatus.QUEUED]  # R3 fails it at the next start

@@ -21,8 +21,8 @@ from clankie.service.executor import RunExecutor
 from clankie.service.runs import CallRecord
 from clankie.workspace.tools import Outcome
 
+from ..polling import eventually
 from ..world import CHOICE, World
-from .test_runs import wait_until
 
 
 def refused(action: Callable[[], Any]) -> str:
@@ -197,16 +197,17 @@ def test_r7_the_executor_stops_a_running_run_and_starts_the_next(world: World, e
     c = world.conversation()
     first = world.call("conversation_send", {"conversation_id": c, "text": "one"})["run_id"]
     second = world.call("conversation_send", {"conversation_id": c, "text": "two"})["run_id"]
-    wait_until(lambda: len(model.calls) == 1)
+    eventually(lambda: len(model.calls), "the model to be called once", until=lambda n: n == 1)
     asked = time.monotonic()
     assert cancel(world, first)["status"] == "cancelled"
     if obeys:
-        wait_until(lambda: model.returned, seconds=5)
+        eventually(lambda: model.returned, "the held model call to return", timeout=5)
         took = model.returned[0] - asked
         assert took <= 1.0, f"the held model call ended {took:.3f} s after the stop"
     else:
         model.release.set()
-    wait_until(lambda: world.call("run_get", {"run_id": second})["status"] == "succeeded")
+    eventually(lambda: world.call("run_get", {"run_id": second})["status"],
+               "the second run to succeed", until=lambda status: status == "succeeded")
     assert world.call("run_get", {"run_id": first})["error"] == "stopped_by_owner"
     said = [e["text"] for e in world.events(c) if e["type"] == "message"]
     assert said == ["one", "two", "the next run"]  # nothing the stopped run said after
@@ -224,9 +225,12 @@ def test_r7_a_stop_that_comes_after_the_run_ended_keeps_nothing(world: World, ex
     executor = executed(model)
     c = world.conversation()
     run = world.call("conversation_send", {"conversation_id": c, "text": "one"})["run_id"]
-    wait_until(lambda: len(model.calls) == 1)
+    eventually(lambda: len(model.calls), "the model to be called once", until=lambda n: n == 1)
     model.release.set()
-    wait_until(lambda: world.call("run_get", {"run_id": run})["status"] == "succeeded")
-    wait_until(lambda: not executor._scopes and executor._executing == 0)
+    eventually(lambda: world.call("run_get", {"run_id": run})["status"], "the run to succeed",
+               until=lambda status: status == "succeeded")
+    eventually(lambda: (len(executor._scopes), executor._executing),
+               "the executor to keep no stop scope and go idle (scopes, executing)",
+               until=lambda state: state == (0, 0))
     executor.stop_run(run)  # as `_stop` does after a commit that raced the run's end
     assert executor._scopes == {}

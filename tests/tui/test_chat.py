@@ -4,7 +4,6 @@ commands bound to what was displayed, conflicts shown again, chat never an answe
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from clankie.client import AsyncClient, NotYours
 from clankie.peer import Listener
 from clankie.tui.app import RETRY_S, TAIL_WAIT_MS, ChatApp
 from tests.e2e.served import Served, settle
+from tests.polling import eventually_async
 from tests.squatter import Squatter, needs_root
 
 ASK = {"kind": "choice", "prompt": "Tabs or spaces?",
@@ -55,10 +55,7 @@ async def chat(served: Served, conversation: str) -> AsyncIterator[tuple[ChatApp
 
 async def until(pilot: Pilot, predicate: Callable[[], Any], what: str,
                 timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
+    await eventually_async(predicate, what, timeout=timeout, every=0.05, pause=pilot.pause)
 
 
 async def type_line(app: ChatApp, pilot: Pilot, text: str) -> None:

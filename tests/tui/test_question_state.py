@@ -13,7 +13,6 @@ again without waiting for a long poll.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -26,6 +25,7 @@ from textual.widgets import Input, Static
 from clankie.tui import app as tui_app
 from clankie.tui import render
 from clankie.tui.app import ChatApp
+from tests.polling import eventually_async
 from tests.tui.fake import MODEL, WORKSPACE, C, FakeService
 
 STEPS = ("ask", "answer_elsewhere", "cancel_elsewhere", "expire", "reset", "restart",
@@ -75,10 +75,7 @@ def same_question(app: ChatApp) -> bool:
 
 async def until(pilot: Pilot, predicate: Callable[[], Any], what: str,
                 timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.02)
+    await eventually_async(predicate, what, timeout=timeout, every=0.02, pause=pilot.pause)
 
 
 async def type_line(app: ChatApp, pilot: Pilot, text: str) -> None:

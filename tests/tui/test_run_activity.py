@@ -11,6 +11,7 @@ from textual.widgets import RichLog
 
 from clankie.tui import render
 from clankie.tui.app import ChatApp
+from tests.polling import eventually_async
 from tests.tui.test_snapshots import AT, EVENTS, C, FixedApi
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -32,11 +33,8 @@ class Clock:
 
 
 async def shown(chat: ChatApp, pilot: Any, text: str) -> None:
-    for _ in range(200):
-        if text in chat.transcript():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"{text!r} not in {chat.transcript()!r}")
+    await eventually_async(chat.transcript, f"{text!r} in the transcript", timeout=10,
+                           every=0.02, until=lambda shown: text in shown, pause=pilot.pause)
 
 
 def status(chat: ChatApp) -> str:

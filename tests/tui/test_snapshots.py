@@ -17,6 +17,7 @@ import pytest
 from textual.widgets import RichLog
 
 from clankie.tui.app import ChatApp
+from tests.polling import eventually_async
 from tests.tui.fake import FakeService
 
 C = "7d9c0a52-5a7e-4f51-9b1e-2f8e3c1d4a6b"
@@ -105,10 +106,9 @@ def app(events: list[dict[str, Any]] = EVENTS, now: datetime = NOW) -> ChatApp:
 
 
 async def settled(pilot: Any) -> None:
-    for _ in range(100):
-        if "Clankie asked a question" in pilot.app.transcript():
-            break
-        await pilot.pause(0.02)
+    await eventually_async(pilot.app.transcript, "the question in the transcript",
+                           until=lambda shown: "Clankie asked a question" in shown,
+                           pause=pilot.pause)
     pilot.app.clear_notifications()
     await pilot.pause()
 
@@ -125,18 +125,19 @@ def test_a_question_cancelled_elsewhere_is_shown_ended(snap_compare):
                    clock=fake.clock)
 
     async def cancelled(pilot: Any) -> None:
-        for _ in range(200):
-            if "Clankie asks" in str(chat.query_one("#question").render()):
-                break
-            if fake.pending is None:
+        def question() -> str:
+            shown = str(chat.query_one("#question").render())
+            if "Clankie asks" not in shown and fake.pending is None:
                 fake.ask()
-            await pilot.pause(0.02)
+            return shown
+
+        await eventually_async(question, "the question panel to ask",
+                               until=lambda shown: "Clankie asks" in shown, pause=pilot.pause)
         fake.clock.now += timedelta(minutes=5)
         fake.cancel_elsewhere()
-        for _ in range(200):
-            if "ended" in str(chat.query_one("#question").render()):
-                break
-            await pilot.pause(0.02)
+        await eventually_async(lambda: str(chat.query_one("#question").render()),
+                               "the question panel to show the question ended",
+                               until=lambda shown: "ended" in shown, pause=pilot.pause)
         chat.clear_notifications()
         await pilot.pause()
 
@@ -144,10 +145,9 @@ def test_a_question_cancelled_elsewhere_is_shown_ended(snap_compare):
 
 
 async def working(pilot: Any) -> None:
-    for _ in range(100):
-        if "read pyproject.toml" in pilot.app.transcript():
-            break
-        await pilot.pause(0.02)
+    await eventually_async(pilot.app.transcript, "the tool activity in the transcript",
+                           until=lambda shown: "read pyproject.toml" in shown,
+                           pause=pilot.pause)
     pilot.app.clear_notifications()
     await pilot.pause()
 
@@ -180,10 +180,9 @@ async def test_a_question_rings_the_bell_and_notifies_with_its_prompt():
         bells: list[int] = []
         chat.bell = lambda rung=bells: rung.append(1)  # type: ignore[method-assign]
         async with chat.run_test(size=(100, 30)) as pilot:
-            for _ in range(100):
-                if chat.snapshot is not None:
-                    break
-                await pilot.pause(0.02)
+            await eventually_async(lambda chat=chat: chat.snapshot, "the first snapshot",
+                                   until=lambda snapshot: snapshot is not None,
+                                   pause=pilot.pause)
             await pilot.pause()
             notes = [n.message for n in chat._notifications]
             status = str(chat.query_one("#status").render())

@@ -16,6 +16,7 @@ from textual.widgets import Input, RichLog, Static
 
 from clankie.client import ApiError
 from clankie.tui.app import ChatApp
+from tests.polling import eventually_async
 from tests.tui.test_snapshots import AT, NOW, SNAPSHOT, C, R
 
 ESCAPES = "\x1b[2J\x1b]52;c;ZXZpbA==\x07\rX\x9b31m\x08\u202eRLO\u202c"
@@ -85,11 +86,8 @@ def hostile_app(tail_refused: bool = False) -> ChatApp:
 
 
 async def until(pilot: Any, predicate: Any) -> None:
-    for _ in range(200):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("timed out")
+    await eventually_async(predicate, f"the condition on line {predicate.__code__.co_firstlineno}",
+                           timeout=10, every=0.02, pause=pilot.pause)
 
 
 def unwrapped(text: str) -> str:

@@ -8,7 +8,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.served import ROOT, Served
+from tests.polling import eventually
 from tests.tui.test_chat import SCRIPT
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
@@ -28,13 +28,8 @@ def tmux(*args: str) -> str:
 
 
 def screen_shows(session: str, text: str, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = tmux("capture-pane", "-p", "-t", session)
-        if text in screen:
-            return screen
-        assert time.monotonic() < deadline, f"{text!r} never showed:\n{screen}"
-        time.sleep(0.1)
+    return eventually(lambda: tmux("capture-pane", "-p", "-t", session), f"{text!r} to show",
+                      timeout=timeout, every=0.1, until=lambda screen: text in screen)
 
 
 def type_line(session: str, text: str) -> None:
@@ -85,10 +80,8 @@ def test_clankie_chat_in_tmux_answers_a_question(tmp_path: Path):
                                        request_id).request.receipt
         assert receipt.outcome == "answered" and receipt.continuation == "succeeded"
         tmux("send-keys", "-t", session, "C-q")
-        deadline = time.monotonic() + 20
-        while _alive(session):
-            assert time.monotonic() < deadline, "clankie chat did not quit on Ctrl+Q"
-            time.sleep(0.1)
+        eventually(lambda: _alive(session), "clankie chat to quit on Ctrl+Q", timeout=20,
+                   every=0.1, until=lambda alive: not alive)
 
 
 def test_clankie_chat_in_tmux_shows_a_question_cancelled_from_the_cli_as_ended(
