@@ -102,3 +102,25 @@ def test_t3_a_variable_is_read_as_its_settings_type_and_a_misspelt_one_is_refuse
     assert said in str(err.value)
     assert load_settings(None, {"CLANKIE_URL": "unix:///x", "CLANKIE_HOME": "/h",
                                 "CLANKIE_QUESTION_TTL": "1_000"}).question_ttl == 1000
+
+
+def test_issue20_settings_are_declared_once_the_table_is_read_from_the_class():
+    """Issue 20: one pydantic-settings class declares each setting; `SETTINGS` (checks,
+    `--help-settings`, `service_info`) is derived from its fields, not restated."""
+    assert [s.name for s in SETTINGS] == list(Settings.model_fields)
+    for setting in SETTINGS:
+        field = Settings.model_fields[setting.name]
+        assert setting.default == field.default and setting.help == field.description
+        assert setting.help and setting.help in settings_table()
+    assert {s.name: s.choices for s in SETTINGS}["model"] == ("scripted", "openai", "anthropic")
+
+
+def test_issue20_defaults_read_no_variable_and_a_file_value_is_checked_even_when_overridden(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("CLANKIE_MAX_STEPS", "5")
+    assert Settings().max_steps == 24  # only `load_settings` reads the environment
+    assert load_settings(None).max_steps == 5
+    (tmp_path / "settings.toml").write_text("max_steps = 0\n")
+    with pytest.raises(SettingsError) as err:
+        load_settings(tmp_path, {"CLANKIE_MAX_STEPS": "3"})
+    assert str(tmp_path / "settings.toml") in str(err.value)

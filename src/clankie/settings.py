@@ -1,8 +1,10 @@
-"""Settings, declared once as (name, default, help); read from settings.toml and the environment.
+"""Settings, declared once (one pydantic-settings class); read from settings.toml and variables.
 
-Owns the table `SETTINGS` and `load_settings`. `$CLANKIE_HOME/settings.toml` sets values,
-and `CLANKIE_<NAME>` environment variables override it. Unknown names and bad values are
-refused with a clear message rather than ignored.
+Owns `Settings` (each field: its default, bounds, unit and help), the table `SETTINGS`
+derived from it, and `load_settings`. `$CLANKIE_HOME/settings.toml` sets values, and
+`CLANKIE_<NAME>` environment variables override it. Unknown names and bad values are
+refused with a clear message rather than ignored: a TOML value must have its own type (a
+number, not "86400"), a variable's text is read as the setting's type.
 """
 
 from __future__ import annotations
@@ -12,15 +14,106 @@ import json
 import math
 import os
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args, get_origin
+
+import annotated_types
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from clankie.workspace.deny import DEFAULT_DENY
+
+YEAR_S = 31_536_000
+_TEXT_CHARS = 2_000  # any string setting
+Seconds: Final[dict[str, Any]] = {"unit": "seconds"}
+
+
+class Settings(BaseSettings):
+    """Every setting, with its default, bounds and help: the one place a setting is declared.
+    `Settings()` is the defaults (it reads no file and no variable); `load_settings` reads."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix="CLANKIE_")
+
+    question_ttl: int = Field(86_400, ge=1, le=YEAR_S, json_schema_extra=Seconds,
+                              description="Seconds a question stays pending before it expires.")
+    receipt_limit: int = Field(16, ge=1, le=10_000,
+                               description="Receipts of ended questions kept per conversation.")
+    event_retention: int = Field(2_000, ge=1, le=1_000_000,
+                                 description="Newest events kept per conversation.")
+    take_control_ttl: int = Field(3_600, ge=1, le=YEAR_S, json_schema_extra=Seconds,
+                                  description="Default seconds of a Take Control lease.")
+    git_timeout: float = Field(2.0, ge=0.1, le=60, json_schema_extra=Seconds,
+                               description="Seconds a read-only git command may take.")
+    max_steps: int = Field(24, ge=1, le=1_000, description="Model calls a run may make.")
+    run_tool_budget: int = Field(262_144, ge=1_024, le=64 * 1024 * 1024,
+                                 json_schema_extra={"unit": "bytes"},
+                                 description="Bytes of tool results a run may receive in all.")
+    workspace_deny: tuple[str, ...] = Field(
+        DEFAULT_DENY, max_length=1_000,
+        description="Glob patterns of secret paths the tools never read (a list; in the "
+                    "environment a JSON array).")
+    notify_command: tuple[str, ...] = Field(
+        (), max_length=256,
+        description="A command (a list: program and arguments, no shell) run on each new "
+                    "question, with the question as JSON on standard input.")
+    notify_on_resolved: bool = Field(False,
+                                     description="Also run notify_command when a question ends.")
+    model: Literal["scripted", "openai", "anthropic"] = Field(
+        "scripted", description="The model provider: scripted, openai or anthropic.")
+    openai_base_url: str = Field(
+        "", description="OpenAI-compatible endpoint (empty: the SDK's default).")
+    openai_model: str = Field("gpt-4o-mini", description="Model name for the openai provider.")
+    anthropic_base_url: str = Field(
+        "", description="Anthropic endpoint (empty: the SDK's default).")
+    anthropic_model: str = Field("claude-sonnet-4-5",
+                                 description="Model name for the anthropic provider.")
+    model_timeout: int = Field(120, ge=1, le=3_600, json_schema_extra=Seconds,
+                               description="Seconds one model call may wait for its reply.")
+    model_retries: int = Field(4, ge=0, le=20,
+                               description="Times a model call that failed transiently (429, "
+                                           "5xx, a dropped connection, a timeout) is tried again.")
+    model_retry_wait: int = Field(90, ge=1, le=3_600, json_schema_extra=Seconds,
+                                  description="Seconds a model call may wait between its tries, "
+                                              "in all.")
+    context_budget: int = Field(100_000, ge=4_000, le=10_000_000,
+                                json_schema_extra={"unit": "tokens"},
+                                description="Tokens a model request may hold (estimated on the "
+                                            "safe side); the oldest history is left out first, "
+                                            "and the model is told.")
+    # A ceiling for a local service. Each connection is a file descriptor, and the process's
+    # own limit (often 1,024 soft) still applies; the default fits it with both listeners.
+    max_connections: int = Field(256, ge=1, le=4_096,
+                                 description="Connections served at once on each listener (the "
+                                             "Unix socket, the TCP port); past it a new "
+                                             "connection is closed at once.")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)  # the file and the variables only through `load_settings`
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _as_declared(cls, value: Any, info: ValidationInfo) -> Any:
+        assert info.field_name is not None
+        return _coerce(_BY_NAME[info.field_name], value)
 
 
 @dataclass(frozen=True, slots=True)
 class Setting:
+    """One field of `Settings` as the checks and `--help-settings` read it."""
+
     name: str
     default: Any
     help: str
@@ -30,48 +123,23 @@ class Setting:
     unit: str = ""  # what a number counts, said with its bounds
 
 
-YEAR_S = 31_536_000
-SETTINGS: Final[tuple[Setting, ...]] = (
-    Setting("question_ttl", 86_400, "Seconds a question stays pending before it expires.",
-            (1, YEAR_S), unit="seconds"),
-    Setting("receipt_limit", 16, "Receipts of ended questions kept per conversation.",
-            (1, 10_000)),
-    Setting("event_retention", 2_000, "Newest events kept per conversation.",
-            (1, 1_000_000)),
-    Setting("take_control_ttl", 3_600, "Default seconds of a Take Control lease.",
-            (1, YEAR_S), unit="seconds"),
-    Setting("git_timeout", 2.0, "Seconds a read-only git command may take.", (0.1, 60),
-            unit="seconds"),
-    Setting("max_steps", 24, "Model calls a run may make.", (1, 1_000)),
-    Setting("run_tool_budget", 262_144, "Bytes of tool results a run may receive in all.",
-            (1_024, 64 * 1024 * 1024), unit="bytes"),
-    Setting("workspace_deny", DEFAULT_DENY,
-            "Glob patterns of secret paths the tools never read (a list; in the environment "
-            "a JSON array).", items=1_000),
-    Setting("notify_command", (), "A command (a list: program and arguments, no shell) run "
-            "on each new question, with the question as JSON on standard input.", items=256),
-    Setting("notify_on_resolved", False, "Also run notify_command when a question ends."),
-    Setting("model", "scripted", "The model provider: scripted, openai or anthropic.",
-            choices=("scripted", "openai", "anthropic")),
-    Setting("openai_base_url", "", "OpenAI-compatible endpoint (empty: the SDK's default)."),
-    Setting("openai_model", "gpt-4o-mini", "Model name for the openai provider."),
-    Setting("anthropic_base_url", "", "Anthropic endpoint (empty: the SDK's default)."),
-    Setting("anthropic_model", "claude-sonnet-4-5", "Model name for the anthropic provider."),
-    Setting("model_timeout", 120, "Seconds one model call may wait for its reply.", (1, 3_600),
-            unit="seconds"),
-    Setting("model_retries", 4, "Times a model call that failed transiently (429, 5xx, a "
-            "dropped connection, a timeout) is tried again.", (0, 20)),
-    Setting("model_retry_wait", 90, "Seconds a model call may wait between its tries, in "
-            "all.", (1, 3_600), unit="seconds"),
-    Setting("context_budget", 100_000, "Tokens a model request may hold (estimated on the "
-            "safe side); the oldest history is left out first, and the model is told.",
-            (4_000, 10_000_000), unit="tokens"),
-    # A ceiling for a local service. Each connection is a file descriptor, and the process's
-    # own limit (often 1,024 soft) still applies; the default fits it with both listeners.
-    Setting("max_connections", 256, "Connections served at once on each listener (the Unix "
-            "socket, the TCP port); past it a new connection is closed at once.", (1, 4_096)),
-)
-_TEXT_CHARS = 2_000  # any string setting
+def _declared(name: str, field: FieldInfo) -> Setting:
+    low = next((m.ge for m in field.metadata if isinstance(m, annotated_types.Ge)), None)
+    high = next((m.le for m in field.metadata if isinstance(m, annotated_types.Le)), None)
+    assert isinstance(low, int | float | None) and isinstance(high, int | float | None)
+    items = next((m.max_length for m in field.metadata
+                  if isinstance(m, annotated_types.MaxLen)), None)
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    literal = get_origin(field.annotation) is Literal
+    return Setting(name, field.default, field.description or "",
+                   bounds=None if low is None or high is None else (float(low), float(high)),
+                   choices=get_args(field.annotation) if literal else None, items=items,
+                   unit=str(extra.get("unit", "")))
+
+
+SETTINGS: Final[tuple[Setting, ...]] = tuple(
+    _declared(name, field) for name, field in Settings.model_fields.items())
+_BY_NAME: Final = {s.name: s for s in SETTINGS}
 
 
 class SettingsError(Exception):
@@ -82,32 +150,16 @@ class SettingsError(Exception):
         self.fix = fix
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    question_ttl: int = 86_400
-    receipt_limit: int = 16
-    event_retention: int = 2_000
-    take_control_ttl: int = 3_600
-    git_timeout: float = 2.0
-    max_steps: int = 24
-    run_tool_budget: int = 262_144
-    workspace_deny: tuple[str, ...] = DEFAULT_DENY
-    notify_command: tuple[str, ...] = ()
-    notify_on_resolved: bool = False
-    model: str = "scripted"
-    openai_base_url: str = ""
-    openai_model: str = "gpt-4o-mini"
-    anthropic_base_url: str = ""
-    anthropic_model: str = "claude-sonnet-4-5"
-    model_timeout: int = 120
-    model_retries: int = 4
-    model_retry_wait: int = 90
-    context_budget: int = 100_000
-    max_connections: int = 256
+class _Refused(ValueError):
+    """What `_coerce` says a value must be; `load_settings` adds the setting and its place."""
+
+    def __init__(self, value: Any, wanted: str) -> None:
+        super().__init__(wanted)
+        self.value, self.wanted = value, wanted
 
 
-assert [f.name for f in fields(Settings)] == [s.name for s in SETTINGS]
-assert all(getattr(Settings(), s.name) == s.default for s in SETTINGS)
+class _Text(str):
+    """A variable's text: read as the setting's type, where a file's value must have it."""
 
 
 # CLANKIE_ variables that are not settings: where to find the home and the service.
@@ -115,34 +167,64 @@ NOT_SETTINGS: Final = frozenset({"CLANKIE_HOME", "CLANKIE_URL", "CLANKIE_TOKEN",
                                  "CLANKIE_URL_TRUSTED", "CLANKIE_CAMPAIGN_EXAMPLES"})
 
 
+class _Variables(PydanticBaseSettingsSource):
+    """`CLANKIE_<NAME>` variables of `environ`, each value as `_Text`; an unknown name is
+    refused, not ignored."""
+
+    def __init__(self, environ: dict[str, str]) -> None:
+        super().__init__(Settings)
+        self._values: dict[str, Any] = {}
+        for variable, text in environ.items():
+            if not variable.startswith("CLANKIE_") or variable in NOT_SETTINGS:
+                continue
+            name = variable.removeprefix("CLANKIE_").lower()
+            if name not in _BY_NAME:
+                raise SettingsError(f"{variable} is not a setting{_near(name, variable=True)}",
+                                    f"unset {variable}, or correct its name")
+            self._values[name] = _Text(text)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
 def load_settings(home: Path | None, environ: dict[str, str] | None = None) -> Settings:
     """The settings: `settings.toml` in the home, then `CLANKIE_<NAME>` variables over it.
     A value of the wrong type, out of bounds or of an unknown name is a `SettingsError`
     that says where it came from, what it may be, and how to fix it."""
-    environ = dict(os.environ) if environ is None else environ
-    known = {s.name: s for s in SETTINGS}
-    values: dict[str, Any] = {}
+    variables = _Variables(dict(os.environ) if environ is None else environ)
     path = home / "settings.toml" if home is not None else None
+    sources: list[PydanticBaseSettingsSource] = []
     if path is not None and path.exists():
         try:
-            from_file = tomllib.loads(path.read_text("utf-8"))
+            sources.append(TomlConfigSettingsSource(Settings, toml_file=path))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise SettingsError(f"{path}: {exc}", f"correct {path}") from None
-        for name, value in from_file.items():
-            if name not in known:
-                raise SettingsError(f"{path}: unknown setting {name!r}{_near(name)}",
-                                    f"correct or remove it in {path}; "
-                                    "`clankie serve --help-settings` lists them")
-            values[name] = _coerce(known[name], value, f"in {path}", from_text=False)
-    for variable, text in environ.items():
-        if not variable.startswith("CLANKIE_") or variable in NOT_SETTINGS:
-            continue
-        name = variable.removeprefix("CLANKIE_").lower()
-        if name not in known:
-            raise SettingsError(f"{variable} is not a setting{_near(name, variable=True)}",
-                                f"unset {variable}, or correct its name")
-        values[name] = _coerce(known[name], text, f"in {variable}", from_text=True)
-    return Settings(**values)
+        _built(sources, path)  # the file is checked whole, even where a variable overrides it
+    return _built([variables, *sources], path)
+
+
+def _built(sources: list[PydanticBaseSettingsSource], path: Path | None) -> Settings:
+    try:
+        return Settings(_build_sources=(tuple(sources), {}))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0])
+        if error["type"] == "extra_forbidden":
+            raise SettingsError(f"{path}: unknown setting {name!r}{_near(name)}",
+                                f"correct or remove it in {path}; "
+                                "`clankie serve --help-settings` lists them") from None
+        where = (f"in CLANKIE_{name.upper()}" if isinstance(error["input"], _Text)
+                 else f"in {path}")
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, _StringsRefused):
+            raise SettingsError(f"setting {name} {where}: give {cause.example(where)}",
+                                f"correct {name} {where}") from None
+        if not isinstance(cause, _Refused):  # past `_coerce`, pydantic refuses nothing
+            raise
+        raise _said(name, cause.value, where, cause.wanted) from None
 
 
 # What `service_info` never shows: the base URLs (a user, a path or a query may hold a key;
@@ -173,33 +255,32 @@ def _near(name: str, variable: bool = False) -> str:
     return f" (did you mean {'CLANKIE_' + close[0].upper() if variable else close[0]}?)"
 
 
-def _coerce(setting: Setting, value: Any, where: str, from_text: bool) -> Any:
-    """The value as the setting's type, within its bounds; else `SettingsError` naming the
-    setting, the value, where it came from and what it may be. In `settings.toml` a value
-    has its TOML type (a number, not "86400"); a variable's text is read as that type."""
-    kind = type(setting.default)
+def _coerce(setting: Setting, value: Any) -> Any:
+    """The value as the setting's type, within its bounds; else `_Refused` saying what it
+    may be. A file's value has its TOML type (a number, not "86400"); a variable's text
+    (`_Text`) is read as that type."""
+    kind, from_text = type(setting.default), isinstance(value, _Text)
     if kind is tuple:
-        return _strings(setting, value, where, from_text)
+        return _strings(setting, value, from_text)
     if kind is bool:
         truth = {"true": True, "1": True, "false": False, "0": False}
         if isinstance(value, bool):
             return value
         if from_text and value.lower() in truth:
             return truth[value.lower()]
-        raise _refused(setting, value, where, "true or false")
+        raise _Refused(value, "true or false")
     if kind is str:
         if not isinstance(value, str) or len(value) > _TEXT_CHARS or "\x00" in value:
-            raise _refused(setting, value, where,
-                           f"text of at most {_TEXT_CHARS:,} characters")
+            raise _Refused(value, f"text of at most {_TEXT_CHARS:,} characters")
         if setting.choices is not None and value not in setting.choices:
-            raise _refused(setting, value, where, f"one of {', '.join(setting.choices)}")
-        return value
+            raise _Refused(value, f"one of {', '.join(setting.choices)}")
+        return str(value)
     number = _number(value, integer=kind is int, from_text=from_text)
     low, high = setting.bounds or (-math.inf, math.inf)
     if number is None or not low <= number <= high:
         what = "a whole number" if kind is int else "a number"
-        raise _refused(setting, value, where, f"{what} from {_plain(low)} to {_plain(high)}"
-                       f"{' ' + setting.unit if setting.unit else ''}")
+        raise _Refused(value, f"{what} from {_plain(low)} to {_plain(high)}"
+                              f"{' ' + setting.unit if setting.unit else ''}")
     return number
 
 
@@ -228,30 +309,36 @@ def _plain(number: float) -> str:
     return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
 
 
-def _refused(setting: Setting, value: Any, where: str, wanted: str) -> SettingsError:
-    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+def _said(name: str, value: Any, where: str, wanted: str) -> SettingsError:
+    shown = repr(str(value) if isinstance(value, _Text) else value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
     if isinstance(value, bool):
         shown = str(value).lower()
-    return SettingsError(f"setting {setting.name} {where}: {shown} is not allowed; it must be "
-                         f"{wanted}", f"correct {setting.name} {where}")
+    return SettingsError(f"setting {name} {where}: {shown} is not allowed; it must be "
+                         f"{wanted}", f"correct {name} {where}")
 
 
-def _strings(setting: Setting, value: Any, where: str, from_text: bool) -> tuple[str, ...]:
+class _StringsRefused(ValueError):
+    """Not a list of strings."""
+
+    @staticmethod
+    def example(where: str) -> str:
+        return ('a JSON array, e.g. ["sh", "-c", "..."]' if where.startswith("in CLANKIE_")
+                else 'a TOML array of strings, e.g. ["sh", "-c", "..."]')
+
+
+def _strings(setting: Setting, value: Any, from_text: bool) -> tuple[str, ...]:
     """A list of strings: a TOML array, or in a variable a JSON array."""
     if from_text:
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
             value = None
-    example = ('a JSON array, e.g. ["sh", "-c", "..."]' if from_text else
-               'a TOML array of strings, e.g. ["sh", "-c", "..."]')
-    if not isinstance(value, list) or not all(isinstance(v, str) and "\x00" not in v
-                                              and len(v) <= _TEXT_CHARS for v in value):
-        raise SettingsError(f"setting {setting.name} {where}: give {example}",
-                            f"correct {setting.name} {where}")
+    if not isinstance(value, list | tuple) or not all(
+            isinstance(v, str) and "\x00" not in v and len(v) <= _TEXT_CHARS for v in value):
+        raise _StringsRefused(setting.name)
     if setting.items is not None and len(value) > setting.items:
-        raise _refused(setting, f"a list of {len(value)}", where,
-                       f"at most {setting.items:,} strings")
+        raise _Refused(f"a list of {len(value)}", f"at most {setting.items:,} strings")
     return tuple(value)
 
 
