@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import click
 import pytest
-import typer
 
 from clankie.cli.common import USAGE, resolve_conversation
 from clankie.client import Client
@@ -47,7 +47,7 @@ def test_a_unique_prefix_of_4_or_more_is_the_whole_id():
 
 
 def test_an_ambiguous_prefix_is_exit_2_and_lists_the_candidates():
-    with pytest.raises(typer.BadParameter) as raised:
+    with pytest.raises(click.BadParameter) as raised:
         resolve([A, B], "abcd")
     assert raised.value.exit_code == USAGE
     message = raised.value.format_message()
@@ -55,7 +55,7 @@ def test_an_ambiguous_prefix_is_exit_2_and_lists_the_candidates():
 
 
 def test_an_unmatched_prefix_is_exit_2_and_says_how_to_list_them():
-    with pytest.raises(typer.BadParameter) as raised:
+    with pytest.raises(click.BadParameter) as raised:
         resolve([A, B], "ffff")
     assert raised.value.exit_code == USAGE
     message = raised.value.format_message()
@@ -66,7 +66,7 @@ def test_an_unmatched_prefix_is_exit_2_and_says_how_to_list_them():
 @pytest.mark.parametrize("given", ["abc", "a", "ab-c", "", "zzzz", "abcd!"])
 def test_fewer_than_4_hex_characters_or_not_hex_is_exit_2_before_any_read(given: str):
     client = Listing([A, B])
-    with pytest.raises(typer.BadParameter) as raised:
+    with pytest.raises(click.BadParameter) as raised:
         resolve_conversation(cast(Client, client), given, as_json=False)
     assert raised.value.exit_code == USAGE and client.asked == []
 
@@ -80,6 +80,6 @@ def test_a_request_incarnation_or_option_prefix_follows_the_same_rule(key: str, 
 
     client = Listing([A])
     payload = {"request_id": A, "incarnation": A, "option_id": None, key: given}
-    with pytest.raises(typer.BadParameter) as raised:
+    with pytest.raises(click.BadParameter) as raised:
         _whole_ids(cast(Client, client), A, payload, None, as_json=False)
     assert raised.value.exit_code == USAGE and client.asked == []

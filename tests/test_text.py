@@ -139,7 +139,7 @@ def test_text_from_others_a_problem_detail_is_shown_visible_by_the_cli(
         capsys: pytest.CaptureFixture[str]):
     """A problem's `detail` may echo what was sent; the CLI shows it like any text from
     others."""
-    import typer
+    import click
 
     from clankie.cli.common import call
     from clankie.client import ApiError
@@ -149,7 +149,7 @@ def test_text_from_others_a_problem_detail_is_shown_visible_by_the_cli(
             raise ApiError({"code": "invalid_request", "status": 422,
                             "detail": "bad \x1b[2J\x9b31m\u202e [bold]x[/]"})
 
-    with pytest.raises(typer.Exit):
+    with pytest.raises(click.exceptions.Exit):
         call(Refusing(), "conversation_send", {}, as_json=False)  # type: ignore[arg-type]
     assert capsys.readouterr().err == (
         "clankie: invalid_request: bad \\x1b[2J\\x9b31m\\u202e [bold]x[/]\n")

@@ -86,6 +86,22 @@ def test_help_lists_every_command_with_a_line(served: Served):
             assert len(line.split(command, 1)[1].strip(" │")) > 10, line
 
 
+def test_conversations_list_has_headings_and_json_has_none(served: Served, workspace: Path):
+    """Issue 19: `conversations list` says what each column is (always; scripts read
+    --json, which is the service's object unchanged); with none, it says how to start."""
+    empty = cli(served, "conversations", "list")
+    assert empty.returncode == 0 and "No conversations yet" in empty.stdout, empty
+    c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
+    lines = cli(served, "conversations", "list").stdout.splitlines()
+    assert lines[0].split() == ["CONVERSATION", "KIND", "REVISION", "WORKSPACE"], lines
+    row = lines[1].split()
+    assert row[:3] == [c, "owner", "1"] and str(workspace.resolve()) in lines[1], lines
+    assert lines[0].index("KIND") == lines[1].index("owner")
+    listed = ok_json(served, "conversations", "list")
+    assert set(listed) == {"conversations", "next_after"}
+    assert [x["conversation_id"] for x in listed["conversations"]] == [c]
+
+
 # ------------------------------------------------------------------------ the questions
 
 
@@ -435,8 +451,9 @@ def test_version_prints_the_version():
 
 def _complete(home: Path, words: str, url: str | None = None
               ) -> subprocess.CompletedProcess[str]:
+    """click's protocol (`_CLANKIE_COMPLETE=bash_complete`), as the bash script runs it."""
     env = dict(os.environ, CLANKIE_HOME=str(home), PYTHONPATH=str(ROOT / "src"),
-               _CLANKIE_COMPLETE="complete_bash", COMP_WORDS=words,
+               _CLANKIE_COMPLETE="bash_complete", COMP_WORDS=words,
                COMP_CWORD=str(len(words.split()) - (0 if words.endswith(" ") else 1)))
     env.pop("CLANKIE_URL", None)
     if url is not None:
@@ -445,13 +462,22 @@ def _complete(home: Path, words: str, url: str | None = None
                           text=True, timeout=60, cwd=ROOT)
 
 
+def offered(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """The values of click's bash completion lines (`TYPE,VALUE`)."""
+    return [line.split(",", 1)[1] for line in done.stdout.splitlines()]
+
+
 def test_shell_completion_offers_conversation_ids_from_the_running_service(
         served: Served, workspace: Path, tmp_path: Path):
     c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
     done = _complete(served.home.path, f"clankie conversations show {c[:6]}")
-    assert done.returncode == 0 and done.stdout.split() == [c], done
+    assert done.returncode == 0 and offered(done) == [c], done
     everything = _complete(served.home.path, "clankie conversations questions ")
-    assert c in everything.stdout.split()
+    assert c in offered(everything)
+    two = _complete(served.home.path, f"clankie conversations answer {c[:2]}")
+    assert c in offered(two) and all(i.startswith(c[:2]) for i in offered(two)), two
+    chat = _complete(served.home.path, f"clankie chat {c[:6]}")
+    assert offered(chat) == [c], chat
     nobody_home = _complete(tmp_path / "no-service", f"clankie conversations show {c[:6]}")
     assert (nobody_home.returncode, nobody_home.stdout.strip(), nobody_home.stderr) == (0, "", "")
 
@@ -474,13 +500,13 @@ def test_completion_prints_each_shells_script_and_the_bash_one_completes_a_comma
         done = run("completion", shell)
         assert done.returncode == 0 and "_CLANKIE_COMPLETE=" in done.stdout, done
         scripts[shell] = done.stdout
-    assert "complete -o default -F" in scripts["bash"] and "compdef" in scripts["zsh"]
-    assert scripts["fish"].startswith("complete --command clankie")
+    assert "complete -o nosort -F" in scripts["bash"] and "compdef" in scripts["zsh"]
+    assert "complete --no-files --command clankie" in scripts["fish"]
     instruction = re.search(r"_CLANKIE_COMPLETE=(\w+)", scripts["bash"])
-    assert instruction is not None
-    offered = run(_CLANKIE_COMPLETE=instruction.group(1), COMP_WORDS="clankie conv",
-                  COMP_CWORD="1")
-    assert offered.returncode == 0 and offered.stdout.split() == ["conversations"], offered
+    assert instruction is not None and instruction.group(1) == "bash_complete"
+    done = run(_CLANKIE_COMPLETE=instruction.group(1), COMP_WORDS="clankie conv",
+               COMP_CWORD="1")
+    assert done.returncode == 0 and offered(done) == ["conversations"], done
     function = re.search(r"^(\w+)\(\)", scripts["bash"], re.M)
     assert function is not None
     in_bash = subprocess.run(

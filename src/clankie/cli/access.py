@@ -7,18 +7,16 @@ only its hash. Rotating the token of the home's own token file rewrites that fil
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 
 from clankie import when
-from clankie.home import Home, write_token_file
 
-from .common import JsonOption, call, connect, print_json, say
+from .common import Arg, Group, call, connect, json_option, print_json, say
 
-devices = typer.Typer(no_args_is_help=True, help="Paired devices and Take Control.")
-credentials = typer.Typer(no_args_is_help=True, help="Operator and captain credentials.")
-Json = Annotated[bool, JsonOption]
+devices = Group("devices", help="Paired devices and Take Control.")
+credentials = Group("credentials", help="Operator and captain credentials.")
 
 
 def _token(made: dict[str, Any], as_json: bool, what: str) -> None:
@@ -30,9 +28,11 @@ def _token(made: dict[str, Any], as_json: bool, what: str) -> None:
 
 
 @devices.command()
-def pair(name: Annotated[str, typer.Argument(help="A name for the device.")],
-         mode: Annotated[str, typer.Option("--mode", help="control or read_only.")] = "control",
-         as_json: Json = False) -> None:
+@click.argument("name", cls=Arg, metavar="NAME", help="A name for the device.")
+@click.option("--mode", metavar="MODE", default="control", show_default=True,
+              help="control or read_only.")
+@json_option
+def pair(name: str, mode: str, as_json: bool) -> None:
     """Pair a device and print its token."""
     with connect() as client:
         made = call(client, "device_pair", {"name": name, "mode": mode}, as_json=as_json,
@@ -41,7 +41,8 @@ def pair(name: Annotated[str, typer.Argument(help="A name for the device.")],
 
 
 @devices.command("list")
-def list_devices(as_json: Json = False) -> None:
+@json_option
+def list_devices(as_json: bool) -> None:
     """List paired devices, and which one holds Take Control."""
     with connect() as client:
         listed = call(client, "credential_list", {}, as_json=as_json)
@@ -55,9 +56,10 @@ def list_devices(as_json: Json = False) -> None:
 
 
 @devices.command("take-control")
-def take_control(ttl: Annotated[int | None, typer.Option("--ttl", metavar="SECONDS", min=1,
-                                                         help="Lease length.")] = None,
-                 as_json: Json = False) -> None:
+@click.option("--ttl", metavar="SECONDS", type=click.IntRange(min=1),
+              help="Lease length (default: the service's take_control_ttl).")
+@json_option
+def take_control(ttl: int | None, as_json: bool) -> None:
     """Take Control with this device's token (CLANKIE_TOKEN); supersedes any other lease."""
     with connect() as client:
         lease = call(client, "device_take_control", {} if ttl is None else {"ttl_s": ttl},
@@ -67,7 +69,8 @@ def take_control(ttl: Annotated[int | None, typer.Option("--ttl", metavar="SECON
 
 
 @devices.command()
-def release(as_json: Json = False) -> None:
+@json_option
+def release(as_json: bool) -> None:
     """Release this device's Take Control lease."""
     with connect() as client:
         done = call(client, "device_release", {}, as_json=as_json)
@@ -75,9 +78,11 @@ def release(as_json: Json = False) -> None:
 
 
 @credentials.command()
-def issue(name: Annotated[str, typer.Argument(help="A name for the credential.")],
-          kind: Annotated[str, typer.Option("--kind", help="operator or captain.")] = "operator",
-          as_json: Json = False) -> None:
+@click.argument("name", cls=Arg, metavar="NAME", help="A name for the credential.")
+@click.option("--kind", metavar="KIND", default="operator", show_default=True,
+              help="operator or captain.")
+@json_option
+def issue(name: str, kind: str, as_json: bool) -> None:
     """Issue an operator or captain credential and print its token."""
     with connect() as client:
         made = call(client, "credential_issue", {"kind": kind, "name": name}, as_json=as_json)
@@ -85,15 +90,18 @@ def issue(name: Annotated[str, typer.Argument(help="A name for the credential.")
 
 
 @credentials.command()
-def rotate(credential: Annotated[str | None, typer.Argument(
-               metavar="CREDENTIAL_ID", help="Default: the credential in use.")] = None,
-           as_json: Json = False) -> None:
+@click.argument("credential_id", cls=Arg, required=False,
+                help="Default: the credential in use.")
+@json_option
+def rotate(credential_id: str | None, as_json: bool) -> None:
     """Rotate a token: the old one is refused from now on."""
     with connect() as client:
         made = call(client, "credential_rotate",
-                    {} if credential is None else {"credential_id": credential},
+                    {} if credential_id is None else {"credential_id": credential_id},
                     as_json=as_json)
+    from clankie.home import Home, write_token_file
+
     home = Home.from_env()
-    if credential is None and not os.environ.get("CLANKIE_TOKEN") and home.token_file.exists():
+    if credential_id is None and not os.environ.get("CLANKIE_TOKEN") and home.token_file.exists():
         write_token_file(home, made["token"])  # or we would lock ourselves out
     _token(made, as_json, "credential")

@@ -8,23 +8,34 @@ that no native seat owns, else a new one for it. The TUI itself is `clankie.tui`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 
-from .common import USAGE, UUID, call, connect, resolve_conversation, warn
+from .common import (
+    USAGE,
+    UUID,
+    Arg,
+    Command,
+    call,
+    complete_conversation,
+    connect,
+    exit_with,
+    resolve_conversation,
+    warn,
+)
 
 if TYPE_CHECKING:
     from clankie.client import ApiError, Client
 
 
-def chat(
-    conversation: Annotated[str | None, typer.Argument(
-        metavar="[CONVERSATION]", help="A conversation ID or unique prefix.")] = None,
-    workspace: Annotated[Path | None, typer.Option(
-        "--workspace", metavar="DIR", help="Open (or start) this directory's conversation.")
-    ] = None,
-) -> None:
+@click.command("chat", cls=Command)
+@click.argument("conversation", cls=Arg, required=False,
+                help="A conversation ID or unique prefix (default: this directory's latest).",
+                shell_complete=complete_conversation)
+@click.option("--workspace", metavar="DIR", type=click.Path(path_type=Path),
+              help="Open (or start) this directory's conversation.")
+def chat(conversation: str | None, workspace: Path | None) -> None:
     """Talk with Clankie and answer its questions (/question) in the terminal."""
     from clankie.client import AsyncClient
     from clankie.tui.app import ChatApp
@@ -41,7 +52,7 @@ def chat(
     app = ChatApp(AsyncClient(url, token), chosen, url)
     app.run()
     if app.return_code:  # 5 after a refusal under T2 (the listener is not yours)
-        raise typer.Exit(app.return_code)
+        exit_with(app.return_code)
 
 
 def _existing(client: Client, given: str) -> str:

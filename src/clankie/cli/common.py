@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-import typer
+import click
 
 from clankie.text import visible, visible_json
 
@@ -43,25 +43,86 @@ EXIT_OF_CODE: Final[dict[str, int]] = {
 }
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
-JsonOption = typer.Option("--json", help="Print the service's object (or problem) as JSON.")
+
+
+# ------------------------------------------------------------------ click, as clankie uses it
+
+
+# click shows an argument's help itself from 8.5 on ("Positional arguments"); before, `Command`.
+_ARGUMENT_HELP: Final = "help" in click.Argument.__init__.__code__.co_varnames
+
+
+class Arg(click.Argument):
+    """An argument with a line of help."""
+
+    def __init__(self, param_decls: list[str], help: str | None = None, **kwargs: Any) -> None:
+        if _ARGUMENT_HELP:
+            kwargs["help"] = help
+        super().__init__(param_decls, **kwargs)
+        self.help = help
+
+
+class Command(click.Command):
+    """A command whose help lists its arguments, each once, before the options."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(a.human_readable_name, a.help or "") for a in self.get_params(ctx)
+                if isinstance(a, Arg)]
+        if rows and not _ARGUMENT_HELP:
+            with formatter.section("Positional arguments"):
+                formatter.write_dl(rows)
+        super().format_options(ctx, formatter)
+
+
+class Group(click.Group):
+    """A group of `Command`s (and of groups like itself); bare, it shows its help."""
+
+    command_class = Command
+    group_class = type  # its subgroups are `Group`s too
+
+
+class Given(click.types.StringParamType):
+    """A string option that, when missing, says where its value is shown."""
+
+    def __init__(self, where: Callable[[click.Context | None], str]) -> None:
+        self.where = where
+
+    def get_missing_message(self, param: click.Parameter,
+                            ctx: click.Context | None = None) -> str:
+        return self.where(ctx)
+
+
+class GivenInt(click.types.IntParamType):
+    """An integer option that, when missing, says where its value is shown."""
+
+    def __init__(self, where: Callable[[click.Context | None], str]) -> None:
+        self.where = where
+
+    def get_missing_message(self, param: click.Parameter,
+                            ctx: click.Context | None = None) -> str:
+        return self.where(ctx)
+
+
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print the service's object (or problem) as JSON.")
 
 
 def say(text: str = "") -> None:
-    typer.echo(visible(text))
+    click.echo(visible(text))
 
 
 def warn(text: str) -> None:
-    typer.echo(visible(text), err=True)
+    click.echo(visible(text), err=True)
 
 
 def print_json(value: Any) -> None:
     """The service's object as JSON; hidden characters are JSON escapes, so it parses the
     same and nothing in it acts on a terminal."""
-    typer.echo(visible_json(value))
+    click.echo(visible_json(value))
 
 
 def exit_with(code: int) -> NoReturn:
-    raise typer.Exit(code)
+    raise click.exceptions.Exit(code)
 
 
 def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
@@ -132,7 +193,8 @@ def connect() -> Client:
 COMPLETION_TIMEOUT_S = 0.2
 
 
-def complete_conversation(incomplete: str) -> list[str]:
+def complete_conversation(ctx: click.Context, param: click.Parameter,
+                          incomplete: str) -> list[str]:
     """Shell completion of a conversation ID from the running service: only what it
     answers within 200 ms; nothing (never an error) when it does not, or when it is not
     the owner's (T2: the client refuses before sending)."""
@@ -154,7 +216,7 @@ def id_or_prefix(given: str, what: str, param_hint: str) -> str:
     characters; case and surrounding blanks ignored), else a usage error (exit 2)."""
     given = given.strip().lower()
     if not re.fullmatch(r"[0-9a-f-]{1,36}", given) or sum(ch != "-" for ch in given) < 4:
-        raise typer.BadParameter(f"{given!r} is not {what} ID or a prefix of one (at least 4 "
+        raise click.BadParameter(f"{given!r} is not {what} ID or a prefix of one (at least 4 "
                                  "hex characters)", param_hint=param_hint)
     return given
 
@@ -171,17 +233,17 @@ def resolve_conversation(client: Client, given: str, *, as_json: bool) -> str:
                   as_json=as_json)["conversations"]
     matches = [c["conversation_id"] for c in listed if c["conversation_id"].startswith(given)]
     if not matches:
-        raise typer.BadParameter(f"no conversation starts with {given!r}; list them with "
+        raise click.BadParameter(f"no conversation starts with {given!r}; list them with "
                                  "`clankie conversations list`", param_hint="CONVERSATION")
     if len(matches) > 1:
-        raise typer.BadParameter(f"{given!r} is ambiguous; it starts " +
+        raise click.BadParameter(f"{given!r} is ambiguous: it is the start of " +
                                  ", ".join(matches) + (" and more" if len(matches) == 10
                                                        else ""), param_hint="CONVERSATION")
     return str(matches[0])
 
 
 def fail_usage(message: str) -> NoReturn:
-    raise typer.BadParameter(message)
+    raise click.BadParameter(message)
 
 
 def stdin_text(limit: int) -> str:

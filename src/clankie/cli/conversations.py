@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 
 from clankie import when
 from clankie.text import continued
 
 from .common import (
     UUID,
-    JsonOption,
+    Arg,
+    Given,
+    GivenInt,
+    Group,
     call,
     complete_conversation,
     connect,
     exit_with,
     fail_usage,
     id_or_prefix,
+    json_option,
     print_json,
     resolve_conversation,
     say,
@@ -36,29 +40,42 @@ from .common import (
 if TYPE_CHECKING:
     from clankie.client import ApiError, Client
 
-app = typer.Typer(no_args_is_help=True, help="Conversations, their events and questions.")
+app = Group("conversations", help="Conversations, their events and questions.")
 
-ConversationArg = Annotated[str, typer.Argument(
-    metavar="CONVERSATION", help="A conversation ID, or a unique prefix of one.",
-    autocompletion=complete_conversation)]
-RequestArg = Annotated[str, typer.Argument(
-    metavar="REQUEST_UUID", help="The question's ID, or a unique prefix of it.")]
-Incarnation = Annotated[str, typer.Option("--incarnation", metavar="UUID",
-                                          help="The incarnation shown with the question "
-                                               "(or a unique prefix of it).")]
-Revision = Annotated[int, typer.Option("--revision", metavar="N",
-                                       help="The revision shown with the question.")]
-Json = Annotated[bool, JsonOption]
+
+def _shown_by(ctx: click.Context | None) -> str:
+    """Where a missing --incarnation or --revision is shown (issue 19: a new user who leaves
+    them out learns the command that prints both)."""
+    given = ctx.params.get("conversation") if ctx is not None else None
+    return ("The question's incarnation and revision, and the whole command to answer it, "
+            f"are shown by `clankie conversations questions {given or 'CONVERSATION'}`.")
+
+
+conversation_arg = click.argument(
+    "conversation", cls=Arg, metavar="CONVERSATION",
+    help="A conversation ID, or a unique prefix of one.", shell_complete=complete_conversation)
+request_arg = click.argument("request", cls=Arg, metavar="REQUEST_UUID",
+                             help="The question's ID, or a unique prefix of it.")
+incarnation_option = click.option("--incarnation", metavar="UUID", required=True,
+                                  type=Given(_shown_by),
+                                  help="The incarnation shown with the question (or a unique "
+                                       "prefix of it).")
+revision_option = click.option("--revision", metavar="N", required=True,
+                               type=GivenInt(_shown_by),
+                               help="The revision shown with the question.")
 FOLLOW_WAIT_MS = 25_000
 
 
 # ------------------------------------------------------------------------------ rendering
 
 
+LIST_HEADING = f"{'CONVERSATION':<36}  {'KIND':<11} {'REVISION':<8} WORKSPACE"
+
+
 def _conversation_line(c: dict[str, Any]) -> str:
     where = c["workspace"]["path"] if c["workspace"] else "-"
-    native = f"  native owner {c['native_owner']}" if c["native_owner"] else ""
-    return f"{c['conversation_id']}  {c['kind']:<11} rev {c['revision']:<5} {where}{native}"
+    native = f"  (native owner {c['native_owner']})" if c["native_owner"] else ""
+    return f"{c['conversation_id']}  {c['kind']:<11} {c['revision']:<8} {where}{native}"
 
 
 def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> None:
@@ -187,13 +204,12 @@ def _explain_refusal(conversation_id: str, request_id: str) -> Any:
 
 
 @app.command()
-def new(
-    workspace: Annotated[Path | None, typer.Option(
-        "--workspace", metavar="DIR", help="The directory (default: the current one).")] = None,
-    kind: Annotated[str, typer.Option("--kind", help="owner, native_seat, room, global or side."
-                                      )] = "owner",
-    as_json: Json = False,
-) -> None:
+@click.option("--workspace", metavar="DIR", type=click.Path(path_type=Path),
+              help="The directory (default: the current one).")
+@click.option("--kind", metavar="KIND", default="owner", show_default=True,
+              help="owner, native_seat, room, global or side.")
+@json_option
+def new(workspace: Path | None, kind: str, as_json: bool) -> None:
     """Start a conversation bound to a directory."""
     payload: dict[str, Any] = {"kind": kind}
     if kind == "owner" or workspace is not None:
@@ -204,17 +220,21 @@ def new(
 
 
 @app.command("list")
-def list_(
-    limit: Annotated[int, typer.Option("--limit", "-L", min=1, max=500,
-                                       help="How many to show, latest activity first.")] = 30,
-    as_json: Json = False,
-) -> None:
+@click.option("--limit", "-L", metavar="N", type=click.IntRange(1, 500), default=30,
+              show_default=True, help="How many to show, latest activity first.")
+@json_option
+def list_(limit: int, as_json: bool) -> None:
     """List the conversations, latest activity first."""
     with connect() as client:
         listed = call(client, "conversation_list", {"limit": limit}, as_json=as_json)
     if as_json:
         print_json(listed)
         return
+    if not listed["conversations"]:
+        say("No conversations yet: start one with `clankie chat` (or `clankie conversations "
+            "new`) in a project's directory.")
+        return
+    say(LIST_HEADING)  # always: scripts read --json, whose output has none (docs/decisions.md)
     for c in listed["conversations"]:
         say(_conversation_line(c))
     if listed.get("next_after"):
@@ -222,7 +242,9 @@ def list_(
 
 
 @app.command()
-def show(conversation: ConversationArg, as_json: Json = False) -> None:
+@conversation_arg
+@json_option
+def show(conversation: str, as_json: bool) -> None:
     """Show a conversation."""
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
@@ -250,8 +272,10 @@ def show(conversation: ConversationArg, as_json: Json = False) -> None:
 
 
 @app.command()
-def send(conversation: ConversationArg, text: Annotated[str, typer.Argument(help="The message.")],
-         as_json: Json = False) -> None:
+@conversation_arg
+@click.argument("text", cls=Arg, metavar="TEXT", help="The message.")
+@json_option
+def send(conversation: str, text: str, as_json: bool) -> None:
     """Send a chat message to Clankie (a message never answers a question)."""
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
@@ -266,7 +290,9 @@ def send(conversation: ConversationArg, text: Annotated[str, typer.Argument(help
 
 
 @app.command()
-def reset(conversation: ConversationArg, as_json: Json = False) -> None:
+@conversation_arg
+@json_option
+def reset(conversation: str, as_json: bool) -> None:
     """Reset a conversation: a new incarnation; a pending question is invalidated."""
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
@@ -277,7 +303,9 @@ def reset(conversation: ConversationArg, as_json: Json = False) -> None:
 
 
 @app.command()
-def stop(conversation: ConversationArg, as_json: Json = False) -> None:
+@conversation_arg
+@json_option
+def stop(conversation: str, as_json: bool) -> None:
     """Stop Clankie's running run in a conversation, and the runs queued behind it."""
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
@@ -301,14 +329,12 @@ def stop(conversation: ConversationArg, as_json: Json = False) -> None:
 
 
 @app.command()
-def events(
-    conversation: ConversationArg,
-    after: Annotated[int, typer.Option("--after", min=0, help="Show events after this seq."
-                                       )] = 0,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep waiting for new ones."
-                                         )] = False,
-    as_json: Json = False,
-) -> None:
+@conversation_arg
+@click.option("--after", metavar="SEQ", type=click.IntRange(min=0), default=0,
+              help="Show events after this seq.")
+@click.option("--follow", "-f", is_flag=True, help="Keep waiting for new ones.")
+@json_option
+def events(conversation: str, after: int, follow: bool, as_json: bool) -> None:
     """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C."""
     from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S
 
@@ -337,13 +363,11 @@ def events(
 
 
 @app.command()
-def questions(
-    conversation: ConversationArg,
-    request: Annotated[str | None, typer.Option("--request", metavar="REQUEST_UUID",
-                                                help="Also show this question and its receipt."
-                                                )] = None,
-    as_json: Json = False,
-) -> None:
+@conversation_arg
+@click.option("--request", metavar="REQUEST_UUID",
+              help="Also show this question and its receipt.")
+@json_option
+def questions(conversation: str, request: str | None, as_json: bool) -> None:
     """Show the pending question (and a named one, with its receipt)."""
     payload: dict[str, Any] = {}
     with connect() as client:
@@ -356,23 +380,20 @@ def questions(
 
 
 @app.command()
-def answer(
-    conversation: ConversationArg,
-    request: RequestArg,
-    incarnation: Incarnation,
-    revision: Revision,
-    option: Annotated[str | None, typer.Option("--option", metavar="OPTION_UUID",
-                                               help="The chosen option's ID (or a unique "
-                                                    "prefix of it).")] = None,
-    choice: Annotated[int | None, typer.Option("--choice", metavar="N", min=1,
-                                               help="The N-th option, numbered as "
-                                                    "`questions` prints them.")] = None,
-    text: Annotated[str | None, typer.Option("--text", metavar="TEXT",
-                                             help="A text answer.")] = None,
-    stdin: Annotated[bool, typer.Option("--stdin", help="Read the text answer from standard "
-                                        "input.")] = False,
-    as_json: Json = False,
-) -> None:
+@conversation_arg
+@request_arg
+@incarnation_option
+@revision_option
+@click.option("--option", metavar="OPTION_UUID",
+              help="The chosen option's ID (or a unique prefix of it).")
+@click.option("--choice", metavar="N", type=click.IntRange(min=1),
+              help="The N-th option, numbered as `questions` prints them.")
+@click.option("--text", metavar="TEXT", help="A text answer.")
+@click.option("--stdin", is_flag=True, help="Read the text answer from standard input.")
+@json_option
+def answer(conversation: str, request: str, incarnation: str, revision: int,
+           option: str | None, choice: int | None, text: str | None, stdin: bool,
+           as_json: bool) -> None:
     """Answer a question, bound to the incarnation and revision it was shown with."""
     if sum((option is not None, choice is not None, text is not None, stdin)) != 1:
         fail_usage("give exactly one of --option, --choice, --text and --stdin")
@@ -387,9 +408,13 @@ def answer(
 
 
 @app.command("cancel-question")
-def cancel_question(conversation: ConversationArg, request: RequestArg,
-                    incarnation: Incarnation, revision: Revision,
-                    as_json: Json = False) -> None:
+@conversation_arg
+@request_arg
+@incarnation_option
+@revision_option
+@json_option
+def cancel_question(conversation: str, request: str, incarnation: str, revision: int,
+                    as_json: bool) -> None:
     """Cancel a question, bound to the incarnation and revision it was shown with."""
     _resolve("input_cancel", conversation, request,
              {"request_id": request, "incarnation": incarnation, "revision": revision},
@@ -425,10 +450,11 @@ def _whole_ids(client: Client, c: str, payload: dict[str, Any], choice: int | No
         resolved["option_id"] = _one("option_id", payload["option_id"], names, options)
     if choice is not None:
         if not 1 <= choice <= len(options):
-            shown = (f"the question has options 1 to {len(options)}" if options else
+            shown = (f"the question has options 1 to {len(options)}" if len(options) > 1 else
+                     "the question has only option 1" if options else
                      "the question shown has no options (read it with `clankie conversations "
                      f"questions {c}`)")
-            raise typer.BadParameter(f"there is no option {choice}: {shown}",
+            raise click.BadParameter(f"there is no option {choice}: {shown}",
                                      param_hint="--choice")
         resolved["option_id"] = options[choice - 1]
     return resolved
@@ -443,9 +469,9 @@ def _one(key: str, given: str, names: dict[str, str], candidates: list[str]) -> 
     noun = {"request_id": "question", "incarnation": "incarnation", "option_id": "option"}[key]
     known = ", ".join(sorted(set(candidates))) or "none"
     if not found:
-        raise typer.BadParameter(f"no {noun} the service shows now starts with {given!r} "
+        raise click.BadParameter(f"no {noun} the service shows now starts with {given!r} "
                                  f"(it shows: {known}); give the whole ID", param_hint=what)
-    raise typer.BadParameter(f"{given!r} is ambiguous; it starts " + ", ".join(found),
+    raise click.BadParameter(f"{given!r} is ambiguous: it is the start of " + ", ".join(found),
                              param_hint=what)
 
 

@@ -19,8 +19,6 @@ import subprocess
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import typer
-
 from clankie.agent.providers import (
     BASE_URL_SETTINGS,
     DEFAULT_URLS,
@@ -45,7 +43,7 @@ from clankie.home import Home, Unsafe, UnsafeHome, problems
 from clankie.settings import Settings, SettingsError, load_settings
 from clankie.store.schema import MIGRATIONS
 
-from .common import say
+from .common import exit_with, say
 
 if TYPE_CHECKING:
     from clankie.agent.probe import Probe
@@ -339,10 +337,10 @@ def doctor(as_json: bool) -> None:
     any failed."""
     checks = run_checks(Home.from_env())
     if as_json:
-        typer.echo(json.dumps([asdict(c) for c in checks], indent=2))
+        print(json.dumps([asdict(c) for c in checks], indent=2))
     else:
         for c in checks:
             say(f"{'ok  ' if c.ok else 'FAIL'} {c.check}: {c.detail}"
                 + (f"\n     fix: {c.fix}" if c.fix and not c.ok else ""))
-    raise typer.Exit(0 if all(c.ok for c in checks) else 1)
+    exit_with(0 if all(c.ok for c in checks) else 1)
 

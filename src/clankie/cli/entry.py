@@ -1,9 +1,8 @@
 """The `clankie` command's entry point: `clankie --version` at once, all else to the CLI.
 
 Owns only the split. Exactly `clankie --version` is answered here from `clankie.__version__`
-without importing typer, click, httpx, pydantic, textual or the store (the full CLI takes
-about half a second to import); every other command line, shell completion included, is
-`clankie.cli.main.main`'s.
+without importing click, httpx, pydantic, textual or the store; every other command line,
+shell completion included, is `clankie.cli.main.main`'s.
 """
 
 from __future__ import annotations

@@ -9,54 +9,48 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
 
-import typer
+import click
 
 from clankie import __version__
 from clankie.core.errors import ClankieError
-from clankie.home import Home, UnsafeHome, check, make_home, write_token_file
-from clankie.settings import SettingsError, load_settings, settings_table
 
 from . import access, chat, conversations
-from .common import DENIED, USAGE, explain_not_yours, say, warn
+from .common import DENIED, USAGE, Arg, Group, exit_with, explain_not_yours, say, warn
 from .entry import COMPLETE_VAR
 
-app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
-                  help="clankie: a local agent service that asks its owner one question at a "
-                       "time.",
-                  epilog="Exit codes: 0 done; 2 usage or invalid input; 3 conflict, read again; "
-                         "4 refused; 5 unauthenticated or forbidden; 6 not found or unknown "
-                         "request; 7 uncertain: inspect, never resend; 1 anything else.")
+
+def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        say(f"clankie {__version__}")
+        ctx.exit()
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"clankie {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _options(version: Annotated[bool, typer.Option(
-        "--version", callback=_version, is_eager=True, help="Print the version and exit."
-)] = False) -> None:
+@click.group("clankie", cls=Group, context_settings={"max_content_width": 120},
+             help="clankie: a local agent service that asks its owner one question at a time.",
+             epilog="Exit codes: 0 done; 2 usage or invalid input; 3 conflict, read again; 4 "
+                    "refused; 5 unauthenticated or forbidden; 6 not found or unknown request; 7 "
+                    "uncertain: inspect, never resend; 1 anything else.")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Print the version and exit.")
+def app() -> None:
     pass
 
 
-app.command()(chat.chat)
-app.add_typer(conversations.app, name="conversations")
-app.add_typer(access.devices, name="devices")
-app.add_typer(access.credentials, name="credentials")
+app.add_command(chat.chat)
+app.add_command(conversations.app)
+app.add_command(access.devices)
+app.add_command(access.credentials)
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
+def fail(message: str, code: int = 1) -> click.exceptions.Exit:
     warn(f"clankie: {message}")
-    return typer.Exit(code)
+    return click.exceptions.Exit(code)
 
 
 @app.command("doctor")
-def doctor_command(as_json: Annotated[bool, typer.Option(
-        "--json", help="Print the checks as JSON.")] = False) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def doctor_command(as_json: bool) -> None:
     """Check this setup: home and its folders and files, store, token, service, model, Git,
     settings."""
     from . import doctor  # the providers and the store schema: only for this command
@@ -67,26 +61,37 @@ def doctor_command(as_json: Annotated[bool, typer.Option(
 SHELLS = ("bash", "zsh", "fish")
 
 
+def _shells(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    return [s for s in SHELLS if s.startswith(incomplete)]
+
+
 @app.command()
-def completion(shell: Annotated[str, typer.Argument(
-        metavar="SHELL", help="bash, zsh or fish.")]) -> None:
+@click.argument("shell", cls=Arg, metavar="SHELL", help="bash, zsh or fish.",
+                shell_complete=_shells)
+def completion(shell: str) -> None:
     """Print the shell's completion script (commands, options, conversation IDs).
 
-    bash: eval "$(clankie completion bash)"; zsh: the same with zsh; fish: clankie
-    completion fish | source.
+    \b
+    bash: eval "$(clankie completion bash)"
+    zsh:  eval "$(clankie completion zsh)"
+    fish: clankie completion fish | source
     """
     if shell not in SHELLS:
-        raise typer.BadParameter(f"{shell!r} is not a shell clankie completes; give bash, zsh "
+        raise click.BadParameter(f"{shell!r} is not a shell clankie completes; give bash, zsh "
                                  "or fish", param_hint="SHELL")
-    from typer.completion import get_completion_script
+    from click.shell_completion import get_completion_class
 
-    say(get_completion_script(prog_name="clankie", complete_var=COMPLETE_VAR, shell=shell))
+    complete = get_completion_class(shell)
+    assert complete is not None  # bash, zsh and fish are click's own
+    say(complete(app, {}, "clankie", COMPLETE_VAR).source())
 
 
 @app.command()
 def init() -> None:
     """Create the home folder, the store, the owner and a first operator token."""
+    from clankie.home import Home, make_home, write_token_file
     from clankie.service import Service
+    from clankie.settings import load_settings
     from clankie.store import Store
 
     home = Home.from_env()
@@ -105,23 +110,22 @@ def init() -> None:
 
 
 @app.command()
-def serve(
-    tcp: Annotated[str | None, typer.Option("--tcp", metavar="HOST:PORT",
-                                            help="Also serve on this loopback address.")] = None,
-    model: Annotated[str | None, typer.Option(
-        "--model", metavar="NAME", help="scripted (default), openai or anthropic.")] = None,
-    script: Annotated[Path | None, typer.Option(
-        "--script", metavar="FILE", help='A script for the scripted model: {"turns": [...]}.'
-    )] = None,
-    help_settings: Annotated[bool, typer.Option("--help-settings",
-                                                help="Print the settings table.")] = False,
-) -> None:
+@click.option("--tcp", metavar="HOST:PORT", help="Also serve on this loopback address.")
+@click.option("--model", metavar="NAME", help="scripted (default), openai or anthropic.")
+@click.option("--script", metavar="FILE", type=click.Path(path_type=Path),
+              help='A JSON script for the scripted model (README: "Scripted '
+                   'conversations").')
+@click.option("--help-settings", is_flag=True, help="Print the settings table.")
+def serve(tcp: str | None, model: str | None, script: Path | None, help_settings: bool) -> None:
     """Run the service in the foreground until SIGTERM or SIGINT."""
+    from clankie.settings import load_settings, settings_table
+
     if help_settings:
-        typer.echo(settings_table())
+        click.echo(settings_table())
         return
     from clankie.api.server import ServeError, ServeUsage, parse_tcp
     from clankie.api.server import serve as run
+    from clankie.home import Home, check
 
     try:
         if tcp is not None:
@@ -143,23 +147,30 @@ def demo() -> None:
     """Show the question path end to end in a temporary home, offline."""
     from clankie.demo import run_demo
 
-    raise typer.Exit(run_demo())
+    exit_with(run_demo())
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: no traceback ever reaches the user.
 
-    click prints usage errors itself (exit 2) and turns `typer.Exit` into `SystemExit`.
+    click's usage errors are said as click says them (exit 2); Ctrl+C is 130; shell
+    completion (`_CLANKIE_COMPLETE`) is click's and exits by itself.
     """
     try:
-        app(args=argv, prog_name="clankie")
+        code = app.main(args=argv, prog_name="clankie", complete_var=COMPLETE_VAR,
+                        standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort as exc:  # click's word for Ctrl+C (or an EOF at a prompt)
+        return 130 if isinstance(exc.__cause__, KeyboardInterrupt) else 1
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
         return _said(exc)
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def _said(exc: Exception) -> int:
@@ -168,11 +179,13 @@ def _said(exc: Exception) -> int:
     here: an error of theirs means their module is loaded, and a command that used neither
     pays nothing (nor can an import fail while an error is being said)."""
     client, store = sys.modules.get("clankie.client"), sys.modules.get("clankie.store.db")
-    if isinstance(exc, SettingsError):  # invalid input: the owner's to fix (T3)
+    settings, home = sys.modules.get("clankie.settings"), sys.modules.get("clankie.home")
+    if settings and isinstance(exc, settings.SettingsError):  # the owner's to fix (T3)
         warn(f"clankie: {exc}")
         warn(f"  fix: {exc.fix}")
         return USAGE
-    if isinstance(exc, UnsafeHome):  # T1, or no usable home: the path, what is wrong, the fix
+    # T1, or no usable home: the path, what is wrong, the fix.
+    if home and isinstance(exc, home.UnsafeHome):
         warn(f"clankie: {exc.headline}")
         warn(f"  fix: {exc.unsafe.fix}")
         return USAGE
