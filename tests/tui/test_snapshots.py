@@ -104,11 +104,16 @@ def app(events: list[dict[str, Any]] = EVENTS, now: datetime = NOW) -> ChatApp:
                    clock=lambda: now)
 
 
-async def settled(pilot: Any) -> None:
-    for _ in range(100):
-        if "Clankie asked a question" in pilot.app.transcript():
-            break
+async def until(pilot: Any, predicate: Any, timeout: float = 15) -> None:
+    """Wait for what the screen must show, with a deadline that holds on a loaded machine
+    (a shot taken before it would differ, not hang)."""
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
         await pilot.pause(0.02)
+
+
+async def settled(pilot: Any) -> None:
+    await until(pilot, lambda: "Clankie asked a question" in pilot.app.transcript())
     pilot.app.clear_notifications()
     await pilot.pause()
 
@@ -125,18 +130,11 @@ def test_a_question_cancelled_elsewhere_is_shown_ended(snap_compare):
                    clock=fake.clock)
 
     async def cancelled(pilot: Any) -> None:
-        for _ in range(200):
-            if "Clankie asks" in str(chat.query_one("#question").render()):
-                break
-            if fake.pending is None:
-                fake.ask()
-            await pilot.pause(0.02)
+        fake.ask()
+        await until(pilot, lambda: "Clankie asks" in str(chat.query_one("#question").render()))
         fake.clock.now += timedelta(minutes=5)
         fake.cancel_elsewhere()
-        for _ in range(200):
-            if "ended" in str(chat.query_one("#question").render()):
-                break
-            await pilot.pause(0.02)
+        await until(pilot, lambda: "ended" in str(chat.query_one("#question").render()))
         chat.clear_notifications()
         await pilot.pause()
 
@@ -144,10 +142,7 @@ def test_a_question_cancelled_elsewhere_is_shown_ended(snap_compare):
 
 
 async def working(pilot: Any) -> None:
-    for _ in range(100):
-        if "read pyproject.toml" in pilot.app.transcript():
-            break
-        await pilot.pause(0.02)
+    await until(pilot, lambda: "read pyproject.toml" in pilot.app.transcript())
     pilot.app.clear_notifications()
     await pilot.pause()
 

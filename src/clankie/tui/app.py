@@ -109,13 +109,17 @@ class ChatApp(App[None]):
         # The question the panel showed when the line being typed was begun: an answer
         # typed for one question is never sent to another that replaced it meanwhile.
         self.typed_against: str | None = None
+        # The panel, held rather than looked up: the 1 s tick may come while the screen is
+        # being taken down, after the box's children are gone.
+        self.question_box = VerticalScroll(id="question-box")
+        self.question = Static(id="question", markup=False)
 
     def compose(self) -> ComposeResult:
         yield Static(id="where", markup=False)
         yield Static(id="status", markup=False)
         yield RichLog(id="log", wrap=True, markup=False)
-        with VerticalScroll(id="question-box"):  # scrolls only when the screen is too small
-            yield Static(id="question", markup=False)
+        with self.question_box:  # scrolls only when the screen is too small for it
+            yield self.question
         yield Input(placeholder="Message Clankie, or /question, /help", id="input")
         yield Footer()
 
@@ -169,10 +173,10 @@ class ChatApp(App[None]):
         status.set_class(q is not None and render.expiry(q, self.clock())[1], "expiring")
 
     def _panel(self) -> None:
-        panel = self.query_one("#question", Static)
         if self.snapshot is not None:
-            panel.update(Content(visible(render.question_panel(self.snapshot, self.clock()))))
-        self.query_one("#question-box").set_class(render.panel_shown(self.snapshot), "shown")
+            self.question.update(Content(visible(render.question_panel(self.snapshot,
+                                                                       self.clock()))))
+        self.question_box.set_class(render.panel_shown(self.snapshot), "shown")
 
     def _take(self, snapshot: dict[str, Any]) -> None:
         """Keep `snapshot` if it is not older than the one kept (revisions only grow, S1,
