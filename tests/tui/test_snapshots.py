@@ -113,7 +113,8 @@ async def until(pilot: Any, predicate: Any, timeout: float = 15) -> None:
 
 
 async def settled(pilot: Any) -> None:
-    await until(pilot, lambda: "Clankie asked a question" in pilot.app.transcript())
+    await until(pilot, lambda: "Clankie asked a question" in pilot.app.transcript()
+                and pilot.app.model is not None)  # the header read too
     pilot.app.clear_notifications()
     await pilot.pause()
 
@@ -134,7 +135,8 @@ def test_a_question_cancelled_elsewhere_is_shown_ended(snap_compare):
         await until(pilot, lambda: "Clankie asks" in str(chat.query_one("#question").render()))
         fake.clock.now += timedelta(minutes=5)
         fake.cancel_elsewhere()
-        await until(pilot, lambda: "ended" in str(chat.query_one("#question").render()))
+        await until(pilot, lambda: "ended" in str(chat.query_one("#question").render())
+                    and chat.model is not None)
         chat.clear_notifications()
         await pilot.pause()
 
@@ -142,7 +144,8 @@ def test_a_question_cancelled_elsewhere_is_shown_ended(snap_compare):
 
 
 async def working(pilot: Any) -> None:
-    await until(pilot, lambda: "read pyproject.toml" in pilot.app.transcript())
+    await until(pilot, lambda: "read pyproject.toml" in pilot.app.transcript()
+                and pilot.app.model is not None)
     pilot.app.clear_notifications()
     await pilot.pause()
 
