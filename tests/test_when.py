@@ -42,3 +42,11 @@ def test_relative_says_future_past_and_now() -> None:
 
 def test_shown_has_both(berlin: None) -> None:
     assert when.shown("2026-12-02T22:45:26Z", NOW) == "2026-12-02 23:45 (in 23 h 58 min)"
+
+
+def test_brief_is_the_local_time_today_and_the_date_before_it(berlin: None) -> None:
+    """Issue 19: each chat line carries its local time; a line from another day its date."""
+    assert when.brief("2026-12-01T20:05:59Z", NOW) == "21:05"
+    assert when.brief("2026-11-30T20:05:00Z", NOW) == "2026-11-30 21:05"
+    # 23:30 UTC is already the next day in Berlin, as `now` (23:47 there) is not
+    assert when.brief("2026-12-01T23:30:00Z", NOW) == "2026-12-02 00:30"

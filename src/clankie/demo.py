@@ -1,11 +1,13 @@
 """`clankie demo`: the whole question path, for real, in a temporary home, then cleaned up.
 
-Owns only the scenario and its transcript. It starts a real `clankie serve` with the
-scripted model in a temporary home, binds a conversation to a small generated project (a
-Git repository with a pyproject.toml, no tests and a secret `.env`), sends a message,
-lets Clankie look at the project with its read-only tools (the `.env` refused visibly)
-and ask a choice question, shows and answers it with the real CLI, and prints the
-continuation's reply that uses the answer. Offline; no key needed.
+Owns only the scenario and its transcript: one story, "set up tests for this project". It
+starts a real `clankie serve` with the scripted model in a temporary home and, with the
+real CLI, printed as run: binds a conversation to a small generated project (a Git
+repository with a pyproject.toml, no tests and a secret `.env`), asks Clankie to set up
+tests; Clankie looks at the project with its read-only tools (the `.env` refused visibly)
+and asks which test runner; a chat "yes" is not an answer; the answer is given with
+`--choice 1` and short IDs, and Clankie's reply uses it; the same answer again changes
+nothing. Offline; no key needed.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ SCRIPT = {"turns": [
     [{"tool": "list_files", "args": {}},
      {"tool": "read_file", "args": {"path": "pyproject.toml"}},
      {"tool": "read_file", "args": {"path": ".env"}},
-     {"say": "I looked first: the .env file stays private ({tool_result})."},
+     {"say": "I read pyproject.toml; the .env file stays private: {tool_summary}."},
      {"tool": "git_status", "args": {}},
      {"say": "There is no tests/ folder yet and pyproject.toml names no test runner, so "
              "before I set up tests, one preference question."},
@@ -78,22 +80,26 @@ def run_demo(out: Callable[[str], Any] = print) -> int:
 
 def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[str], Any]
               ) -> None:
-    c = client.op("conversation_create", workspace=str(repo)).conversation_id
-    client.op("project_register", root=str(repo), name="demo-project")
-    fact = client.op("conversation_get", conversation_id=c).membership
-    out(f"$ clankie conversations new --workspace {repo}\n{c}")
-    out(f"  (project membership, read-only: {fact.status}; nothing was enrolled)")
-    out("\nowner> Set up tests for this project, please.")
-    sent = client.op("conversation_send", conversation_id=c,
-                     text="Set up tests for this project, please.")
-    _finished(client, sent.run_id)
+    """One story, every step of the owner a real `clankie` command printed as it runs:
+    ask Clankie to set up tests; it looks at the project and asks which test runner; a chat
+    "yes" is not an answer; the answer `questions` suggests is accepted and Clankie goes on
+    with it; the same answer sent again is not applied twice."""
+    def run(*args: str) -> str:
+        out("\n$ clankie " + " ".join(_quoted(a) for a in args))
+        said = _clankie(env, *args).rstrip()
+        out(said)
+        return said
+
+    c = run("conversations", "new", "--workspace", str(repo)).splitlines()[-1].strip()
+    short = c[:8]  # every ID may be given by a unique prefix of at least 4 hex characters
+    run("conversations", "send", short, "Set up tests for this project, please.")
+    _settle(client, c)
     seen = _show_run(client, c, 0, out)
 
-    out(f"\n$ clankie conversations questions {c[:8]}")
-    out(_clankie(env, "conversations", "questions", c[:8]).rstrip())
+    run("conversations", "questions", short)
 
-    out("\nowner> yes      (ordinary chat text is never an answer)")
-    client.op("conversation_send", conversation_id=c, text="yes")
+    run("conversations", "send", short, "yes")
+    out("  (ordinary chat text is never an answer)")
     _settle(client, c)
     seen = _show_run(client, c, seen, out)
     snapshot = client.input_get(c)
@@ -101,20 +107,22 @@ def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[st
     q = snapshot.pending
     out(f"  the question is still pending; the revision moved to {snapshot.revision}")
 
-    args = ["conversations", "answer", c, q.request_id, "--incarnation",
-            snapshot.incarnation, "--revision", str(snapshot.revision), "--option",
-            q.options[0].option_id]
-    out(f"\n$ clankie conversations answer {c[:8]} {q.request_id[:8]}... --revision "
-        f"{snapshot.revision} --option {q.options[0].option_id[:8]}...   # 1. pytest")
-    out(_clankie(env, *args).rstrip())
-    receipt = client.input_get(c, q.request_id).request.receipt  # type: ignore[union-attr]
-    _finished(client, receipt.run_id)
+    answer = ("conversations", "answer", short, q.request_id[:8], "--incarnation",
+              snapshot.incarnation[:8], "--revision", str(snapshot.revision), "--choice", "1")
+    run(*answer)
+    _settle(client, c)
     _show_run(client, c, seen, out)
-    out("\n$ the same answer again (a retry by a careful script):")
-    out(_clankie(env, *args).rstrip())
+    out("\nThe same answer again, as a careful script retries it (with the whole IDs it "
+        "keeps):")
+    run("conversations", "answer", c, q.request_id, "--incarnation", snapshot.incarnation,
+        "--revision", str(snapshot.revision), "--choice", "1")
     final = client.input_get(c, q.request_id).request.receipt  # type: ignore[union-attr]
-    out(f"\nreceipt {final.receipt_id[:8]}...: {final.outcome}, continuation "
-        f"{final.continuation}; one run, never two.")
+    out(f"\nreceipt {final.receipt_id[:8]}: {final.outcome} with {q.options[0].label}, "
+        f"continuation {final.continuation}; one run, never two.")
+
+
+def _quoted(arg: str) -> str:
+    return f'"{arg}"' if " " in arg else arg
 
 
 def _repository(path: Path, out: Callable[[str], Any]) -> Path:

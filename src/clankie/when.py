@@ -22,6 +22,13 @@ def local(stamp: str) -> str:
     return parse(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
 
 
+def brief(stamp: str, now: datetime) -> str:
+    """`23:47` when the stamp falls on the owner's local day of `now`, else `2026-11-30
+    23:47`: the short time before each line of a chat log."""
+    at = parse(stamp).astimezone()
+    return at.strftime("%H:%M" if at.date() == now.astimezone().date() else "%Y-%m-%d %H:%M")
+
+
 def span(seconds: float) -> str:
     """A length of time in words a person reads at a glance: `45 s`, `12 min`,
     `23 h 58 min`, `3 d 4 h`. Rounded up below a minute, down above (a countdown never

@@ -159,3 +159,31 @@ def test_w10_max_steps_and_the_tool_budget_are_settings(tmp_path: Path):
         assert codes == [None, "budget_exhausted", "budget_exhausted", "budget_exhausted"]
     finally:
         s.close()
+
+
+def test_issue19_tool_summary_says_a_result_in_words_and_tool_result_stays_json(
+        tmp_path: Path):
+    """Issue 19: the example script showed the owner raw JSON. `{tool_summary}` says the
+    latest result readably; `{tool_result}` is still the JSON a model reads (SPEC section 10
+    "Models"), so older scripts behave as before."""
+    s = Session(tmp_path, [[
+        {"tool": "list_files", "args": {}}, {"say": "{tool_summary}"},
+        {"say": "{tool_result}"},
+        {"tool": "read_file", "args": {"path": "pyproject.toml"}}, {"say": "{tool_summary}"},
+        {"tool": "read_file", "args": {"path": ".env"}}, {"say": "{tool_summary}"},
+        {"tool": "search_text", "args": {"pattern": "return"}}, {"say": "{tool_summary}"},
+        {"ask": ASK}, {"say": "{tool_summary}"},
+    ]])
+    try:
+        assert s.run()["status"] == "succeeded"
+        listed, raw, read, secret, found, asked = s.said()
+        assert listed == ".env (denied), app.py, pyproject.toml (3 entries)"
+        assert [e["path"] for e in json.loads(raw)["entries"]] == [
+            ".env", "app.py", "pyproject.toml"]
+        assert read == 'pyproject.toml, lines 1-2 of 2:\n[project]\nname = "demo"'
+        assert secret.startswith("refused (denied_path): ") and "sk-live" not in secret
+        assert found == "'return': app.py:2: return 1 (1 match)"
+        assert re.fullmatch(r"question [0-9a-f]{8} asked, waiting for the owner", asked)
+        assert not any(text.lstrip().startswith("{") for text in (listed, read, secret, found))
+    finally:
+        s.close()

@@ -107,7 +107,8 @@ def app(events: list[dict[str, Any]] = EVENTS, now: datetime = NOW) -> ChatApp:
 
 async def settled(pilot: Any) -> None:
     await eventually_async(pilot.app.transcript, "the question in the transcript",
-                           until=lambda shown: "Clankie asked a question" in shown,
+                           until=lambda shown: "Clankie asked a question" in shown
+                           and pilot.app.model is not None,  # the header read too
                            pause=pilot.pause)
     pilot.app.clear_notifications()
     await pilot.pause()
@@ -137,7 +138,8 @@ def test_a_question_cancelled_elsewhere_is_shown_ended(snap_compare):
         fake.cancel_elsewhere()
         await eventually_async(lambda: str(chat.query_one("#question").render()),
                                "the question panel to show the question ended",
-                               until=lambda shown: "ended" in shown, pause=pilot.pause)
+                               until=lambda shown: "ended" in shown and chat.model is not None,
+                               pause=pilot.pause)
         chat.clear_notifications()
         await pilot.pause()
 
@@ -146,7 +148,8 @@ def test_a_question_cancelled_elsewhere_is_shown_ended(snap_compare):
 
 async def working(pilot: Any) -> None:
     await eventually_async(pilot.app.transcript, "the tool activity in the transcript",
-                           until=lambda shown: "read pyproject.toml" in shown,
+                           until=lambda shown: "read pyproject.toml" in shown
+                           and pilot.app.model is not None,
                            pause=pilot.pause)
     pilot.app.clear_notifications()
     await pilot.pause()

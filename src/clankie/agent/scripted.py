@@ -4,9 +4,11 @@ Owns the script format of SPEC section 10: `{"turns": [[ACTION, ...], ...]}` whe
 action is `{"say": TEXT}`, `{"ask": ARGS}` or `{"tool": NAME, "args": {...}}`. Run number
 k of a conversation plays entry k. A model step plays actions up to and including the
 next tool call (`ask` is a call of `ask_question`); the next step, given the result,
-plays on. In `say`, `{answer}` is the answer that started a continuation run and
-`{tool_result}` the JSON text of the latest tool result, exactly as a model received it.
-Past the end of the script a run says nothing.
+plays on. In `say`, `{answer}` is the answer that started a continuation run,
+`{tool_result}` the JSON text of the latest tool result, exactly as a model received it,
+and `{tool_summary}` the same result in words a person reads (`readable`: the names a
+listing found, the lines read, the matches, the commits; a refusal as its code and
+reason). Past the end of the script a run says nothing.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class ScriptedRun:
             self._next += 1
             if "say" in action:
                 blocks.append(Text(action["say"].replace("{answer}", self._answer)
-                                   .replace("{tool_result}", latest)))
+                                   .replace("{tool_result}", latest)
+                                   .replace("{tool_summary}", readable(latest))))
                 continue
             name, args = (ASK_QUESTION, action["ask"]) if "ask" in action else (
                 action["tool"], action["args"])
@@ -97,3 +100,67 @@ def _latest_result(turns: list[Turn]) -> str:
         if results:
             return results[-1].content
     return ""
+
+
+SHOWN_ITEMS = 20  # names, matches or commits a summary lists before "and N more"
+
+
+def readable(result: str) -> str:
+    """A tool result's JSON text in words a person reads, for `{tool_summary}`: a listing's
+    names (`README.md, src/ (2 entries)`), a read's lines, a search's matches, Git's
+    status, commits or diff, a refusal's code and reason. Anything else, or text that is
+    not a JSON object, as `key: value` pairs or as it is."""
+    try:
+        value = json.loads(result)
+    except ValueError:
+        return result
+    if not isinstance(value, dict):
+        return result
+    try:
+        return _words(value)
+    except (KeyError, TypeError, AttributeError):  # a shape of no known tool
+        return _pairs(value)
+
+
+def _words(v: dict[str, Any]) -> str:
+    if v.get("status") in ("refused", "error"):
+        code = f" ({v['code']})" if v.get("code") else ""
+        return f"{v['status']}{code}: {v.get('reason', '')}".rstrip(": ")
+    if v.get("status") == "pending" and "request_id" in v:
+        return f"question {v['request_id'][:8]} asked, waiting for the owner"
+    if "branch" in v and "entries" in v:
+        changes = [f"{e['path']} ({e['status'].strip()})" for e in v["entries"]]
+        return (f"on {v['branch'] or 'a detached HEAD'}: "
+                f"{_listed(changes, v['truncated'], 'change') if changes else 'no changes'}")
+    if "entries" in v:
+        names = [e["path"] + ("/" if e["type"] == "directory" else "")
+                 + (" (denied)" if e["denied"] else "") for e in v["entries"]]
+        return _listed(names, v["truncated"], "entry") if names else "an empty folder"
+    if "content" in v:
+        total = v["total_lines"] if v["total_lines"] is not None else "?"
+        return (f"{v['path']}, lines {v['start_line']}-{v['end_line']} of {total}:\n"
+                f"{v['content'].rstrip()}")
+    if "matches" in v:
+        found = [f"{m['path']}:{m['line']}: {m['text'].strip()}" for m in v["matches"]]
+        return (f"{v['pattern']!r}: {_listed(found, v['truncated'], 'match', '; ')}"
+                if found else f"{v['pattern']!r}: no matches")
+    if "commits" in v:
+        commits = [f"{c['commit'][:8]} {c['subject']}" for c in v["commits"]]
+        return _listed(commits, False, "commit", "; ") if commits else "no commits"
+    if "diff" in v:
+        return v["diff"].rstrip() or "no changes"
+    return _pairs(v)
+
+
+def _listed(items: list[str], truncated: bool, noun: str, sep: str = ", ") -> str:
+    shown = sep.join(items[:SHOWN_ITEMS])
+    more = len(items) - SHOWN_ITEMS
+    plural = (noun[:-1] + "ies" if noun.endswith("y") else
+              noun + "es" if noun.endswith("ch") else noun + "s")
+    count = f"{len(items)}{'+' if truncated else ''} {noun if len(items) == 1 else plural}"
+    return f"{shown}{f'{sep}and {more} more' if more > 0 else ''} ({count})"
+
+
+def _pairs(v: dict[str, Any]) -> str:
+    return ", ".join(f"{key}: {value if isinstance(value, str) else json.dumps(value)}"
+                     for key, value in v.items())

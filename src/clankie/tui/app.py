@@ -33,6 +33,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, RichLog, Static
@@ -108,12 +109,17 @@ class ChatApp(App[None]):
         # The question the panel showed when the line being typed was begun: an answer
         # typed for one question is never sent to another that replaced it meanwhile.
         self.typed_against: str | None = None
+        # The panel, held rather than looked up: the 1 s tick may come while the screen is
+        # being taken down, after the box's children are gone.
+        self.question_box = VerticalScroll(id="question-box")
+        self.question = Static(id="question", markup=False)
 
     def compose(self) -> ComposeResult:
         yield Static(id="where", markup=False)
         yield Static(id="status", markup=False)
         yield RichLog(id="log", wrap=True, markup=False)
-        yield Static(id="question", markup=False)
+        with self.question_box:  # scrolls only when the screen is too small for it
+            yield self.question
         yield Input(placeholder="Message Clankie, or /question, /help", id="input")
         yield Footer()
 
@@ -135,8 +141,12 @@ class ChatApp(App[None]):
 
     # ------------------------------------------------------------------------ showing
 
-    def say(self, text: str, style: str = "") -> None:
-        self.query_one(RichLog).write(Text(visible(text), style=style))
+    def say(self, text: str, style: str = "", at: str = "") -> None:
+        """A line in the log; `at`: the local time it happened, dim, before it."""
+        line = Text(visible(text), style=style)
+        if at:
+            line = Text.assemble((f"{at} ", "dim"), line)
+        self.query_one(RichLog).write(line)
 
     def notice(self, message: str, *, title: str = "",
                severity: SeverityLevel = "information") -> None:
@@ -163,10 +173,10 @@ class ChatApp(App[None]):
         status.set_class(q is not None and render.expiry(q, self.clock())[1], "expiring")
 
     def _panel(self) -> None:
-        panel = self.query_one("#question", Static)
         if self.snapshot is not None:
-            panel.update(Content(visible(render.question_panel(self.snapshot, self.clock()))))
-        panel.set_class(render.panel_shown(self.snapshot), "shown")
+            self.question.update(Content(visible(render.question_panel(self.snapshot,
+                                                                       self.clock()))))
+        self.question_box.set_class(render.panel_shown(self.snapshot), "shown")
 
     def _take(self, snapshot: dict[str, Any]) -> None:
         """Keep `snapshot` if it is not older than the one kept (revisions only grow, S1,
@@ -291,15 +301,16 @@ class ChatApp(App[None]):
                 self.running.discard(event["run_id"])
                 self.doing = None
         line = render.event_line(event)
+        at = render.stamp(event, self.clock())
         self.waiting = None  # anything that happens after a wait ends it
         if event["type"] == "run_activity":
             self.waiting = event if event["run_id"] in self.running else None
-            self.say(str(line), style="dim")
+            self.say(str(line), style="dim", at=at)
         elif event["type"] == "tool_activity":
             self.doing = event["summary"] if event["run_id"] in self.running else None
-            self.say(str(line), style="dim")
+            self.say(str(line), style="dim", at=at)
         elif line is not None:
-            self.say(line)
+            self.say(line, at=at)
 
     # ----------------------------------------------------------------------- commands
 

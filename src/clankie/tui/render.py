@@ -1,7 +1,9 @@
 """How the TUI words things: the question panel, the status line, one line per event.
 
 Owns text only (pure): what a person reads. Option numbers are the ones `/question
-answer N` uses; the panel shows the incarnation and revision an answer will be bound to.
+answer N` uses; the panel shows when the question was asked and when it expires, and the
+incarnation and revision an answer will be bound to. Each log line from an event starts
+with the event's local time (`stamp`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ from typing import Any
 
 from clankie import when
 from clankie.text import continued
+
+# IDs in the panel: a prefix the CLI takes too (SPEC section 10 "CLI": >= 4 hex), so the
+# panel stays narrow; what an answer from here binds to is the whole ID in `snapshot`.
+SHORT = 8
 
 
 def shown_request(snapshot: dict[str, Any] | None) -> str | None:
@@ -39,9 +45,11 @@ def question_panel(snapshot: dict[str, Any], now: datetime) -> str:
         lines.append("  Answer with /question answer N, or in words: /question text WORDS")
     else:
         lines.append("  Answer with /question answer N (text is not allowed)")
-    lines.append(f"  /question cancel cancels it.  Expires {when.shown(q['expires_at'], now)}")
-    lines.append(f"  request {q['request_id']}")
-    lines.append(f"  incarnation {snapshot['incarnation']}, revision {snapshot['revision']}")
+    lines.append("  /question cancel cancels it.")
+    lines.append(f"  Asked {when.shown(q['asked_at'], now)}; "
+                 f"expires {when.shown(q['expires_at'], now)}")
+    lines.append(f"  request {q['request_id'][:SHORT]}, incarnation "
+                 f"{snapshot['incarnation'][:SHORT]}, revision {snapshot['revision']}")
     return "\n".join(lines)
 
 
@@ -64,7 +72,8 @@ def _ended(q: dict[str, Any] | None, now: datetime) -> str:
     return "\n".join(["No question is pending.",
                       f"  Clankie asked: {continued(q['prompt'], '    ')}",
                       f"  That question ended: {outcome}{at}.",
-                      f"  request {q['request_id']}"])
+                      f"  request {q['request_id'][:SHORT]}, asked "
+                      f"{when.shown(q['asked_at'], now)}"])
 
 
 def panel_shown(snapshot: dict[str, Any] | None) -> bool:
@@ -94,6 +103,12 @@ def event_line(event: dict[str, Any]) -> str | None:
                     "anything it said before is not a finished run.")
         return f"Clankie's run failed: {continued(event.get('error') or 'no reason given')}"
     return activity_line(event)
+
+
+def stamp(event: dict[str, Any], now: datetime) -> str:
+    """The local time an event happened, as its log line starts: `14:05`, or with the date
+    when it was not today (`clankie.when.brief`); empty for an event without one."""
+    return when.brief(event["at"], now) if event.get("at") else ""
 
 
 def activity_line(event: dict[str, Any]) -> str | None:
