@@ -382,20 +382,38 @@ class _Connection:
                 n = sock.send(view)
                 sent = sent or n > 0
                 view = view[n:]
-            parser = ResponseParser()
-            while True:
-                sock.settimeout(_left(deadline))
-                data = sock.recv(READ_SIZE)
-                response = parser.feed(data) if data else parser.feed_eof()
-                if response is not None:
-                    return response
-        except (OSError, Malformed) as exc:
-            if sent:
+        except OSError as exc:
+            if not sent:
+                raise
+            if isinstance(exc, TimeoutError):
                 raise _Sent(exc) from exc
-            raise
+            try:
+                return _not_kept(self._read(deadline))
+            except (OSError, Malformed):
+                raise _Sent(exc) from exc
+        try:
+            return self._read(deadline)
+        except (OSError, Malformed) as exc:
+            raise _Sent(exc) from exc
+
+    def _read(self, deadline: float) -> Response:
+        parser = ResponseParser()
+        while True:
+            self.sock.settimeout(_left(deadline))
+            data = self.sock.recv(READ_SIZE)
+            response = parser.feed(data) if data else parser.feed_eof()
+            if response is not None:
+                return response
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _not_kept(response: Response) -> Response:
+    """The answer that came though writing the request failed midway: the server may answer
+    before it has read the whole request (a problem `413`, say) and hang up. The
+    connection is not kept."""
+    return Response(response.status, response.headers, response.body, keep_alive=False)
 
 
 def _left(deadline: float) -> float:
@@ -561,24 +579,33 @@ class _AsyncConnection:
     async def exchange(self, request: bytes, deadline: float) -> Response:
         import asyncio
 
-        sent = False
+        left = _left(deadline)  # nothing was written yet
         try:
-            async with asyncio.timeout(_left(deadline)):
+            async with asyncio.timeout(left):
                 if self.writer.is_closing() or self.reader.at_eof():
                     raise ConnectionResetError("the connection was closed")
-                self.writer.write(request)
-                sent = True
-                await self.writer.drain()
-                parser = ResponseParser()
-                while True:
-                    data = await self.reader.read(READ_SIZE)
-                    response = parser.feed(data) if data else parser.feed_eof()
-                    if response is not None:
-                        return response
-        except (OSError, Malformed) as exc:  # TimeoutError is an OSError
-            if sent:
-                raise _Sent(exc) from exc
-            raise
+                self.writer.write(request)  # from here on, the request may have gone
+                try:
+                    await self.writer.drain()
+                except OSError as exc:
+                    try:
+                        return _not_kept(await self._read())
+                    except (OSError, Malformed):
+                        raise _Sent(exc) from exc
+                try:
+                    return await self._read()
+                except (OSError, Malformed) as exc:
+                    raise _Sent(exc) from exc
+        except TimeoutError as exc:  # asyncio.timeout's, raised outside of the block
+            raise _Sent(exc) from exc
+
+    async def _read(self) -> Response:
+        parser = ResponseParser()
+        while True:
+            data = await self.reader.read(READ_SIZE)
+            response = parser.feed(data) if data else parser.feed_eof()
+            if response is not None:
+                return response
 
     def close(self) -> None:
         self.writer.close()
