@@ -1,4 +1,4 @@
-"""The one client of the dispatcher (httpx, Unix socket or TCP, sync and async).
+"""The one client of the dispatcher (HTTP/1.1 over a Unix socket or TCP, sync and async).
 
 Owns how a surface talks to the service: the URL and token rules of `clankie.home`,
 requests as `POST /v1/ops/{op}`, results parsed into the `clankie.dto` output shapes, and
@@ -9,46 +9,58 @@ the kinds of failure that a surface must tell apart:
 - `ApiError`: the service answered with a problem document (`code`, `status`, `problem`).
   `NotClankie`, one of them: what answered sent neither a result nor a problem document,
   so it is not clankie (some other program of the owner's at CLANKIE_URL, say).
-- `ServiceUnreachable`: nothing was sent (no socket, connection refused).
+- `ServiceUnreachable`: nothing was sent (no socket, connection refused, or the
+  connection failed before a byte of the request was written).
 - `NotYours`: something listens at the address, but it is not known to be the owner's
   service (SPEC T2), so nothing was sent, the token least of all.
-- `Uncertain`: the request may have reached the service but no reply came. The caller
-  must not resend it; it should read the current state instead.
+- `Uncertain`: the request may have reached the service but no whole reply came (the
+  connection broke or timed out once a byte was written, or what came back was not a
+  well-formed HTTP response). The caller must not resend it; it should read the current
+  state instead.
 
 It never retries a request by itself.
 
-T2 is kept below httpx, where connections are made: httpx's own transport runs over an
-httpcore connection pool whose network backend connects as usual, then asks
-`clankie.peer` who is at the other end of the raw socket and closes it unless that is the
-current user (or, where it cannot be told, the URL is marked trusted). A connection is
-made this way for the first request and for every later one the pool opens (keep-alive
-ends, reconnects), and no byte is written to it before the check, so no request, however
-it is built, can reach an unchecked listener.
+HTTP is its own, on the standard library only (the `import` costs a few milliseconds, which
+the CLI's start-up needs): a request is written by hand, the response read by the pure
+parser of `clankie.http1`; the sync client over a plain socket, the async one over asyncio
+streams. Connections are kept alive for a few seconds and reused, one request at a time
+each; a kept one that the server has closed meanwhile is dropped before anything is written.
+
+T2 is kept where connections are made: every new connection (the first, and every later
+one: keep-alive ends, reconnects) is opened, then `clankie.peer` is asked who is at the
+other end of the raw socket, and it is closed unless that is the current user (or, where
+it cannot be told, the URL is marked trusted). Nothing (not even a TLS hello) is written
+to it before the check, so no request can reach an unchecked listener.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import ipaddress
+import json
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+import socket
+import threading
+import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-import httpcore
-import httpx
-
+from clankie import __version__
 from clankie.home import SOCKET, Home, operator_token, service_url
+from clankie.http1 import Malformed, Response, ResponseParser
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
-if TYPE_CHECKING:  # pydantic and the DTOs load on first use: `clankie --help` needs neither
+if TYPE_CHECKING:  # pydantic, the DTOs and asyncio load on first use: the CLI needs none
+    import asyncio
+    import ssl
+
     from clankie import dto
 
-__all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "CheckedBackend", "Client", "NotClankie",
-           "NotYours",
-           "ServiceUnreachable", "Uncertain", "service_address", "trusted_url"]
+__all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "Client", "ClientError", "NotClankie",
+           "NotYours", "ServiceUnreachable", "Uncertain", "service_address", "trusted_url"]
 
 DEFAULT_TIMEOUT = 30.0
 # A long-poll that comes back empty at once found no free slot (V5: 8 a credential):
@@ -215,149 +227,64 @@ class _PeerCheck:
         raise NotYours(self.address, listener, trusted=self.trusted)
 
 
-class Admit(Protocol):
-    """Who may be at the other end of a new connection: raises to refuse it."""
-
-    def admit(self, sock: ConnectedSocket | None) -> None: ...
-
-
-SocketOptions = Iterable[httpcore.SOCKET_OPTION] | None
-
-
-class CheckedBackend(httpcore.NetworkBackend):
-    """httpcore's own backend (or `inner`, any with its interface: the model SDKs bring
-    `httpcore2`'s); each stream is handed on only once its peer is admitted."""
-
-    def __init__(self, check: Admit, inner: Any = None) -> None:
-        self._inner = inner if inner is not None else httpcore.SyncBackend()
-        self._check = check
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                    local_address: str | None = None,
-                    socket_options: SocketOptions = None) -> httpcore.NetworkStream:
-        return self._admitted(self._inner.connect_tcp(host, port, timeout, local_address,
-                                                      socket_options))
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: SocketOptions = None) -> httpcore.NetworkStream:
-        return self._admitted(self._inner.connect_unix_socket(path, timeout, socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-    def _admitted(self, stream: httpcore.NetworkStream) -> httpcore.NetworkStream:
-        try:
-            self._check.admit(stream.get_extra_info("socket"))
-        except BaseException:
-            stream.close()
-            raise
-        return stream
+KEEP_IDLE_S = 4.0  # a kept-alive connection is dropped after this (the server's keep-alive: 5 s)
+MAX_IDLE = 20  # kept-alive connections at most; more close once their reply has come
+CONNECT_TIMEOUT_S = 5.0
+READ_SIZE = 65536
+_TOKEN = re.compile(r"[\x21-\x7e]+")  # what an Authorization header can carry
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
-class _AsyncCheckedBackend(httpcore.AsyncNetworkBackend):
-    """The same for asyncio; the check (a read of /proc for TCP) runs on a thread."""
+class _Sent(Exception):
+    """A transport failure once a byte of the request was written (so: uncertain)."""
 
-    def __init__(self, check: _PeerCheck) -> None:
-        self._inner = httpcore.AnyIOBackend()
-        self._check = check
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None,
-                          socket_options: SocketOptions = None) -> httpcore.AsyncNetworkStream:
-        return await self._admitted(await self._inner.connect_tcp(
-            host, port, timeout, local_address, socket_options))
-
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: SocketOptions = None
-                                  ) -> httpcore.AsyncNetworkStream:
-        return await self._admitted(await self._inner.connect_unix_socket(
-            path, timeout, socket_options))
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-    async def _admitted(self, stream: httpcore.AsyncNetworkStream
-                        ) -> httpcore.AsyncNetworkStream:
-        try:
-            await asyncio.to_thread(self._check.admit, stream.get_extra_info("socket"))
-        except BaseException:
-            await stream.aclose()
-            raise
-        return stream
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
-def _pool_args(url: str, uds: str | None) -> dict[str, Any]:
-    """httpx's defaults for its own pool (`httpx.HTTPTransport`), with retries off."""
-    return {"ssl_context": httpx.create_ssl_context() if url.startswith("https://") else None,
-            "max_connections": 100, "max_keepalive_connections": 20, "keepalive_expiry": 5.0,
-            "http1": True, "http2": False, "uds": uds, "retries": 0}
-
-
-def _swap_pool(transport: httpx.HTTPTransport | httpx.AsyncHTTPTransport,
-               pool: httpcore.ConnectionPool | httpcore.AsyncConnectionPool) -> None:
-    """Put the checked pool where httpx's transport sends from. httpx has no public way to
-    choose the network backend (encode/httpx#3749), so this sets its one private name;
-    an httpx that keeps its pool elsewhere is refused here, rather than sending unchecked."""
-    if not isinstance(getattr(transport, "_pool", None), type(pool)):
-        raise RuntimeError("this httpx keeps its connection pool where clankie cannot check "
-                           "whose service it connects to (SPEC T2); install the httpx "
-                           "version in constraints.txt")
-    transport._pool = pool
-
-
-class _CheckedTransport(httpx.HTTPTransport):
-    def __init__(self, url: str, uds: str | None, check: Admit) -> None:
-        super().__init__(retries=0, uds=uds)
-        _swap_pool(self, httpcore.ConnectionPool(network_backend=CheckedBackend(check),
-                                                 **_pool_args(url, uds)))
-
-
-class _AsyncCheckedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, url: str, uds: str | None, check: _PeerCheck) -> None:
-        super().__init__(retries=0, uds=uds)
-        _swap_pool(self, httpcore.AsyncConnectionPool(
-            network_backend=_AsyncCheckedBackend(check), **_pool_args(url, uds)))
-
-
-def _transport_args(url: str) -> tuple[str, str | None]:
-    """The base URL of requests, and the Unix socket's path if it is one (`url` as
-    `service_address` returns it)."""
-    if url.startswith("unix://"):
-        return "http://clankie", url.removeprefix("unix://")
-    return url, None
-
-
-def _timeout(op: str, payload: Mapping[str, Any], base: float) -> httpx.Timeout:
+def _timeouts(op: str, payload: Mapping[str, Any], base: float) -> tuple[float, float]:
+    """(connecting, the exchange once connected): a long-poll's wait adds to the second."""
     wait = payload.get("wait_ms", 0) if op == "events_tail" else 0
     wait_s = wait / 1000 if isinstance(wait, int) else 0.0
-    return httpx.Timeout(base + wait_s, connect=min(base, 5.0))
+    return min(base, CONNECT_TIMEOUT_S), base + wait_s
 
 
-def _result(response: httpx.Response, target: _Target) -> dict[str, Any]:
+def _result(response: Response, target: _Target) -> dict[str, Any]:
     try:
-        body = response.json()
-    except ValueError:
+        body = json.loads(response.body)
+    except (ValueError, RecursionError):  # not JSON (or not UTF-8), or nested beyond reason
         body = None
-    if response.status_code == 200 and isinstance(body, dict):
+    if response.status == 200 and isinstance(body, dict):
         return body
     if isinstance(body, dict) and "code" in body:
         raise ApiError(body)
-    raise NotClankie(target.url, response.status_code, via_env=target.via_env)
+    raise NotClankie(target.url, response.status, via_env=target.via_env)
 
 
-def _failure(exc: httpx.TransportError, target: _Target) -> ClientError:
+def _unreachable(exc: BaseException, target: _Target) -> ServiceUnreachable:
     url = target.url
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.UnsupportedProtocol):
-        if target.via_env:  # plain `clankie serve` listens only on the home's socket
-            nothing = "answers" if isinstance(exc, httpx.ConnectTimeout) else "listens"
-            return ServiceUnreachable(f"nothing {nothing} at CLANKIE_URL={url} ({exc})",
-                                      f"{_serve_at(url)}, or unset CLANKIE_URL to use the "
-                                      "home's socket")
-        return ServiceUnreachable(f"cannot reach clankie at {url}: {exc}; is `clankie serve` "
-                                  "running?", "start it: `clankie serve` (after `clankie "
-                                  "init`)")
-    return Uncertain(f"no reply from clankie at {url} ({type(exc).__name__}); the request may "
-                     "or may not have been carried out")
+    reason = _reason(exc)
+    if target.via_env:  # plain `clankie serve` listens only on the home's socket
+        nothing = "answers" if isinstance(exc, TimeoutError) else "listens"
+        return ServiceUnreachable(f"nothing {nothing} at CLANKIE_URL={url} ({reason})",
+                                  f"{_serve_at(url)}, or unset CLANKIE_URL to use the "
+                                  "home's socket")
+    return ServiceUnreachable(f"cannot reach clankie at {url}: {reason}; is `clankie serve` "
+                              "running?", "start it: `clankie serve` (after `clankie "
+                              "init`)")
+
+
+def _uncertain(exc: BaseException, target: _Target) -> Uncertain:
+    what = f"a malformed reply: {exc}" if isinstance(exc, Malformed) else _reason(exc)
+    return Uncertain(f"no reply from clankie at {target.url} ({what}); the request may or "
+                     "may not have been carried out")
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _serve_at(url: str) -> str:
@@ -371,7 +298,8 @@ def _serve_at(url: str) -> str:
 
 
 class _Target:
-    """Where a client sends, and with which token (the rules of `clankie.home`)."""
+    """Where a client sends, and with which token (the rules of `clankie.home`), and the
+    request and outcome rules both clients share."""
 
     def __init__(self, url: str | None, token: str | None, home: Home | None,
                  timeout: float) -> None:
@@ -381,19 +309,126 @@ class _Target:
         self.via_env = bool(given) and _same_address(given, self.url)  # advice names it
         self.token = token if token is not None else operator_token(home)
         self._base_timeout = timeout
-        self._base_url, self._uds = _transport_args(self.url)
         self._check = _PeerCheck(self.url, trusted_url(self.url))
+        scheme, _, where = self.url.partition("://")
+        self._uds = where if scheme == "unix" else None
+        host, _, port = where.rpartition(":")
+        self._host = "" if self._uds else host.strip("[]")
+        self._port = 0 if self._uds else int(port)
+        self._tls = scheme == "https"
+        self._host_header = "clankie" if self._uds else where
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+    def _request(self, method: str, path: str, payload: Mapping[str, Any] | None) -> bytes:
+        """The request's bytes; a token that no header can carry is refused unsent."""
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self._host_header}", "Accept: */*",
+                 f"User-Agent: clankie/{__version__}"]
+        if self.token:
+            if not _TOKEN.fullmatch(self.token):
+                raise ApiError({"type": "urn:clankie:problem:unauthenticated",
+                                "title": "unauthenticated", "status": 401,
+                                "code": "unauthenticated",
+                                "detail": "the token has characters that no HTTP header "
+                                          "carries, so it is not one; it was not sent",
+                                "fix": "check CLANKIE_TOKEN (or the home's token file)"})
+            lines.append(f"Authorization: Bearer {self.token}")
+        body = b""
+        if payload is not None:
+            body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
+                              allow_nan=False).encode()
+            lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+    def _tls_context(self) -> ssl.SSLContext:
+        import ssl  # only for https: most clients never pay for it
+
+        return ssl.create_default_context()
+
+
+def _op_path(op: str) -> str:
+    quoted = "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in op.encode())
+    return f"/v1/ops/{quoted}"
+
+
+class _Connection:
+    """A sync connection, checked under T2 when it was made."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.idle_since = 0.0
+
+    def reusable(self, now: float) -> bool:
+        """Kept recently, and the server has neither closed it nor sent anything since."""
+        if now - self.idle_since > KEEP_IDLE_S:
+            return False
+        try:
+            self.sock.setblocking(False)
+            try:
+                self.sock.recv(1, socket.MSG_PEEK)  # b"": closed; a byte: nothing asked for it
+                return False
+            finally:
+                self.sock.setblocking(True)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+
+    def exchange(self, request: bytes, deadline: float) -> Response:
+        """Write `request`, read the response. `_Sent` wraps a failure after the first byte
+        was written; one before comes as it is (an `OSError`)."""
+        sock, view, sent = self.sock, memoryview(request), False
+        try:
+            while view:
+                sock.settimeout(_left(deadline))
+                n = sock.send(view)
+                sent = sent or n > 0
+                view = view[n:]
+        except OSError as exc:
+            if not sent:
+                raise
+            if isinstance(exc, TimeoutError):
+                raise _Sent(exc) from exc
+            try:
+                return _not_kept(self._read(deadline))
+            except (OSError, Malformed):
+                raise _Sent(exc) from exc
+        try:
+            return self._read(deadline)
+        except (OSError, Malformed) as exc:
+            raise _Sent(exc) from exc
+
+    def _read(self, deadline: float) -> Response:
+        parser = ResponseParser()
+        while True:
+            self.sock.settimeout(_left(deadline))
+            data = self.sock.recv(READ_SIZE)
+            response = parser.feed(data) if data else parser.feed_eof()
+            if response is not None:
+                return response
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _not_kept(response: Response) -> Response:
+    """The answer that came though writing the request failed midway: the server may answer
+    before it has read the whole request (a problem `413`, say) and hang up. The
+    connection is not kept."""
+    return Response(response.status, response.headers, response.body, keep_alive=False)
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("timed out")
+    return left
 
 
 class Client(_Target):
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  home: Home | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         super().__init__(url, token, home, timeout)
-        self._http = httpx.Client(base_url=self._base_url, trust_env=False,
-                                  transport=_CheckedTransport(self.url, self._uds, self._check))
+        self._idle: list[_Connection] = []
+        self._lock = threading.Lock()
 
     def __enter__(self) -> Client:
         return self
@@ -402,17 +437,78 @@ class Client(_Target):
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
     def call(self, op: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """One operation; its result as JSON, or a `ClientError`."""
         payload = dict(payload or {})
+        connect_s, exchange_s = _timeouts(op, payload, self._base_timeout)
+        return _result(self._send(self._request("POST", _op_path(op), payload), connect_s,
+                                  exchange_s), self)
+
+    def _send(self, request: bytes, connect_s: float, exchange_s: float) -> Response:
+        conn = self._kept() or self._connect(connect_s)
         try:
-            response = self._http.post(f"/v1/ops/{op}", json=payload, headers=self._headers(),
-                                       timeout=_timeout(op, payload, self._base_timeout))
-        except httpx.TransportError as exc:
-            raise _failure(exc, self) from None
-        return _result(response, self)
+            response = conn.exchange(request, time.monotonic() + exchange_s)
+        except _Sent as exc:
+            conn.close()
+            raise _uncertain(exc.cause, self) from None
+        except (OSError, Malformed) as exc:
+            conn.close()
+            raise _unreachable(exc, self) from None
+        except BaseException:
+            conn.close()
+            raise
+        self._keep(conn) if response.keep_alive else conn.close()
+        return response
+
+    def _kept(self) -> _Connection | None:
+        now = time.monotonic()
+        with self._lock:
+            while self._idle:
+                conn = self._idle.pop()
+                if conn.reusable(now):
+                    return conn
+                conn.close()
+        return None
+
+    def _keep(self, conn: _Connection) -> None:
+        conn.idle_since = time.monotonic()
+        with self._lock:
+            if len(self._idle) < MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _connect(self, timeout: float) -> _Connection:
+        """A new connection, admitted under T2 before anything is written to it."""
+        try:
+            if self._uds is not None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(timeout)
+                    sock.connect(self._uds)
+                except BaseException:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection((self._host, self._port), timeout)
+        except OSError as exc:  # refused, no such socket, no such host, timed out
+            raise _unreachable(exc, self) from None
+        try:
+            self._check.admit(sock)
+            if self._tls:
+                sock = self._tls_context().wrap_socket(sock, server_hostname=self._host)
+        except OSError as exc:  # the TLS handshake: no byte of the request was written
+            sock.close()
+            raise _unreachable(exc, self) from None
+        except BaseException:
+            sock.close()
+            raise
+        return _Connection(sock)
 
     def op(self, op: str, **payload: Any) -> Any:
         """One operation; its result as the op's output shape (`clankie.dto.OPS`)."""
@@ -421,11 +517,9 @@ class Client(_Target):
         return dto.OPS[op].output.model_validate(self.call(op, payload))
 
     def openapi(self) -> dict[str, Any]:
-        try:
-            response = self._http.get("/v1/openapi.json", timeout=self._base_timeout)
-        except httpx.TransportError as exc:
-            raise _failure(exc, self) from None
-        return _result(response, self)
+        connect_s, exchange_s = _timeouts("openapi", {}, self._base_timeout)
+        return _result(self._send(self._request("GET", "/v1/openapi.json", None), connect_s,
+                                  exchange_s), self)
 
     # The question contract, typed.
 
@@ -459,15 +553,71 @@ class Client(_Target):
             "incarnation": incarnation, "revision": revision}))
 
 
+class _AsyncConnection:
+    """An asyncio connection, checked under T2 when it was made."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.idle_since = 0.0
+
+    def reusable(self, now: float) -> bool:
+        """As `_Connection.reusable`; the socket itself is asked, as the loop may not have
+        seen its end yet."""
+        import select
+
+        if (now - self.idle_since > KEEP_IDLE_S or self.writer.is_closing()
+                or self.reader.at_eof()):
+            return False
+        sock = self.writer.get_extra_info("socket")
+        if sock is None:
+            return False
+        poll = select.poll()
+        poll.register(sock.fileno(), select.POLLIN)
+        return not poll.poll(0)  # readable: closed, or something nobody asked for came
+
+    async def exchange(self, request: bytes, deadline: float) -> Response:
+        import asyncio
+
+        left = _left(deadline)  # nothing was written yet
+        try:
+            async with asyncio.timeout(left):
+                if self.writer.is_closing() or self.reader.at_eof():
+                    raise ConnectionResetError("the connection was closed")
+                self.writer.write(request)  # from here on, the request may have gone
+                try:
+                    await self.writer.drain()
+                except OSError as exc:
+                    try:
+                        return _not_kept(await self._read())
+                    except (OSError, Malformed):
+                        raise _Sent(exc) from exc
+                try:
+                    return await self._read()
+                except (OSError, Malformed) as exc:
+                    raise _Sent(exc) from exc
+        except TimeoutError as exc:  # asyncio.timeout's, raised outside of the block
+            raise _Sent(exc) from exc
+
+    async def _read(self) -> Response:
+        parser = ResponseParser()
+        while True:
+            data = await self.reader.read(READ_SIZE)
+            response = parser.feed(data) if data else parser.feed_eof()
+            if response is not None:
+                return response
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 class AsyncClient(_Target):
     """The same client for asyncio callers (the TUI's workers)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  home: Home | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         super().__init__(url, token, home, timeout)
-        self._http = httpx.AsyncClient(
-            base_url=self._base_url, trust_env=False,
-            transport=_AsyncCheckedTransport(self.url, self._uds, self._check))
+        self._idle: list[_AsyncConnection] = []
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -476,17 +626,73 @@ class AsyncClient(_Target):
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+        for conn in idle:
+            with contextlib.suppress(OSError):
+                await conn.writer.wait_closed()
 
     async def call(self, op: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
         payload = dict(payload or {})
+        connect_s, exchange_s = _timeouts(op, payload, self._base_timeout)
+        request = self._request("POST", _op_path(op), payload)
+        conn = self._kept() or await self._connect(connect_s)
         try:
-            response = await self._http.post(f"/v1/ops/{op}", json=payload,
-                                             headers=self._headers(),
-                                             timeout=_timeout(op, payload, self._base_timeout))
-        except httpx.TransportError as exc:
-            raise _failure(exc, self) from None
+            response = await conn.exchange(request, time.monotonic() + exchange_s)
+        except _Sent as exc:
+            conn.close()
+            raise _uncertain(exc.cause, self) from None
+        except (OSError, Malformed) as exc:
+            conn.close()
+            raise _unreachable(exc, self) from None
+        except BaseException:
+            conn.close()
+            raise
+        self._keep(conn) if response.keep_alive else conn.close()
         return _result(response, self)
+
+    def _kept(self) -> _AsyncConnection | None:
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.reusable(now):
+                return conn
+            conn.close()
+        return None
+
+    def _keep(self, conn: _AsyncConnection) -> None:
+        conn.idle_since = time.monotonic()
+        if len(self._idle) < MAX_IDLE:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    async def _connect(self, timeout: float) -> _AsyncConnection:
+        """A new connection, admitted under T2 (the check reads /proc for TCP, so it runs
+        on a thread) before anything is written to it."""
+        import asyncio
+
+        try:
+            async with asyncio.timeout(timeout):
+                if self._uds is not None:
+                    reader, writer = await asyncio.open_unix_connection(self._uds)
+                else:
+                    reader, writer = await asyncio.open_connection(self._host, self._port)
+        except OSError as exc:  # refused, no such socket, no such host, timed out
+            raise _unreachable(exc, self) from None
+        try:
+            await asyncio.to_thread(self._check.admit, writer.get_extra_info("socket"))
+            if self._tls:
+                async with asyncio.timeout(timeout):
+                    await writer.start_tls(self._tls_context(), server_hostname=self._host)
+        except OSError as exc:  # the TLS handshake: no byte of the request was written
+            writer.close()
+            raise _unreachable(exc, self) from None
+        except BaseException:
+            writer.close()
+            raise
+        return _AsyncConnection(reader, writer)
 
     async def op(self, op: str, **payload: Any) -> Any:
         from clankie import dto

@@ -19,8 +19,6 @@ guess. It only looks: it neither reads from nor writes to the socket, and decide
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import ipaddress
 import os
 import pwd
@@ -95,6 +93,8 @@ def _unix_peer(sock: ConnectedSocket) -> Listener:
     if getpeereid is None:
         return Listener(None, f"{sys.platform} tells no Unix socket's peer "
                               "(neither SO_PEERCRED nor getpeereid)")
+    import ctypes  # only here (macOS, the BSDs): the client's import on Linux needs none
+
     uid, gid = ctypes.c_uint32(), ctypes.c_uint32()
     if getpeereid(sock.fileno(), ctypes.byref(uid), ctypes.byref(gid)) != 0:
         return Listener(None, f"getpeereid failed: {os.strerror(ctypes.get_errno())}")
@@ -103,6 +103,9 @@ def _unix_peer(sock: ConnectedSocket) -> Listener:
 
 @cache
 def _libc_getpeereid() -> Callable[..., int] | None:
+    import ctypes
+    import ctypes.util
+
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name, use_errno=True)

@@ -13,12 +13,13 @@ TLS's business, not another local user's, and is not refused here.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from functools import cache
+from typing import Any, Protocol
 
 import httpcore2
 import httpx2
 
-from clankie.client import CheckedBackend
 from clankie.peer import ConnectedSocket, Listener, listener_of
 
 from .stop import ReplyTooLarge, StoppableBackend, cause
@@ -58,12 +59,52 @@ class EndpointCheck:
                                "key and the conversation were not sent")
 
 
+class Admit(Protocol):
+    """Who may be at the other end of a new connection: raises to refuse it."""
+
+    def admit(self, sock: ConnectedSocket | None) -> None: ...
+
+
+SocketOptions = Iterable[httpcore2.SOCKET_OPTION] | None
+
+
+class CheckedBackend(httpcore2.NetworkBackend):
+    """A network backend of httpcore2 (`inner`, here the stoppable one) whose streams are
+    handed on only once their peer is admitted: no byte, not even a TLS hello, is written to
+    a connection before the check, and every new connection of the pool gets it."""
+
+    def __init__(self, check: Admit, inner: Any) -> None:
+        self._inner = inner
+        self._check = check
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: SocketOptions = None) -> httpcore2.NetworkStream:
+        return self._admitted(self._inner.connect_tcp(host, port, timeout, local_address,
+                                                      socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: SocketOptions = None) -> httpcore2.NetworkStream:
+        return self._admitted(self._inner.connect_unix_socket(path, timeout, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+    def _admitted(self, stream: httpcore2.NetworkStream) -> httpcore2.NetworkStream:
+        try:
+            self._check.admit(stream.get_extra_info("socket"))
+        except BaseException:
+            stream.close()
+            raise
+        return stream
+
+
 def http_client(url: str, timeout: float) -> httpx2.Client:
     """The SDKs' HTTP client for the model endpoint at `url`, checked on every new
     connection and stopped with the run it serves (`stop.py`, SPEC R7: a stop shuts the
-    socket of a call in flight down). As for the service's own client (`clankie.client`),
-    httpx offers no public way to choose the network backend, so the transport's pool is
-    replaced; an httpx2 that keeps it elsewhere is refused, rather than sending unchecked."""
+    socket of a call in flight down). httpx offers no public way to choose the network
+    backend (encode/httpx#3749), so the transport's pool is replaced; an httpx2 that keeps
+    it elsewhere is refused, rather than sending unchecked."""
     transport = httpx2.HTTPTransport(retries=0)
     if not isinstance(getattr(transport, "_pool", None), httpcore2.ConnectionPool):
         raise RuntimeError("this httpx2 keeps its connection pool where clankie cannot check "
