@@ -78,3 +78,24 @@ def test_version_through_the_full_cli(capsys: pytest.CaptureFixture[str]):
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"clankie {__version__}\n"
+
+
+@pytest.mark.parametrize("option,value,said", [
+    ("--choice", "0", "0 is not allowed: give a whole number of 1 or more"),
+    ("--choice", "١", "'١' is not a whole number"),  # int() would read it as 1
+    ("--choice", "9" * 40, "is not a whole number"),
+    ("--revision", "٣", "'٣' is not a whole number"),
+    ("--revision", "-1", "-1 is not allowed: give a whole number of 0 or more"),
+])
+def test_a_number_option_is_refused_in_plain_words_and_only_ascii_digits_count(
+        option: str, value: str, said: str, capsys: pytest.CaptureFixture[str]):
+    """Tried as a new user: click's `x>=1` leaked into messages and help; Python's int()
+    reads other scripts' digits. Refused before anything is sent (exit 2)."""
+    given = {"--choice": "1", "--revision": "3", option: value}
+    code = main(["conversations", "answer", "abcd1234", "ef01", "--incarnation", "abcd",
+                 *[w for k, v in given.items() for w in (k, v)]])
+    err = capsys.readouterr().err
+    assert code == USAGE, err
+    assert said in err and "x>=" not in err and "Traceback" not in err
+    assert main(["conversations", "answer", "--help"]) == 0
+    assert "x>=" not in capsys.readouterr().out

@@ -205,12 +205,15 @@ async def test_a_slash_line_that_is_not_a_command_is_refused_and_sent_nowhere(
     refused on the spot with the commands, the nearest first, and sent nowhere; `//text`
     sends a chat message that starts with `/`."""
     app, pilot = chat
-    for line in ("/stpo", "/stop now", "/quesiton"):
+    for line in ("/stpo", "/stop now", "/quit", "/quesiton"):
         await type_line(app, pilot, line)
     await until(pilot, lambda: "/quesiton is not a command" in app.transcript(), "refusals")
-    shown = app.transcript()
-    assert "/stpo is not a command; nothing was sent. Commands: /stop," in shown
-    assert "Commands: /question," in shown.split("/quesiton is not a command", 1)[1]
+    shown = " ".join(app.transcript().split())  # as said, not as wrapped on the screen
+    assert ("/stpo is not a command; nothing was sent. Did you mean /stop? Commands: /stop,"
+            in shown)
+    assert "/quit is not a command; nothing was sent. Ctrl+Q quits." in shown
+    assert "Did you mean /question? Commands: /question," in shown.split(
+        "/quesiton is not a command", 1)[1]
     assert "usage: /stop (with nothing after it)" in shown
     assert "begin it with //" in shown
     await type_line(app, pilot, "//etc/hosts is odd")

@@ -148,3 +148,15 @@ async def test_issue19_each_chat_line_starts_with_its_local_time() -> None:
         await until(pilot, lambda: "Clankie asked a question" in later.transcript(), "the log")
         assert ("2026-11-30 12:00 you: Set up tests for this project, please."
                 in later.transcript().split("\n"))
+
+
+def test_the_connection_state_is_at_the_start_of_the_status_line_so_80_columns_show_it():
+    """Tried as a new user at 80x24: the line was cut before "disconnected, retrying". The
+    state and the question come first now, the address last."""
+    from clankie.tui.render import status_line
+
+    for connected, state in ((False, "disconnected, retrying"), (True, "idle")):
+        line = status_line("unix:///home/someone/.local/share/clankie/clankie.sock",
+                           "0123456789abcdef", "question pending, expires in 23 h 59 min",
+                           working=False, connected=connected)
+        assert line[:80].startswith(state) and "question pending" in line[:80], line

@@ -209,7 +209,7 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                 signal.signal(sig, server.handle_exit)
             where = [f"unix://{home.socket}"] + [http_url(s) for s in sockets[1:]]
             print(f"clankie serving on {' and '.join(where)} with the {settings.model} model"
-                  f"{_model_said(settings)}", file=sys.stderr, flush=True)
+                  f"{_model_said(settings, script)}", file=sys.stderr, flush=True)
             try:
                 server.run(sockets=sockets)
             finally:
@@ -224,13 +224,16 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
     log.info("clankie stopped")
 
 
-def _model_said(settings: Settings) -> str:
+def _model_said(settings: Settings, script: Path | None = None) -> str:
     """` (NAME at HOST)` for a real model, and a warning when its key variable is not in
     this environment, the one runs take it from: said at start, before a first run fails
-    401 (`doctor` asks with its own environment's key, which it cannot compare)."""
+    401 (`doctor` asks with its own environment's key, which it cannot compare). The
+    scripted model without a script is said to say nothing, and how to give it one."""
     model = model_in_use(settings)
     if model.provider not in KEY_VARIABLES:
-        return ""
+        return "" if script is not None else (
+            " and no script, so Clankie will not reply; give one with `clankie serve "
+            "--script FILE` (README: \"Scripted conversations\") or choose a real model")
     said = f" ({model.model} at {model.endpoint_host})"
     variable = KEY_VARIABLES[model.provider]
     if os.environ.get(variable):

@@ -13,7 +13,7 @@ import click
 
 from clankie import when
 
-from .common import Arg, Group, call, connect, json_option, print_json, say
+from .common import Arg, Group, Whole, call, connect, json_option, print_json, say
 
 devices = Group("devices", help="Paired devices and Take Control.")
 credentials = Group("credentials", help="Operator and captain credentials.")
@@ -56,7 +56,7 @@ def list_devices(as_json: bool) -> None:
 
 
 @devices.command("take-control")
-@click.option("--ttl", metavar="SECONDS", type=click.IntRange(min=1),
+@click.option("--ttl", metavar="SECONDS", type=Whole(1),
               help="Lease length (default: the service's take_control_ttl).")
 @json_option
 def take_control(ttl: int | None, as_json: bool) -> None:

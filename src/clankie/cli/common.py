@@ -92,10 +92,35 @@ class Given(click.types.StringParamType):
         return self.where(ctx)
 
 
-class GivenInt(click.types.IntParamType):
-    """An integer option that, when missing, says where its value is shown."""
+class Whole(click.ParamType):
+    """A whole number in ASCII digits from `least` (to `most`), refused in plain words
+    (click's `IntRange` says `x>=1`, and Python's `int` reads other scripts' digits)."""
+
+    name = "integer"
+
+    def __init__(self, least: int, most: int | None = None) -> None:
+        self.least, self.most = least, most
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,18}", value.strip()):
+            number = int(value)
+        else:
+            self.fail(f"{visible(str(value))[:40]!r} is not a whole number", param, ctx)
+        if number < self.least or (self.most is not None and number > self.most):
+            wanted = (f"from {self.least} to {self.most}" if self.most is not None
+                      else f"of {self.least} or more")
+            self.fail(f"{number} is not allowed: give a whole number {wanted}", param, ctx)
+        return number
+
+
+class GivenInt(Whole):
+    """A whole number (0 or more) that, when missing, says where its value is shown."""
 
     def __init__(self, where: Callable[[click.Context | None], str]) -> None:
+        super().__init__(0)
         self.where = where
 
     def get_missing_message(self, param: click.Parameter,
@@ -233,8 +258,10 @@ def resolve_conversation(client: Client, given: str, *, as_json: bool) -> str:
                   as_json=as_json)["conversations"]
     matches = [c["conversation_id"] for c in listed if c["conversation_id"].startswith(given)]
     if not matches:
-        raise click.BadParameter(f"no conversation starts with {given!r}; list them with "
-                                 "`clankie conversations list`", param_hint="CONVERSATION")
+        said = (f"there is no conversation {given}" if len(given) == 36  # a whole ID
+                else f"no conversation starts with {given!r}")
+        raise click.BadParameter(f"{said}; list them with `clankie conversations list`",
+                                 param_hint="CONVERSATION")
     if len(matches) > 1:
         raise click.BadParameter(f"{given!r} is ambiguous: it is the start of " +
                                  ", ".join(matches) + (" and more" if len(matches) == 10

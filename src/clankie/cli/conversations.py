@@ -23,6 +23,7 @@ from .common import (
     Given,
     GivenInt,
     Group,
+    Whole,
     call,
     complete_conversation,
     connect,
@@ -220,7 +221,7 @@ def new(workspace: Path | None, kind: str, as_json: bool) -> None:
 
 
 @app.command("list")
-@click.option("--limit", "-L", metavar="N", type=click.IntRange(1, 500), default=30,
+@click.option("--limit", "-L", metavar="N", type=Whole(1, 500), default=30,
               show_default=True, help="How many to show, latest activity first.")
 @json_option
 def list_(limit: int, as_json: bool) -> None:
@@ -330,7 +331,7 @@ def stop(conversation: str, as_json: bool) -> None:
 
 @app.command()
 @conversation_arg
-@click.option("--after", metavar="SEQ", type=click.IntRange(min=0), default=0,
+@click.option("--after", metavar="SEQ", type=Whole(0), default=0,
               help="Show events after this seq.")
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new ones.")
 @json_option
@@ -386,7 +387,7 @@ def questions(conversation: str, request: str | None, as_json: bool) -> None:
 @revision_option
 @click.option("--option", metavar="OPTION_UUID",
               help="The chosen option's ID (or a unique prefix of it).")
-@click.option("--choice", metavar="N", type=click.IntRange(min=1),
+@click.option("--choice", metavar="N", type=Whole(1),
               help="The N-th option, numbered as `questions` prints them.")
 @click.option("--text", metavar="TEXT", help="A text answer.")
 @click.option("--stdin", is_flag=True, help="Read the text answer from standard input.")
@@ -470,7 +471,8 @@ def _one(key: str, given: str, names: dict[str, str], candidates: list[str]) -> 
     known = ", ".join(sorted(set(candidates))) or "none"
     if not found:
         raise click.BadParameter(f"no {noun} the service shows now starts with {given!r} "
-                                 f"(it shows: {known}); give the whole ID", param_hint=what)
+                                 f"(it shows: {known}); use one of those (a question "
+                                 "that has ended: its whole ID)", param_hint=what)
     raise click.BadParameter(f"{given!r} is ambiguous: it is the start of " + ", ".join(found),
                              param_hint=what)
 

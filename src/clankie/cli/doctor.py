@@ -19,6 +19,7 @@ import subprocess
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from clankie import when
 from clankie.agent.providers import (
     BASE_URL_SETTINGS,
     DEFAULT_URLS,
@@ -162,7 +163,9 @@ def check_service() -> tuple[Check, Running | None]:
         return Check("service", False, f"not contacted: {exc}", exc.unsafe.fix), None
     trust = (" (CLANKIE_URL_TRUSTED: its owner is not checked where it cannot be told)"
              if trusted_url(where) else "")
-    version = (f"; clankie {info.get('version')}, up since {info.get('started_at')}"
+    started = info.get("started_at") if info else None
+    version = (f"; clankie {info.get('version')}, up since "
+               f"{when.shown_now(started) if isinstance(started, str) else '?'}"
                if info else "")
     return Check("service", True, f"{where} answers and accepts the token{trust}{version}"), \
         Running(where, info)

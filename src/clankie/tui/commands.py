@@ -102,7 +102,14 @@ def parse(line: str) -> Command | None:
                  "/question cancel")
 
 
+QUIT_WORDS = frozenset({"/quit", "/exit", "/q", "/bye", "/close"})
+
+
 def _not_a_command(word: str) -> str:
     nearest = sorted(COMMANDS, key=lambda c: -SequenceMatcher(None, word, c).ratio())
-    return (f"{word} is not a command; nothing was sent. Commands: {', '.join(nearest)} "
-            "(/help says more). To send a message that starts with /, begin it with //.")
+    meant = (" Ctrl+Q quits." if word.lower() in QUIT_WORDS else
+             f" Did you mean {nearest[0]}?"
+             if SequenceMatcher(None, word, nearest[0]).ratio() >= 0.6 else "")
+    return (f"{word} is not a command; nothing was sent.{meant} Commands: "
+            f"{', '.join(nearest)} (/help says more). To send a message that starts with /, "
+            "begin it with //.")

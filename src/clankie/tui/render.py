@@ -173,10 +173,11 @@ def status_line(service: str, conversation_id: str, question: str, working: bool
                 connected: bool, doing: str | None = None, refused: bool = False) -> str:
     """`question`: `question_state`'s words. `refused`: the listener is not the owner's
     service (T2) and the app stopped following it; nothing is retried, so the line must
-    not say it is."""
+    not say it is. The state comes first and the address last: on a narrow screen the line
+    is cut at its end, and "disconnected, retrying" must still show."""
     if service.startswith("unix://"):
         service = "unix:" + service.rsplit("/", 1)[-1]
     busy = f"Clankie: {doing[:60]}" if doing else "Clankie is working..."
     state = ("not yours: stopped" if refused else "disconnected, retrying" if not connected
              else busy if working else "idle")
-    return f"{service} | conversation {conversation_id[:8]} | {question} | {state}"
+    return f"{state} | {question} | conversation {conversation_id[:8]} | {service}"
