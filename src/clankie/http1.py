@@ -23,7 +23,9 @@ MAX_CHUNK_LINE = 1024  # a chunk's size line, extensions included
 MAX_INTERIM = 8  # 1xx responses before the final one
 
 _STATUS = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [\t\x20-\x7e\x80-\xff]*)?")
-_HEADER = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([\t\x20-\x7e\x80-\xff]*?)[ \t]*")
+# Linear in the line's length: the value is matched greedily and its trailing blanks are
+# stripped after (a lazy value before `[ \t]*` backtracks, quadratic in a run of blanks).
+_HEADER = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([\t\x20-\x7e\x80-\xff]*)")
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
 
 
@@ -118,7 +120,8 @@ class ResponseParser:
             field = _HEADER.fullmatch(line)
             if field is None:
                 raise Malformed(f"not a header line: {line[:80]!r}")
-            name, value = field[1].decode("ascii").lower(), field[2].decode("latin-1")
+            name = field[1].decode("ascii").lower()
+            value = field[2].rstrip(b" \t").decode("latin-1")
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
         code = int(status[2])
         if 100 <= code < 200:

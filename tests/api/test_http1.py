@@ -209,3 +209,18 @@ def test_mutated_responses_are_read_or_refused_never_a_crash(
 def test_any_bytes_are_read_or_refused_never_a_crash(data: bytes, cuts: list[int]):
     assert outcome(*splits(data, cuts)) is not None
     assert outcome(*splits(b"HTTP/1.1 200 OK\r\n" + data, cuts)) is not None
+
+
+def test_a_header_of_blanks_is_read_in_linear_time_and_its_value_trimmed():
+    """Red team (issue 19): a lazy value before `[ \\t]*` backtracked quadratically, so a
+    header of 'a', 65,000 blanks, 'b' held the client for 30-45 s, past its timeout. The
+    pattern now has no lazy part; the value is what is between the blanks at its ends."""
+    from clankie.http1 import _HEADER
+
+    assert b"*?" not in _HEADER.pattern and b"+?" not in _HEADER.pattern
+    blanks = b" \t" * 15_000
+    head = (b"HTTP/1.1 200 OK\r\nX-A: a" + blanks + b"b" + blanks + b"\r\n"
+            b"Content-Length: 2\r\n\r\n{}")
+    response = ResponseParser().feed(head)
+    assert response is not None and response.body == b"{}"
+    assert response.headers["x-a"] == "a" + blanks.decode() + "b"
