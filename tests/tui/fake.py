@@ -108,6 +108,12 @@ class FakeService:
         self._event("input_requested", request_id=rid, prompt=prompt,
                     choices=["tabs", "spaces"])
 
+    def say(self, text: str = "I looked at the README.") -> None:
+        """Clankie (or the owner elsewhere) says something: the revision moves (SPEC
+        section 2: every committed change), the question stays pending."""
+        self.revision += 1
+        self._event("message", author="clankie", text=text)
+
     def answer_elsewhere(self, n: int = 1) -> None:
         if (q := self.pending) is not None:
             self._end(q, "answered", None, {"option_id": q["options"][n - 1]["option_id"]})

@@ -271,3 +271,34 @@ async def test_an_answer_typed_for_one_question_is_never_sent_to_the_next():
         await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
         sent = [p for op, p in fake.calls[before:] if op == "input_answer"]
         assert [p["request_id"] for p in sent] == [second["request_id"]]
+
+
+async def test_the_panel_follows_the_revision_a_chat_message_moves_so_an_answer_is_accepted():
+    """Tried as a new user: after a chat message the panel kept the old revision and
+    `/question answer 1` was refused `stale_revision` with nothing on screen to warn of
+    it. While a question is pending, any event is followed by a read of the snapshot
+    (S1), so the panel binds to the current revision; a line begun before the revision
+    moved is refused locally, never sent against a state the owner did not see (A6)."""
+    fake = FakeService()
+    fake.ask("Tabs or spaces?")
+    app = chat(fake)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settled(app, pilot, fake, "start")
+        fake.say("Tabs are used in the Makefile.")
+        await until(pilot, lambda: f"revision {fake.revision}" in panel(app),
+                    "the panel at the new revision")
+        app.query_one(Input).value = "/question answer"  # begun at this revision
+        await pilot.pause()
+        fake.say("And spaces in the Python.")
+        await until(pilot, lambda: f"revision {fake.revision}" in panel(app),
+                    "the panel at the newer revision")
+        before = len(fake.calls)
+        app.query_one(Input).value = "/question answer 1"
+        await pilot.press("enter")
+        await until(pilot, lambda: "moved on while you typed" in app.transcript(),
+                    "the local refusal")
+        assert not [op for op, _ in fake.calls[before:] if op == "input_answer"]
+        await type_line(app, pilot, "/question answer 1")
+        await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
+        sent = [p for op, p in fake.calls[before:] if op == "input_answer"]
+        assert [p["revision"] for p in sent] == [fake.revision - 1]

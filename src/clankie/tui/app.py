@@ -108,7 +108,8 @@ class ChatApp(App[None]):
         self.after = 0
         # The question the panel showed when the line being typed was begun: an answer
         # typed for one question is never sent to another that replaced it meanwhile.
-        self.typed_against: str | None = None
+        # What the panel showed when the input line was begun: (request_id, revision).
+        self.typed_against: tuple[str, int] | None = None
         # The panel, held rather than looked up: the 1 s tick may come while the screen is
         # being taken down, after the box's children are gone.
         self.question_box = VerticalScroll(id="question-box")
@@ -261,7 +262,10 @@ class ChatApp(App[None]):
                 for event in page["events"]:
                     self._apply(event)
                 self.after = page["next_after"]
-                if moved or page["trimmed"]:
+                # While a question is pending, any change moves the revision its answer
+                # binds to: the panel is read again, so it never shows a stale one.
+                pending = self.snapshot is not None and self.snapshot["pending"] is not None
+                if moved or page["trimmed"] or (pending and page["events"]):
                     named = [e["request_id"] for e in moved if "request_id" in e]
                     snapshot = await self._read(named[-1] if named else None)
                     if snapshot["pending"] is not None and any(
@@ -319,7 +323,8 @@ class ChatApp(App[None]):
             self.typed_against = None
         elif self.typed_against is None:
             q = self.snapshot["pending"] if self.snapshot else None
-            self.typed_against = q["request_id"] if q else ""
+            self.typed_against = ((q["request_id"], self.snapshot["revision"])
+                                  if q and self.snapshot else ("", 0))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         against, self.typed_against = self.typed_against, None
@@ -341,8 +346,9 @@ class ChatApp(App[None]):
             self._answer_displayed(command, against)
 
     def _answer_displayed(self, command: AnswerOption | AnswerText | CancelQuestion,
-                          against: str | None) -> None:
-        """`against`: the question the panel showed when the line was begun."""
+                          against: tuple[str, int] | None) -> None:
+        """`against`: the question (and revision) the panel showed when the line was
+        begun."""
         shown = self.snapshot  # what the panel shows: the answer binds to it
         if shown is None:
             self.say("The question is not read yet (the service has not answered); "
@@ -352,9 +358,14 @@ class ChatApp(App[None]):
         if q is None:
             self.say("No question is pending; nothing was sent.")
             return
-        if against is not None and against != q["request_id"]:
+        if against is not None and against[0] != q["request_id"]:
             self.say("The question changed while you typed: read the one shown now and "
                      "answer again; nothing was sent.")
+            return
+        if against is not None and against[1] != shown["revision"]:
+            self.say(f"The conversation moved on while you typed (revision {against[1]} is "
+                     f"now {shown['revision']}): read the panel and the log, and answer "
+                     "again; nothing was sent.")
             return
         payload = {"conversation_id": self.conversation_id, "request_id": q["request_id"],
                    "incarnation": shown["incarnation"], "revision": shown["revision"]}
