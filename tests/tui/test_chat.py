@@ -130,8 +130,12 @@ async def test_an_answer_from_the_cli_shows_the_question_ended_and_nothing_is_se
     assert receipt.receipt.answer.option_id == shown["pending"]["options"][0]["option_id"]
 
 
-async def test_a_moved_revision_is_shown_again_and_never_resubmitted(chat, served,
-                                                                      conversation):
+async def test_a_moved_revision_is_read_again_so_the_answer_binds_to_it(chat, served,
+                                                                       conversation):
+    """SPEC section 10 "Operator TUI": the panel shows the latest snapshot; a chat message
+    moves the revision while the question is pending, the panel is read again, and the
+    answer binds to the revision shown (the conflict path, when the revision moves unseen,
+    is tests/tui/test_question_state.py's)."""
     app, pilot = chat
     await asked(app, pilot)
     await displayed(app, pilot)
@@ -139,14 +143,12 @@ async def test_a_moved_revision_is_shown_again_and_never_resubmitted(chat, serve
     await type_line(app, pilot, "one more thing")  # a chat message moves the revision
     with served.client() as client:
         settle(client, conversation)
-    await type_line(app, pilot, "/question answer 1")
-    await until(pilot, lambda: "The question changed since it was shown" in app.transcript(),
-                "the conflict")
-    assert pending(served, conversation) is not None  # nothing was resubmitted
-    await until(pilot, lambda: "The question changed" in app.transcript()
-                and app.snapshot["revision"] > moved_from, "the question shown again")
+        now = client.call("input_get", {"conversation_id": conversation})["revision"]
+    assert now > moved_from
+    await until(pilot, lambda: app.snapshot["revision"] == now, "the panel read again")
     await type_line(app, pilot, "/question answer 1")
     await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
+    assert "The question changed" not in app.transcript()
 
 
 async def test_text_on_a_choice_question_without_text_is_refused_locally(chat, served,

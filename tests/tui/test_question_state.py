@@ -302,3 +302,28 @@ async def test_the_panel_follows_the_revision_a_chat_message_moves_so_an_answer_
         await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
         sent = [p for op, p in fake.calls[before:] if op == "input_answer"]
         assert [p["revision"] for p in sent] == [fake.revision - 1]
+
+
+async def test_a_revision_moved_unseen_is_a_conflict_said_shown_again_and_never_resent():
+    """SPEC A6 and section 10 "Operator TUI": the revision moves where the panel cannot see
+    it before the answer lands; the service refuses `stale_revision`, the TUI says so,
+    reads the question again and sends nothing by itself; answered again, it is taken."""
+    fake = FakeService()
+    fake.ask("Tabs or spaces?")
+    app = chat(fake)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settled(app, pilot, fake, "start")
+        shown = app.snapshot["revision"]
+        fake.revision += 1  # committed with no event the follower has read yet
+        before = len(fake.calls)
+        await type_line(app, pilot, "/question answer 1")
+        await until(pilot, lambda: "The question changed since it was shown"
+                    in app.transcript() and app.snapshot["revision"] == shown + 1,
+                    "the conflict said and the question read again")
+        assert [p["revision"] for op, p in fake.calls[before:] if op == "input_answer"] == [
+            shown]
+        assert fake.pending is not None
+        await type_line(app, pilot, "/question answer 1")
+        await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
+        assert [p["revision"] for op, p in fake.calls[before:] if op == "input_answer"] == [
+            shown, shown + 1]
