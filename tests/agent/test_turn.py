@@ -170,11 +170,22 @@ def test_the_scripted_model_plays_entry_k_for_run_k_with_the_answer():
     assert len(tools.said) == 2
 
 
-@pytest.mark.parametrize("text", ['{"turns": [[{"sing": "x"}]]}', "[]", "{", '{"turns": 3}'])
-def test_a_bad_script_is_refused(tmp_path: Path, text: str):
+@pytest.mark.parametrize("text,said", [
+    ('{"turns": [[{"say": "hi"}], [{"ask": {}}, {"sya": "x"}]]}',
+     'turns[1][1] {"sya": "x"} is not an action'),
+    ('{"turns": [[], 3]}', "turns[1] is not a list of actions"),
+    ("[]", 'no "turns" list'), ("{", "not JSON"), ('{"turns": 3}', 'no "turns" list')])
+def test_a_bad_script_is_refused_saying_where(tmp_path: Path, text: str, said: str):
+    """Tried as a new user: a misspelt key got only the shape of a script; now the entry
+    and the action are named, with the shape."""
     (tmp_path / "s.json").write_text(text)
-    with pytest.raises(ScriptError):
+    with pytest.raises(ScriptError) as err:
         load_script(tmp_path / "s.json")
+    assert said in str(err.value)
+    assert said == "not JSON" or '{"say": TEXT}' in str(err.value)
+    with pytest.raises(ScriptError) as err:
+        load_script(tmp_path / "missing.json")
+    assert "cannot read it (No such file or directory)" in str(err.value)
 
 
 def test_the_tool_schema_is_one_object_with_the_dto_bounds():

@@ -28,16 +28,31 @@ class ScriptError(Exception):
     """A script file that cannot be used."""
 
 
+SHAPE = ('a script is {"turns": [[ACTION, ...], ...]}, each ACTION {"say": TEXT}, '
+         '{"ask": ARGS} or {"tool": NAME, "args": {...}}')
+
+
 def load_script(path: Path) -> dict[str, Any]:
+    """The script at `path`; a `ScriptError` says where it is wrong (the entry, the
+    action) and what the shape is."""
     try:
         script = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ScriptError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise ScriptError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ScriptError(f"{path}: not JSON ({exc})") from None
     entries = script.get("turns") if isinstance(script, dict) else None
-    if not isinstance(entries, list) or not all(
-            isinstance(entry, list) and all(_action(a) for a in entry) for entry in entries):
-        raise ScriptError(f'{path}: a script is {{"turns": [[{{"say": TEXT}} or '
-                          '{"ask": ARGS} or {"tool": NAME, "args": {...}}, ...], ...]}')
+    if not isinstance(entries, list):
+        raise ScriptError(f'{path}: no "turns" list; {SHAPE}')
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, list):
+            raise ScriptError(f"{path}: turns[{i}] is not a list of actions; {SHAPE}")
+        for j, action in enumerate(entry):
+            if not _action(action):
+                shown = json.dumps(action)
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                raise ScriptError(f"{path}: turns[{i}][{j}] {shown} is not an action; "
+                                  f"{SHAPE}")
     return script
 
 
