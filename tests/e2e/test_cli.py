@@ -331,6 +331,8 @@ def test_new_list_show_send_reset_and_prefixes(served: Served, workspace: Path):
                   if sum(j.startswith(i[:n]) for j in ids) == 1)
     shown = cli(served, "conversations", "show", unique)
     assert shown.returncode == 0 and "revision: 1" in shown.stdout
+    assert "native_owner: none (no native app holds it)" in shown.stdout  # not Python's None
+    assert "None" not in shown.stdout and "not_member" not in shown.stdout
     short = cli(served, "conversations", "show", ids[0][:3])
     assert short.returncode == 2 and "at least 4" in short.stderr, short.stderr
     nothing = next(p for p in (d * 8 for d in "0123456789abcdef")

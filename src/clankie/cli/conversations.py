@@ -253,14 +253,17 @@ def show(conversation: str, as_json: bool) -> None:
     if as_json:
         print_json(got)
         return
-    for key in ("conversation_id", "kind", "incarnation", "revision", "native_owner"):
+    for key in ("conversation_id", "kind", "incarnation", "revision"):
         say(f"{key}: {got[key]}")
+    say(f"native_owner: {got['native_owner'] or 'none (no native app holds it)'}")
     say(f"created_at: {when.shown_now(got['created_at'])}")
     say(f"workspace: {got['workspace']['path'] if got['workspace'] else '-'}")
     fact = got.get("membership")
     if fact:
         detail = fact["project_id"] or fact["reason"] or ""
-        say(f"project membership: {fact['status']}" + (f" ({detail})" if detail else ""))
+        status = {"member": "a member", "not_member": "not a member"}.get(fact["status"],
+                                                                         fact["status"])
+        say(f"project membership: {status}" + (f" ({detail})" if detail else ""))
     runs = got.get("unfinished_runs")
     if runs is not None:
         say("runs: none queued or running" if not runs else "runs:")
