@@ -22,7 +22,8 @@ CHOICE = {"kind": "choice", "prompt": "Tabs or spaces?",
 
 
 def main(db: str, conversation_id: str, token: str, log_path: str) -> None:
-    service = Service(Store(db), Settings(receipt_limit=100_000, event_retention=100_000))
+    service = Service(Store(db), Settings.model_construct(  # beyond the bounds a user may set:
+        receipt_limit=100_000, event_retention=100_000))  # every receipt and event is kept
     service.recover()
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
