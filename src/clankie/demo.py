@@ -116,7 +116,9 @@ def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[st
         "keeps):")
     run("conversations", "answer", c, q.request_id, "--incarnation", snapshot.incarnation,
         "--revision", str(snapshot.revision), "--choice", "1")
-    final = client.input_get(c, q.request_id).request.receipt  # type: ignore[union-attr]
+    asked = client.input_get(c, q.request_id).request
+    assert asked is not None and asked.receipt is not None
+    final = asked.receipt
     out(f"\nreceipt {final.receipt_id[:8]}: {final.outcome} with {q.options[0].label}, "
         f"continuation {final.continuation}; one run, never two.")
 
@@ -188,4 +190,5 @@ def _show_run(client: Client, c: str, after: int, out: Callable[[str], Any]) -> 
             out(f"  [{e['tool']}] {e['summary']}")
         elif e["type"] == "message" and e["author"] == "clankie":
             out(f"clankie> {e['text']}")
-    return page.next_after
+    next_after: int = page.next_after  # `op` answers Any: the shape is EventsOut
+    return next_after

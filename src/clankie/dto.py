@@ -26,28 +26,32 @@ def _clean(text: str) -> str:
     return text
 
 
-def _text(min_length: int, max_length: int) -> Any:
-    return Annotated[str, Field(min_length=min_length, max_length=max_length,
-                                pattern=NO_NUL_PATTERN), AfterValidator(_clean)]
-
-
 def _not_blank(text: str) -> str:
     if not text.strip():
         raise ValueError("a message must have some text besides whitespace")
     return text
 
 
+# Written out alias by alias (no factory) so that mypy sees each as a type alias.
 Uuid = Annotated[str, Field(pattern=UUID_PATTERN)]
-Prompt = _text(1, 2_000)
-Label = _text(1, 200)
-Description = _text(0, 1_000)
+Prompt = Annotated[str, Field(min_length=1, max_length=2_000, pattern=NO_NUL_PATTERN),
+                   AfterValidator(_clean)]
+Label = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL_PATTERN),
+                  AfterValidator(_clean)]
+Description = Annotated[str, Field(min_length=0, max_length=1_000, pattern=NO_NUL_PATTERN),
+                        AfterValidator(_clean)]
 ANSWER_TEXT_MAX = 8_000
-AnswerText = _text(1, ANSWER_TEXT_MAX)
-MessageText = _text(1, 8_000)
+AnswerText = Annotated[str, Field(min_length=1, max_length=ANSWER_TEXT_MAX, pattern=NO_NUL_PATTERN),
+                       AfterValidator(_clean)]
+MessageText = Annotated[str, Field(min_length=1, max_length=8_000, pattern=NO_NUL_PATTERN),
+                        AfterValidator(_clean)]
 OwnerText = Annotated[MessageText, AfterValidator(_not_blank)]  # SPEC R8: never only whitespace
-Name = _text(1, 200)
-PathText = _text(1, 4_096)
-MetadataValue = _text(0, 8_000)
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL_PATTERN),
+                 AfterValidator(_clean)]
+PathText = Annotated[str, Field(min_length=1, max_length=4_096, pattern=NO_NUL_PATTERN),
+                     AfterValidator(_clean)]
+MetadataValue = Annotated[str, Field(min_length=0, max_length=8_000, pattern=NO_NUL_PATTERN),
+                          AfterValidator(_clean)]
 ConversationKindName = Literal["owner", "native_seat", "room", "global", "side"]
 
 

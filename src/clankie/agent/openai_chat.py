@@ -44,7 +44,7 @@ class OpenAIChatModel:
             if message.content:
                 blocks.append(Text(reply_text("openai", message.content, "its content")))
             for call in message.tool_calls or []:
-                function = call.function  # type: ignore[union-attr]
+                function = call.function
                 arguments = function.arguments or ""
                 if isinstance(arguments, dict):  # some compatible servers send the object
                     arguments = json.dumps(arguments)

@@ -42,7 +42,7 @@ def load_script(path: Path) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ScriptError(f"{path}: not JSON ({exc})") from None
     entries = script.get("turns") if isinstance(script, dict) else None
-    if not isinstance(entries, list):
+    if not isinstance(script, dict) or not isinstance(entries, list):  # (narrows `script`)
         raise ScriptError(f'{path}: no "turns" list; {SHAPE}')
     for i, entry in enumerate(entries):
         if not isinstance(entry, list):

@@ -31,7 +31,8 @@ from typing import Any, TypeVar
 import httpcore2
 
 try:  # httpcore's stream over a plain socket; private, so checked and optional
-    from httpcore2._backends.sync import SyncStream as _SyncStream
+    from httpcore2._backends.sync import SyncStream
+    _SyncStream: type[SyncStream] | None = SyncStream
 except ImportError:  # pragma: no cover - only another httpcore2 layout
     _SyncStream = None
 

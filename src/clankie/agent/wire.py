@@ -257,7 +257,7 @@ def _cut(turns: list[Turn], base: int, budget: int,
         elif isinstance(block, Text):
             new = Text(cut)
         else:
-            new = ToolResult(block.call_id, cut)  # type: ignore[union-attr]
+            new = ToolResult(block.call_id, cut)
         turns = [*turns[:i], Turn(turns[i].role, (*turns[i].blocks[:j], new,
                                                   *turns[i].blocks[j + 1:])), *turns[i + 1:]]
     return turns

@@ -19,7 +19,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from types import FrameType
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import uvicorn
 from fastapi import FastAPI, Request
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
@@ -85,7 +86,7 @@ def create_app(service: Service) -> FastAPI:
     lanes = _Lanes()
 
     async def in_thread(request: Request, token: str | None, limiter: anyio.CapacityLimiter,
-                        work: Any) -> bytes | None:
+                        work: Callable[[], BaseModel | None]) -> bytes | None:
         """Run `work` in a worker thread within the token's lane, and encode its result
         there too: a large page is never serialized on the event loop, which every other
         connection shares. Calls that came over TCP take at most `_TCP_SHARE` threads in
@@ -128,6 +129,7 @@ def create_app(service: Service) -> FastAPI:
             await in_thread(request, token, ops_limiter, partial(service.authenticate, token))
             body = await _read_body(request)
             payload = _parse_json(body)
+            encoded: bytes | None  # None only from work that returns None, never service.call
             if op == "events_tail":
                 encoded = await events_tail(request, payload)
             else:

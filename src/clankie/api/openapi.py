@@ -9,7 +9,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from pydantic.json_schema import models_json_schema
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from clankie import __version__, dto
 
@@ -20,8 +21,10 @@ _ANSWERING = (409,)
 
 @cache
 def build_openapi() -> dict[str, Any]:
-    inputs = [(spec.input, "validation") for spec in dto.OPS.values()]
-    outputs = [(spec.output, "serialization") for spec in dto.OPS.values()]
+    inputs: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        (spec.input, "validation") for spec in dto.OPS.values()]
+    outputs: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        (spec.output, "serialization") for spec in dto.OPS.values()]
     refs, definitions = models_json_schema(
         [*inputs, *outputs, (dto.Problem, "serialization")],
         ref_template="#/components/schemas/{model}")

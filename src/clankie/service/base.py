@@ -166,9 +166,8 @@ class ServiceBase:
         assert self.notifier is not None
         for change in changes:
             for event in change.events:
-                wanted = isinstance(event, InputRequested) or (
-                    isinstance(event, InputResolved) and self.settings.notify_on_resolved)
-                if wanted:
+                if isinstance(event, InputRequested) or (
+                        isinstance(event, InputResolved) and self.settings.notify_on_resolved):
                     question = next((q for q in change.questions
                                      if q.request_id == event.request_id), None)
                     self.notifier.submit(change.conversation.conversation_id,

@@ -30,6 +30,7 @@ from datetime import datetime
 from clankie.agent import stop
 from clankie.agent.context import TurnContext
 from clankie.agent.retry import Waits
+from clankie.agent.stop import StopScope  # by name: in the class, `stop` is the method
 from clankie.agent.transcript import Model, ModelError
 from clankie.agent.turn import run_turn
 from clankie.core.errors import ClankieError
@@ -147,7 +148,7 @@ class RunExecutor:
         with self._count_lock:
             self._executing += delta
 
-    def _waits(self, run: Run, scope: stop.StopScope) -> Waits:
+    def _waits(self, run: Run, scope: StopScope) -> Waits:
         """How this run waits between tries of a model call (R6): each wait is shown as a
         `run_activity` event, then slept in the run's stop scope, so that a stop (R7) ends
         the wait at once and no further try is made."""
@@ -164,7 +165,8 @@ class RunExecutor:
         with self._lock:
             scope = self._scopes.setdefault(run.run_id, stop.StopScope())
         try:
-            status, error, said = RunStatus.SUCCEEDED, None, ()
+            status, error = RunStatus.SUCCEEDED, None
+            said: tuple[str, ...] = ()
             try:
                 settings = self._service.settings
                 tools = RunTools(self._service, run.run_id, settings)

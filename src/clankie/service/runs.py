@@ -84,7 +84,7 @@ class RunHooks(ServiceBase):
             latest = tx.latest_ended_question(run.conversation_id)
             index = tx.started_before(run)
             projects = tx.projects()
-        notes = ()
+        notes: tuple[str, ...] = ()
         if run.receipt_id and answered is None:
             notes = ("The answer that started this run is no longer on record (its receipt "
                      "was evicted); do not assume what it was.",)
@@ -98,7 +98,7 @@ class RunHooks(ServiceBase):
         outcomes = {request_id: _outcome(end, now) for request_id, end in ends.items()}
         fact = self._membership(conversation, projects)
         return TurnContext(
-            run_kind=run.kind.value,  # type: ignore[arg-type]
+            run_kind=run.kind.value,
             run_index=index,
             workspace=conversation.workspace.path if conversation.workspace else "-",
             history=tuple((m.author.value, m.text) for _, m in messages),

@@ -26,14 +26,14 @@ def receipt(tx: ReadTx, r: Receipt) -> dto.ReceiptOut:
     return dto.ReceiptOut(
         receipt_id=r.receipt_id,
         request_id=r.request_id,
-        outcome=r.outcome.value,  # type: ignore[arg-type]
+        outcome=r.outcome.value,
         reason=r.reason,
         answer=answer,
         answered_by=None if r.answered_by is None else dto.Answerer(
             credential_id=r.answered_by.credential_id,
-            kind=r.answered_by.kind.value),  # type: ignore[arg-type]
+            kind=r.answered_by.kind.value),
         run_id=r.run_id,
-        continuation=None if run is None else run.status.value,  # type: ignore[arg-type]
+        continuation=None if run is None else run.status.value,
         continuation_error=None if run is None else run.error,
         resolved_at=iso(r.resolved_at),
         revision=r.revision,
@@ -43,12 +43,12 @@ def receipt(tx: ReadTx, r: Receipt) -> dto.ReceiptOut:
 def question(tx: ReadTx, q: Question) -> dto.QuestionOut:
     return dto.QuestionOut(
         request_id=q.request_id,
-        kind=q.kind.value,  # type: ignore[arg-type]
+        kind=q.kind.value,
         prompt=q.prompt,
         options=[dto.OptionOut(option_id=o.option_id, label=o.label, description=o.description)
                  for o in q.options],
         allow_text=q.allow_text,
-        status=q.status.value,  # type: ignore[arg-type]
+        status=q.status.value,
         incarnation=q.incarnation,
         asked_at=iso(q.asked_at),
         expires_at=iso(q.expires_at),
@@ -62,7 +62,7 @@ def conversation(c: Conversation, fact: Membership | None = None,
         unfinished_runs=None if unfinished is None else [run(r) for r in unfinished],
         membership=None if fact is None else dto.MembershipOut(**fact.as_dict()),
         conversation_id=c.conversation_id,
-        kind=c.kind.value,  # type: ignore[arg-type]
+        kind=c.kind.value,
         workspace=None if c.workspace is None else dto.WorkspaceOut(path=c.workspace.path),
         incarnation=c.incarnation,
         revision=c.revision,
@@ -75,8 +75,8 @@ def run(r: Run) -> dto.RunOut:
     return dto.RunOut(
         run_id=r.run_id,
         conversation_id=r.conversation_id,
-        kind=r.kind.value,  # type: ignore[arg-type]
-        status=r.status.value,  # type: ignore[arg-type]
+        kind=r.kind.value,
+        status=r.status.value,
         error=r.error,
         receipt_id=r.receipt_id,
         created_at=iso(r.created_at),
@@ -89,8 +89,8 @@ def credential(row: CredentialRow, holds_lease: bool) -> dto.CredentialOut:
     """A credential as listed: never its token (the store has only the hash)."""
     return dto.CredentialOut(
         credential_id=row.credential_id,
-        kind=row.kind.value,  # type: ignore[arg-type]
-        mode=row.mode.value if row.mode else None,  # type: ignore[arg-type]
+        kind=row.kind.value,
+        mode=row.mode.value if row.mode else None,
         name=row.name,
         created_at=iso(row.created_at),
         rotated_at=iso(row.rotated_at) if row.rotated_at else None,

@@ -290,8 +290,8 @@ def _changes(tree: _Tree, base: str | None, args: GitDiffArgs, repo: Repository
                 yield path, (entry.mode, entry.oid), (_mode(seen.st.st_mode), None)
         return
     commit = _Commit.of(repo, base, index)
-    for path, old in commit.only.items():
-        yield path, old, None
+    for path, gone in commit.only.items():
+        yield path, gone, None
     for path, entry in index.items():
         old = commit.old(path, entry)
         if args.staged:  # a commit against the index

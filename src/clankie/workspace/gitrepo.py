@@ -416,7 +416,8 @@ def _check(repo: Repository) -> None:
     out = repo.run("config", "--null", "--list", limit=GIT_FILE_BYTES)
     for item in out.split(b"\0"):  # what Git itself reads, as a second look
         key, _, value = item.decode("utf-8", "replace").partition("\n")
-        reason = _key_refusal(*key.lower().rsplit(".", 1), value) if "." in key else None
+        section, _, option = key.lower().rpartition(".")
+        reason = _key_refusal(section, option, value) if "." in key else None
         if reason:
             raise unsafe(reason)
         if key.lower() == "extensions.objectformat" and value.strip().lower() == "sha256":

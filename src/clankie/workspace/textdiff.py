@@ -139,9 +139,9 @@ def matching_blocks(a: Sequence[str], b: Sequence[str],
     while work:
         item = work.pop()
         if len(item) == 3:
-            found.append(item)  # type: ignore[arg-type]
+            found.append(item)
             continue
-        alo, ahi, blo, bhi = item  # type: ignore[misc]
+        alo, ahi, blo, bhi = item
         tick()
         start = alo
         while alo < ahi and blo < bhi and x[alo] == y[blo]:

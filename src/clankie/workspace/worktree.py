@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from .confine import Refusal, Root, open_regular
@@ -128,7 +128,7 @@ class Worktree:
         return prefix if path == "." else prefix + path
 
     def walk(self, start: str = ".", depth: int | None = None,
-             into_ignored: bool = False) -> Iterator[Seen]:
+             into_ignored: bool = False) -> Generator[Seen, None, None]:
         """The entries below `start` (a folder, already checked), folder by folder in name
         order, each before what is inside it; at most `depth` levels; ignored folders are
         entered only when `into_ignored`."""
@@ -254,7 +254,7 @@ class Worktree:
 def _scan(fd: int) -> tuple[list[tuple[str, os.stat_result]], bool]:
     """An open folder's entries but `.git`, sorted by name, with their own (lstat) status:
     at most `FOLDER_ENTRIES` of them (and whether there were more)."""
-    found = []
+    found: list[tuple[str, os.stat_result]] = []
     with os.scandir(fd) as entries:
         for entry in entries:
             if entry.name == ".git":
