@@ -23,7 +23,7 @@ import click
 from clankie.text import visible, visible_json
 
 if TYPE_CHECKING:  # httpx loads with the first call: `--help` and `--version` need none of it
-    from clankie.client import ApiError, Client, NotYours
+    from clankie.client import ApiError, Client, NotClankie, NotYours
 
 DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
 EXIT_OF_CODE: Final[dict[str, int]] = {
@@ -161,12 +161,7 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
     try:
         return client.call(op, payload)
     except NotClankie as err:  # some other program answered: not the service's problem
-        if as_json:
-            print_json(err.problem)
-        else:
-            warn(f"clankie: {err}.")
-            warn(f"  fix: {err.fix}")
-        exit_with(OTHER)
+        not_clankie(err, as_json=as_json)
     except ApiError as err:
         if as_json:
             print_json(err.problem)
@@ -194,6 +189,17 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         exit_with(DENIED)
 
 
+def not_clankie(err: NotClankie, *, as_json: bool) -> NoReturn:
+    """What answered is not clankie: say so (or print clankie's problem for it with
+    --json) and exit 1 (SPEC section 10: anything else)."""
+    if as_json:
+        print_json(err.problem)
+    else:
+        warn(f"clankie: {err}.")
+        warn(f"  fix: {err.fix}")
+    exit_with(OTHER)
+
+
 def explain_not_yours(exc: NotYours) -> None:
     """T2: whose the listener is (or that it cannot be told), and the fix."""
     warn(f"clankie: {exc}.")
@@ -212,7 +218,7 @@ def connect() -> Client:
     address is `BadServiceUrl`, which `main` says as a usage error (exit 2)."""
     from clankie.client import Client
 
-    return Client()
+    return Client(fit=True)  # a result that does not fit its op's shape is NotClankie
 
 
 COMPLETION_TIMEOUT_S = 0.2
