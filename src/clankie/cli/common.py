@@ -158,6 +158,11 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
     the code of SPEC section 10 or, for a problem code in `exit_of`, that one."""
     from clankie.client import ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain
 
+    for name, value in payload.items():
+        if isinstance(value, str) and not_utf8(value):
+            fail_usage(f"the {name} {not_utf8(value)} is not UTF-8 text (the terminal or the "
+                       "file system gave bytes that are no characters); clankie sends text "
+                       f"as UTF-8 only; nothing was sent")
     try:
         return client.call(op, payload)
     except NotClankie as err:  # some other program answered: not the service's problem
@@ -187,6 +192,17 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         else:
             explain_not_yours(exc)
         exit_with(DENIED)
+
+
+def not_utf8(text: str) -> str:
+    """'' if `text` is UTF-8; else it shown with its stray bytes as \\xNN (Python hands
+    argv, environment and paths with such bytes as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+        return ""
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return f"'{visible(shown)}'"
 
 
 def not_clankie(err: NotClankie, *, as_json: bool) -> NoReturn:
