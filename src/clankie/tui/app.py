@@ -289,7 +289,7 @@ class ChatApp(App[None]):
             except NotClankie as exc:
                 self.connected = False
                 self._status()
-                self.say(f"Stopped following: {exc}. Fix: {exc.fix}.", style="bold")
+                self.say(f"Stopped following: {exc} (fix: {exc.fix})", style="bold")
                 self.notice(str(exc), title="Not clankie", severity="error")
                 return
             except ApiError as exc:
