@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -132,3 +133,33 @@ def test_completion_with_a_broken_comp_cword_prints_nothing_and_exits_0(
     done = subprocess.run([sys.executable, "-m", "clankie"], capture_output=True, text=True,
                           timeout=60, cwd=ROOT, env=env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done
+
+
+def test_f8_ctrl_c_while_an_answer_is_in_flight_is_uncertain_exit_7(peer: Any):
+    """SPEC section 10: 7 uncertain, the request may have reached the service; the CLI
+    says how to inspect and never resends. A read interrupted stays 130."""
+    from tests.api.test_client_wire import SILENT
+    from tests.polling import eventually
+
+    snapshot = {"conversation_id": C, "incarnation": C, "revision": 1, "pending": None,
+                "request": None}
+    p = peer(reply(json.dumps(snapshot).encode()), SILENT)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), CLANKIE_URL=p.url,
+               CLANKIE_TOKEN="clk_x", CLANKIE_HOME=str(p.path.parent / "home"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clankie", "conversations", "answer", C, C, "--incarnation",
+         C, "--revision", "1", "--text", "yes"], env=env, cwd=ROOT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        eventually(lambda: any(b"input_answer" in r for r in p.requests), "the answer sent",
+                   timeout=30)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 7, err
+    assert "uncertain" in err and f"clankie conversations questions {C} --request {C}" in err
+    assert "Traceback" not in err
+    assert sum(b"input_answer" in r for r in p.requests) == 1

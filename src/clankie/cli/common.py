@@ -155,7 +155,8 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
          inspect: str | None = None,
          exit_of: dict[str, int] | None = None) -> dict[str, Any]:
     """Call `op` once. On failure, say why (or print the problem with --json) and exit, with
-    the code of SPEC section 10 or, for a problem code in `exit_of`, that one."""
+    the code of SPEC section 10 or, for a problem code in `exit_of`, that one. A change
+    (one with `inspect`) interrupted by Ctrl+C is uncertain too (exit 7), not 130."""
     from clankie.client import ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain
 
     for name, value in payload.items():
@@ -175,6 +176,14 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         else:
             warn(f"clankie: {err.code}: {err.detail}")
         exit_with((exit_of or {}).get(err.code, EXIT_OF_CODE.get(err.code, OTHER)))
+    except KeyboardInterrupt:  # Ctrl+C while the request was in flight
+        if inspect is None:  # a read: nothing to be uncertain of (130, as ever)
+            raise
+        warn("clankie: interrupted before the reply came: the outcome is uncertain; the "
+             "request may have reached the service.")
+        warn("It was not sent again, and must not be. Inspect it with:")
+        warn(f"  {inspect}")
+        exit_with(UNCERTAIN)
     except Uncertain as exc:
         warn(f"clankie: the outcome is uncertain: {exc}.")
         warn("It was not sent again" + (", and must not be. Inspect it with:" if inspect
