@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import math
 import os
 import re
 import shlex
@@ -259,11 +260,18 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # NaN, Infinity: json.loads would take them
 
 
+def _finite(text: str) -> float:
+    number = float(text)
+    if number in (math.inf, -math.inf):  # 1e999: JSON, but no number `--json` can print
+        raise ValueError(f"{text} is beyond any float")
+    return number
+
+
 def _result(response: Response, target: _Target, op: str | None = None) -> dict[str, Any]:
     """The result of a 200, else the problem as `ApiError`, else `NotClankie`. With `op`
     and the target's `fit`, a result must also fit the op's output shape (`fit_shape`)."""
     try:
-        body = json.loads(response.body, parse_constant=_no_constant)
+        body = json.loads(response.body, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError):  # not JSON (or not UTF-8, or NaN), or too nested
         body = None
     if response.status == 200 and isinstance(body, dict):

@@ -116,7 +116,7 @@ def test_f3_api_error_takes_any_problem_and_defaults_a_status_that_is_none(statu
 
 
 @pytest.mark.parametrize("way", [fitted_sync, fitted_async])
-@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-1e999"])
 def test_non_finite_json_constants_are_not_clankie(peer: Any, way: Any,
                                                    constant: bytes):
     """`--json` prints what came: a NaN would make it print invalid JSON."""
@@ -143,3 +143,11 @@ def test_f3_a_host_name_no_resolver_takes_is_a_bad_service_url_sync_and_async(ur
 
 def test_f3_a_long_host_name_within_bounds_is_taken():
     Client("http://" + "a" * 63 + ".example:80", "clk_x").close()
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"1e999", b"-1e999"])
+def test_non_finite_numbers_are_not_clankie_whatever_the_shape(peer: Any, constant: bytes):
+    """Without `fit` too (a number the shapes leave open, as in `settings`)."""
+    p = peer(HangUpAfter(reply(b'{"settings":{"x":%s}}' % constant)))
+    with Client(p.url, "clk_x") as client, pytest.raises(NotClankie):
+        client.call("service_info")
