@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import math
 import os
 import re
 import shlex
@@ -46,7 +47,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from clankie import __version__
 from clankie.home import SOCKET, Home, operator_token, service_url
@@ -60,7 +61,8 @@ if TYPE_CHECKING:  # pydantic, the DTOs and asyncio load on first use: the CLI n
     from clankie import dto
 
 __all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "Client", "ClientError", "NotClankie",
-           "NotYours", "ServiceUnreachable", "Uncertain", "service_address", "trusted_url"]
+           "NotYours", "ServiceUnreachable", "Uncertain", "fit_shape", "service_address",
+           "trusted_url"]
 
 DEFAULT_TIMEOUT = 30.0
 # A long-poll that comes back empty at once found no free slot (V5: 8 a credential):
@@ -90,7 +92,8 @@ class ApiError(ClientError):
     def __init__(self, problem: dict[str, Any]) -> None:
         self.problem = problem
         self.code = str(problem.get("code", "internal_error"))
-        self.status = int(problem.get("status", 500))
+        status = problem.get("status")  # whatever came: "abc", null, 1e999 are not statuses
+        self.status = status if type(status) is int and 100 <= status <= 599 else 500
         self.detail = str(problem.get("detail", ""))
         super().__init__(f"{self.code}: {self.detail}")
 
@@ -100,8 +103,9 @@ class NotClankie(ApiError):
     came back (some other program of the owner's, say). Its `problem` is clankie's own
     account of that, code `not_clankie` with the HTTP status that came."""
 
-    def __init__(self, address: str, status: int, *, via_env: bool) -> None:
-        detail = (f"the service at {address} did not answer like clankie (HTTP {status}); "
+    def __init__(self, address: str, status: int, *, via_env: bool, why: str = "") -> None:
+        detail = (f"the service at {address} did not answer like clankie (HTTP {status}"
+                  f"{'; ' + why if why else ''}); "
                   + ("check CLANKIE_URL" if via_env else "is `clankie serve` what listens "
                      "there?"))
         fix = ("point CLANKIE_URL at clankie's own address (unset: the home's socket)"
@@ -187,11 +191,13 @@ def service_address(url: str) -> str:
     if http is None or not 0 < int(http["port"]) <= 65535:
         raise BadServiceUrl(url)
     host = http["host"]
-    if host.startswith("["):
-        try:
+    try:
+        if host.startswith("["):
             ipaddress.IPv6Address(host[1:-1])
-        except ValueError:
-            raise BadServiceUrl(url) from None
+        else:
+            host.encode("idna")  # a label empty or over 63 characters is no host name
+    except ValueError:  # UnicodeError among them
+        raise BadServiceUrl(url) from None
     return f"{http['scheme'].lower()}://{host}:{int(http['port'])}"
 
 
@@ -250,16 +256,65 @@ def _timeouts(op: str, payload: Mapping[str, Any], base: float) -> tuple[float, 
     return min(base, CONNECT_TIMEOUT_S), base + wait_s
 
 
-def _result(response: Response, target: _Target) -> dict[str, Any]:
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: json.loads would take them
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if number in (math.inf, -math.inf):  # 1e999: JSON, but no number `--json` can print
+        raise ValueError(f"{text} is beyond any float")
+    return number
+
+
+def _result(response: Response, target: _Target, op: str | None = None) -> dict[str, Any]:
+    """The result of a 200, else the problem as `ApiError`, else `NotClankie`. With `op`
+    and the target's `fit`, a result must also fit the op's output shape (`fit_shape`)."""
     try:
-        body = json.loads(response.body)
-    except (ValueError, RecursionError):  # not JSON (or not UTF-8), or nested beyond reason
+        body = json.loads(response.body, parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError):  # not JSON (or not UTF-8, or NaN), or too nested
         body = None
     if response.status == 200 and isinstance(body, dict):
+        if op is not None and target.fit:
+            fit_shape(op, body, target.url, via_env=target.via_env)
         return body
-    if isinstance(body, dict) and "code" in body:
+    if (isinstance(body, dict) and isinstance(body.get("code"), str)
+            and type(body.get("status")) is int):
         raise ApiError(body)
     raise NotClankie(target.url, response.status, via_env=target.via_env)
+
+
+def fit_shape(op: str, result: dict[str, Any], address: str, *,
+              via_env: bool = False) -> dict[str, Any]:
+    """`result` if it fits `op`'s output shape in `clankie.dto` (imported here, so only a
+    caller that asks pays for pydantic; an op it does not name passes), else `NotClankie`:
+    a JSON object is not yet a clankie result (a `{}`, say)."""
+    from pydantic import ValidationError
+
+    from clankie import dto
+
+    known = dto.OPS.get(op)
+    if known is not None:
+        try:
+            known.output.model_validate(result, strict=True)  # JSON has no "1" for 1
+        except ValidationError as exc:
+            raise NotClankie(address, 200, via_env=via_env,
+                             why=f"its {op} result has {exc.error_count()} misfit(s), the "
+                                 f"first at {_where(exc)}") from None
+    return result
+
+
+def _typed(op: str, result: dict[str, Any], target: _Target) -> Any:
+    """`result` as `op`'s output shape; one that does not fit is `NotClankie`."""
+    from clankie import dto
+
+    fit_shape(op, result, target.url, via_env=target.via_env)
+    return dto.OPS[op].output.model_validate(result)
+
+
+def _where(exc: Any) -> str:
+    first = exc.errors()[0]
+    return ".".join(str(part) for part in first.get("loc", ())) or "the top"
 
 
 def _unreachable(exc: BaseException, target: _Target) -> ServiceUnreachable:
@@ -302,7 +357,8 @@ class _Target:
     request and outcome rules both clients share."""
 
     def __init__(self, url: str | None, token: str | None, home: Home | None,
-                 timeout: float) -> None:
+                 timeout: float, fit: bool = False) -> None:
+        self.fit = fit  # `call`'s results must fit the op's shape in clankie.dto
         home = home or Home.from_env()
         self.url = service_address(url or service_url(home))
         given = os.environ.get("CLANKIE_URL", "")
@@ -425,8 +481,9 @@ def _left(deadline: float) -> float:
 
 class Client(_Target):
     def __init__(self, url: str | None = None, token: str | None = None, *,
-                 home: Home | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        super().__init__(url, token, home, timeout)
+                 home: Home | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 fit: bool = False) -> None:
+        super().__init__(url, token, home, timeout, fit)
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
 
@@ -447,7 +504,7 @@ class Client(_Target):
         payload = dict(payload or {})
         connect_s, exchange_s = _timeouts(op, payload, self._base_timeout)
         return _result(self._send(self._request("POST", _op_path(op), payload), connect_s,
-                                  exchange_s), self)
+                                  exchange_s), self, op)
 
     def _send(self, request: bytes, connect_s: float, exchange_s: float) -> Response:
         conn = self._kept() or self._connect(connect_s)
@@ -512,9 +569,7 @@ class Client(_Target):
 
     def op(self, op: str, **payload: Any) -> Any:
         """One operation; its result as the op's output shape (`clankie.dto.OPS`)."""
-        from clankie import dto
-
-        return dto.OPS[op].output.model_validate(self.call(op, payload))
+        return _typed(op, self.call(op, payload), self)
 
     def openapi(self) -> dict[str, Any]:
         connect_s, exchange_s = _timeouts("openapi", {}, self._base_timeout)
@@ -524,12 +579,10 @@ class Client(_Target):
     # The question contract, typed.
 
     def input_get(self, conversation_id: str, request_id: str | None = None) -> dto.Snapshot:
-        from clankie import dto
-
         payload = {"conversation_id": conversation_id}
         if request_id is not None:
             payload["request_id"] = request_id
-        return dto.Snapshot.model_validate(self.call("input_get", payload))
+        return cast("dto.Snapshot", _typed("input_get", self.call("input_get", payload), self))
 
     def input_answer(self, conversation_id: str, request_id: str, *, incarnation: str,
                      revision: int, option_id: str | None = None,
@@ -540,17 +593,14 @@ class Client(_Target):
             payload["option_id"] = option_id
         if text is not None:
             payload["text"] = text
-        from clankie import dto
-
-        return dto.AnswerReply.model_validate(self.call("input_answer", payload))
+        return cast("dto.AnswerReply",
+                    _typed("input_answer", self.call("input_answer", payload), self))
 
     def input_cancel(self, conversation_id: str, request_id: str, *, incarnation: str,
                      revision: int) -> dto.AnswerReply:
-        from clankie import dto
-
-        return dto.AnswerReply.model_validate(self.call("input_cancel", {
+        return cast("dto.AnswerReply", _typed("input_cancel", self.call("input_cancel", {
             "conversation_id": conversation_id, "request_id": request_id,
-            "incarnation": incarnation, "revision": revision}))
+            "incarnation": incarnation, "revision": revision}), self))
 
 
 class _AsyncConnection:
@@ -615,8 +665,9 @@ class AsyncClient(_Target):
     """The same client for asyncio callers (the TUI's workers)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
-                 home: Home | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        super().__init__(url, token, home, timeout)
+                 home: Home | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 fit: bool = False) -> None:
+        super().__init__(url, token, home, timeout, fit)
         self._idle: list[_AsyncConnection] = []
 
     async def __aenter__(self) -> AsyncClient:
@@ -650,7 +701,7 @@ class AsyncClient(_Target):
             conn.close()
             raise
         self._keep(conn) if response.keep_alive else conn.close()
-        return _result(response, self)
+        return _result(response, self, op)
 
     def _kept(self) -> _AsyncConnection | None:
         now = time.monotonic()
@@ -695,6 +746,4 @@ class AsyncClient(_Target):
         return _AsyncConnection(reader, writer)
 
     async def op(self, op: str, **payload: Any) -> Any:
-        from clankie import dto
-
-        return dto.OPS[op].output.model_validate(await self.call(op, payload))
+        return _typed(op, await self.call(op, payload), self)

@@ -23,7 +23,7 @@ import click
 from clankie.text import visible, visible_json
 
 if TYPE_CHECKING:  # httpx loads with the first call: `--help` and `--version` need none of it
-    from clankie.client import ApiError, Client, NotYours
+    from clankie.client import ApiError, Client, NotClankie, NotYours
 
 DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
 EXIT_OF_CODE: Final[dict[str, int]] = {
@@ -155,18 +155,19 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
          inspect: str | None = None,
          exit_of: dict[str, int] | None = None) -> dict[str, Any]:
     """Call `op` once. On failure, say why (or print the problem with --json) and exit, with
-    the code of SPEC section 10 or, for a problem code in `exit_of`, that one."""
+    the code of SPEC section 10 or, for a problem code in `exit_of`, that one. A change
+    (one with `inspect`) interrupted by Ctrl+C is uncertain too (exit 7), not 130."""
     from clankie.client import ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain
 
+    for name, value in payload.items():
+        if isinstance(value, str) and not_utf8(value):
+            fail_usage(f"the {name} {not_utf8(value)} is not UTF-8 text (the terminal or the "
+                       "file system gave bytes that are no characters); clankie sends text "
+                       f"as UTF-8 only; nothing was sent")
     try:
         return client.call(op, payload)
     except NotClankie as err:  # some other program answered: not the service's problem
-        if as_json:
-            print_json(err.problem)
-        else:
-            warn(f"clankie: {err}.")
-            warn(f"  fix: {err.fix}")
-        exit_with(OTHER)
+        not_clankie(err, as_json=as_json)
     except ApiError as err:
         if as_json:
             print_json(err.problem)
@@ -175,6 +176,14 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         else:
             warn(f"clankie: {err.code}: {err.detail}")
         exit_with((exit_of or {}).get(err.code, EXIT_OF_CODE.get(err.code, OTHER)))
+    except KeyboardInterrupt:  # Ctrl+C while the request was in flight
+        if inspect is None:  # a read: nothing to be uncertain of (130, as ever)
+            raise
+        warn("clankie: interrupted before the reply came: the outcome is uncertain; the "
+             "request may have reached the service.")
+        warn("It was not sent again, and must not be. Inspect it with:")
+        warn(f"  {inspect}")
+        exit_with(UNCERTAIN)
     except Uncertain as exc:
         warn(f"clankie: the outcome is uncertain: {exc}.")
         warn("It was not sent again" + (", and must not be. Inspect it with:" if inspect
@@ -192,6 +201,28 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         else:
             explain_not_yours(exc)
         exit_with(DENIED)
+
+
+def not_utf8(text: str) -> str:
+    """'' if `text` is UTF-8; else it shown with its stray bytes as \\xNN (Python hands
+    argv, environment and paths with such bytes as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+        return ""
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return f"'{visible(shown)}'"
+
+
+def not_clankie(err: NotClankie, *, as_json: bool) -> NoReturn:
+    """What answered is not clankie: say so (or print clankie's problem for it with
+    --json) and exit 1 (SPEC section 10: anything else)."""
+    if as_json:
+        print_json(err.problem)
+    else:
+        warn(f"clankie: {err}.")
+        warn(f"  fix: {err.fix}")
+    exit_with(OTHER)
 
 
 def explain_not_yours(exc: NotYours) -> None:
@@ -212,7 +243,7 @@ def connect() -> Client:
     address is `BadServiceUrl`, which `main` says as a usage error (exit 2)."""
     from clankie.client import Client
 
-    return Client()
+    return Client(fit=True)  # a result that does not fit its op's shape is NotClankie
 
 
 COMPLETION_TIMEOUT_S = 0.2

@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
+        if os.environ.get(COMPLETE_VAR):  # a shell asked (COMP_CWORD missing, say): it
+            return 0  # gets nothing, never an error in the middle of the command line
         return _said(exc)
     return code if isinstance(code, int) else 0
 

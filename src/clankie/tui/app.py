@@ -42,9 +42,11 @@ from clankie.client import (
     EMPTY_AT_ONCE_S,
     PAUSE_AFTER_EMPTY_S,
     ApiError,
+    NotClankie,
     NotYours,
     ServiceUnreachable,
     Uncertain,
+    fit_shape,
 )
 from clankie.text import visible
 
@@ -196,6 +198,11 @@ class ChatApp(App[None]):
         if q is not None and self.connected and render.expiry(q, self.clock())[0] == "expired":
             self.read_again()
 
+    async def _call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One call; a result that does not fit the op's shape is `NotClankie` (an
+        `ApiError`, which every worker says in a line), never a traceback later."""
+        return fit_shape(op, await self.api.call(op, payload), self.service)
+
     async def _read(self, request_id: str | None = None) -> dict[str, Any]:
         """Read the snapshot with the question the panel is about (or `request_id`, a newer
         one an event named), so a question that ended is shown as ended; one evicted
@@ -203,12 +210,12 @@ class ChatApp(App[None]):
         payload: dict[str, Any] = {"conversation_id": self.conversation_id}
         about = request_id or render.shown_request(self.snapshot)
         try:
-            snapshot = await self.api.call("input_get",
+            snapshot = await self._call("input_get",
                                            {**payload, "request_id": about} if about else payload)
         except ApiError as exc:
             if exc.code != "unknown_request" or about is None:
                 raise
-            snapshot = await self.api.call("input_get", payload)
+            snapshot = await self._call("input_get", payload)
         self._take(snapshot)
         return snapshot
 
@@ -222,10 +229,10 @@ class ChatApp(App[None]):
         """The header: the conversation's workspace and the service's model, read on start
         and after a reconnect (a restarted service may run another model)."""
         try:
-            got = await self.api.call("conversation_get",
+            got = await self._call("conversation_get",
                                       {"conversation_id": self.conversation_id})
             self.workspace = (got.get("workspace") or {}).get("path")
-            self.model = (await self.api.call("service_info"))["model"]
+            self.model = (await self._call("service_info"))["model"]
         except (ApiError, NotYours, ServiceUnreachable, Uncertain):
             pass  # shown as `?`; the tail says what is wrong with the service
         self._header()
@@ -251,9 +258,12 @@ class ChatApp(App[None]):
                     self.connected = True
                     self._status()
                 asked = time.monotonic()
-                page = await self.api.call("events_tail", {
+                page = await self._call("events_tail", {
                     "conversation_id": self.conversation_id, "after": self.after,
                     "limit": 500, "wait_ms": TAIL_WAIT_MS})
+                if page["events"] and page["next_after"] <= self.after:  # V1: it moves on
+                    raise NotClankie(self.service, 200, via_env=False,
+                                     why=f"its events_tail cursor stayed at {self.after}")
                 if not page["events"] and time.monotonic() - asked < EMPTY_AT_ONCE_S:
                     await asyncio.sleep(PAUSE_AFTER_EMPTY_S)
                 if page["trimmed"]:
@@ -280,6 +290,12 @@ class ChatApp(App[None]):
                 await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
                 failures += 1
                 stale = True
+            except NotClankie as exc:
+                self.connected = False
+                self._status()
+                self.say(f"Stopped following: {exc} (fix: {exc.fix})", style="bold")
+                self.notice(str(exc), title="Not clankie", severity="error")
+                return
             except ApiError as exc:
                 self.notice(f"{exc.code}: {exc.detail}", severity="error")
                 return
@@ -387,7 +403,7 @@ class ChatApp(App[None]):
     @work(group="send")
     async def send(self, text: str) -> None:
         try:
-            await self.api.call("conversation_send", {"conversation_id": self.conversation_id,
+            await self._call("conversation_send", {"conversation_id": self.conversation_id,
                                                       "text": text})
         except Uncertain:
             self.say("No reply from the service: the message may or may not have been sent.")
@@ -399,14 +415,14 @@ class ChatApp(App[None]):
         """`/stop` (SPEC R7): stop the running run and the runs queued behind it, as the
         service lists them now; each `run_cancel` is sent once."""
         try:
-            got = await self.api.call("conversation_get",
+            got = await self._call("conversation_get",
                                       {"conversation_id": self.conversation_id})
             unfinished = got.get("unfinished_runs") or []
             if not unfinished:
                 self.say("Nothing to stop: Clankie is not working on this conversation.")
                 return
             for run in reversed(unfinished):  # the queued first: none starts meanwhile
-                await self.api.call("run_cancel", {"run_id": run["run_id"]})
+                await self._call("run_cancel", {"run_id": run["run_id"]})
         except Uncertain:
             self.say("No reply from the service: the run may or may not have been stopped.")
         except (ApiError, NotYours, ServiceUnreachable) as exc:
@@ -435,7 +451,7 @@ class ChatApp(App[None]):
         unsaid. Two answers typed by a person are two requests; the service dedups them.
         """
         try:
-            reply = await self.api.call(op, payload)
+            reply = await self._call(op, payload)
         except ApiError as exc:
             await self._refused(exc)
             return
