@@ -92,7 +92,13 @@ class Given(click.types.StringParamType):
         return self.where(ctx)
 
 
-class Whole(click.ParamType):
+if TYPE_CHECKING:  # click 8.5 types its parameter types; older clicks are not generic
+    _IntParam = click.ParamType[int]
+else:
+    _IntParam = click.ParamType
+
+
+class Whole(_IntParam):
     """A whole number in ASCII digits from `least` (to `most`), refused in plain words
     (click's `IntRange` says `x>=1`, and Python's `int` reads other scripts' digits)."""
 
@@ -165,7 +171,9 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
                        "file system gave bytes that are no characters); clankie sends text "
                        f"as UTF-8 only; nothing was sent")
     try:
-        return client.call(op, payload)
+        result = client.call(op, payload)
+        LAST_REPLY[:] = [(op, result, client)]  # for `misfit`, should showing it fail
+        return result
     except NotClankie as err:  # some other program answered: not the service's problem
         not_clankie(err, as_json=as_json)
     except ApiError as err:
@@ -214,6 +222,26 @@ def not_utf8(text: str) -> str:
         return f"'{visible(shown)}'"
 
 
+# The latest result `call` returned: (op, result, client).
+LAST_REPLY: list[tuple[str, dict[str, Any], Client]] = []
+
+
+def misfit() -> NotClankie | None:
+    """Whether the latest result did not fit its op's shape (a `{}` from some other JSON
+    service, say): asked only when showing it failed, so the CLI loads pydantic for the
+    shapes only then, never on a command's way to its output."""
+    if not LAST_REPLY:
+        return None
+    from clankie.client import NotClankie, fit_shape
+
+    op, result, client = LAST_REPLY[0]
+    try:
+        fit_shape(op, result, client.url, via_env=client.via_env)
+    except NotClankie as err:
+        return err
+    return None
+
+
 def not_clankie(err: NotClankie, *, as_json: bool) -> NoReturn:
     """What answered is not clankie: say so (or print clankie's problem for it with
     --json) and exit 1 (SPEC section 10: anything else)."""
@@ -243,7 +271,7 @@ def connect() -> Client:
     address is `BadServiceUrl`, which `main` says as a usage error (exit 2)."""
     from clankie.client import Client
 
-    return Client(fit=True)  # a result that does not fit its op's shape is NotClankie
+    return Client()  # shapes are checked only if showing a result fails (`misfit`)
 
 
 COMPLETION_TIMEOUT_S = 0.2

@@ -15,7 +15,7 @@ import click
 from clankie import __version__
 from clankie.core.errors import ClankieError
 
-from . import access, chat, conversations
+from . import access, chat, common, conversations
 from .common import DENIED, USAGE, Arg, Group, exit_with, explain_not_yours, say, warn
 from .entry import COMPLETE_VAR
 
@@ -201,6 +201,11 @@ def _said(exc: Exception) -> int:
         return DENIED
     if isinstance(exc, ClankieError) or (store and isinstance(exc, store.StoreUnusable)):
         warn(f"clankie: {exc}")
+        return 1
+    if isinstance(exc, LookupError | TypeError | ValueError | AttributeError) and (
+            shaped := common.misfit()) is not None:  # the reply, not clankie, was wrong
+        warn(f"clankie: {shaped}.")
+        warn(f"  fix: {shaped.fix}")
         return 1
     warn(f"clankie: internal error: {type(exc).__name__}: {exc}")  # never a traceback
     return 1

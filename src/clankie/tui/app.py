@@ -85,7 +85,7 @@ class Api(Protocol):
 class ChatApp(App[None]):
     CSS_PATH = Path(__file__).with_name("chat.tcss")
     TITLE = "clankie chat"
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
