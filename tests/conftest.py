@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,6 +55,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(BY_FOLDER[folder])
         if item.nodeid.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def peer(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Scripted HTTP peers on Unix sockets (`peer(reply(b"{}"), SILENT)`: one reply per
+    request, in order; tests/api/test_client_wire.py), all closed at the end of the test."""
+    from tests.api.test_client_wire import ScriptedPeer
+
+    made: list[ScriptedPeer] = []
+
+    def make(*replies: bytes) -> ScriptedPeer:
+        made.append(ScriptedPeer(tmp_path / f"p{len(made)}.sock", *replies))
+        return made[-1]
+
+    yield make
+    for p in made:
+        p.close()
 
 
 @pytest.fixture

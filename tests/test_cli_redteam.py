@@ -13,34 +13,15 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.api.test_client_wire import ScriptedPeer
+from tests.api.test_client_wire import reply
 
 ROOT = Path(__file__).resolve().parents[1]
 C = "abcdef01-0000-4000-8000-000000000000"
-
-
-@pytest.fixture
-def peer(tmp_path: Path) -> Iterator[Callable[..., ScriptedPeer]]:
-    made: list[ScriptedPeer] = []
-
-    def make(*replies: bytes) -> ScriptedPeer:
-        made.append(ScriptedPeer(tmp_path / f"p{len(made)}.sock", *replies))
-        return made[-1]
-
-    yield make
-    for p in made:
-        p.close()
-
-
-def reply(body: bytes, status: bytes = b"200 OK") -> bytes:
-    return (b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nContent-Length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
 def clankie(url: str, *args: str | bytes, cwd: Path | bytes = ROOT,

@@ -6,32 +6,12 @@ client's own (`NotClankie`, `BadServiceUrl`). Peers are scripted Unix sockets (t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clankie.client import ApiError, AsyncClient, BadServiceUrl, Client, NotClankie
-from tests.api.test_client_wire import HangUpAfter, ScriptedPeer
-
-
-@pytest.fixture
-def peer(tmp_path: Path) -> Iterator[Callable[..., ScriptedPeer]]:
-    made: list[ScriptedPeer] = []
-
-    def make(*replies: bytes) -> ScriptedPeer:
-        made.append(ScriptedPeer(tmp_path / f"p{len(made)}.sock", *replies))
-        return made[-1]
-
-    yield make
-    for p in made:
-        p.close()
-
-
-def reply(body: bytes, status: bytes = b"200 OK") -> bytes:
-    return (b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nContent-Length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body)
+from tests.api.test_client_wire import HangUpAfter, reply
 
 
 def fitted_sync(url: str, op: str) -> Any:

@@ -8,7 +8,6 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,17 +110,9 @@ class ScriptedPeer:
             assert not thread.is_alive()
 
 
-@pytest.fixture
-def peer(tmp_path: Path) -> Iterator[Callable[..., ScriptedPeer]]:
-    made: list[ScriptedPeer] = []
-
-    def make(*replies: bytes) -> ScriptedPeer:
-        made.append(ScriptedPeer(tmp_path / f"p{len(made)}.sock", *replies))
-        return made[-1]
-
-    yield make
-    for p in made:
-        p.close()
+def reply(body: bytes, status: bytes = b"200 OK") -> bytes:
+    return (b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
 def call_sync(url: str, op: str = "conversation_list", **kw: Any) -> dict[str, Any]:

@@ -4,8 +4,6 @@ running; no worker dies with a traceback."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,28 +11,10 @@ from textual.worker import WorkerState
 
 from clankie.client import AsyncClient
 from clankie.tui.app import ChatApp
-from tests.api.test_client_wire import ScriptedPeer
+from tests.api.test_client_wire import reply
 from tests.polling import eventually_async
 
 C = "abcdef01-0000-4000-8000-000000000000"
-
-
-@pytest.fixture
-def peer(tmp_path: Path) -> Iterator[Callable[..., ScriptedPeer]]:
-    made: list[ScriptedPeer] = []
-
-    def make(*replies: bytes) -> ScriptedPeer:
-        made.append(ScriptedPeer(tmp_path / f"p{len(made)}.sock", *replies))
-        return made[-1]
-
-    yield make
-    for p in made:
-        p.close()
-
-
-def reply(body: bytes, status: bytes = b"200 OK") -> bytes:
-    return (b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nContent-Length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
 def flat(said: str) -> str:
