@@ -228,11 +228,15 @@ class ChatApp(App[None]):
     async def about(self) -> None:
         """The header: the conversation's workspace and the service's model, read on start
         and after a reconnect (a restarted service may run another model)."""
-        try:
-            got = await self._call("conversation_get",
+        try:  # read as far as they go, each part checked here: the header is only words
+            got = await self.api.call("conversation_get",
                                       {"conversation_id": self.conversation_id})
-            self.workspace = (got.get("workspace") or {}).get("path")
-            self.model = (await self._call("service_info"))["model"]
+            workspace = got.get("workspace")
+            path = workspace.get("path") if isinstance(workspace, dict) else None
+            self.workspace = path if isinstance(path, str) else None
+            model = (await self.api.call("service_info")).get("model")
+            self.model = (model if isinstance(model, dict)
+                          and isinstance(model.get("provider"), str) else None)
         except (ApiError, NotYours, ServiceUnreachable, Uncertain):
             pass  # shown as `?`; the tail says what is wrong with the service
         self._header()
