@@ -73,7 +73,12 @@ BASELINES = ("python_pass", "python_import_httpx")
 
 
 def clankie_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLANKIE_", "_CLANKIE_"))}
+    """The environment of every timed process. `PYTHONDONTWRITEBYTECODE` is dropped: an
+    installed clankie has its bytecode compiled (pip compiles a wheel on install; an
+    editable checkout caches it on its first run), and where the variable is set (this
+    machine sets it) every run would compile all of clankie anew and time the compiler."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CLANKIE_", "_CLANKIE_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env["CLANKIE_HOME"] = str(home)
     return env
 

@@ -267,9 +267,11 @@ def _finite(text: str) -> float:
     return number
 
 
-def _result(response: Response, target: _Target, op: str | None = None) -> dict[str, Any]:
+def _result(response: Response, target: _Target, op: str | None = None,
+            payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The result of a 200, else the problem as `ApiError`, else `NotClankie`. With `op`
-    and the target's `fit`, a result must also fit the op's output shape (`fit_shape`)."""
+    and the target's `fit`, a result must also fit the op's output shape (`fit_shape`); an
+    `events_tail` page must move its cursor on (`_moves_on`) whatever `fit` says."""
     try:
         body = json.loads(response.body, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError):  # not JSON (or not UTF-8, or NaN), or too nested
@@ -277,11 +279,24 @@ def _result(response: Response, target: _Target, op: str | None = None) -> dict[
     if response.status == 200 and isinstance(body, dict):
         if op is not None and target.fit:
             fit_shape(op, body, target.url, via_env=target.via_env)
+        if op == "events_tail":
+            _moves_on(body, (payload or {}).get("after", 0), target)
         return body
     if (isinstance(body, dict) and isinstance(body.get("code"), str)
             and type(body.get("status")) is int):
         raise ApiError(body)
     raise NotClankie(target.url, response.status, via_env=target.via_env)
+
+
+def _moves_on(page: dict[str, Any], after: Any, target: _Target) -> None:
+    """V1: a page with events has a `next_after` past `after`; one that does not would
+    have a follower ask for the same events forever: `NotClankie`, never a loop."""
+    events, next_after = page.get("events"), page.get("next_after")
+    if (isinstance(events, list) and events and type(next_after) is int
+            and type(after) is int and next_after <= after):
+        raise NotClankie(target.url, 200, via_env=target.via_env,
+                         why=f"its events_tail cursor stayed at {after} after "
+                             f"{len(events)} events")
 
 
 def fit_shape(op: str, result: dict[str, Any], address: str, *,
@@ -504,7 +519,7 @@ class Client(_Target):
         payload = dict(payload or {})
         connect_s, exchange_s = _timeouts(op, payload, self._base_timeout)
         return _result(self._send(self._request("POST", _op_path(op), payload), connect_s,
-                                  exchange_s), self, op)
+                                  exchange_s), self, op, payload)
 
     def _send(self, request: bytes, connect_s: float, exchange_s: float) -> Response:
         conn = self._kept() or self._connect(connect_s)
@@ -701,7 +716,7 @@ class AsyncClient(_Target):
             conn.close()
             raise
         self._keep(conn) if response.keep_alive else conn.close()
-        return _result(response, self, op)
+        return _result(response, self, op, payload)
 
     def _kept(self) -> _AsyncConnection | None:
         now = time.monotonic()

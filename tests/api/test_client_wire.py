@@ -5,6 +5,7 @@ and every new connection is checked under SPEC T2, reconnects included."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -179,6 +180,23 @@ def test_a_whole_reply_that_is_neither_result_nor_problem_is_not_clankie(
     with pytest.raises(NotClankie) as err:
         call(p.url)
     assert err.value.code == "not_clankie"
+
+
+@BOTH
+def test_v1_an_events_page_whose_cursor_does_not_move_on_is_not_clankie(peer: Any,
+                                                                         call: Any):
+    """SPEC V1: a page with events has a `next_after` past `after`; one that does not would
+    keep a follower (the CLI's --follow, the TUI's tail) asking for it forever. Said once,
+    by the client, for every surface; a page that moves on, or an empty one, passes."""
+    event = {"seq": 1, "at": "2026-01-01T00:00:00Z", "type": "x"}
+    stuck = {"events": [event], "next_after": 0, "trimmed": False, "oldest_seq": 1}
+    moves = dict(stuck, next_after=1)
+    empty = dict(stuck, events=[])
+    p = peer(*(reply(json.dumps(page).encode()) for page in (stuck, moves, empty)))
+    with pytest.raises(NotClankie, match="cursor stayed at 0 after 1 events"):
+        call(p.url, "events_tail")
+    assert call(p.url, "events_tail")["next_after"] == 1
+    assert call(p.url, "events_tail")["events"] == []
 
 
 @BOTH
