@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 # constraints.txt pins every package that a fresh install resolves (`make lock` makes it
 # anew); the package's own ranges in pyproject.toml stay open for library users.
 $(STAMP): pyproject.toml constraints.txt
+	@echo "Installing clankie and its tools into $(VENV) (the first time takes a minute or two)..."
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[dev]'

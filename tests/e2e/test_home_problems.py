@@ -110,6 +110,7 @@ def test_a_file_as_home_is_refused_everywhere_and_left_byte_identical(tmp_path: 
     assert "CLANKIE_HOME" in str(checks["home"]["fix"])
     assert not checks["store"]["ok"] and "mode" not in str(checks["store"]["fix"])
     assert f"FAIL home: {home} is not a folder" in text
+    assert "CLANKIE_HOME" in str(checks["service"]["fix"]), checks["service"]
     assert snapshot(tmp_path) == before
 
 
@@ -150,6 +151,9 @@ def test_a_home_on_a_read_only_file_system_is_refused_by_init_and_serve_and_doct
     assert "CLANKIE_HOME" in str(checks["home"]["fix"])
     assert "mode" not in str(checks["store"]["detail"]) + str(checks["store"]["fix"])
     assert f"FAIL home: {home} is on a read-only file system" in text
+    # nothing listens, and `clankie serve` would refuse this home: the fix is the home's
+    assert not checks["service"]["ok"] and "fix the home first" in str(
+        checks["service"]["fix"])
 
 
 @needs_root

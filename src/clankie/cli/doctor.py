@@ -136,7 +136,9 @@ class Running:
     info: dict[str, Any] | None
 
 
-def check_service() -> tuple[Check, Running | None]:
+def check_service(home_usable: bool = True) -> tuple[Check, Running | None]:
+    """The service at CLANKIE_URL (else the home's socket); where nothing listens in a home
+    that is not usable, the fix is the home's: `clankie serve` would refuse it too."""
     try:
         with Client(timeout=PROBE_TIMEOUT_S) as client:
             where = client.url
@@ -148,7 +150,9 @@ def check_service() -> tuple[Check, Running | None]:
                 client.call("conversation_list", {"limit": 1})  # an older service
                 info = None
     except ServiceUnreachable as exc:
-        return Check("service", False, f"not reachable: {exc}", exc.fix), None
+        return Check("service", False, f"not reachable: {exc}",
+                     exc.fix if home_usable else "fix the home first (see above): `clankie "
+                     "serve` cannot start in it either"), None
     except (NotYours, NotClankie) as exc:
         return Check("service", False, str(exc), exc.fix), None
     except ApiError as exc:
@@ -319,7 +323,7 @@ def check_git() -> Check:
 def run_checks(home: Home) -> list[Check]:
     found = problems(home, write=True)  # the words `init` and `serve` would refuse it with
     checks = check_trust(home, found)
-    service, running = check_service()
+    service, running = check_service(home_usable=not found)
     if found:  # nothing in such a home is read: not the store, the token, the settings
         checks += [not_read("store"), not_read("token"), service]
     else:
