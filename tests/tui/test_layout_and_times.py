@@ -127,8 +127,9 @@ async def test_issue19_the_panel_says_when_the_question_was_asked_in_local_time(
         await until(pilot, lambda: app.snapshot is not None, "the snapshot")
         await pilot.pause()
         text = str(app.query_one("#question", Static).render())
-        assert ("  Asked 2026-11-30 12:00 (1 h ago); expires 2026-12-01 12:00 (in 23 h)"
-                in text.split("\n"))
+        # one line each, so neither wraps on an 80-column terminal (issue 19's trial)
+        assert "  Asked 2026-11-30 12:00 (1 h ago)" in text.split("\n")
+        assert "  Expires 2026-12-01 12:00 (in 23 h)" in text.split("\n")
         assert "  request 5f0e4c3b, incarnation 0a1b2c3d, revision 6" in text.split("\n")
 
 
@@ -160,3 +161,22 @@ def test_the_connection_state_is_at_the_start_of_the_status_line_so_80_columns_s
                            "0123456789abcdef", "question pending, expires in 23 h 59 min",
                            working=False, connected=connected)
         assert line[:80].startswith(state) and "question pending" in line[:80], line
+
+
+async def test_issue19_the_log_still_ends_with_the_latest_line_after_a_resize() -> None:
+    """Issue 19's trial: after the terminal shrank to 80x24 the log showed older lines and
+    hid the latest (the question just asked) until scrolled by hand."""
+    app = chat()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: "Clankie asked a question" in app.transcript(), "the log")
+        for n in range(40):
+            app.say(f"line {n} of a long conversation, long enough to wrap on a small screen")
+        log = app.query_one(RichLog)
+        await until(pilot, lambda: log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y,
+                    "the log at its end")
+        await pilot.resize_terminal(80, 24)
+        await until(pilot, lambda: log.size.width < 100, "the smaller screen")
+        await until(pilot, lambda: log.scroll_y == log.max_scroll_y, "the log at its end again")
+        # and wrapped anew to the width it has now: no line is cut at the right edge
+        assert max(strip.cell_length for strip in log.lines) <= log.scrollable_content_region.width
+        assert "line 39 of a long conversation" in " ".join(app.transcript().split())

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -82,6 +82,34 @@ class Api(Protocol):
     async def aclose(self) -> None: ...
 
 
+class ChatLog(RichLog):
+    """The conversation's lines. A RichLog wraps a line once, at the width it has when the
+    line is written: when the terminal's width changes, every line is written again at the
+    new one (none cut at the right edge), and the log shows its end (the latest line)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.said: list[Text] = []
+        self.wrapped_at = 0
+
+    def say(self, line: Text) -> None:
+        self.said.append(line)
+        self.write(line)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.wrapped_at and event.size.width != self.wrapped_at:
+            self.call_after_refresh(self._rewrap)
+        elif self.wrapped_at:  # only higher or lower: the end is still where to look
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+        self.wrapped_at = event.size.width
+
+    def _rewrap(self) -> None:
+        self.clear()
+        for line in self.said:
+            self.write(line, scroll_end=False)
+        self.scroll_end(animate=False, immediate=True)
+
+
 class ChatApp(App[None]):
     CSS_PATH = Path(__file__).with_name("chat.tcss")
     TITLE = "clankie chat"
@@ -120,7 +148,7 @@ class ChatApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="where", markup=False)
         yield Static(id="status", markup=False)
-        yield RichLog(id="log", wrap=True, markup=False)
+        yield ChatLog(id="log", wrap=True, markup=False)
         with self.question_box:  # scrolls only when the screen is too small for it
             yield self.question
         yield Input(placeholder="Message Clankie, or /question, /help", id="input")
@@ -149,7 +177,7 @@ class ChatApp(App[None]):
         line = Text(visible(text), style=style)
         if at:
             line = Text.assemble((f"{at} ", "dim"), line)
-        self.query_one(RichLog).write(line)
+        self.query_one(ChatLog).say(line)
 
     def notice(self, message: str, *, title: str = "",
                severity: SeverityLevel = "information") -> None:

@@ -46,8 +46,9 @@ def question_panel(snapshot: dict[str, Any], now: datetime) -> str:
     else:
         lines.append("  Answer with /question answer N (text is not allowed)")
     lines.append("  /question cancel cancels it.")
-    asked = f"Asked {when.shown(q['asked_at'], now)}; " if q.get("asked_at") else ""
-    lines.append(f"  {asked}expires {when.shown(q['expires_at'], now)}")
+    if q.get("asked_at"):  # a line each: together they wrap on 80 columns
+        lines.append(f"  Asked {when.shown(q['asked_at'], now)}")
+    lines.append(f"  Expires {when.shown(q['expires_at'], now)}")
     lines.append(f"  request {q['request_id'][:SHORT]}, incarnation "
                  f"{snapshot['incarnation'][:SHORT]}, revision {snapshot['revision']}")
     return "\n".join(lines)
