@@ -17,6 +17,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
+from clankie.tui import render
 from clankie.tui.app import ChatApp
 from tests.tui.test_snapshots import AT, EVENTS, NOW, SNAPSHOT, C, FixedApi
 
@@ -180,3 +181,31 @@ async def test_issue19_the_log_still_ends_with_the_latest_line_after_a_resize() 
         # and wrapped anew to the width it has now: no line is cut at the right edge
         assert max(strip.cell_length for strip in log.lines) <= log.scrollable_content_region.width
         assert "line 39 of a long conversation" in " ".join(app.transcript().split())
+
+
+async def test_issue19_on_80_columns_no_log_line_is_cut_by_the_scrollbar() -> None:
+    """Issue 19's second trial: on 80x24 the log wrapped its lines at 78 columns, then the
+    scrollbar came and covered the last two, and a horizontal scrollbar took a line."""
+    app = chat()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: "Clankie asked a question" in app.transcript(), "the log")
+        for n in range(30):
+            app.say(f"line {n}: a fairly long message that should wrap across several lines "
+                    "of the log without losing a word")
+        log = app.query_one(RichLog)
+        await until(pilot, lambda: log.max_scroll_y > 0, "the log to scroll")
+        await pilot.pause()
+        assert max(strip.cell_length for strip in log.lines) <= log.scrollable_content_region.width
+        assert log.max_scroll_x == 0 and not log.show_horizontal_scrollbar
+
+
+def test_issue19_a_long_workspace_path_keeps_its_last_folders_in_the_header() -> None:
+    """Issue 19's second trial: at 80 columns the header cut the path's end, the folder one
+    recognises; it is shortened from the start instead, to the width it has."""
+    path = "/tmp/tmp.T4pJOzk8nK/a-very-long-directory-name/and-the-project-itself"
+    model = {"provider": "scripted"}
+    for width in (60, 78, 120):
+        shown = render.header(path, model, width)
+        assert len(shown) <= width and shown.endswith("and-the-project-itself"), shown
+    assert render.header(path, model, 200) == f"model scripted (offline) | workspace {path}"
+    assert render.header(path, model) == f"model scripted (offline) | workspace {path}"

@@ -132,8 +132,8 @@ async def test_text_from_others_in_the_question_panel_are_visible_and_literal():
 
 
 async def test_the_workspace_and_model_in_the_header_are_visible_and_literal():
-    app = hostile_app()
-    async with app.run_test(size=(200, 50)) as pilot:
+    app = hostile_app()  # wide enough for the whole path: a narrower header cuts its start
+    async with app.run_test(size=(300, 50)) as pilot:
         await until(pilot, lambda: app.model is not None)
         await pilot.pause()
         header = literal(app.query_one("#where", Static).render())

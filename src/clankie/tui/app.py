@@ -148,7 +148,7 @@ class ChatApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="where", markup=False)
         yield Static(id="status", markup=False)
-        yield ChatLog(id="log", wrap=True, markup=False)
+        yield ChatLog(id="log", wrap=True, markup=False, min_width=1)  # not RichLog's 78
         with self.question_box:  # scrolls only when the screen is too small for it
             yield self.question
         yield Input(placeholder="Message Clankie, or /question, /help", id="input")
@@ -161,6 +161,9 @@ class ChatApp(App[None]):
         self.query_one(Input).focus()
         self.about()
         self.tail()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._header)  # the path is cut to the header's new width
 
     async def on_unmount(self) -> None:
         await self.api.aclose()
@@ -189,8 +192,9 @@ class ChatApp(App[None]):
         return "\n".join(line.text for line in self.query_one(RichLog).lines)
 
     def _header(self) -> None:
-        self.query_one("#where", Static).update(Content(visible(
-            render.header(self.workspace, self.model))))
+        where = self.query_one("#where", Static)
+        where.update(Content(visible(render.header(self.workspace, self.model,
+                                                   where.content_region.width))))
 
     def _status(self) -> None:
         q = self.snapshot["pending"] if self.snapshot else None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from clankie import when
-from clankie.text import continued
+from clankie.text import continued, visible
 
 # IDs in the panel: a prefix the CLI takes too (SPEC section 10 "CLI": >= 4 hex), so the
 # panel stays narrow; what an answer from here binds to is the whole ID in `snapshot`.
@@ -152,10 +152,10 @@ def question_state(snapshot: dict[str, Any] | None, now: datetime) -> str:
     return f"question pending, {expiry(snapshot['pending'], now)[0]}"
 
 
-def header(workspace: str | None, model: dict[str, Any] | None) -> str:
+def header(workspace: str | None, model: dict[str, Any] | None, width: int = 0) -> str:
     """Which model answers and where the conversation works: `model openai/gpt-4o-mini |
-    workspace ~/src/app` (the model first: a long path is cut at the screen's edge);
-    `?` for what could not be read."""
+    workspace ~/src/app`; `?` for what could not be read. Within `width` (if given) a long
+    path loses its start, never its last folders, the ones the owner recognises."""
     if workspace is not None:
         home = str(Path.home())
         if workspace == home or workspace.startswith(home.rstrip("/") + "/"):
@@ -167,7 +167,12 @@ def header(workspace: str | None, model: dict[str, Any] | None) -> str:
             else model["provider"]
     else:
         named = f"{model['provider']}/{model['model']}"
-    return f"model {named} | workspace {workspace or '(none)'}"
+    line = visible(f"model {named} | workspace {workspace or '(none)'}")
+    workspace = visible(workspace) if workspace else workspace  # measured as shown
+    room = width - len(line) + len(workspace or "")  # what the path may take
+    if workspace and width and len(line) > width and room > 10:
+        line = line[:len(line) - len(workspace)] + "…" + workspace[-(room - 1):]
+    return line
 
 
 def status_line(service: str, conversation_id: str, question: str, working: bool,
