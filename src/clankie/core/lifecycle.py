@@ -48,6 +48,7 @@ from .model import (
     Status,
     WorkspaceIdentity,
 )
+from .vocabulary import AskRefusal, Code, Reason, RunError
 
 NewId = Callable[[], str]
 
@@ -132,19 +133,6 @@ def run_transition(status: RunStatus, command: RunCommand) -> RunStatus:
         raise IllegalTransition(f"a {status.value} run cannot {command.value}") from None
 
 
-# Reasons a question ends without an answer (SPEC section 6), and why asking is refused (Q3).
-REASON_EXPLICIT: Final = "explicit"
-REASON_EXPIRED: Final = "expired"
-REASON_RESET: Final = "reset"
-REASON_OWNER_REVOKED: Final = "owner_revoked"
-REASON_WORKSPACE_REPLACED: Final = "workspace_replaced"
-REASON_WORKSPACE_MISSING: Final = "workspace_missing"
-REASON_NATIVE_TAKEOVER: Final = "native_takeover"
-REASON_RESTART: Final = "restart"
-ORPHANED_BY_RESTART: Final = "orphaned_by_restart"
-STOPPED_BY_OWNER: Final = "stopped_by_owner"
-
-
 @dataclass(frozen=True, slots=True)
 class Facts:
     """What the service found, on use, in the transaction: SPEC A7 and Q3 are decided on it."""
@@ -198,7 +186,7 @@ class Asked:
 
     change: Change | None
     request_id: str | None = None
-    refused: str | None = None
+    refused: AskRefusal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +215,7 @@ def _end(
     conversation: Conversation,
     question: Question,
     command: Command,
-    reason: str | None,
+    reason: Reason | None,
     now: datetime,
     new_id: NewId,
     *,
@@ -244,7 +232,7 @@ def _close(
     conversation: Conversation,
     question: Question,
     status: Status,
-    reason: str | None,
+    reason: Reason | None,
     now: datetime,
     new_id: NewId,
     *,
@@ -281,18 +269,18 @@ def _run_events(runs: Iterable[Run], now: datetime) -> list[Event]:
 
 
 def _found_on_use(question: Question, conversation: Conversation,
-                  facts: Facts) -> tuple[Command, str] | None:
+                  facts: Facts) -> tuple[Command, Reason] | None:
     """SPEC A7 (and the "on use" rows of section 6): why a pending question must end now."""
     if question.expired_at(facts.now):
-        return Command.EXPIRE, REASON_EXPIRED
+        return Command.EXPIRE, Reason.EXPIRED
     if facts.owner_revoked:
-        return Command.INVALIDATE, REASON_OWNER_REVOKED
+        return Command.INVALIDATE, Reason.OWNER_REVOKED
     if facts.workspace is None:
-        return Command.INVALIDATE, REASON_WORKSPACE_MISSING
+        return Command.INVALIDATE, Reason.WORKSPACE_MISSING
     if not question.workspace.same_directory(facts.workspace):
-        return Command.INVALIDATE, REASON_WORKSPACE_REPLACED
+        return Command.INVALIDATE, Reason.WORKSPACE_REPLACED
     if conversation.native_owner is not None:
-        return Command.INVALIDATE, REASON_NATIVE_TAKEOVER
+        return Command.INVALIDATE, Reason.NATIVE_TAKEOVER
     return None
 
 
@@ -305,10 +293,10 @@ def _end_on_use(conversation: Conversation, question: Question, facts: Facts,
     ended, event = _end(conversation, question, command, reason, facts.now, new_id)
     assert ended.receipt is not None
     if command is Command.EXPIRE:
-        error = ClankieError("request_expired", "the question expired before this answer",
+        error = ClankieError(Code.REQUEST_EXPIRED, "the question expired before this answer",
                              receipt=ended.receipt)
     else:
-        error = ClankieError("request_closed", f"the question was invalidated: {reason}",
+        error = ClankieError(Code.REQUEST_CLOSED, f"the question was invalidated: {reason}",
                              receipt=ended.receipt)
     return Decision(_commit(conversation, questions=[ended], events=[event]), ended.receipt,
                     error=error)
@@ -364,25 +352,25 @@ def ask(
 
 
 def _ask_refusal(conversation: Conversation, pending: Question | None, run: Run,
-                 facts: Facts) -> str | None:
+                 facts: Facts) -> AskRefusal | None:
     """SPEC Q3, in its order."""
     if conversation.kind is not ConversationKind.OWNER:
-        return "not_owner_conversation"
+        return AskRefusal.NOT_OWNER_CONVERSATION
     if facts.owner_revoked:
-        return "owner_revoked"
+        return AskRefusal.OWNER_REVOKED
     if facts.workspace is None:
-        return "workspace_missing"
+        return AskRefusal.WORKSPACE_MISSING
     if conversation.workspace is None or not conversation.workspace.same_directory(
             facts.workspace):
-        return "workspace_replaced"
+        return AskRefusal.WORKSPACE_REPLACED
     if conversation.native_owner is not None:
-        return "native_owned"
+        return AskRefusal.NATIVE_OWNED
     if (run.conversation_id != conversation.conversation_id
             or run.incarnation != conversation.incarnation
             or run.status is not RunStatus.RUNNING):
-        return "stale_run"
+        return AskRefusal.STALE_RUN
     if pending is not None:
-        return "question_pending"
+        return AskRefusal.QUESTION_PENDING
     return None
 
 
@@ -441,7 +429,7 @@ def cancel(
     if question.status is not Status.PENDING:
         receipt = question.receipt
         assert receipt is not None
-        if (question.status is Status.CANCELLED and receipt.reason == REASON_EXPLICIT
+        if (question.status is Status.CANCELLED and receipt.reason == Reason.EXPLICIT
                 and submission.incarnation == question.incarnation):
             return Decision(receipt=receipt, duplicate=True)
         raise _closed(question, receipt)
@@ -449,7 +437,7 @@ def cancel(
     ended = _end_on_use(conversation, question, facts, new_id)
     if ended is not None:
         return ended
-    cancelled, event = _end(conversation, question, Command.CANCEL, REASON_EXPLICIT, facts.now,
+    cancelled, event = _end(conversation, question, Command.CANCEL, Reason.EXPLICIT, facts.now,
                             new_id, actor=Actor(principal.credential_id, principal.kind))
     return Decision(_commit(conversation, questions=[cancelled], events=[event]), cancelled.receipt)
 
@@ -458,7 +446,7 @@ def _which(conversation: Conversation, question: Question | None, principal: Pri
            submission: Submission) -> Question:
     authorize(op, principal)  # A1
     if question is None or question.conversation_id != conversation.conversation_id:  # A3
-        raise ClankieError("unknown_request",
+        raise ClankieError(Code.UNKNOWN_REQUEST,
                            "no such question in this conversation's pending question or recent "
                            "receipts; it never existed or its receipt was evicted",
                            request_id=submission.request_id)
@@ -476,9 +464,9 @@ def _answer_to_ended(question: Question, submission: Submission, given: Answer) 
 
 def _closed(question: Question, receipt: Receipt) -> ClankieError:
     if question.status is Status.ANSWERED:
-        return ClankieError("already_answered", "this question was already answered differently; "
-                            "it is never answered twice", receipt=receipt)
-    return ClankieError("request_closed", f"this question has ended: {question.status.value}"
+        return ClankieError(Code.ALREADY_ANSWERED, "this question was already answered "
+                            "differently; it is never answered twice", receipt=receipt)
+    return ClankieError(Code.REQUEST_CLOSED, f"this question has ended: {question.status.value}"
                         + (f" ({receipt.reason})" if receipt.reason else ""), receipt=receipt)
 
 
@@ -486,19 +474,19 @@ def _check_fresh(conversation: Conversation, submission: Submission) -> None:
     """SPEC A6: the answer was prepared against the current incarnation and revision."""
     current = {"incarnation": conversation.incarnation, "revision": conversation.revision}
     if submission.incarnation != conversation.incarnation:
-        raise ClankieError("stale_incarnation", "the conversation was reset since this question "
+        raise ClankieError(Code.STALE_INCARNATION, "the conversation was reset since this question "
                            "was read; read it again and decide", **current)
     if submission.revision != conversation.revision:
-        raise ClankieError("stale_revision", "the conversation moved on since this question was "
+        raise ClankieError(Code.STALE_REVISION, "the conversation moved on since this question was "
                            "read; read it again and decide", **current)
 
 
 def _check_valid(question: Question, given: Answer) -> None:
     """SPEC A8."""
     if given.option_id is not None and question.option(given.option_id) is None:
-        raise ClankieError("invalid_answer", "option_id is not one of this question's options")
+        raise ClankieError(Code.INVALID_ANSWER, "option_id is not one of this question's options")
     if given.text is not None and not question.allow_text:
-        raise ClankieError("invalid_answer", "this question takes one of its options, not text")
+        raise ClankieError(Code.INVALID_ANSWER, "this question takes one of its options, not text")
 
 
 # ------------------------------------------------------------ ending without an answer (E)
@@ -509,14 +497,14 @@ def expire_if_due(conversation: Conversation, pending: Question | None, now: dat
     """SPEC S5: a read after `expires_at` commits the expiry."""
     if pending is None or not pending.expired_at(now):
         return None
-    ended, event = _end(conversation, pending, Command.EXPIRE, REASON_EXPIRED, now, new_id)
+    ended, event = _end(conversation, pending, Command.EXPIRE, Reason.EXPIRED, now, new_id)
     return _commit(conversation, questions=[ended], events=[event])
 
 
 def reset(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
           now: datetime, new_id: NewId) -> Change:
     """`conversation_reset`: rotate the incarnation; the pending question is invalidated."""
-    questions, events = _invalidate(conversation, pending, REASON_RESET, now, new_id)
+    questions, events = _invalidate(conversation, pending, Reason.RESET, now, new_id)
     cancelled = _cancel_queued(runs, now)
     events += _run_events(cancelled, now)
     events.append(ConversationResetDone(conversation.conversation_id, now))
@@ -527,7 +515,7 @@ def reset(conversation: Conversation, pending: Question | None, runs: Iterable[R
 def native_takeover(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
                     seat: str, now: datetime, new_id: NewId) -> Change:
     """Persist the native owner; the pending question and every queued run are cancelled."""
-    questions, events = _invalidate(conversation, pending, REASON_NATIVE_TAKEOVER, now, new_id)
+    questions, events = _invalidate(conversation, pending, Reason.NATIVE_TAKEOVER, now, new_id)
     cancelled = _cancel_queued(runs, now)
     events += _run_events(cancelled, now)
     return _commit(replace(conversation, native_owner=seat), questions=questions, runs=cancelled,
@@ -537,7 +525,7 @@ def native_takeover(conversation: Conversation, pending: Question | None, runs: 
 def owner_revoked(conversation: Conversation, pending: Question | None, now: datetime,
                   new_id: NewId) -> Change:
     """Known owner revocation, for each conversation of that owner."""
-    questions, events = _invalidate(conversation, pending, REASON_OWNER_REVOKED, now, new_id)
+    questions, events = _invalidate(conversation, pending, Reason.OWNER_REVOKED, now, new_id)
     return _commit(conversation, questions=questions, events=events)
 
 
@@ -546,7 +534,7 @@ def set_workspace(conversation: Conversation, pending: Question | None,
     """Rebind the workspace; a different identity invalidates the pending question."""
     if conversation.workspace is not None and conversation.workspace.same_directory(workspace):
         return None
-    questions, events = _invalidate(conversation, pending, REASON_WORKSPACE_REPLACED, now, new_id)
+    questions, events = _invalidate(conversation, pending, Reason.WORKSPACE_REPLACED, now, new_id)
     return _commit(replace(conversation, workspace=workspace), questions=questions, events=events)
 
 
@@ -565,9 +553,9 @@ class RestartPlan:
 
     now: datetime
     questions: Mapping[Status, Status]
-    reason: str
+    reason: Reason
     runs: Mapping[RunStatus, RunStatus]
-    error: str
+    error: RunError
 
     def __post_init__(self) -> None:
         if any(after not in QUESTION_TRANSITIONS[before].values()
@@ -628,8 +616,8 @@ def restart_plan(now: datetime) -> RestartPlan:
     """SPEC R3, before serving: the pending question is cancelled (`restart`) and every
     unfinished run fails (`orphaned_by_restart`). Nothing is executed again: a failed run
     is terminal in `RUN_TRANSITIONS`."""
-    return RestartPlan(now, _moves(QUESTION_TRANSITIONS, Command.RESTART), REASON_RESTART,
-                       _moves(RUN_TRANSITIONS, RunCommand.FAIL), ORPHANED_BY_RESTART)
+    return RestartPlan(now, _moves(QUESTION_TRANSITIONS, Command.RESTART), Reason.RESTART,
+                       _moves(RUN_TRANSITIONS, RunCommand.FAIL), RunError.ORPHANED_BY_RESTART)
 
 
 def restart(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
@@ -638,7 +626,7 @@ def restart(conversation: Conversation, pending: Question | None, runs: Iterable
     return restart_plan(now).apply(conversation, pending, runs, new_id)
 
 
-def _invalidate(conversation: Conversation, pending: Question | None, reason: str, now: datetime,
+def _invalidate(conversation: Conversation, pending: Question | None, reason: Reason, now: datetime,
                 new_id: NewId) -> tuple[list[Question], list[Event]]:
     if pending is None:
         return [], []
@@ -671,7 +659,7 @@ def stop_run(conversation: Conversation, run: Run, now: datetime) -> Change | No
     returns it unchanged). A question the run asked is not touched: it was stored."""
     if not RUN_TRANSITIONS[run.status]:
         return None
-    return move_run(conversation, run, RunCommand.STOP, now, STOPPED_BY_OWNER)
+    return move_run(conversation, run, RunCommand.STOP, now, RunError.STOPPED_BY_OWNER)
 
 
 def move_run(conversation: Conversation, run: Run, command: RunCommand, now: datetime,

@@ -32,7 +32,7 @@ from clankie.agent.context import (
 from clankie.agent.tools import ASK_QUESTION
 from clankie.core import lifecycle
 from clankie.core.errors import ClankieError
-from clankie.core.lifecycle import REASON_EXPIRED, AskArgs, RunCommand
+from clankie.core.lifecycle import AskArgs, RunCommand
 from clankie.core.model import (
     Author,
     Question,
@@ -44,6 +44,7 @@ from clankie.core.model import (
     ToolActivity,
     WorkspaceIdentity,
 )
+from clankie.core.vocabulary import Code, Reason
 from clankie.store import WriteTx
 from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.tools import Outcome
@@ -142,7 +143,7 @@ class RunHooks(ServiceBase):
 
     def _record(self, tx: WriteTx, run: Run, call: CallRecord, outcome: Outcome) -> None:
         if run.status is not RunStatus.RUNNING:
-            raise ClankieError("not_eligible", "only a running run calls tools")
+            raise ClankieError(Code.NOT_ELIGIBLE, "only a running run calls tools")
         now = self.clock()
         tx.insert_tool_call(ToolCallRow(run.conversation_id, run.run_id, call.step,
                                         call.call_id[:200], call.name[:200],
@@ -246,7 +247,7 @@ class RunHooks(ServiceBase):
         """Each text a message of Clankie's (one change each), only from a running run."""
         for text in texts:
             if run.status is not RunStatus.RUNNING:
-                raise ClankieError("not_eligible", "only a running run can reply")
+                raise ClankieError(Code.NOT_ELIGIBLE, "only a running run can reply")
             change, _, _ = lifecycle.post_message(
                 self._conversation(tx, run.conversation_id), Author.CLANKIE, text,
                 self.clock(), self.new_id, start_turn=False)
@@ -302,7 +303,7 @@ def _outcome(end: QuestionEnd, now: datetime) -> QuestionOutcome:
     """How a question stands as of a run at `now`: a pending one past its TTL is expired
     (S5: it can no longer be answered; the store commits that on its next use)."""
     if end.status is Status.PENDING and now >= end.expires_at:
-        return QuestionOutcome(Status.EXPIRED.value, REASON_EXPIRED)
+        return QuestionOutcome(Status.EXPIRED.value, Reason.EXPIRED)
     if end.status is Status.ANSWERED:
         return QuestionOutcome(
             end.status.value, answer=end.option_label if end.option_label is not None
