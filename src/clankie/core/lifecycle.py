@@ -40,12 +40,12 @@ from .model import (
     Principal,
     Question,
     QuestionKind,
+    QuestionStatus,
     Receipt,
     Run,
     RunKind,
     RunStatus,
     RunStatusChanged,
-    Status,
     WorkspaceIdentity,
 )
 from .vocabulary import AskRefusal, Code, Reason, RunError
@@ -63,18 +63,18 @@ class Command(StrEnum):
     RESTART = "restart"
 
 
-QUESTION_TRANSITIONS: Final[Mapping[Status, Mapping[Command, Status]]] = {
-    Status.PENDING: {
-        Command.ANSWER: Status.ANSWERED,
-        Command.CANCEL: Status.CANCELLED,
-        Command.EXPIRE: Status.EXPIRED,
-        Command.INVALIDATE: Status.INVALIDATED,
-        Command.RESTART: Status.CANCELLED,
+QUESTION_TRANSITIONS: Final[Mapping[QuestionStatus, Mapping[Command, QuestionStatus]]] = {
+    QuestionStatus.PENDING: {
+        Command.ANSWER: QuestionStatus.ANSWERED,
+        Command.CANCEL: QuestionStatus.CANCELLED,
+        Command.EXPIRE: QuestionStatus.EXPIRED,
+        Command.INVALIDATE: QuestionStatus.INVALIDATED,
+        Command.RESTART: QuestionStatus.CANCELLED,
     },
-    Status.ANSWERED: {},
-    Status.CANCELLED: {},
-    Status.EXPIRED: {},
-    Status.INVALIDATED: {},
+    QuestionStatus.ANSWERED: {},
+    QuestionStatus.CANCELLED: {},
+    QuestionStatus.EXPIRED: {},
+    QuestionStatus.INVALIDATED: {},
 }
 
 
@@ -119,7 +119,7 @@ class IllegalTransition(Exception):
     """A command that the current state's row of the table does not list."""
 
 
-def transition(status: Status, command: Command) -> Status:
+def transition(status: QuestionStatus, command: Command) -> QuestionStatus:
     try:
         return QUESTION_TRANSITIONS[status][command]
     except KeyError:
@@ -199,7 +199,7 @@ class Submission:
     answer: Answer | None = None
 
 
-def _commit(
+def _change(
     conversation: Conversation,
     *,
     questions: Iterable[Question] = (),
@@ -214,7 +214,7 @@ def _commit(
 def _end(
     conversation: Conversation,
     question: Question,
-    command: Command,
+    status: QuestionStatus,
     reason: Reason | None,
     now: datetime,
     new_id: NewId,
@@ -223,24 +223,8 @@ def _end(
     actor: Actor | None = None,
     run_id: str | None = None,
 ) -> tuple[Question, InputResolved]:
-    """End a pending question with its receipt, at the revision the transaction commits."""
-    return _close(conversation, question, transition(question.status, command), reason, now,
-                  new_id, answer=answer, actor=actor, run_id=run_id)
-
-
-def _close(
-    conversation: Conversation,
-    question: Question,
-    status: Status,
-    reason: Reason | None,
-    now: datetime,
-    new_id: NewId,
-    *,
-    answer: Answer | None = None,
-    actor: Actor | None = None,
-    run_id: str | None = None,
-) -> tuple[Question, InputResolved]:
-    """`_end` once the table has said the question's new status."""
+    """End a pending question in `status` (the table's say: `transition`, or a restart
+    plan's) with its receipt, at the revision the transaction commits."""
     receipt = Receipt(
         receipt_id=new_id(),
         request_id=question.request_id,
@@ -290,7 +274,8 @@ def _end_on_use(conversation: Conversation, question: Question, facts: Facts,
     if found is None:
         return None
     command, reason = found
-    ended, event = _end(conversation, question, command, reason, facts.now, new_id)
+    ended, event = _end(conversation, question, transition(question.status, command), reason,
+                        facts.now, new_id)
     assert ended.receipt is not None
     if command is Command.EXPIRE:
         error = ClankieError(Code.REQUEST_EXPIRED, "the question expired before this answer",
@@ -298,7 +283,7 @@ def _end_on_use(conversation: Conversation, question: Question, facts: Facts,
     else:
         error = ClankieError(Code.REQUEST_CLOSED, f"the question was invalidated: {reason}",
                              receipt=ended.receipt)
-    return Decision(_commit(conversation, questions=[ended], events=[event]), ended.receipt,
+    return Decision(_change(conversation, questions=[ended], events=[event]), ended.receipt,
                     error=error)
 
 
@@ -323,11 +308,13 @@ def ask(
     ended_events: list[Event] = []
     found = _found_on_use(pending, conversation, facts) if pending else None
     if pending is not None and found is not None:
-        closed, resolved = _end(conversation, pending, *found, facts.now, new_id)
+        command, reason = found
+        closed, resolved = _end(conversation, pending, transition(pending.status, command),
+                                reason, facts.now, new_id)
         ended, ended_events, pending = [closed], [resolved], None
     refusal = _ask_refusal(conversation, pending, run, facts)
     if refusal is not None:
-        change = _commit(conversation, questions=ended, events=ended_events) if ended else None
+        change = _change(conversation, questions=ended, events=ended_events) if ended else None
         return Asked(change, refused=refusal)
     assert conversation.workspace is not None
     options = tuple(Option(new_id(), label, description) for label, description in args.options)
@@ -338,7 +325,7 @@ def ask(
         prompt=args.prompt,
         options=options,
         allow_text=args.allow_text or args.kind is QuestionKind.TEXT,
-        status=Status.PENDING,
+        status=QuestionStatus.PENDING,
         incarnation=conversation.incarnation,
         workspace=conversation.workspace,
         asked_at=facts.now,
@@ -347,7 +334,7 @@ def ask(
     )
     event = InputRequested(conversation.conversation_id, question.request_id, args.prompt,
                            tuple(o.label for o in options), facts.now)
-    change = _commit(conversation, questions=[*ended, question], events=[*ended_events, event])
+    change = _change(conversation, questions=[*ended, question], events=[*ended_events, event])
     return Asked(change, question.request_id)
 
 
@@ -390,7 +377,7 @@ def answer(
     if given is None:
         raise ValueError("an answer submission carries an answer")
     question = _which(conversation, question, principal, "input_answer", submission)
-    if question.status is not Status.PENDING:
+    if question.status is not QuestionStatus.PENDING:
         return _answer_to_ended(question, submission, given)
     _check_fresh(conversation, submission)
     ended = _end_on_use(conversation, question, facts, new_id)
@@ -399,8 +386,8 @@ def answer(
     _check_valid(question, given)
     actor = Actor(principal.credential_id, principal.kind)
     run_id = new_id()
-    answered, event = _end(conversation, question, Command.ANSWER, None, facts.now, new_id,
-                           answer=given, actor=actor, run_id=run_id)
+    answered, event = _end(conversation, question, transition(question.status, Command.ANSWER),
+                           None, facts.now, new_id, answer=given, actor=actor, run_id=run_id)
     assert answered.receipt is not None
     continuation = Run(
         run_id=run_id,
@@ -411,7 +398,7 @@ def answer(
         created_at=facts.now,
         receipt_id=answered.receipt.receipt_id,
     )
-    change = _commit(conversation, questions=[answered], runs=[continuation],
+    change = _change(conversation, questions=[answered], runs=[continuation],
                      events=[event, RunStatusChanged(continuation, facts.now)])
     return Decision(change, answered.receipt)
 
@@ -426,10 +413,10 @@ def cancel(
 ) -> Decision:
     """SPEC A12: the checks of A1, A3, A6, A7, then `cancelled`/`explicit` with no run."""
     question = _which(conversation, question, principal, "input_cancel", submission)
-    if question.status is not Status.PENDING:
+    if question.status is not QuestionStatus.PENDING:
         receipt = question.receipt
         assert receipt is not None
-        if (question.status is Status.CANCELLED and receipt.reason == Reason.EXPLICIT
+        if (question.status is QuestionStatus.CANCELLED and receipt.reason == Reason.EXPLICIT
                 and submission.incarnation == question.incarnation):
             return Decision(receipt=receipt, duplicate=True)
         raise _closed(question, receipt)
@@ -437,9 +424,10 @@ def cancel(
     ended = _end_on_use(conversation, question, facts, new_id)
     if ended is not None:
         return ended
-    cancelled, event = _end(conversation, question, Command.CANCEL, Reason.EXPLICIT, facts.now,
-                            new_id, actor=Actor(principal.credential_id, principal.kind))
-    return Decision(_commit(conversation, questions=[cancelled], events=[event]), cancelled.receipt)
+    cancelled, event = _end(conversation, question, transition(question.status, Command.CANCEL),
+                            Reason.EXPLICIT, facts.now, new_id,
+                            actor=Actor(principal.credential_id, principal.kind))
+    return Decision(_change(conversation, questions=[cancelled], events=[event]), cancelled.receipt)
 
 
 def _which(conversation: Conversation, question: Question | None, principal: Principal, op: str,
@@ -456,14 +444,14 @@ def _which(conversation: Conversation, question: Question | None, principal: Pri
 def _answer_to_ended(question: Question, submission: Submission, given: Answer) -> Decision:
     receipt = question.receipt
     assert receipt is not None
-    if (question.status is Status.ANSWERED and receipt.answer == given
+    if (question.status is QuestionStatus.ANSWERED and receipt.answer == given
             and submission.incarnation == question.incarnation):  # A4
         return Decision(receipt=receipt, duplicate=True)
     raise _closed(question, receipt)  # A5
 
 
 def _closed(question: Question, receipt: Receipt) -> ClankieError:
-    if question.status is Status.ANSWERED:
+    if question.status is QuestionStatus.ANSWERED:
         return ClankieError(Code.ALREADY_ANSWERED, "this question was already answered "
                             "differently; it is never answered twice", receipt=receipt)
     return ClankieError(Code.REQUEST_CLOSED, f"this question has ended: {question.status.value}"
@@ -497,8 +485,9 @@ def expire_if_due(conversation: Conversation, pending: Question | None, now: dat
     """SPEC S5: a read after `expires_at` commits the expiry."""
     if pending is None or not pending.expired_at(now):
         return None
-    ended, event = _end(conversation, pending, Command.EXPIRE, Reason.EXPIRED, now, new_id)
-    return _commit(conversation, questions=[ended], events=[event])
+    ended, event = _end(conversation, pending, transition(pending.status, Command.EXPIRE),
+                        Reason.EXPIRED, now, new_id)
+    return _change(conversation, questions=[ended], events=[event])
 
 
 def reset(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
@@ -508,7 +497,7 @@ def reset(conversation: Conversation, pending: Question | None, runs: Iterable[R
     cancelled = _cancel_queued(runs, now)
     events += _run_events(cancelled, now)
     events.append(ConversationResetDone(conversation.conversation_id, now))
-    return _commit(replace(conversation, incarnation=new_id()), questions=questions,
+    return _change(replace(conversation, incarnation=new_id()), questions=questions,
                    runs=cancelled, events=events)
 
 
@@ -518,7 +507,7 @@ def native_takeover(conversation: Conversation, pending: Question | None, runs: 
     questions, events = _invalidate(conversation, pending, Reason.NATIVE_TAKEOVER, now, new_id)
     cancelled = _cancel_queued(runs, now)
     events += _run_events(cancelled, now)
-    return _commit(replace(conversation, native_owner=seat), questions=questions, runs=cancelled,
+    return _change(replace(conversation, native_owner=seat), questions=questions, runs=cancelled,
                    events=events)
 
 
@@ -526,7 +515,7 @@ def owner_revoked(conversation: Conversation, pending: Question | None, now: dat
                   new_id: NewId) -> Change:
     """Known owner revocation, for each conversation of that owner."""
     questions, events = _invalidate(conversation, pending, Reason.OWNER_REVOKED, now, new_id)
-    return _commit(conversation, questions=questions, events=events)
+    return _change(conversation, questions=questions, events=events)
 
 
 def set_workspace(conversation: Conversation, pending: Question | None,
@@ -535,7 +524,7 @@ def set_workspace(conversation: Conversation, pending: Question | None,
     if conversation.workspace is not None and conversation.workspace.same_directory(workspace):
         return None
     questions, events = _invalidate(conversation, pending, Reason.WORKSPACE_REPLACED, now, new_id)
-    return _commit(replace(conversation, workspace=workspace), questions=questions, events=events)
+    return _change(replace(conversation, workspace=workspace), questions=questions, events=events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,7 +541,7 @@ class RestartPlan:
     """
 
     now: datetime
-    questions: Mapping[Status, Status]
+    questions: Mapping[QuestionStatus, QuestionStatus]
     reason: Reason
     runs: Mapping[RunStatus, RunStatus]
     error: RunError
@@ -569,12 +558,13 @@ class RestartPlan:
         """The question ended by the restart, with its receipt and its event."""
         if question.status not in self.questions:
             raise IllegalTransition(f"a restart does not end a {question.status.value} question")
-        ended, _ = _close(conversation, question, self.questions[question.status],
+        ended, _ = _end(conversation, question, self.questions[question.status],
                           self.reason, self.now, new_id)
         return ended, self.resolved(question.conversation_id, question.request_id,
                                     question.status)
 
-    def resolved(self, conversation_id: str, request_id: str, status: Status) -> InputResolved:
+    def resolved(self, conversation_id: str, request_id: str,
+                 status: QuestionStatus) -> InputResolved:
         """The event of a question in `status` that the restart ends."""
         return InputResolved(conversation_id, request_id, self.questions[status], self.now)
 
@@ -598,11 +588,11 @@ class RestartPlan:
         orphaned = [self.end_run(r) for r in runs if r.status in self.runs]
         if not questions and not orphaned:
             return None
-        return _commit(conversation, questions=questions, runs=orphaned,
+        return _change(conversation, questions=questions, runs=orphaned,
                        events=events + [self.run_event(r) for r in orphaned])
 
 
-_State = TypeVar("_State", Status, RunStatus)
+_State = TypeVar("_State", QuestionStatus, RunStatus)
 _Command = TypeVar("_Command", Command, RunCommand)
 
 
@@ -630,7 +620,8 @@ def _invalidate(conversation: Conversation, pending: Question | None, reason: Re
                 new_id: NewId) -> tuple[list[Question], list[Event]]:
     if pending is None:
         return [], []
-    ended, event = _end(conversation, pending, Command.INVALIDATE, reason, now, new_id)
+    ended, event = _end(conversation, pending, transition(pending.status, Command.INVALIDATE),
+                        reason, now, new_id)
     return [ended], [event]
 
 
@@ -648,7 +639,7 @@ def post_message(conversation: Conversation, author: Author, text: str, now: dat
         turn = Run(new_id(), conversation.conversation_id, RunKind.TURN, RunStatus.QUEUED,
                    conversation.incarnation, now)
     runs = [turn] if turn else []
-    change = _commit(conversation, messages=[message], runs=runs,
+    change = _change(conversation, messages=[message], runs=runs,
                      events=[MessagePosted(message), *_run_events(runs, now)])
     return change, message, turn
 
@@ -675,4 +666,4 @@ def move_run(conversation: Conversation, run: Run, command: RunCommand, now: dat
         finished_at=now if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
         else run.finished_at,
     )
-    return _commit(conversation, runs=[moved], events=[RunStatusChanged(moved, now)])
+    return _change(conversation, runs=[moved], events=[RunStatusChanged(moved, now)])

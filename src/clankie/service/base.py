@@ -190,7 +190,7 @@ class ServiceBase:
         return Facts(now, tx.owner_revoked(conversation.owner_id), workspace)
 
     @staticmethod
-    def _run(tx: ReadTx, run_id: str) -> Run:
+    def _load_run(tx: ReadTx, run_id: str) -> Run:
         run = tx.run(run_id)
         if run is None:
             raise ClankieError(Code.NOT_FOUND, "there is no such run", run_id=run_id)

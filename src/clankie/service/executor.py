@@ -88,9 +88,6 @@ class RunExecutor:
         self._count_lock = threading.Lock()
         self._stopped = False
 
-    def start(self) -> RunExecutor:
-        return self
-
     def submit(self, conversation_id: str, run_id: str) -> None:
         """Called after a run's commit, from any thread: the conversation has work. A
         worker starts on it at once, unless one is draining it already (it looks again)."""

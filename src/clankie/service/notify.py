@@ -79,9 +79,9 @@ class Notifier:
 
     def _take(self, conversation_id: str, document: dict[str, Any]) -> None:
         with self._slots:
-            self._run(document)
+            self._run_hook(document)
 
-    def _run(self, document: dict[str, Any]) -> None:
+    def _run_hook(self, document: dict[str, Any]) -> None:
         data = json.dumps(document, ensure_ascii=False).encode("utf-8") + b"\n"
         if self._stopped:
             return

@@ -213,7 +213,7 @@ class Service(RunHooks):
 
     def run_get(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
         with self._read("run_get", token) as c:
-            run = self._run(c.tx, r.run_id)
+            run = self._load_run(c.tx, r.run_id)
             self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
             return views.run(run)
 
@@ -224,7 +224,7 @@ class Service(RunHooks):
         after the stop is kept; the executor then abandons its model call (`_stop`). An
         ended run is returned unchanged."""
         with self._write("run_cancel", token) as c:
-            run = self._run(c.tx, r.run_id)
+            run = self._load_run(c.tx, r.run_id)
             conversation = self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
             change = lifecycle.stop_run(conversation, run, c.now)
             self._save(c.tx, change)
