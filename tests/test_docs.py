@@ -85,3 +85,41 @@ def test_each_example_script_loads_and_the_readme_shows_it_as_it_is():
         shown = "".join(f"    {line}\n" if line else "\n"
                         for line in example.read_text(encoding="utf-8").splitlines())
         assert shown in readme, f"the README does not show {example.name} as it is"
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+SOURCES = ROOT / "src" / "clankie"
+
+
+def test_every_file_docs_architecture_names_exists():
+    """Issue 20: the layers and the recipes of docs/architecture.md name only files that
+    exist: a path whole (from the repository's root), a module by its name in the package,
+    and each folder or module in the picture."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    named = re.findall(r"`([^`\s]+)`", text)
+    paths = [n for n in named if "/" in n and not n.startswith("/") and "{" not in n]
+    assert len(paths) > 30  # the recipes name their files whole
+    assert [p for p in paths if not (ROOT / p).exists()] == []
+    in_package = {p.name for p in SOURCES.rglob("*")}
+    modules = [n for n in named if "/" not in n and re.fullmatch(r"\w+\.(py|tcss)", n)]
+    assert [m for m in modules if m not in in_package] == []
+    picture = text.split("```")[1]
+    drawn = re.findall(r"(?<![\w/])([a-z_]+(?:/(?![\w{])|\.py\b))", picture)
+    assert {"core/", "store/", "service/", "api/", "client.py", "dto.py"} <= set(drawn)
+    assert [d for d in drawn if d.rstrip("/").removesuffix(".py") not in
+            {p.stem for p in SOURCES.rglob("*")}] == []
+
+
+def test_each_recipe_in_docs_architecture_names_the_source_files_it_touches():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    recipes = re.split(r"^### ", text.split("## Recipes", 1)[1], flags=re.MULTILINE)[1:]
+    titles = [r.splitlines()[0] for r in recipes]
+    assert titles == ["Add a dispatcher op", "Add a workspace tool", "Add a setting",
+                      "Change what the TUI shows for a question"]
+    for recipe in recipes:
+        touched = re.findall(r"`(src/clankie/[\w/]+\.(?:py|tcss))`", recipe)
+        assert len(touched) >= 2, recipe.splitlines()[0]
+
+
+def test_the_readme_links_the_architecture():
+    assert "](docs/architecture.md)" in README.read_text(encoding="utf-8")

@@ -13,7 +13,7 @@ from typing import Any
 from clankie.core.model import WorkspaceIdentity
 from clankie.workspace.deny import DenyList
 from clankie.workspace.identity import identify
-from clankie.workspace.tools import Outcome, Settings, call_tool
+from clankie.workspace.tools import Outcome, ToolSettings, call_tool
 
 SECRET = "OUTSIDE-SECRET-4d1f"
 
@@ -54,7 +54,7 @@ class Place:
     def call(self, tool: str, identity: WorkspaceIdentity | None = None,
              **args: Any) -> Outcome:
         return call_tool(tool, json.dumps(args), identity or self.identity,
-                         Settings(self.deny, self.git_timeout))
+                         ToolSettings(self.deny, self.git_timeout))
 
     def ok(self, tool: str, **args: Any) -> dict[str, Any]:
         outcome = self.call(tool, **args)

@@ -86,7 +86,7 @@ class ScriptedRun:
     def __init__(self, entry: list[dict[str, Any]], answer: str, run_index: int = 0) -> None:
         self._entry = entry
         self._answer = answer
-        self._run = run_index
+        self._run_index = run_index
         self._next = 0
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
@@ -104,7 +104,7 @@ class ScriptedRun:
             name, args = (ASK_QUESTION, action["ask"]) if "ask" in action else (
                 action["tool"], action["args"])
             # unique in the conversation (R8): a later provider replays them as they are
-            blocks.append(ToolCall(f"scripted-{self._run}-{number}", name, json.dumps(args)))
+            blocks.append(ToolCall(f"scripted-{self._run_index}-{number}", name, json.dumps(args)))
             break
         return blocks
 

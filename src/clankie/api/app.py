@@ -34,6 +34,7 @@ from starlette.responses import Response
 
 from clankie import __version__
 from clankie.core.errors import ClankieError
+from clankie.core.vocabulary import Code
 from clankie.service import Service
 
 from .connections import bounded_protocol
@@ -125,7 +126,7 @@ def create_app(service: Service) -> FastAPI:
         try:
             token = _bearer(request)  # T6: who asks, before anything they sent is read
             if token is None:  # no thread, no store: a stranger's bare request is cheap
-                raise ClankieError("unauthenticated", "a bearer token is required")
+                raise ClankieError(Code.UNAUTHENTICATED, "a bearer token is required")
             await in_thread(request, token, ops_limiter, partial(service.authenticate, token))
             body = await _read_body(request)
             payload = _parse_json(body)
@@ -143,7 +144,7 @@ def create_app(service: Service) -> FastAPI:
             return problem(err)
         except Exception:  # the last line of defence: log it, never show it to a client
             log.exception("unexpected error in %s", op)
-            return problem(ClankieError("internal_error", "an unexpected error; it was logged"))
+            return problem(ClankieError(Code.INTERNAL_ERROR, "an unexpected error; it was logged"))
 
     @app.get("/v1/openapi.json")
     async def openapi() -> Response:
@@ -151,7 +152,7 @@ def create_app(service: Service) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        code = "not_found" if exc.status_code == 404 else "invalid_request"
+        code = Code.NOT_FOUND if exc.status_code == 404 else Code.INVALID_REQUEST
         return problem(ClankieError(code, str(exc.detail)), status=exc.status_code)
 
     return app
@@ -220,7 +221,7 @@ def _bearer(request: Request) -> str | None:
 
 
 async def _read_body(request: Request) -> bytes:
-    too_large = ClankieError("payload_too_large",
+    too_large = ClankieError(Code.PAYLOAD_TOO_LARGE,
                              f"the request body is larger than {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
@@ -245,6 +246,6 @@ def _parse_json(body: bytes) -> Any:
     try:
         return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except UnicodeDecodeError:
-        raise ClankieError("invalid_request", "the request body is not valid UTF-8") from None
+        raise ClankieError(Code.INVALID_REQUEST, "the request body is not valid UTF-8") from None
     except (ValueError, RecursionError):
-        raise ClankieError("invalid_request", "the request body is not valid JSON") from None
+        raise ClankieError(Code.INVALID_REQUEST, "the request body is not valid JSON") from None

@@ -196,7 +196,7 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                 recovery = recovering.result()
             log.info("start-up recovery: %d pending question(s) cancelled, %d run(s) failed",
                      recovery.cancelled_questions, recovery.failed_runs)
-            executor = RunExecutor(service, model_for).start()
+            executor = RunExecutor(service, model_for)
             service.executor = executor
             if settings.notify_command:
                 service.notifier = Notifier(settings.notify_command)

@@ -1,9 +1,10 @@
 """What every `clankie` command shares: calling the service once, exit codes, output.
 
-Owns the SPEC section 10 exit codes and the one function `call` through which a command
-reaches the service. A command sends a request at most once: `Uncertain` (no reply after
-sending) is exit 7 with the way to inspect the result, never a second try. A listener that
-is not the owner's (`NotYours`, T2) is exit 5 with the fix; nothing was sent to it.
+Owns the one function `call` through which a command reaches the service; its exit codes
+are SPEC section 10's, read from `core.vocabulary`. A command sends a request at most
+once: `Uncertain` (no reply after sending) is exit 7 with the way to inspect the result,
+never a second try. A listener that is not the owner's (`NotYours`, T2) is exit 5 with the
+fix; nothing was sent to it.
 
 Everything a command prints goes through `say`, `warn` or `print_json`, which show text
 from others (prompts, options, messages, summaries, paths, details) with its control and
@@ -20,27 +21,14 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
+from clankie.core.vocabulary import EXIT_OF_CODE, Exit
 from clankie.text import visible, visible_json
 
 if TYPE_CHECKING:  # httpx loads with the first call: `--help` and `--version` need none of it
     from clankie.client import ApiError, Client, NotClankie, NotYours
 
-DONE, OTHER, USAGE, CONFLICT, REFUSED, DENIED, MISSING, UNCERTAIN = 0, 1, 2, 3, 4, 5, 6, 7
-EXIT_OF_CODE: Final[dict[str, int]] = {
-    "invalid_request": USAGE,
-    "invalid_answer": USAGE,
-    "payload_too_large": USAGE,
-    "stale_incarnation": CONFLICT,
-    "stale_revision": CONFLICT,
-    "already_answered": REFUSED,
-    "request_closed": REFUSED,
-    "request_expired": REFUSED,
-    "not_eligible": REFUSED,
-    "unauthenticated": DENIED,
-    "forbidden": DENIED,
-    "not_found": MISSING,
-    "unknown_request": MISSING,
-}
+DONE, OTHER, USAGE, CONFLICT = Exit.DONE, Exit.OTHER, Exit.USAGE, Exit.CONFLICT
+REFUSED, DENIED, MISSING, UNCERTAIN = Exit.REFUSED, Exit.DENIED, Exit.MISSING, Exit.UNCERTAIN
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from clankie import when
+from clankie.core.vocabulary import RunError
 from clankie.text import continued
 
 from .common import (
@@ -102,8 +103,8 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> Non
             say(f"    {STOPPED_SAID}")
 
 
-ORPHANED = "orphaned_by_restart"
-STOPPED = "stopped_by_owner"
+ORPHANED = RunError.ORPHANED_BY_RESTART
+STOPPED = RunError.STOPPED_BY_OWNER
 STOPPED_SAID = ("The answer is kept, but Clankie's run for it was stopped by its owner and "
                 "will not run again.")
 INTERRUPTED = ("The answer is kept, but Clankie's run for it was interrupted by a restart "
@@ -324,7 +325,7 @@ def stop(conversation: str, as_json: bool) -> None:
     if not stopped:
         say(f"Nothing to stop: no run of {c} is queued or running.")
     for run in stopped:
-        if run["error"] == "stopped_by_owner":
+        if run["error"] == STOPPED:
             say(f"Stopped run {run['run_id']} ({run['kind']}, was "
                 f"{'running' if run['started_at'] else 'queued'}).")
         else:

@@ -12,6 +12,7 @@ from typing import Final
 
 from .errors import ClankieError
 from .model import CredentialKind, DeviceMode, Principal
+from .vocabulary import Code
 
 Rule = Callable[[Principal], bool]
 
@@ -82,9 +83,9 @@ def authorize(op: str, principal: Principal) -> None:
     try:
         rule = WHO_MAY[op]
     except KeyError:
-        raise ClankieError("not_found", f"there is no operation {op!r}") from None
+        raise ClankieError(Code.NOT_FOUND, f"there is no operation {op!r}") from None
     if not rule(principal):
-        raise ClankieError("forbidden", _why_forbidden(op, principal))
+        raise ClankieError(Code.FORBIDDEN, _why_forbidden(op, principal))
 
 
 def _why_forbidden(op: str, p: Principal) -> str:

@@ -40,14 +40,15 @@ from .model import (
     Principal,
     Question,
     QuestionKind,
+    QuestionStatus,
     Receipt,
     Run,
     RunKind,
     RunStatus,
     RunStatusChanged,
-    Status,
     WorkspaceIdentity,
 )
+from .vocabulary import AskRefusal, Code, Reason, RunError
 
 NewId = Callable[[], str]
 
@@ -62,18 +63,18 @@ class Command(StrEnum):
     RESTART = "restart"
 
 
-QUESTION_TRANSITIONS: Final[Mapping[Status, Mapping[Command, Status]]] = {
-    Status.PENDING: {
-        Command.ANSWER: Status.ANSWERED,
-        Command.CANCEL: Status.CANCELLED,
-        Command.EXPIRE: Status.EXPIRED,
-        Command.INVALIDATE: Status.INVALIDATED,
-        Command.RESTART: Status.CANCELLED,
+QUESTION_TRANSITIONS: Final[Mapping[QuestionStatus, Mapping[Command, QuestionStatus]]] = {
+    QuestionStatus.PENDING: {
+        Command.ANSWER: QuestionStatus.ANSWERED,
+        Command.CANCEL: QuestionStatus.CANCELLED,
+        Command.EXPIRE: QuestionStatus.EXPIRED,
+        Command.INVALIDATE: QuestionStatus.INVALIDATED,
+        Command.RESTART: QuestionStatus.CANCELLED,
     },
-    Status.ANSWERED: {},
-    Status.CANCELLED: {},
-    Status.EXPIRED: {},
-    Status.INVALIDATED: {},
+    QuestionStatus.ANSWERED: {},
+    QuestionStatus.CANCELLED: {},
+    QuestionStatus.EXPIRED: {},
+    QuestionStatus.INVALIDATED: {},
 }
 
 
@@ -118,7 +119,7 @@ class IllegalTransition(Exception):
     """A command that the current state's row of the table does not list."""
 
 
-def transition(status: Status, command: Command) -> Status:
+def transition(status: QuestionStatus, command: Command) -> QuestionStatus:
     try:
         return QUESTION_TRANSITIONS[status][command]
     except KeyError:
@@ -130,19 +131,6 @@ def run_transition(status: RunStatus, command: RunCommand) -> RunStatus:
         return RUN_TRANSITIONS[status][command]
     except KeyError:
         raise IllegalTransition(f"a {status.value} run cannot {command.value}") from None
-
-
-# Reasons a question ends without an answer (SPEC section 6), and why asking is refused (Q3).
-REASON_EXPLICIT: Final = "explicit"
-REASON_EXPIRED: Final = "expired"
-REASON_RESET: Final = "reset"
-REASON_OWNER_REVOKED: Final = "owner_revoked"
-REASON_WORKSPACE_REPLACED: Final = "workspace_replaced"
-REASON_WORKSPACE_MISSING: Final = "workspace_missing"
-REASON_NATIVE_TAKEOVER: Final = "native_takeover"
-REASON_RESTART: Final = "restart"
-ORPHANED_BY_RESTART: Final = "orphaned_by_restart"
-STOPPED_BY_OWNER: Final = "stopped_by_owner"
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +186,7 @@ class Asked:
 
     change: Change | None
     request_id: str | None = None
-    refused: str | None = None
+    refused: AskRefusal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +199,7 @@ class Submission:
     answer: Answer | None = None
 
 
-def _commit(
+def _change(
     conversation: Conversation,
     *,
     questions: Iterable[Question] = (),
@@ -226,8 +214,8 @@ def _commit(
 def _end(
     conversation: Conversation,
     question: Question,
-    command: Command,
-    reason: str | None,
+    status: QuestionStatus,
+    reason: Reason | None,
     now: datetime,
     new_id: NewId,
     *,
@@ -235,24 +223,8 @@ def _end(
     actor: Actor | None = None,
     run_id: str | None = None,
 ) -> tuple[Question, InputResolved]:
-    """End a pending question with its receipt, at the revision the transaction commits."""
-    return _close(conversation, question, transition(question.status, command), reason, now,
-                  new_id, answer=answer, actor=actor, run_id=run_id)
-
-
-def _close(
-    conversation: Conversation,
-    question: Question,
-    status: Status,
-    reason: str | None,
-    now: datetime,
-    new_id: NewId,
-    *,
-    answer: Answer | None = None,
-    actor: Actor | None = None,
-    run_id: str | None = None,
-) -> tuple[Question, InputResolved]:
-    """`_end` once the table has said the question's new status."""
+    """End a pending question in `status` (the table's say: `transition`, or a restart
+    plan's) with its receipt, at the revision the transaction commits."""
     receipt = Receipt(
         receipt_id=new_id(),
         request_id=question.request_id,
@@ -281,18 +253,18 @@ def _run_events(runs: Iterable[Run], now: datetime) -> list[Event]:
 
 
 def _found_on_use(question: Question, conversation: Conversation,
-                  facts: Facts) -> tuple[Command, str] | None:
+                  facts: Facts) -> tuple[Command, Reason] | None:
     """SPEC A7 (and the "on use" rows of section 6): why a pending question must end now."""
     if question.expired_at(facts.now):
-        return Command.EXPIRE, REASON_EXPIRED
+        return Command.EXPIRE, Reason.EXPIRED
     if facts.owner_revoked:
-        return Command.INVALIDATE, REASON_OWNER_REVOKED
+        return Command.INVALIDATE, Reason.OWNER_REVOKED
     if facts.workspace is None:
-        return Command.INVALIDATE, REASON_WORKSPACE_MISSING
+        return Command.INVALIDATE, Reason.WORKSPACE_MISSING
     if not question.workspace.same_directory(facts.workspace):
-        return Command.INVALIDATE, REASON_WORKSPACE_REPLACED
+        return Command.INVALIDATE, Reason.WORKSPACE_REPLACED
     if conversation.native_owner is not None:
-        return Command.INVALIDATE, REASON_NATIVE_TAKEOVER
+        return Command.INVALIDATE, Reason.NATIVE_TAKEOVER
     return None
 
 
@@ -302,15 +274,16 @@ def _end_on_use(conversation: Conversation, question: Question, facts: Facts,
     if found is None:
         return None
     command, reason = found
-    ended, event = _end(conversation, question, command, reason, facts.now, new_id)
+    ended, event = _end(conversation, question, transition(question.status, command), reason,
+                        facts.now, new_id)
     assert ended.receipt is not None
     if command is Command.EXPIRE:
-        error = ClankieError("request_expired", "the question expired before this answer",
+        error = ClankieError(Code.REQUEST_EXPIRED, "the question expired before this answer",
                              receipt=ended.receipt)
     else:
-        error = ClankieError("request_closed", f"the question was invalidated: {reason}",
+        error = ClankieError(Code.REQUEST_CLOSED, f"the question was invalidated: {reason}",
                              receipt=ended.receipt)
-    return Decision(_commit(conversation, questions=[ended], events=[event]), ended.receipt,
+    return Decision(_change(conversation, questions=[ended], events=[event]), ended.receipt,
                     error=error)
 
 
@@ -335,11 +308,13 @@ def ask(
     ended_events: list[Event] = []
     found = _found_on_use(pending, conversation, facts) if pending else None
     if pending is not None and found is not None:
-        closed, resolved = _end(conversation, pending, *found, facts.now, new_id)
+        command, reason = found
+        closed, resolved = _end(conversation, pending, transition(pending.status, command),
+                                reason, facts.now, new_id)
         ended, ended_events, pending = [closed], [resolved], None
     refusal = _ask_refusal(conversation, pending, run, facts)
     if refusal is not None:
-        change = _commit(conversation, questions=ended, events=ended_events) if ended else None
+        change = _change(conversation, questions=ended, events=ended_events) if ended else None
         return Asked(change, refused=refusal)
     assert conversation.workspace is not None
     options = tuple(Option(new_id(), label, description) for label, description in args.options)
@@ -350,7 +325,7 @@ def ask(
         prompt=args.prompt,
         options=options,
         allow_text=args.allow_text or args.kind is QuestionKind.TEXT,
-        status=Status.PENDING,
+        status=QuestionStatus.PENDING,
         incarnation=conversation.incarnation,
         workspace=conversation.workspace,
         asked_at=facts.now,
@@ -359,30 +334,30 @@ def ask(
     )
     event = InputRequested(conversation.conversation_id, question.request_id, args.prompt,
                            tuple(o.label for o in options), facts.now)
-    change = _commit(conversation, questions=[*ended, question], events=[*ended_events, event])
+    change = _change(conversation, questions=[*ended, question], events=[*ended_events, event])
     return Asked(change, question.request_id)
 
 
 def _ask_refusal(conversation: Conversation, pending: Question | None, run: Run,
-                 facts: Facts) -> str | None:
+                 facts: Facts) -> AskRefusal | None:
     """SPEC Q3, in its order."""
     if conversation.kind is not ConversationKind.OWNER:
-        return "not_owner_conversation"
+        return AskRefusal.NOT_OWNER_CONVERSATION
     if facts.owner_revoked:
-        return "owner_revoked"
+        return AskRefusal.OWNER_REVOKED
     if facts.workspace is None:
-        return "workspace_missing"
+        return AskRefusal.WORKSPACE_MISSING
     if conversation.workspace is None or not conversation.workspace.same_directory(
             facts.workspace):
-        return "workspace_replaced"
+        return AskRefusal.WORKSPACE_REPLACED
     if conversation.native_owner is not None:
-        return "native_owned"
+        return AskRefusal.NATIVE_OWNED
     if (run.conversation_id != conversation.conversation_id
             or run.incarnation != conversation.incarnation
             or run.status is not RunStatus.RUNNING):
-        return "stale_run"
+        return AskRefusal.STALE_RUN
     if pending is not None:
-        return "question_pending"
+        return AskRefusal.QUESTION_PENDING
     return None
 
 
@@ -402,7 +377,7 @@ def answer(
     if given is None:
         raise ValueError("an answer submission carries an answer")
     question = _which(conversation, question, principal, "input_answer", submission)
-    if question.status is not Status.PENDING:
+    if question.status is not QuestionStatus.PENDING:
         return _answer_to_ended(question, submission, given)
     _check_fresh(conversation, submission)
     ended = _end_on_use(conversation, question, facts, new_id)
@@ -411,8 +386,8 @@ def answer(
     _check_valid(question, given)
     actor = Actor(principal.credential_id, principal.kind)
     run_id = new_id()
-    answered, event = _end(conversation, question, Command.ANSWER, None, facts.now, new_id,
-                           answer=given, actor=actor, run_id=run_id)
+    answered, event = _end(conversation, question, transition(question.status, Command.ANSWER),
+                           None, facts.now, new_id, answer=given, actor=actor, run_id=run_id)
     assert answered.receipt is not None
     continuation = Run(
         run_id=run_id,
@@ -423,7 +398,7 @@ def answer(
         created_at=facts.now,
         receipt_id=answered.receipt.receipt_id,
     )
-    change = _commit(conversation, questions=[answered], runs=[continuation],
+    change = _change(conversation, questions=[answered], runs=[continuation],
                      events=[event, RunStatusChanged(continuation, facts.now)])
     return Decision(change, answered.receipt)
 
@@ -438,10 +413,10 @@ def cancel(
 ) -> Decision:
     """SPEC A12: the checks of A1, A3, A6, A7, then `cancelled`/`explicit` with no run."""
     question = _which(conversation, question, principal, "input_cancel", submission)
-    if question.status is not Status.PENDING:
+    if question.status is not QuestionStatus.PENDING:
         receipt = question.receipt
         assert receipt is not None
-        if (question.status is Status.CANCELLED and receipt.reason == REASON_EXPLICIT
+        if (question.status is QuestionStatus.CANCELLED and receipt.reason == Reason.EXPLICIT
                 and submission.incarnation == question.incarnation):
             return Decision(receipt=receipt, duplicate=True)
         raise _closed(question, receipt)
@@ -449,16 +424,17 @@ def cancel(
     ended = _end_on_use(conversation, question, facts, new_id)
     if ended is not None:
         return ended
-    cancelled, event = _end(conversation, question, Command.CANCEL, REASON_EXPLICIT, facts.now,
-                            new_id, actor=Actor(principal.credential_id, principal.kind))
-    return Decision(_commit(conversation, questions=[cancelled], events=[event]), cancelled.receipt)
+    cancelled, event = _end(conversation, question, transition(question.status, Command.CANCEL),
+                            Reason.EXPLICIT, facts.now, new_id,
+                            actor=Actor(principal.credential_id, principal.kind))
+    return Decision(_change(conversation, questions=[cancelled], events=[event]), cancelled.receipt)
 
 
 def _which(conversation: Conversation, question: Question | None, principal: Principal, op: str,
            submission: Submission) -> Question:
     authorize(op, principal)  # A1
     if question is None or question.conversation_id != conversation.conversation_id:  # A3
-        raise ClankieError("unknown_request",
+        raise ClankieError(Code.UNKNOWN_REQUEST,
                            "no such question in this conversation's pending question or recent "
                            "receipts; it never existed or its receipt was evicted",
                            request_id=submission.request_id)
@@ -468,17 +444,17 @@ def _which(conversation: Conversation, question: Question | None, principal: Pri
 def _answer_to_ended(question: Question, submission: Submission, given: Answer) -> Decision:
     receipt = question.receipt
     assert receipt is not None
-    if (question.status is Status.ANSWERED and receipt.answer == given
+    if (question.status is QuestionStatus.ANSWERED and receipt.answer == given
             and submission.incarnation == question.incarnation):  # A4
         return Decision(receipt=receipt, duplicate=True)
     raise _closed(question, receipt)  # A5
 
 
 def _closed(question: Question, receipt: Receipt) -> ClankieError:
-    if question.status is Status.ANSWERED:
-        return ClankieError("already_answered", "this question was already answered differently; "
-                            "it is never answered twice", receipt=receipt)
-    return ClankieError("request_closed", f"this question has ended: {question.status.value}"
+    if question.status is QuestionStatus.ANSWERED:
+        return ClankieError(Code.ALREADY_ANSWERED, "this question was already answered "
+                            "differently; it is never answered twice", receipt=receipt)
+    return ClankieError(Code.REQUEST_CLOSED, f"this question has ended: {question.status.value}"
                         + (f" ({receipt.reason})" if receipt.reason else ""), receipt=receipt)
 
 
@@ -486,19 +462,19 @@ def _check_fresh(conversation: Conversation, submission: Submission) -> None:
     """SPEC A6: the answer was prepared against the current incarnation and revision."""
     current = {"incarnation": conversation.incarnation, "revision": conversation.revision}
     if submission.incarnation != conversation.incarnation:
-        raise ClankieError("stale_incarnation", "the conversation was reset since this question "
+        raise ClankieError(Code.STALE_INCARNATION, "the conversation was reset since this question "
                            "was read; read it again and decide", **current)
     if submission.revision != conversation.revision:
-        raise ClankieError("stale_revision", "the conversation moved on since this question was "
+        raise ClankieError(Code.STALE_REVISION, "the conversation moved on since this question was "
                            "read; read it again and decide", **current)
 
 
 def _check_valid(question: Question, given: Answer) -> None:
     """SPEC A8."""
     if given.option_id is not None and question.option(given.option_id) is None:
-        raise ClankieError("invalid_answer", "option_id is not one of this question's options")
+        raise ClankieError(Code.INVALID_ANSWER, "option_id is not one of this question's options")
     if given.text is not None and not question.allow_text:
-        raise ClankieError("invalid_answer", "this question takes one of its options, not text")
+        raise ClankieError(Code.INVALID_ANSWER, "this question takes one of its options, not text")
 
 
 # ------------------------------------------------------------ ending without an answer (E)
@@ -509,36 +485,37 @@ def expire_if_due(conversation: Conversation, pending: Question | None, now: dat
     """SPEC S5: a read after `expires_at` commits the expiry."""
     if pending is None or not pending.expired_at(now):
         return None
-    ended, event = _end(conversation, pending, Command.EXPIRE, REASON_EXPIRED, now, new_id)
-    return _commit(conversation, questions=[ended], events=[event])
+    ended, event = _end(conversation, pending, transition(pending.status, Command.EXPIRE),
+                        Reason.EXPIRED, now, new_id)
+    return _change(conversation, questions=[ended], events=[event])
 
 
 def reset(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
           now: datetime, new_id: NewId) -> Change:
     """`conversation_reset`: rotate the incarnation; the pending question is invalidated."""
-    questions, events = _invalidate(conversation, pending, REASON_RESET, now, new_id)
+    questions, events = _invalidate(conversation, pending, Reason.RESET, now, new_id)
     cancelled = _cancel_queued(runs, now)
     events += _run_events(cancelled, now)
     events.append(ConversationResetDone(conversation.conversation_id, now))
-    return _commit(replace(conversation, incarnation=new_id()), questions=questions,
+    return _change(replace(conversation, incarnation=new_id()), questions=questions,
                    runs=cancelled, events=events)
 
 
 def native_takeover(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
                     seat: str, now: datetime, new_id: NewId) -> Change:
     """Persist the native owner; the pending question and every queued run are cancelled."""
-    questions, events = _invalidate(conversation, pending, REASON_NATIVE_TAKEOVER, now, new_id)
+    questions, events = _invalidate(conversation, pending, Reason.NATIVE_TAKEOVER, now, new_id)
     cancelled = _cancel_queued(runs, now)
     events += _run_events(cancelled, now)
-    return _commit(replace(conversation, native_owner=seat), questions=questions, runs=cancelled,
+    return _change(replace(conversation, native_owner=seat), questions=questions, runs=cancelled,
                    events=events)
 
 
 def owner_revoked(conversation: Conversation, pending: Question | None, now: datetime,
                   new_id: NewId) -> Change:
     """Known owner revocation, for each conversation of that owner."""
-    questions, events = _invalidate(conversation, pending, REASON_OWNER_REVOKED, now, new_id)
-    return _commit(conversation, questions=questions, events=events)
+    questions, events = _invalidate(conversation, pending, Reason.OWNER_REVOKED, now, new_id)
+    return _change(conversation, questions=questions, events=events)
 
 
 def set_workspace(conversation: Conversation, pending: Question | None,
@@ -546,8 +523,8 @@ def set_workspace(conversation: Conversation, pending: Question | None,
     """Rebind the workspace; a different identity invalidates the pending question."""
     if conversation.workspace is not None and conversation.workspace.same_directory(workspace):
         return None
-    questions, events = _invalidate(conversation, pending, REASON_WORKSPACE_REPLACED, now, new_id)
-    return _commit(replace(conversation, workspace=workspace), questions=questions, events=events)
+    questions, events = _invalidate(conversation, pending, Reason.WORKSPACE_REPLACED, now, new_id)
+    return _change(replace(conversation, workspace=workspace), questions=questions, events=events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -564,10 +541,10 @@ class RestartPlan:
     """
 
     now: datetime
-    questions: Mapping[Status, Status]
-    reason: str
+    questions: Mapping[QuestionStatus, QuestionStatus]
+    reason: Reason
     runs: Mapping[RunStatus, RunStatus]
-    error: str
+    error: RunError
 
     def __post_init__(self) -> None:
         if any(after not in QUESTION_TRANSITIONS[before].values()
@@ -581,12 +558,13 @@ class RestartPlan:
         """The question ended by the restart, with its receipt and its event."""
         if question.status not in self.questions:
             raise IllegalTransition(f"a restart does not end a {question.status.value} question")
-        ended, _ = _close(conversation, question, self.questions[question.status],
+        ended, _ = _end(conversation, question, self.questions[question.status],
                           self.reason, self.now, new_id)
         return ended, self.resolved(question.conversation_id, question.request_id,
                                     question.status)
 
-    def resolved(self, conversation_id: str, request_id: str, status: Status) -> InputResolved:
+    def resolved(self, conversation_id: str, request_id: str,
+                 status: QuestionStatus) -> InputResolved:
         """The event of a question in `status` that the restart ends."""
         return InputResolved(conversation_id, request_id, self.questions[status], self.now)
 
@@ -610,11 +588,11 @@ class RestartPlan:
         orphaned = [self.end_run(r) for r in runs if r.status in self.runs]
         if not questions and not orphaned:
             return None
-        return _commit(conversation, questions=questions, runs=orphaned,
+        return _change(conversation, questions=questions, runs=orphaned,
                        events=events + [self.run_event(r) for r in orphaned])
 
 
-_State = TypeVar("_State", Status, RunStatus)
+_State = TypeVar("_State", QuestionStatus, RunStatus)
 _Command = TypeVar("_Command", Command, RunCommand)
 
 
@@ -628,8 +606,8 @@ def restart_plan(now: datetime) -> RestartPlan:
     """SPEC R3, before serving: the pending question is cancelled (`restart`) and every
     unfinished run fails (`orphaned_by_restart`). Nothing is executed again: a failed run
     is terminal in `RUN_TRANSITIONS`."""
-    return RestartPlan(now, _moves(QUESTION_TRANSITIONS, Command.RESTART), REASON_RESTART,
-                       _moves(RUN_TRANSITIONS, RunCommand.FAIL), ORPHANED_BY_RESTART)
+    return RestartPlan(now, _moves(QUESTION_TRANSITIONS, Command.RESTART), Reason.RESTART,
+                       _moves(RUN_TRANSITIONS, RunCommand.FAIL), RunError.ORPHANED_BY_RESTART)
 
 
 def restart(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
@@ -638,11 +616,12 @@ def restart(conversation: Conversation, pending: Question | None, runs: Iterable
     return restart_plan(now).apply(conversation, pending, runs, new_id)
 
 
-def _invalidate(conversation: Conversation, pending: Question | None, reason: str, now: datetime,
+def _invalidate(conversation: Conversation, pending: Question | None, reason: Reason, now: datetime,
                 new_id: NewId) -> tuple[list[Question], list[Event]]:
     if pending is None:
         return [], []
-    ended, event = _end(conversation, pending, Command.INVALIDATE, reason, now, new_id)
+    ended, event = _end(conversation, pending, transition(pending.status, Command.INVALIDATE),
+                        reason, now, new_id)
     return [ended], [event]
 
 
@@ -660,7 +639,7 @@ def post_message(conversation: Conversation, author: Author, text: str, now: dat
         turn = Run(new_id(), conversation.conversation_id, RunKind.TURN, RunStatus.QUEUED,
                    conversation.incarnation, now)
     runs = [turn] if turn else []
-    change = _commit(conversation, messages=[message], runs=runs,
+    change = _change(conversation, messages=[message], runs=runs,
                      events=[MessagePosted(message), *_run_events(runs, now)])
     return change, message, turn
 
@@ -671,7 +650,7 @@ def stop_run(conversation: Conversation, run: Run, now: datetime) -> Change | No
     returns it unchanged). A question the run asked is not touched: it was stored."""
     if not RUN_TRANSITIONS[run.status]:
         return None
-    return move_run(conversation, run, RunCommand.STOP, now, STOPPED_BY_OWNER)
+    return move_run(conversation, run, RunCommand.STOP, now, RunError.STOPPED_BY_OWNER)
 
 
 def move_run(conversation: Conversation, run: Run, command: RunCommand, now: datetime,
@@ -687,4 +666,4 @@ def move_run(conversation: Conversation, run: Run, command: RunCommand, now: dat
         finished_at=now if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
         else run.finished_at,
     )
-    return _commit(conversation, runs=[moved], events=[RunStatusChanged(moved, now)])
+    return _change(conversation, runs=[moved], events=[RunStatusChanged(moved, now)])

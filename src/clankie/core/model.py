@@ -26,7 +26,7 @@ class QuestionKind(StrEnum):
     CHOICE = "choice"
 
 
-class Status(StrEnum):
+class QuestionStatus(StrEnum):
     """A question's status (SPEC S2)."""
 
     PENDING = "pending"
@@ -34,6 +34,9 @@ class Status(StrEnum):
     CANCELLED = "cancelled"
     EXPIRED = "expired"
     INVALIDATED = "invalidated"
+
+
+Status = QuestionStatus  # the name the tests written before issue 20 import
 
 
 class RunKind(StrEnum):
@@ -162,7 +165,7 @@ class Receipt:
 
     receipt_id: str
     request_id: str
-    outcome: Status
+    outcome: QuestionStatus
     reason: str | None
     answer: Answer | None
     answered_by: Actor | None
@@ -171,11 +174,11 @@ class Receipt:
     revision: int
 
     def __post_init__(self) -> None:
-        if self.outcome is Status.PENDING:
+        if self.outcome is QuestionStatus.PENDING:
             raise ValueError("a receipt records an end, never pending")
-        if (self.outcome is Status.ANSWERED) != (self.answer is not None):
+        if (self.outcome is QuestionStatus.ANSWERED) != (self.answer is not None):
             raise ValueError("a receipt carries an answer exactly when the outcome is answered")
-        if (self.outcome is Status.ANSWERED) != (self.run_id is not None):
+        if (self.outcome is QuestionStatus.ANSWERED) != (self.run_id is not None):
             raise ValueError("exactly an answered receipt names its continuation run")
 
 
@@ -187,7 +190,7 @@ class Question:
     prompt: str
     options: tuple[Option, ...]
     allow_text: bool
-    status: Status
+    status: QuestionStatus
     incarnation: str
     workspace: WorkspaceIdentity
     asked_at: datetime
@@ -196,7 +199,7 @@ class Question:
     receipt: Receipt | None = None
 
     def __post_init__(self) -> None:
-        if (self.status is Status.PENDING) != (self.receipt is None):
+        if (self.status is QuestionStatus.PENDING) != (self.receipt is None):
             raise ValueError("a question has a receipt exactly when it is no longer pending")
         if self.receipt is not None and self.receipt.outcome is not self.status:
             raise ValueError("a receipt's outcome is its question's status")
@@ -267,7 +270,7 @@ class InputRequested:
 class InputResolved:
     conversation_id: str
     request_id: str
-    outcome: Status
+    outcome: QuestionStatus
     at: datetime
     type: str = field(default="input_resolved", init=False)
 

@@ -30,6 +30,7 @@ from clankie.core.model import (
     Principal,
     Run,
 )
+from clankie.core.vocabulary import Code
 from clankie.settings import Settings
 from clankie.store import ReadTx, Store, WriteTx
 from clankie.store.tx import ProjectRow
@@ -109,7 +110,7 @@ class ServiceBase:
             yield
         except sqlite3.Error as exc:
             log.error("storage failure: %s", exc)
-            raise ClankieError("storage_unavailable",
+            raise ClankieError(Code.STORAGE_UNAVAILABLE,
                                "the store could not complete this operation; nothing changed",
                                ) from exc
 
@@ -179,7 +180,7 @@ class ServiceBase:
         """The conversation, if it exists and (for a caller) belongs to the caller's owner."""
         conversation = tx.conversation(conversation_id)
         if conversation is None or owner_id not in (None, conversation.owner_id):
-            raise ClankieError("not_found", "there is no such conversation",
+            raise ClankieError(Code.NOT_FOUND, "there is no such conversation",
                                conversation_id=conversation_id)
         return conversation
 
@@ -189,10 +190,10 @@ class ServiceBase:
         return Facts(now, tx.owner_revoked(conversation.owner_id), workspace)
 
     @staticmethod
-    def _run(tx: ReadTx, run_id: str) -> Run:
+    def _load_run(tx: ReadTx, run_id: str) -> Run:
         run = tx.run(run_id)
         if run is None:
-            raise ClankieError("not_found", "there is no such run", run_id=run_id)
+            raise ClankieError(Code.NOT_FOUND, "there is no such run", run_id=run_id)
         return run
 
     def _membership(self, conversation: Conversation,
@@ -209,6 +210,6 @@ def invalid_request(exc: ValidationError) -> ClankieError:
                "msg": e["msg"].removeprefix("Value error, ")}  # our own words, as they are
               for e in exc.errors(include_url=False, include_input=False)]
     detail = "; ".join(f"{e['loc']}: {e['msg']}" for e in errors)
-    return ClankieError("invalid_request", detail, errors=errors)
+    return ClankieError(Code.INVALID_REQUEST, detail, errors=errors)
 
 

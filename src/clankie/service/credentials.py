@@ -14,6 +14,7 @@ from datetime import datetime
 
 from clankie.core.errors import ClankieError
 from clankie.core.model import CredentialKind, Principal
+from clankie.core.vocabulary import Code
 from clankie.store import ReadTx
 
 TOKEN_PREFIX = "clk_"
@@ -30,13 +31,13 @@ def token_hash(token: str) -> str:
 def authenticate(tx: ReadTx, token: str | None, now: datetime) -> Principal:
     """The principal of a live token, found in the caller's transaction (SPEC A1)."""
     if not token:
-        raise ClankieError("unauthenticated", "a bearer token is required")
+        raise ClankieError(Code.UNAUTHENTICATED, "a bearer token is required")
     digest = token_hash(token)
     row = tx.credential_by_hash(digest)
     if row is None or not hmac.compare_digest(row.token_hash, digest):
-        raise ClankieError("unauthenticated", "this token is unknown, rotated or revoked")
+        raise ClankieError(Code.UNAUTHENTICATED, "this token is unknown, rotated or revoked")
     if tx.owner_revoked(row.owner_id):
-        raise ClankieError("unauthenticated", "the owner of this token was revoked")
+        raise ClankieError(Code.UNAUTHENTICATED, "the owner of this token was revoked")
     holds_lease = False
     if row.kind is CredentialKind.DEVICE:
         lease = tx.lease()

@@ -1,14 +1,15 @@
 """The run executor inside `clankie serve`: Clankie's runs, executed for real.
 
 Owns scheduling: per conversation one run at a time, in order (R4: `claim_next_run`
-starts a run at most once), and many conversations in parallel. A commit that queues a
-run hands its conversation straight to a worker (no event loop, no polling); workers are
-daemon threads reused from run to run (the store and the model SDKs are blocking), so a
-model call that hangs can never keep the process from stopping; a run left `running` by
-a stop is failed `orphaned_by_restart` at the next start and never executed again (R3).
-Every outcome is recorded on the run: succeeded, or failed with a clear error; a model
-failure is also logged, in one line (R6). Each wait before a model call is tried again is
-shown as a `run_activity` event while the run is running (R6, V4): the run's `Waits`.
+starts a run at most once), and many conversations in parallel (`serial.SerialQueues`). A
+commit that queues a run hands its conversation straight to a worker (no event loop, no
+polling); workers are daemon threads reused from run to run (the store and the model SDKs
+are blocking), so a model call that hangs can never keep the process from stopping; a run
+left `running` by a stop is failed `orphaned_by_restart` at the next start and never
+executed again (R3). Every outcome is recorded on the run: succeeded, or failed with a
+clear error; a model failure is also logged, in one line (R6). Each wait before a model
+call is tried again is shown as a `run_activity` event while the run is running (R6, V4):
+the run's `Waits`.
 
 Stopping (R7): `run_cancel` commits the stop first, so the store refuses every later write
 of the run; then `stop_run` stops the run's `StopScope` (`agent/stop.py`), which ends its
@@ -37,6 +38,7 @@ from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import IllegalTransition
 from clankie.core.model import Run, RunStatus
 
+from .serial import SerialQueues
 from .service import Service
 from .tooling import RunTools
 
@@ -76,30 +78,27 @@ class RunExecutor:
     def __init__(self, service: Service, model_for: ModelForRun) -> None:
         self._service = service
         self._model_for = model_for
-        self._workers = _Workers()
-        self._lock = threading.Lock()  # guards the two sets below
-        self._draining: set[str] = set()  # conversations a worker is draining now
-        self._dirty: set[str] = set()  # ... and that got new work meanwhile
+        workers = _Workers()
+        # A conversation's item says only "it has work" (the store has its runs): one kept.
+        self._queues: SerialQueues[str] = SerialQueues(self._drain, workers.submit, keep=1)
+        self._lock = threading.Lock()  # guards the two below
         self._scopes: dict[str, stop.StopScope] = {}  # executing runs (and stopped early)
         self._done: OrderedDict[str, None] = OrderedDict()  # runs executed lately (bounded)
         self._executing = 0
         self._count_lock = threading.Lock()
         self._stopped = False
 
-    def start(self) -> RunExecutor:
-        return self
-
     def submit(self, conversation_id: str, run_id: str) -> None:
         """Called after a run's commit, from any thread: the conversation has work. A
         worker starts on it at once, unless one is draining it already (it looks again)."""
         if self._stopped:
             raise RuntimeError("the run executor is stopped")
-        with self._lock:
-            self._dirty.add(conversation_id)
-            if conversation_id in self._draining:
-                return
-            self._draining.add(conversation_id)
-        self._workers.submit(lambda: self._drain(conversation_id))
+        self._queues.submit(conversation_id, run_id)
+
+    @property
+    def _draining(self) -> set[str]:
+        """The conversations a worker is draining now."""
+        return self._queues.draining()
 
     def stop_run(self, run_id: str) -> None:
         """The run was stopped (R7, committed): end its model call and its next step now.
@@ -120,29 +119,18 @@ class RunExecutor:
             log.warning("%d run(s) still executing at stop; the next start fails them",
                         self._executing)
 
-    def _drain(self, conversation_id: str) -> None:
+    def _drain(self, conversation_id: str, _run_id: str) -> None:
         """Run the conversation's queued runs one at a time, in order (R4), until none. A
         finishing run starts the next one in the transaction that finishes it."""
         try:
-            run = None
-            while not self._stopped:
-                with self._lock:
-                    self._dirty.discard(conversation_id)
-                run = (self._execute(run) if run is not None
-                       else self._service.claim_next_run(conversation_id))
-                if run is not None:
-                    continue
-                with self._lock:
-                    if conversation_id not in self._dirty:  # not woken while claiming
-                        self._draining.discard(conversation_id)
-                        return
+            run = None if self._stopped else self._service.claim_next_run(conversation_id)
+            while run is not None and not self._stopped:
+                run = self._execute(run)
         except ClankieError as exc:  # e.g. storage_unavailable: a full disk
             log.error("the runs of %s wait: %s (a restart fails any it started)",
                       conversation_id, exc)
         except Exception:  # a worker must survive anything a conversation does
             log.exception("the run queue of %s stopped", conversation_id)
-        with self._lock:
-            self._draining.discard(conversation_id)
 
     def _count(self, delta: int) -> None:
         with self._count_lock:

@@ -25,12 +25,13 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from clankie.core.model import Conversation, InputRequested, InputResolved, Question, iso
 from clankie.text import visible
+
+from .serial import SerialQueues
 
 log = logging.getLogger("clankie.notify")
 
@@ -58,7 +59,8 @@ class Notifier:
         self.timeout = timeout
         self._slots = threading.BoundedSemaphore(max_running)
         self._lock = threading.Lock()
-        self._queues: dict[str, deque[dict[str, Any]]] = {}
+        self._queues: SerialQueues[dict[str, Any]] = SerialQueues(
+            self._take, _thread, keep=MAX_QUEUED, on_drop=_dropped)
         self._running: set[subprocess.Popen[bytes]] = set()
         self._stopped = False
 
@@ -73,31 +75,13 @@ class Notifier:
 
     def submit(self, conversation_id: str, document: dict[str, Any]) -> None:
         """Queue a document; returns at once (the hook never delays a commit's reply)."""
-        with self._lock:
-            queue = self._queues.get(conversation_id)
-            if queue is not None:  # a worker is on this conversation: it takes this too
-                if len(queue) == MAX_QUEUED:
-                    dropped = queue.popleft()
-                    log.warning("notify: dropped the hook for %s of %s (too many waiting)",
-                                dropped.get("event"), conversation_id)
-                queue.append(document)
-                return
-            self._queues[conversation_id] = deque([document])
-        threading.Thread(target=self._drain, args=(conversation_id,), daemon=True,
-                         name="clankie-notify").start()
+        self._queues.submit(conversation_id, document)
 
-    def _drain(self, conversation_id: str) -> None:
-        while True:
-            with self._lock:
-                queue = self._queues[conversation_id]
-                if not queue:
-                    del self._queues[conversation_id]
-                    return
-                document = queue.popleft()
-            with self._slots:
-                self._run(document)
+    def _take(self, conversation_id: str, document: dict[str, Any]) -> None:
+        with self._slots:
+            self._run_hook(document)
 
-    def _run(self, document: dict[str, Any]) -> None:
+    def _run_hook(self, document: dict[str, Any]) -> None:
         data = json.dumps(document, ensure_ascii=False).encode("utf-8") + b"\n"
         if self._stopped:
             return
@@ -165,6 +149,15 @@ def _bounded(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> tupl
             kept += chunk[:OUTPUT_BYTES - len(kept)]
     proc.stderr.close()
     return False, kept
+
+
+def _thread(drain: Callable[[], None]) -> None:
+    threading.Thread(target=drain, daemon=True, name="clankie-notify").start()
+
+
+def _dropped(conversation_id: str, document: dict[str, Any]) -> None:
+    log.warning("notify: dropped the hook for %s of %s (too many waiting)",
+                document.get("event"), conversation_id)
 
 
 def document(conversation: Conversation, event: InputRequested | InputResolved,

@@ -32,18 +32,19 @@ from clankie.agent.context import (
 from clankie.agent.tools import ASK_QUESTION
 from clankie.core import lifecycle
 from clankie.core.errors import ClankieError
-from clankie.core.lifecycle import REASON_EXPIRED, AskArgs, RunCommand
+from clankie.core.lifecycle import AskArgs, RunCommand
 from clankie.core.model import (
     Author,
     Question,
     QuestionKind,
+    QuestionStatus,
     Run,
     RunActivity,
     RunStatus,
-    Status,
     ToolActivity,
     WorkspaceIdentity,
 )
+from clankie.core.vocabulary import Code, Reason
 from clankie.store import WriteTx
 from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.tools import Outcome
@@ -71,7 +72,7 @@ class RunHooks(ServiceBase):
         question stands as of this run (SPEC R5)."""
         now = self.clock()
         with self._storage(), self.store.read() as tx:
-            run = self._run(tx, run_id)
+            run = self._load_run(tx, run_id)
             conversation = self._conversation(tx, run.conversation_id)
             messages = tx.messages(run.conversation_id, HISTORY + 1)
             older, messages = len(messages) > HISTORY, messages[-HISTORY:]
@@ -90,9 +91,10 @@ class RunHooks(ServiceBase):
                      "was evicted); do not assume what it was.",)
         ended = None
         if pending is not None and pending.expired_at(now):  # ended as of this run (S5)
-            ended = EndedQuestion(pending.prompt, Status.EXPIRED.value, None)
+            ended = EndedQuestion(pending.prompt, QuestionStatus.EXPIRED.value, None)
             pending = None
-        elif pending is None and latest is not None and latest.status is not Status.ANSWERED:
+        elif (pending is None and latest is not None
+              and latest.status is not QuestionStatus.ANSWERED):
             assert latest.receipt is not None
             ended = EndedQuestion(latest.prompt, latest.status.value, latest.receipt.reason)
         outcomes = {request_id: _outcome(end, now) for request_id, end in ends.items()}
@@ -115,7 +117,7 @@ class RunHooks(ServiceBase):
     def workspace_of(self, run_id: str) -> WorkspaceIdentity | None:
         """The workspace a run's conversation is bound to now (checked again on use, W8)."""
         with self._storage(), self.store.read() as tx:
-            return self._conversation(tx, self._run(tx, run_id).conversation_id).workspace
+            return self._conversation(tx, self._load_run(tx, run_id).conversation_id).workspace
 
     def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
                          said: Sequence[str] = ()) -> None:
@@ -123,7 +125,7 @@ class RunHooks(ServiceBase):
         `tool_activity` event (W9), after the words the run said before it (`said`). It
         changes nothing else: the revision stays."""
         with self._internal_write() as tx:
-            run = self._run(tx, run_id)
+            run = self._load_run(tx, run_id)
             self._say(tx, run, said)
             self._record(tx, run, call, outcome)
 
@@ -132,7 +134,7 @@ class RunHooks(ServiceBase):
         `run_activity` event says what failed and when the next try is. A run that is no
         longer running (stopped meanwhile) records nothing: False. The revision stays."""
         with self._internal_write() as tx:
-            run = self._run(tx, run_id)
+            run = self._load_run(tx, run_id)
             if run.status is not RunStatus.RUNNING:
                 return False
             tx.append_events(run.conversation_id, [RunActivity(
@@ -142,7 +144,7 @@ class RunHooks(ServiceBase):
 
     def _record(self, tx: WriteTx, run: Run, call: CallRecord, outcome: Outcome) -> None:
         if run.status is not RunStatus.RUNNING:
-            raise ClankieError("not_eligible", "only a running run calls tools")
+            raise ClankieError(Code.NOT_ELIGIBLE, "only a running run calls tools")
         now = self.clock()
         tx.insert_tool_call(ToolCallRow(run.conversation_id, run.run_id, call.step,
                                         call.call_id[:200], call.name[:200],
@@ -197,7 +199,7 @@ class RunHooks(ServiceBase):
         """End a run, after the last words it said (`said`); with `claim_next`, start the
         conversation's next queued run in the same transaction (R4) and return it."""
         with self._internal_write() as tx:
-            run = self._run(tx, run_id)
+            run = self._load_run(tx, run_id)
             self._say(tx, run, said)
             self._save(tx, lifecycle.move_run(self._conversation(tx, run.conversation_id), run,
                                               lifecycle.FINISHING[status], self.clock(), error))
@@ -224,7 +226,7 @@ class RunHooks(ServiceBase):
             args = AskArgs(QuestionKind.TEXT, parsed.prompt)
         now = self.clock()
         with self._internal_write() as tx:
-            run = self._run(tx, run_id)
+            run = self._load_run(tx, run_id)
             self._say(tx, run, said)
             conversation = self._conversation(tx, run.conversation_id)
             asked = lifecycle.ask(conversation, tx.pending_question(conversation.conversation_id),
@@ -240,13 +242,13 @@ class RunHooks(ServiceBase):
     def post_replies(self, run_id: str, texts: Sequence[str]) -> None:
         """Clankie's messages from a running run, in one transaction."""
         with self._internal_write() as tx:
-            self._say(tx, self._run(tx, run_id), texts)
+            self._say(tx, self._load_run(tx, run_id), texts)
 
     def _say(self, tx: WriteTx, run: Run, texts: Sequence[str]) -> None:
         """Each text a message of Clankie's (one change each), only from a running run."""
         for text in texts:
             if run.status is not RunStatus.RUNNING:
-                raise ClankieError("not_eligible", "only a running run can reply")
+                raise ClankieError(Code.NOT_ELIGIBLE, "only a running run can reply")
             change, _, _ = lifecycle.post_message(
                 self._conversation(tx, run.conversation_id), Author.CLANKIE, text,
                 self.clock(), self.new_id, start_turn=False)
@@ -301,9 +303,9 @@ def _asked(call: ToolCallRow) -> str | None:
 def _outcome(end: QuestionEnd, now: datetime) -> QuestionOutcome:
     """How a question stands as of a run at `now`: a pending one past its TTL is expired
     (S5: it can no longer be answered; the store commits that on its next use)."""
-    if end.status is Status.PENDING and now >= end.expires_at:
-        return QuestionOutcome(Status.EXPIRED.value, REASON_EXPIRED)
-    if end.status is Status.ANSWERED:
+    if end.status is QuestionStatus.PENDING and now >= end.expires_at:
+        return QuestionOutcome(QuestionStatus.EXPIRED.value, Reason.EXPIRED)
+    if end.status is QuestionStatus.ANSWERED:
         return QuestionOutcome(
             end.status.value, answer=end.option_label if end.option_label is not None
             else end.text or "", by_option=end.option_label is not None,

@@ -35,6 +35,7 @@ from clankie.core.model import (
     WorkspaceIdentity,
     iso,
 )
+from clankie.core.vocabulary import Code
 from clankie.settings import shown as settings_shown
 from clankie.store import ReadTx, WriteTx
 from clankie.store.tx import CredentialRow, LeaseRow, ProjectRow
@@ -93,7 +94,7 @@ class Service(RunHooks):
         with self._write("conversation_create", token) as c:
             workspace = _existing_dir(r.workspace, "workspace") if r.workspace else None
             if kind is ConversationKind.OWNER and workspace is None:
-                raise ClankieError("invalid_request", "an owner conversation needs a workspace")
+                raise ClankieError(Code.INVALID_REQUEST, "an owner conversation needs a workspace")
             conversation = Conversation(self.new_id(), kind, c.principal.owner_id, workspace,
                                         self.new_id(), 1, None, c.now)
             c.tx.insert_conversation(conversation)
@@ -164,7 +165,7 @@ class Service(RunHooks):
         with self._write("room_post", token) as c:
             conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             if conversation.kind is not ConversationKind.ROOM:
-                raise ClankieError("not_eligible", "room_post takes a room conversation")
+                raise ClankieError(Code.NOT_ELIGIBLE, "room_post takes a room conversation")
             change, message, _ = lifecycle.post_message(
                 conversation, Author.ROOM, r.text, c.now, self.new_id, start_turn=False)
             self._save(c.tx, change)
@@ -212,7 +213,7 @@ class Service(RunHooks):
 
     def run_get(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
         with self._read("run_get", token) as c:
-            run = self._run(c.tx, r.run_id)
+            run = self._load_run(c.tx, r.run_id)
             self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
             return views.run(run)
 
@@ -223,7 +224,7 @@ class Service(RunHooks):
         after the stop is kept; the executor then abandons its model call (`_stop`). An
         ended run is returned unchanged."""
         with self._write("run_cancel", token) as c:
-            run = self._run(c.tx, r.run_id)
+            run = self._load_run(c.tx, r.run_id)
             conversation = self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
             change = lifecycle.stop_run(conversation, run, c.now)
             self._save(c.tx, change)
@@ -258,10 +259,10 @@ class Service(RunHooks):
             target = r.credential_id or c.principal.credential_id
             if target != c.principal.credential_id and \
                     c.principal.kind is not CredentialKind.OPERATOR:
-                raise ClankieError("forbidden", "only an operator rotates another credential")
+                raise ClankieError(Code.FORBIDDEN, "only an operator rotates another credential")
             row = c.tx.credential(target)
             if row is None or row.owner_id != c.principal.owner_id:
-                raise ClankieError("not_found", "there is no such credential")
+                raise ClankieError(Code.NOT_FOUND, "there is no such credential")
             fresh = new_token()
             c.tx.replace_token(target, token_hash(fresh), c.now)
             return dto.TokenOut(credential_id=target, token=fresh)
@@ -344,7 +345,7 @@ class Service(RunHooks):
         if r.request_id is not None:
             request = c.tx.question(r.conversation_id, r.request_id)
             if request is None:
-                raise ClankieError("unknown_request", "no such question in this "
+                raise ClankieError(Code.UNKNOWN_REQUEST, "no such question in this "
                                    "conversation, or its receipt was evicted",
                                    request_id=r.request_id)
         return dto.Snapshot(
@@ -388,9 +389,9 @@ def _validated(op: str, payload: Any) -> Any:
     """The op's input shape, or `not_found` (no such op) / `invalid_request`."""
     spec = dto.OPS.get(op)
     if spec is None:
-        raise ClankieError("not_found", f"there is no operation {op!r}")
+        raise ClankieError(Code.NOT_FOUND, f"there is no operation {op!r}")
     if not isinstance(payload, Mapping):
-        raise ClankieError("invalid_request", "the request body must be a JSON object")
+        raise ClankieError(Code.INVALID_REQUEST, "the request body must be a JSON object")
     try:
         return spec.input.model_validate(payload)
     except ValidationError as exc:
@@ -399,8 +400,8 @@ def _validated(op: str, payload: Any) -> Any:
 
 def _existing_dir(path: str, what: str) -> WorkspaceIdentity:
     if not path.startswith("/"):
-        raise ClankieError("invalid_request", f"{what} must be an absolute path")
+        raise ClankieError(Code.INVALID_REQUEST, f"{what} must be an absolute path")
     identity = identify(path)
     if identity is None:
-        raise ClankieError("invalid_request", f"{what} {path!r} is not an existing directory")
+        raise ClankieError(Code.INVALID_REQUEST, f"{what} {path!r} is not an existing directory")
     return identity

@@ -32,11 +32,11 @@ from clankie.core.model import (
     Option,
     Question,
     QuestionKind,
+    QuestionStatus,
     Receipt,
     Run,
     RunKind,
     RunStatus,
-    Status,
     WorkspaceIdentity,
     iso,
 )
@@ -98,7 +98,7 @@ class QuestionEnd:
     """How a question stands now, as much as a later run is told (SPEC R5)."""
 
     request_id: str
-    status: Status
+    status: QuestionStatus
     reason: str | None
     expires_at: datetime
     option_label: str | None  # of the chosen option
@@ -243,7 +243,8 @@ class ReadTx:
             "WHERE q.conversation_id = ? AND q.request_id IN (SELECT value FROM json_each(?))",
             conversation_id, json.dumps(list(request_ids)))
         return {r["request_id"]: QuestionEnd(
-                    r["request_id"], Status(r["status"]), r["reason"], _when(r["expires_at"]),
+                    r["request_id"], QuestionStatus(r["status"]), r["reason"],
+                    _when(r["expires_at"]),
                     r["label"], r["answer_text"], _kind(r["answered_by_kind"]))
                 for r in rows}
 
@@ -251,9 +252,9 @@ class ReadTx:
         options = tuple(Option(o["option_id"], o["label"], o["description"]) for o in self._all(
             "SELECT option_id, label, description FROM options WHERE request_id = ? "
             "ORDER BY position", row["request_id"]))
-        status = Status(row["status"])
+        status = QuestionStatus(row["status"])
         receipt = None
-        if status is not Status.PENDING:
+        if status is not QuestionStatus.PENDING:
             answer = None
             if row["answer_option_id"] is not None or row["answer_text"] is not None:
                 answer = Answer(option_id=row["answer_option_id"], text=row["answer_text"])
@@ -454,7 +455,7 @@ class WriteTx(ReadTx):
                           message.conversation_id, message.author.value, message.text,
                           iso(message.at))
         self._write_events(c.conversation_id, change.events, numbered, event_retention)
-        if any(q.status is not Status.PENDING for q in change.questions):
+        if any(q.status is not QuestionStatus.PENDING for q in change.questions):
             self._evict_receipts(c.conversation_id, receipt_limit)
 
     def _save_question(self, q: Question) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from clankie import when
+from clankie.core.vocabulary import RunError
 from clankie.text import continued, visible
 
 # IDs in the panel: a prefix the CLI takes too (SPEC section 10 "CLI": >= 4 hex), so the
@@ -96,10 +97,10 @@ def event_line(event: dict[str, Any]) -> str | None:
     if kind == "conversation_reset":
         return "The conversation was reset."
     if kind == "run_status" and event["status"] == "cancelled" \
-            and event.get("error") == "stopped_by_owner":
+            and event.get("error") == RunError.STOPPED_BY_OWNER:
         return "Clankie's run was stopped."
     if kind == "run_status" and event["status"] == "failed":
-        if event.get("error") == "orphaned_by_restart":
+        if event.get("error") == RunError.ORPHANED_BY_RESTART:
             return ("Clankie's run was interrupted by a restart and will not run again; "
                     "anything it said before is not a finished run.")
         return f"Clankie's run failed: {continued(event.get('error') or 'no reason given')}"

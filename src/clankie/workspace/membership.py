@@ -24,12 +24,12 @@ from .confine import Refusal
 from .gitrepo import find_repository
 from .identity import identify
 
-Status = Literal["member", "not_member", "unknown"]
+MembershipStatus = Literal["member", "not_member", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
 class Membership:
-    status: Status
+    status: MembershipStatus
     project_id: str | None = None
     reason: str | None = None
 

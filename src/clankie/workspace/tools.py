@@ -32,18 +32,22 @@ log = logging.getLogger("clankie.workspace")
 
 
 @dataclass(frozen=True)
-class Settings:
-    """What the tools need to know besides the call."""
+class ToolSettings:
+    """What the tools need to know besides the call (built from `clankie.settings.Settings`
+    by `service/tooling.py`)."""
 
     deny: DenyList
     git_timeout: float
+
+
+Settings = ToolSettings  # the name the tests written before issue 20 import
 
 
 @dataclass(frozen=True)
 class Tool:
     name: str
     args: type[t.ToolArgs]
-    run: Callable[[Root, Any, Settings], BaseModel]
+    run: Callable[[Root, Any, ToolSettings], BaseModel]
     summary: Callable[[Any, dict[str, Any]], str]
 
 
@@ -154,7 +158,7 @@ def parse_arguments(name: str, arguments: str) -> tuple[Tool, Any] | Outcome:
 
 
 def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
-              settings: Settings) -> Outcome:
+              settings: ToolSettings) -> Outcome:
     """Run one workspace tool call; never raises for anything a model or workspace does."""
     parsed = parse_arguments(name, arguments)
     if isinstance(parsed, Outcome):

@@ -1,0 +1,104 @@
+"""The words every part of clankie shares, each declared once: codes and reasons.
+
+Owns the problem codes of SPEC section 10 with each one's HTTP status and CLI exit code in
+one table (`CODES`), the reasons a question ends without an answer (section 6), the reasons
+asking is refused (Q3) and the errors a run ends with that are not a model's (R3, R7).
+`core.errors`, `api.problems` and `cli.common` read their mappings from here.
+
+Standard library only: the CLI imports it on its light paths (`--help`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import IntEnum, StrEnum
+from typing import Final
+
+
+class Exit(IntEnum):
+    """The CLI's exit codes (SPEC section 10, "CLI")."""
+
+    DONE = 0  # accepted, duplicate, cancelled, read
+    OTHER = 1  # anything else
+    USAGE = 2  # usage or invalid input
+    CONFLICT = 3  # read again (`stale_*`)
+    REFUSED = 4  # the question cannot take this any more
+    DENIED = 5  # `unauthenticated` / `forbidden`
+    MISSING = 6  # `not_found` / `unknown_request`
+    UNCERTAIN = 7  # the request may have reached the service but no reply came
+
+
+class Code(StrEnum):
+    """A problem document's `code` (SPEC section 10, "Dispatcher"): every refusal has one."""
+
+    INVALID_REQUEST = "invalid_request"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNAUTHENTICATED = "unauthenticated"
+    FORBIDDEN = "forbidden"
+    NOT_FOUND = "not_found"
+    UNKNOWN_REQUEST = "unknown_request"
+    STALE_INCARNATION = "stale_incarnation"
+    STALE_REVISION = "stale_revision"
+    ALREADY_ANSWERED = "already_answered"
+    REQUEST_CLOSED = "request_closed"
+    REQUEST_EXPIRED = "request_expired"
+    NOT_ELIGIBLE = "not_eligible"
+    INVALID_ANSWER = "invalid_answer"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
+    INTERNAL_ERROR = "internal_error"
+
+
+# SPEC section 10: each code's HTTP status ("Dispatcher") and exit code ("CLI").
+CODES: Final[Mapping[Code, tuple[int, Exit]]] = {
+    Code.INVALID_REQUEST: (422, Exit.USAGE),
+    Code.PAYLOAD_TOO_LARGE: (413, Exit.USAGE),
+    Code.UNAUTHENTICATED: (401, Exit.DENIED),
+    Code.FORBIDDEN: (403, Exit.DENIED),
+    Code.NOT_FOUND: (404, Exit.MISSING),
+    Code.UNKNOWN_REQUEST: (404, Exit.MISSING),
+    Code.STALE_INCARNATION: (409, Exit.CONFLICT),
+    Code.STALE_REVISION: (409, Exit.CONFLICT),
+    Code.ALREADY_ANSWERED: (409, Exit.REFUSED),
+    Code.REQUEST_CLOSED: (409, Exit.REFUSED),
+    Code.REQUEST_EXPIRED: (409, Exit.REFUSED),
+    Code.NOT_ELIGIBLE: (409, Exit.REFUSED),
+    Code.INVALID_ANSWER: (422, Exit.USAGE),
+    Code.STORAGE_UNAVAILABLE: (503, Exit.OTHER),
+    Code.INTERNAL_ERROR: (500, Exit.OTHER),
+}
+STATUS_OF_CODE: Final[Mapping[str, int]] = {code: status for code, (status, _) in CODES.items()}
+EXIT_OF_CODE: Final[Mapping[str, Exit]] = {code: exit for code, (_, exit) in CODES.items()}
+
+
+class Reason(StrEnum):
+    """Why a question ended without an answer: a receipt's `reason` (SPEC section 6)."""
+
+    EXPLICIT = "explicit"  # input_cancel
+    EXPIRED = "expired"
+    RESET = "reset"
+    OWNER_REVOKED = "owner_revoked"
+    WORKSPACE_REPLACED = "workspace_replaced"
+    WORKSPACE_MISSING = "workspace_missing"  # found on use: the saved directory is gone
+    NATIVE_TAKEOVER = "native_takeover"
+    RESTART = "restart"
+
+
+class AskRefusal(StrEnum):
+    """Why `ask_question` is refused (SPEC Q3): the tool result's `reason`. Not a `Reason`:
+    a conversation a native seat owns refuses asking as `native_owned`, while the question
+    such a takeover ends is `invalidated` for `native_takeover`."""
+
+    NOT_OWNER_CONVERSATION = "not_owner_conversation"
+    OWNER_REVOKED = "owner_revoked"
+    WORKSPACE_MISSING = "workspace_missing"
+    WORKSPACE_REPLACED = "workspace_replaced"
+    NATIVE_OWNED = "native_owned"
+    STALE_RUN = "stale_run"
+    QUESTION_PENDING = "question_pending"
+
+
+class RunError(StrEnum):
+    """A run's `error` when the service, not the model, ended it (SPEC R3, R7)."""
+
+    ORPHANED_BY_RESTART = "orphaned_by_restart"
+    STOPPED_BY_OWNER = "stopped_by_owner"
