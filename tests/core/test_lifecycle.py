@@ -25,10 +25,10 @@ from clankie.core.model import (
     DeviceMode,
     InputRequested,
     InputResolved,
+    QuestionStatus,
     RunKind,
     RunStatus,
     RunStatusChanged,
-    Status,
     WorkspaceIdentity,
 )
 from tests.core.builders import (
@@ -67,15 +67,15 @@ def accept(c, q, **kw):
 
 
 def test_terminal_states_have_empty_rows_and_pending_lists_every_command():
-    assert set(QUESTION_TRANSITIONS[Status.PENDING]) == set(Command)
-    for status in Status:
-        if status is not Status.PENDING:
+    assert set(QUESTION_TRANSITIONS[QuestionStatus.PENDING]) == set(Command)
+    for status in QuestionStatus:
+        if status is not QuestionStatus.PENDING:
             assert QUESTION_TRANSITIONS[status] == {}
     for status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):
         assert RUN_TRANSITIONS[status] == {}
 
 
-@pytest.mark.parametrize("status", [s for s in Status if s is not Status.PENDING])
+@pytest.mark.parametrize("status", [s for s in QuestionStatus if s is not QuestionStatus.PENDING])
 @pytest.mark.parametrize("command", list(Command))
 def test_illegal_question_transition_raises(status, command):
     with pytest.raises(IllegalTransition):
@@ -111,7 +111,7 @@ def test_q5_ask_binds_incarnation_workspace_ttl_ids_and_bumps_revision_once():
     assert change is not None
     q = change.questions[0]
     assert change.conversation.revision == c.revision + 1
-    assert q.status is Status.PENDING and q.receipt is None
+    assert q.status is QuestionStatus.PENDING and q.receipt is None
     assert q.incarnation == c.incarnation and q.workspace == WS
     assert q.asked_at == T0 and q.expires_at == T0 + TTL
     ids = [q.request_id, *(o.option_id for o in q.options)]
@@ -154,7 +154,7 @@ def test_q3_expired_pending_question_ends_on_use_and_the_new_one_is_asked_in_one
     result = ask(c, q, running_run(c), TEXT, later, NewIds(), TTL)
     assert result.refused is None and result.change is not None
     expired, new = result.change.questions
-    assert expired.status is Status.EXPIRED and new.status is Status.PENDING
+    assert expired.status is QuestionStatus.EXPIRED and new.status is QuestionStatus.PENDING
     assert result.change.conversation.revision == c.revision + 1
 
 
@@ -168,7 +168,7 @@ def test_a9_accepted_answer_records_receipt_run_event_and_one_revision_bump():
     assert change is not None and decision.receipt is not None and not decision.duplicate
     answered = change.questions[0]
     receipt = decision.receipt
-    assert answered.status is Status.ANSWERED and answered.receipt == receipt
+    assert answered.status is QuestionStatus.ANSWERED and answered.receipt == receipt
     assert receipt.answer == Answer(option_id=q.options[1].option_id)
     assert receipt.answered_by is not None and receipt.answered_by.credential_id == \
         OPERATOR.credential_id
@@ -176,7 +176,8 @@ def test_a9_accepted_answer_records_receipt_run_event_and_one_revision_bump():
     assert run.kind is RunKind.CONTINUATION and run.status is RunStatus.QUEUED
     assert run.run_id == receipt.run_id and run.receipt_id == receipt.receipt_id
     assert change.conversation.revision == c.revision + 1 == receipt.revision
-    assert change.events == (InputResolved(c.conversation_id, q.request_id, Status.ANSWERED, T0),
+    assert change.events == (InputResolved(c.conversation_id, q.request_id,
+                                           QuestionStatus.ANSWERED, T0),
                              RunStatusChanged(run, T0))
 
 
@@ -287,7 +288,7 @@ def test_a7_expiry_on_use_commits_expired_and_refuses():
     assert decision.error is not None and decision.error.code == "request_expired"
     assert decision.change is not None
     ended = decision.change.questions[0]
-    assert ended.status is Status.EXPIRED and ended.receipt is not None
+    assert ended.status is QuestionStatus.EXPIRED and ended.receipt is not None
     assert ended.receipt.reason == "expired" and ended.receipt.run_id is None
     assert decision.change.runs == ()
     assert decision.change.conversation.revision == c.revision + 1
@@ -304,7 +305,7 @@ def test_a7_invalidated_on_use_is_request_closed(found, reason):
     assert decision.error is not None and decision.error.code == "request_closed"
     assert decision.change is not None
     ended = decision.change.questions[0]
-    assert ended.status is Status.INVALIDATED and ended.receipt is not None
+    assert ended.status is QuestionStatus.INVALIDATED and ended.receipt is not None
     assert ended.receipt.reason == reason
     assert decision.change.runs == ()
 
@@ -337,7 +338,7 @@ def test_a12_cancel_resolves_explicit_without_a_run_and_repeats_as_duplicate():
     c, q = asked()
     decision = lifecycle.cancel(c, q, OPERATOR, submit(c, q, option=None), facts(), NewIds())
     assert decision.change is not None and decision.receipt is not None
-    assert decision.receipt.outcome is Status.CANCELLED
+    assert decision.receipt.outcome is QuestionStatus.CANCELLED
     assert decision.receipt.reason == "explicit" and decision.receipt.run_id is None
     assert decision.change.runs == ()
     cancelled = decision.change.questions[0]
@@ -375,7 +376,7 @@ def test_e_reset_rotates_incarnation_invalidates_and_cancels_queued_runs():
     assert change.conversation.incarnation != c.incarnation
     assert change.conversation.revision == c.revision + 1
     (ended,) = change.questions
-    assert ended.status is Status.INVALIDATED and ended.receipt is not None
+    assert ended.status is QuestionStatus.INVALIDATED and ended.receipt is not None
     assert ended.receipt.reason == "reset"
     assert [r.status for r in change.runs] == [RunStatus.CANCELLED]
     assert [e.type for e in change.events] == ["input_resolved", "run_status",
@@ -417,7 +418,7 @@ def test_s5_expiry_is_checked_on_read():
     c, q = asked()
     assert lifecycle.expire_if_due(c, q, T0 + TTL - timedelta(microseconds=1), NewIds()) is None
     change = lifecycle.expire_if_due(c, q, T0 + TTL, NewIds())
-    assert change is not None and change.questions[0].status is Status.EXPIRED
+    assert change is not None and change.questions[0].status is QuestionStatus.EXPIRED
 
 
 def test_r3_restart_cancels_pending_and_fails_unfinished_runs_without_running_them():
@@ -427,7 +428,7 @@ def test_r3_restart_cancels_pending_and_fails_unfinished_runs_without_running_th
                      status=RunStatus.QUEUED)
     change = lifecycle.restart(c, q, [running, queued], T0, NewIds())
     assert change is not None
-    assert change.questions[0].status is Status.CANCELLED
+    assert change.questions[0].status is QuestionStatus.CANCELLED
     assert change.questions[0].receipt is not None
     assert change.questions[0].receipt.reason == "restart"
     assert {r.status for r in change.runs} == {RunStatus.FAILED}
@@ -515,7 +516,7 @@ def test_r3_the_restart_plan_is_read_off_the_transition_tables():
     """Issue 20: restart decided once, in the core. The plan the store executes for every
     conversation (`WriteTx.restart_all`) is the one `restart` applies to one."""
     plan = lifecycle.restart_plan(T0)
-    assert plan.questions == {Status.PENDING: Status.CANCELLED}
+    assert plan.questions == {QuestionStatus.PENDING: QuestionStatus.CANCELLED}
     assert plan.runs == {RunStatus.QUEUED: RunStatus.FAILED, RunStatus.RUNNING: RunStatus.FAILED}
     assert (plan.reason, plan.error, plan.now) == ("restart", "orphaned_by_restart", T0)
     c, q = asked()
@@ -526,7 +527,7 @@ def test_r3_the_restart_plan_is_read_off_the_transition_tables():
 
 def test_a_restart_plan_moves_along_the_tables_only():
     with pytest.raises(IllegalTransition):
-        lifecycle.RestartPlan(T0, {Status.ANSWERED: Status.CANCELLED}, "r", {}, "e")
+        lifecycle.RestartPlan(T0, {QuestionStatus.ANSWERED: QuestionStatus.CANCELLED}, "r", {}, "e")
     with pytest.raises(IllegalTransition):
         lifecycle.RestartPlan(T0, {}, "r", {RunStatus.QUEUED: RunStatus.SUCCEEDED}, "e")
     c, q = asked()

@@ -19,7 +19,7 @@ import pytest
 import clankie
 from clankie.core import lifecycle
 from clankie.core.lifecycle import RestartPlan
-from clankie.core.model import RunStatus, Status
+from clankie.core.model import QuestionStatus, RunStatus
 from clankie.store import ReadTx, Store, WriteTx
 from clankie.store.tx import _restart_all
 from tests.world import T0, TEXT, World
@@ -155,7 +155,8 @@ def apply_one_by_one(store: Store, plan: RestartPlan, new_id: Any) -> None:
 
 @pytest.mark.parametrize("plan", [
     lifecycle.restart_plan(T0 + timedelta(minutes=1)),
-    RestartPlan(T0 + timedelta(minutes=2), {Status.PENDING: Status.EXPIRED}, "as_planned",
+    RestartPlan(T0 + timedelta(minutes=2), {QuestionStatus.PENDING: QuestionStatus.EXPIRED},
+                "as_planned",
                 {RunStatus.RUNNING: RunStatus.CANCELLED}, "stopped_as_planned"),
 ], ids=["R3", "another plan"])
 def test_the_store_executes_the_cores_restart_plan_and_states_no_rule_of_its_own(
@@ -186,7 +187,7 @@ def test_the_store_executes_the_cores_restart_plan_and_states_no_rule_of_its_own
             outcomes = db.execute("SELECT status, reason, count(*) FROM questions "
                                   "WHERE receipt_id IS NOT NULL AND reason != 'explicit' "
                                   "GROUP BY 1, 2").fetchall()
-        assert outcomes == [(plan.questions[Status.PENDING].value, plan.reason, 2)]
+        assert outcomes == [(plan.questions[QuestionStatus.PENDING].value, plan.reason, 2)]
     finally:
         world.close()
 

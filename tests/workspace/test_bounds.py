@@ -76,10 +76,10 @@ def test_w5_a_50_mib_file_is_read_in_a_small_window_with_bounded_memory(place: P
     probe = f"""
 import json, resource, sys
 sys.path.insert(0, {str(ROOT / 'src')!r})
-from clankie.workspace.tools import Settings, call_tool
+from clankie.workspace.tools import ToolSettings, call_tool
 from clankie.workspace.deny import DenyList
 from clankie.workspace.identity import identify
-settings = Settings(DenyList(), 5.0)
+settings = ToolSettings(DenyList(), 5.0)
 ws = identify({str(place.ws)!r})
 call_tool("read_file", '{{"path": "README.md"}}', ws, settings)  # warm: imports, caches
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -213,10 +213,10 @@ def test_w1_read_file_arguments_are_strict(place: Place):
 _MEASURE = """
 import json, resource, sys, time
 sys.path.insert(0, {src!r})
-from clankie.workspace.tools import Settings, call_tool
+from clankie.workspace.tools import ToolSettings, call_tool
 from clankie.workspace.deny import DenyList
 from clankie.workspace.identity import identify
-settings = Settings(DenyList(), 5.0)
+settings = ToolSettings(DenyList(), 5.0)
 ws = identify({ws!r})
 call_tool("list_files", '{{}}', ws, settings)  # warm: imports, caches
 report = []

@@ -36,7 +36,6 @@ class QuestionStatus(StrEnum):
     INVALIDATED = "invalidated"
 
 
-Status = QuestionStatus  # the name the tests written before issue 20 import
 
 
 class RunKind(StrEnum):

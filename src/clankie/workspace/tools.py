@@ -40,7 +40,6 @@ class ToolSettings:
     git_timeout: float
 
 
-Settings = ToolSettings  # the name the tests written before issue 20 import
 
 
 @dataclass(frozen=True)
