@@ -80,10 +80,11 @@ class ClientError(Exception):
 class BadServiceUrl(ClientError, ValueError):
     """`CLANKIE_URL` is not an address clankie can use: usage or invalid input (exit 2)."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(f"CLANKIE_URL={url!r} is not an address clankie can use: write "
-                         "http://HOST:PORT (an IPv6 host in brackets, as in "
-                         "http://[::1]:18900) or unix:///path/to/clankie.sock")
+    def __init__(self, url: str, why: str = "") -> None:
+        super().__init__(f"CLANKIE_URL={url!r} is not an address clankie can use"
+                         + (f" ({why})" if why else "") + ": write http://HOST:PORT (an "
+                         "IPv6 host in brackets, as in http://[::1]:18900) or "
+                         "unix:///path/to/clankie.sock")
         self.fix = ("set CLANKIE_URL to http://HOST:PORT or unix:///path/to/clankie.sock, "
                     "or unset it to use the home's socket")
 
@@ -188,8 +189,10 @@ def service_address(url: str) -> str:
     if unix := _UNIX_URL.fullmatch(url):
         return f"unix://{unix['path']}"
     http = _HTTP_URL.fullmatch(url)
-    if http is None or not 0 < int(http["port"]) <= 65535:
+    if http is None:
         raise BadServiceUrl(url)
+    if not 0 < int(http["port"]) <= 65535:
+        raise BadServiceUrl(url, f"port {http['port']} is not one (1 to 65535)")
     host = http["host"]
     try:
         if host.startswith("["):
@@ -335,6 +338,12 @@ def _where(exc: Any) -> str:
 def _unreachable(exc: BaseException, target: _Target) -> ServiceUnreachable:
     url = target.url
     reason = _reason(exc)
+    if isinstance(exc, socket.gaierror):  # no address for the name: nothing to start there
+        host = url.partition("://")[2].rpartition(":")[0]
+        return ServiceUnreachable(
+            f"cannot reach clankie at {url}: the host name {host} does not resolve "
+            f"({reason})", "check the host in CLANKIE_URL (a typing error? a name only "
+            "another network knows?), or unset CLANKIE_URL to use the home's socket")
     if target.via_env:  # plain `clankie serve` listens only on the home's socket
         nothing = "answers" if isinstance(exc, TimeoutError) else "listens"
         return ServiceUnreachable(f"nothing {nothing} at CLANKIE_URL={url} ({reason})",
@@ -352,9 +361,12 @@ def _uncertain(exc: BaseException, target: _Target) -> Uncertain:
 
 
 def _reason(exc: BaseException) -> str:
+    """Why, in the system's words ("connection refused"), not Python's exception names."""
     if isinstance(exc, TimeoutError):
         return "timed out"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[:1].lower() + exc.strerror[1:]
+    return str(exc) or type(exc).__name__
 
 
 def _serve_at(url: str) -> str:

@@ -75,8 +75,16 @@ class Home:
         configured = env.get("CLANKIE_HOME")
         # `~` as a shell would have expanded it (a quoted "~/x" reaches us as it is), and
         # absolute: the same home whatever the current folder, and said as such
-        path = Path(configured).expanduser() if configured else platformdirs.user_data_path(
-            "clankie")
+        if not configured:
+            return cls(Path(os.path.abspath(platformdirs.user_data_path("clankie"))))
+        try:
+            path = Path(configured).expanduser()
+        except RuntimeError:  # `~name` of no user this system has
+            user = configured[1:].split("/", 1)[0]
+            raise UnsafeHome(Unsafe(
+                "home", Path(configured), f"starts with ~{user}, and there is no user {user} "
+                "on this system", "set CLANKIE_HOME to a folder of your own (for example "
+                "~/clankie), then run `clankie init`", trust=False)) from None
         return cls(Path(os.path.abspath(path)))
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from clankie.client import (
     NotYours,
     ServiceUnreachable,
     Uncertain,
+    _Target,
+    _unreachable,
 )
 from tests.e2e.served import Served
 from tests.peers import DroppingPeer, own_non_loopback_address
@@ -231,3 +234,25 @@ def test_t2_the_owners_own_listener_is_used_over_the_socket_and_tcp(tmp_path: Pa
                     assert client.call("conversation_list")["conversations"] == []
     finally:
         assert served.stop() == 0
+
+
+def test_issue19_an_out_of_range_port_is_said_as_such():
+    """Issue 19's second trial: `http://localhost:99999` got the generic sentence."""
+    with pytest.raises(ValueError, match=r"port 99999 is not one \(1 to 65535\)"):
+        Client("http://localhost:99999", "clk_x")
+
+
+def test_issue19_unreachable_is_said_in_words_not_exception_names(tmp_path: Path):
+    """Issue 19's second trial: `FileNotFoundError: [Errno 2] ...` in the TUI's notice, and
+    `gaierror` with a fix to start clankie on a host name that does not resolve."""
+    with Client(f"unix://{tmp_path / 'none.sock'}", "clk_x") as client, \
+            pytest.raises(ServiceUnreachable) as err:
+        client.call("conversation_list")
+    assert "no such file or directory" in str(err.value), err.value
+    assert "Error" not in str(err.value) and "Errno" not in str(err.value), err.value
+    target = _Target("http://no-such-host.invalid:80", "clk_x", None, 1.0)
+    target.via_env = True
+    said = _unreachable(socket.gaierror(-2, "Name or service not known"), target)
+    assert "the host name no-such-host.invalid does not resolve" in str(said), said
+    assert "gaierror" not in str(said) and "clankie serve" not in said.fix, said.fix
+    assert "CLANKIE_URL" in said.fix, said.fix

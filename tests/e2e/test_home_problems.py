@@ -226,3 +226,17 @@ def test_a_home_behind_a_folder_the_user_may_not_enter_is_refused(open_folder: P
         assert_refused(done.returncode, done.stderr, home, "CLANKIE_HOME")
         assert f"may not enter {closed}" in done.stderr
     assert list(closed.iterdir()) == []
+
+
+# A `~user` that names no user of this system.
+
+def test_a_home_under_the_tilde_of_no_user_is_refused_everywhere_and_nothing_is_made(
+        tmp_path: Path):
+    """Issue 19's second trial: `CLANKIE_HOME=~nosuchuser/x` was `internal error:
+    RuntimeError: Could not determine home directory.` from every command."""
+    home = Path("~clankie-no-such-user/clankie")
+    for command in (("init",), *READERS, ("serve",), ("doctor",)):
+        done = clankie(*command, home=home, timeout=30)
+        assert_refused(done.returncode, done.stderr, home, "CLANKIE_HOME")
+        assert "no user clankie-no-such-user" in done.stderr, done.stderr
+    assert not (ROOT / "~clankie-no-such-user").exists()
