@@ -52,6 +52,8 @@ _TCP_SHARE = 8
 # A long-poll's reads (its first, and one after each wake-up) run apart from the ops, so
 # many long-polls woken by one commit never keep an operation waiting for a thread.
 _TAIL_READ_THREADS = 8
+# Ops that take no bearer token: their input is the credential (SPEC H2).
+_CODE_IS_CREDENTIAL = frozenset({"device_pair_finish"})
 
 
 class HttpServer(uvicorn.Server):
@@ -123,10 +125,14 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/v1/ops/{op}")
     async def dispatch(op: str, request: Request) -> Response:
         try:
-            token = _bearer(request)  # T6: who asks, before anything they sent is read
-            if token is None:  # no thread, no store: a stranger's bare request is cheap
-                raise ClankieError("unauthenticated", "a bearer token is required")
-            await in_thread(request, token, ops_limiter, partial(service.authenticate, token))
+            # T6: who asks, before anything they sent is read; except for the one op whose
+            # input is its own credential (H2: a pairing code, which the service checks).
+            token = None if op in _CODE_IS_CREDENTIAL else _bearer(request)
+            if op not in _CODE_IS_CREDENTIAL:
+                if token is None:  # no thread, no store: a stranger's bare request is cheap
+                    raise ClankieError("unauthenticated", "a bearer token is required")
+                await in_thread(request, token, ops_limiter,
+                                partial(service.authenticate, token))
             body = await _read_body(request)
             payload = _parse_json(body)
             encoded: bytes | None  # None only from work that returns None, never service.call

@@ -37,7 +37,7 @@ from clankie.workspace.identity import identify_saved
 from clankie.workspace.membership import Membership, membership
 
 from . import views
-from .credentials import authenticate
+from .credentials import PairingLock, authenticate
 from .longpoll import LongPolls
 from .notify import Notifier, document
 
@@ -86,6 +86,10 @@ class ServiceBase:
 
     def __post_init__(self) -> None:
         self.long_polls = LongPolls()
+        self.pairing_lock = PairingLock()
+        # When each credential was last used: reads note it here only, writes also store
+        # it (`credential_list` shows the later of the two).
+        self.last_used: dict[str, datetime] = {}
         self.started_at = self.clock()  # what `service_info` reports
 
     def has_owner(self) -> bool:
@@ -120,6 +124,8 @@ class ServiceBase:
         with self._storage(), self.store.write() as tx:
             principal = authenticate(tx, token, now)
             authorize(op, principal)
+            self.last_used[principal.credential_id] = now
+            tx.credential_used(principal.credential_id, now)
             call = Call(tx, principal, now)
             try:
                 yield call
@@ -143,6 +149,7 @@ class ServiceBase:
         with self._storage(), self.store.read() as tx:
             principal = authenticate(tx, token, now)
             authorize(op, principal)
+            self.last_used[principal.credential_id] = now
             yield Call(tx, principal, now)
 
     def _after_commit(self, tx: WriteTx) -> None:
