@@ -402,6 +402,8 @@ class ServiceInfoOut(Out):
     started_at: str
     model: ModelOut
     settings: dict[str, Any]
+    # An addition: where the phone page is reached (SPEC H1), null when not served.
+    web_url: str | None = None
 
 
 class AskResult(Out):

@@ -68,15 +68,30 @@ class HttpServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def http_server(service: Service) -> HttpServer:
+def http_server(service: Service, web: tuple[tuple[str, int], Any] | None = None
+                ) -> HttpServer:
+    """The server of every listener. With `web` (the `--web` listener's address and the
+    page's app, SPEC H1), requests to that listener go to the page and nothing else, and
+    requests to the others never reach the page."""
+    app: Any = create_app(service)
+    if web is not None:
+        app = _by_listener(app, *web)
     # log_config=None: uvicorn's messages go through the service's own log (T5: visible,
     # repeats counted), not a handler of uvicorn's.
-    config = uvicorn.Config(create_app(service), lifespan="off", access_log=False,
+    config = uvicorn.Config(app, lifespan="off", access_log=False,
                             log_config=None,
                             log_level="warning", timeout_graceful_shutdown=10,
                             http=bounded_protocol(service.settings.max_connections),
                             ws="none")
     return HttpServer(config, service)
+
+
+def _by_listener(api: Any, web_address: tuple[str, int], web: Any) -> Any:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        server = scope.get("server")
+        on_web = server is not None and tuple(server)[:2] == web_address
+        await (web if on_web else api)(scope, receive, send)
+    return app
 
 
 def create_app(service: Service) -> FastAPI:

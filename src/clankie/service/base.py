@@ -87,6 +87,9 @@ class ServiceBase:
     def __post_init__(self) -> None:
         self.long_polls = LongPolls()
         self.pairing_lock = PairingLock()
+        # Where the phone page is reached (SPEC H1): `web_origin`, or the `--web` listener's
+        # own address; None while no page is served. Set by the server that serves it.
+        self.web_url: str | None = None
         # When each credential was last used: reads note it here only, writes also store
         # it (`credential_list` shows the later of the two).
         self.last_used: dict[str, datetime] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -54,6 +55,15 @@ from .longpoll import Tail, Wake
 from .runs import RunHooks
 
 assert dto.OPS.keys() == WHO_MAY.keys()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStatus:
+    credential_id: str
+    name: str
+    kind: str
+    mode: str | None
+    lease_expires_at: str | None  # set while this credential holds Take Control
 
 
 class Service(RunHooks):
@@ -381,7 +391,19 @@ class Service(RunHooks):
                                endpoint_host=model.endpoint_host,
                                endpoint_digest=model.endpoint_digest,
                                key_set=model.key_set),
-            settings=settings_shown(self.settings))
+            settings=settings_shown(self.settings), web_url=self.web_url)
+
+    def device_status(self, token: str | None) -> DeviceStatus:
+        """Who this token is, for a surface to show (the phone page, H5): its name, mode and
+        Take Control lease. Any live credential may ask about itself."""
+        with self._read("service_info", token) as c:
+            row = c.tx.credential(c.principal.credential_id)
+            lease = c.tx.lease()
+        assert row is not None
+        held = lease is not None and lease.held_by(row.credential_id, c.now)
+        return DeviceStatus(row.credential_id, row.name, row.kind.value,
+                            row.mode.value if row.mode else None,
+                            iso(lease.expires_at) if held and lease else None)
 
     # ----------------------------------------------------------------------- questions
 
