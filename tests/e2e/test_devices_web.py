@@ -93,3 +93,20 @@ def test_h1_serve_web_refuses_a_non_loopback_address(tmp_path: Path):
     done = clankie("serve", "--web", "0.0.0.0:8080", home=tmp_path / "home")
     assert done.returncode == 2
     assert "--web serves only on a loopback address" in done.stderr
+
+
+def test_h1_the_web_listener_serves_only_the_page_and_the_api_never_the_page(tmp_path: Path):
+    served = Served.start(tmp_path / "home", "--web", "127.0.0.1:0")
+    try:
+        token = served.home.token_file.read_text().strip()
+        with httpx.Client(timeout=10) as http:
+            on_web = http.post(f"{served.web_url}/v1/ops/conversation_list", json={},
+                               headers={"Authorization": f"Bearer {token}"})
+            assert on_web.status_code == 400  # the page refuses any bearer token
+            on_web = http.post(f"{served.web_url}/v1/ops/conversation_list", json={})
+            assert on_web.status_code == 404
+            assert http.get(f"{served.tcp_url}/").status_code == 404
+            assert http.get(f"{served.tcp_url}/static/page.js").status_code == 404
+            assert http.get(f"{served.web_url}/static/page.js").status_code == 200
+    finally:
+        served.stop()
