@@ -181,7 +181,8 @@ class ServiceBase:
                     question = next((q for q in change.questions
                                      if q.request_id == event.request_id), None)
                     self.notifier.submit(change.conversation.conversation_id,
-                                         document(change.conversation, event, question))
+                                         document(change.conversation, event, question,
+                                                  self.settings.web_origin))
 
     @staticmethod
     def _conversation(tx: ReadTx, conversation_id: str,
