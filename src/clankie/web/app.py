@@ -279,9 +279,12 @@ def _view(service: Service, token: str | None, conversation_id: str | None,
         with contextlib.suppress(ClankieError):  # an evicted receipt: nothing to say
             shown = _snapshot(service, token, chosen, shown_request).request
             if shown is not None and shown.status != "pending":
-                ended = _ended(shown)
+                ended = _ended(shown, device.credential_id)
     return {"device": device, "conversations": ordered, "pending": set(pending),
-            "chosen": chosen, "snapshot": snapshot, "ended": ended}
+            "chosen": chosen, "snapshot": snapshot, "ended": ended,
+            # the question the page keeps in mind: an ended one stays said until left
+            "watched": shown_request if ended else (
+                snapshot.pending.request_id if snapshot and snapshot.pending else "")}
 
 
 def _snapshot(service: Service, token: str | None, conversation_id: str,
@@ -292,11 +295,13 @@ def _snapshot(service: Service, token: str | None, conversation_id: str,
     return cast(dto.Snapshot, service.call("input_get", token, payload))
 
 
-def _ended(question: dto.QuestionOut) -> str:
+def _ended(question: dto.QuestionOut, me: str) -> str:
     receipt = question.receipt
     by = ""
     if receipt is not None and receipt.answered_by is not None:
-        by = f" by {'an operator' if receipt.answered_by.kind == 'operator' else 'a device'}"
+        who = receipt.answered_by
+        by = (" from this browser" if who.credential_id == me else
+              f" by {'an operator' if who.kind == 'operator' else 'another device'}")
     if question.status == "answered":
         return f"it was answered{by}"
     if question.status == "cancelled":

@@ -1,7 +1,41 @@
 // clankie's phone page (SPEC H5, H6): live updates by long-poll, answers without a reload.
 // Our own code, no library. It never resubmits by itself: a request is sent on a tap only.
 "use strict";
+//
+// Every POST is sent with referrerPolicy "strict-origin": under the page's own
+// "Referrer-Policy: no-referrer" a browser sends "Origin: null", and clankie accepts a
+// state change only with its own Origin (SPEC H4). The Referer then holds the origin only.
 (function () {
+  const pairForm = document.getElementById("pair-form");
+  if (pairForm) {
+    pairForm.addEventListener("submit", async function (event) {
+      event.preventDefault();
+      const button = pairForm.querySelector("button");
+      button.disabled = true;
+      const message = document.getElementById("pair-status");
+      message.textContent = "Pairing…";
+      try {
+        const response = await fetch("/pair", {
+          method: "POST",
+          credentials: "same-origin",
+          referrerPolicy: "strict-origin",
+          headers: { "Content-Type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams(new FormData(pairForm)).toString(),
+        });
+        if (response.ok && response.redirected) {
+          location.replace("/");  // paired: the code leaves the address bar
+          return;
+        }
+        const page = new DOMParser().parseFromString(await response.text(), "text/html");
+        const said = page.querySelector(".message");
+        message.textContent = said ? said.textContent : "Not paired.";
+      } catch (e) {
+        message.textContent = "Not paired: the connection to clankie failed. Try again.";
+        button.disabled = false;
+      }
+    });
+    return;
+  }
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
   const view = document.getElementById("view");
   const status = document.getElementById("status");
@@ -63,6 +97,7 @@
       const response = await fetch("/api/" + action, {
         method: "POST",
         credentials: "same-origin",
+        referrerPolicy: "strict-origin",
         headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
         body: JSON.stringify(body || {}),
       });
