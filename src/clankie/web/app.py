@@ -35,7 +35,7 @@ from clankie.service import Service
 
 log = logging.getLogger("clankie.web")
 
-MAX_BODY_BYTES: Final = 16 * 1024
+MAX_BODY_BYTES: Final = 64 * 1024  # as `/v1/ops`: an 8,000-character answer fits
 LONG_POLL_MS: Final = 1_000  # H6: every change shows within 2 s, a revocation too
 _THREADS: Final = 4  # the page's calls never take the threads the owner's socket uses
 SECURITY_HEADERS: Final = {
