@@ -42,7 +42,8 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def web(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The served process (after the browser: without one, nothing is started)."""
     server = Served.start(tmp_path_factory.mktemp("phone") / "home", "--web", "127.0.0.1:0")
     try:
         yield server
