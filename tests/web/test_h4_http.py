@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
+import clankie.web
 from clankie.settings import Settings
 from clankie.web.app import SECURITY_HEADERS, create_web_app
 from tests.world import World
@@ -264,7 +266,18 @@ def test_h4_the_page_has_no_inline_script_and_loads_only_its_own_assets(world: W
         html = client.get("/").text
     assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/page.js" defer>']
     assert not re.search(r"""(src|href)=["'](https?:)?//""", html)
-    assert " on" not in re.sub(r"<[^>]*>", "", html) or "onclick" not in html
+    assert not re.search(r"\son[a-z]+\s*=", html)  # no inline event handlers either
+    assert "javascript:" not in html
+
+
+def test_h6_the_page_looks_again_at_least_every_second():
+    """H6's 2 s: a revocation or an expiry writes no event, so the page's long-poll must
+    come back (and the view be read again) within a second, whatever happens."""
+    from clankie.web.app import LONG_POLL_MS
+
+    assert LONG_POLL_MS <= 1_000
+    script = (Path(clankie.web.__file__).parent / "static" / "page.js").read_text()
+    assert "/api/events?" in script and "await refresh()" in script
 
 
 def test_h4_no_token_code_or_answer_text_reaches_the_log(world: World,
