@@ -362,3 +362,25 @@ def test_h5_a_revoked_browser_is_told_and_refused(world: World):
                               headers={"Origin": LISTENER, "X-CSRF-Token": csrf})
         assert refused.json()["outcome"] == "revoked"
     assert not devices(world)[0]["holds_lease"]
+
+
+def test_h5_expired_and_cancelled_are_said_in_words(world: World):
+    c, _ = asked(world)
+    with page_client(world) as client:
+        csrf = paired(world, client)
+        headers = {"Origin": LISTENER, "X-CSRF-Token": csrf}
+        client.post("/api/take-control", json={}, headers=headers)
+        body = binding(c, world)
+        cancel = {k: v for k, v in body.items() if k != "option_id"}
+        cancelled = client.post("/api/cancel", json=cancel, headers=headers).json()
+        assert cancelled["outcome"] == "accepted" and cancelled["message"].startswith(
+            "Cancelled.")
+        assert not still_pending(world, c)
+        again = world.ask(c)
+        world.clock.advance(world.service.settings.question_ttl + 1)
+        client.post("/api/take-control", json={}, headers=headers)
+        late = client.post("/api/answer", headers=headers, json={
+            "conversation_id": c, "request_id": again["pending"]["request_id"],
+            "incarnation": again["incarnation"], "revision": again["revision"],
+            "option_id": again["pending"]["options"][0]["option_id"]}).json()
+        assert (late["outcome"], late["message"].split(":")[0]) == ("expired", "Expired"), late
