@@ -142,6 +142,12 @@ def test_h2_h5_h6_pair_from_the_printed_url_see_a_question_live_answer_by_tap(
     # H6: the question appears without a reload
     expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible(timeout=WAIT_MS)
     shot(phone, "phone-question", tmp_path)
+    # H6: every control labelled (a screen reader names it), and one column at 360 px
+    expect(phone.get_by_role("textbox", name="Or answer in your own words")).to_be_visible()
+    for button in phone.get_by_role("button").all():
+        assert (button.get_attribute("aria-label") or button.inner_text()).strip()
+    phone.set_viewport_size({"width": 360, "height": 740})
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 360
     phone.get_by_role("button", name="Answer: tabs").tap()
     expect(phone.locator("#status")).to_have_text(
         "Accepted. Clankie has not necessarily run yet.", timeout=WAIT_MS)
