@@ -110,3 +110,9 @@ def test_h1_the_web_listener_serves_only_the_page_and_the_api_never_the_page(tmp
             assert http.get(f"{served.web_url}/static/page.js").status_code == 200
     finally:
         served.stop()
+
+
+def test_pair_without_a_name_or_web_is_a_usage_error(tmp_path: Path):
+    done = clankie("devices", "pair", home=tmp_path / "nowhere")
+    assert done.returncode == 2
+    assert "give the device a NAME (or pair a browser with --web)" in done.stderr
