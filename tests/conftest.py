@@ -46,6 +46,16 @@ SLOW: tuple[str, ...] = (
 BY_FOLDER = {"e2e": pytest.mark.e2e, "tui": pytest.mark.tui}
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say loudly when the browser tests did not run (tests/e2e/browser.py)."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if "BROWSER TESTS SKIPPED" in str(getattr(r, "longrepr", ""))]
+    if skipped:
+        terminalreporter.write_sep("!", f"{len(skipped)} BROWSER TESTS SKIPPED: no Chromium "
+                                   "or no Playwright; CI sets REQUIRE_BROWSER_TESTS=1",
+                                   red=True, bold=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(item.path).resolve()

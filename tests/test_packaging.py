@@ -22,4 +22,5 @@ def test_the_wheel_carries_every_file_of_the_package_not_only_the_python(tmp_pat
     needed = {str(p.relative_to(package)) for p in (package / "clankie").rglob("*")
               if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
     assert "clankie/tui/chat.tcss" in needed
+    assert {"clankie/web/static/page.js", "clankie/web/templates/home.html"} <= needed
     assert needed <= carried, sorted(needed - carried)

@@ -136,6 +136,19 @@ class DevicePair(Strict):
     mode: Literal["control", "read_only"]
 
 
+class DevicePairStart(Strict):
+    name: Name
+    mode: Literal["control", "read_only"] = "control"
+
+
+class DevicePairFinish(Strict):
+    code: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class CredentialRevoke(Strict):
+    credential_id: Uuid
+
+
 class DeviceTakeControl(Strict):
     ttl_s: Annotated[int, Field(ge=1, le=7 * 86_400)] | None = None
 
@@ -323,6 +336,17 @@ class TokenOut(Out):
     token: str
 
 
+class PairingOut(Out):
+    """`device_pair_start`: the one-time code (shown once, stored only as a hash) and, an
+    addition, the confirmation `word` the page shows beside "Pair this browser as NAME?".
+    The credential that finishing the pairing creates gets `pairing_id` as its id."""
+
+    pairing_id: str
+    code: str
+    expires_at: str
+    word: str
+
+
 class LeaseOut(Out):
     lease_id: str
     expires_at: str
@@ -334,6 +358,8 @@ class CredentialOut(Out):
     mode: Literal["control", "read_only"] | None
     name: str
     created_at: str
+    last_used_at: str | None
+    revoked: bool
     rotated_at: str | None
     holds_lease: bool
 
@@ -376,6 +402,8 @@ class ServiceInfoOut(Out):
     started_at: str
     model: ModelOut
     settings: dict[str, Any]
+    # An addition: where the phone page is reached (SPEC H1), null when not served.
+    web_url: str | None = None
 
 
 class AskResult(Out):
@@ -431,6 +459,9 @@ OPS: dict[str, Op] = {
     "credential_issue": _op(CredentialIssue, TokenOut),
     "credential_rotate": _op(CredentialRotate, TokenOut),
     "credential_list": _op(Nothing, CredentialsOut),
+    "credential_revoke": _op(CredentialRevoke, Empty),
+    "device_pair_start": _op(DevicePairStart, PairingOut),
+    "device_pair_finish": _op(DevicePairFinish, TokenOut),
     "owner_revoke": _op(Nothing, Empty),
     "native_takeover": _op(NativeTakeover, ConversationOut),
     "room_post": _op(RoomPost, MessageOut),

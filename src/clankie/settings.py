@@ -13,6 +13,7 @@ import difflib
 import json
 import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from clankie.workspace.deny import DEFAULT_DENY
 YEAR_S = 31_536_000
 _TEXT_CHARS = 2_000  # any string setting
 Seconds: Final[dict[str, Any]] = {"unit": "seconds"}
+_ORIGIN: Final = re.compile(r"https?://[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})(?::[0-9]{1,5})?")
 
 
 class Settings(BaseSettings):
@@ -87,6 +89,11 @@ class Settings(BaseSettings):
                                 description="Tokens a model request may hold (estimated on the "
                                             "safe side); the oldest history is left out first, "
                                             "and the model is told.")
+    web_origin: str = Field(
+        "", max_length=300,
+        description="The one origin the phone page (serve --web) is used from, scheme and "
+                    "host only, for example https://laptop.tailnet-name.ts.net; empty: the "
+                    "--web listener's own address.")
     # A ceiling for a local service. Each connection is a file descriptor, and the process's
     # own limit (often 1,024 soft) still applies; the default fits it with both listeners.
     max_connections: int = Field(256, ge=1, le=4_096,
@@ -102,6 +109,15 @@ class Settings(BaseSettings):
                                    file_secret_settings: PydanticBaseSettingsSource,
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)  # the file and the variables only through `load_settings`
+
+    @field_validator("web_origin")
+    @classmethod
+    def _an_origin(cls, value: str) -> str:
+        if value and not _ORIGIN.fullmatch(value):
+            raise ValueError("web_origin must be an origin: http:// or https://, a host name "
+                             "and an optional port, with no path (for example "
+                             "https://laptop.tailnet-name.ts.net)")
+        return value.lower()
 
     @field_validator("*", mode="before")
     @classmethod

@@ -35,6 +35,9 @@ EXPECTED = {
     "credential_issue": {"operator"},
     "credential_rotate": ALL,
     "credential_list": {"operator"},  # oneself; another credential only as an operator (service)
+    "credential_revoke": {"operator"},
+    "device_pair_start": {"operator"},
+    "device_pair_finish": set(),  # H2: no token grants it; the pairing code is the credential
     "owner_revoke": {"operator"},
     "native_takeover": {"operator"},
     "room_post": {"operator", "captain"},

@@ -30,6 +30,7 @@ from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"clankie serving on (unix://\S+)(?: and (http://\S+))?")
+WEB = re.compile(r"the phone page on (http://\S+)")
 ASK = {"kind": "choice", "prompt": "Tabs or spaces?", "allow_text": True,
        "options": [{"label": "tabs", "description": "one per level"}, {"label": "spaces"}]}
 DEFAULT_SCRIPT: dict[str, Any] = {"turns": [[{"ask": ASK}]] * 500}
@@ -119,6 +120,12 @@ class Served:
         match = READY.search(line)
         assert match is not None
         return cls(Home(home_path), proc, match.group(2), lines.seen, lines)
+
+    @property
+    def web_url(self) -> str:
+        """The `--web` listener's address (SPEC H1), from the ready line."""
+        found = next(m for line in self.log if (m := WEB.search(line)))
+        return found.group(1)
 
     def client(self, token: str | None = None, url: str | None = None) -> Client:
         return Client(url or f"unix://{self.home.socket}",

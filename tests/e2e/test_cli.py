@@ -77,7 +77,7 @@ def test_help_lists_every_command_with_a_line(served: Served):
     assert "Exit codes" in top.stdout
     groups = {"conversations": ["new", "list", "show", "send", "reset", "events", "questions",
                                 "answer", "cancel-question", "stop"],
-              "devices": ["pair", "list", "take-control", "release"],
+              "devices": ["pair", "list", "revoke", "take-control", "release"],
               "credentials": ["issue", "rotate"]}
     for group, commands in groups.items():
         shown = cli(served, group, "--help").stdout

@@ -89,6 +89,22 @@ def test_one_document_per_question_with_every_field(tmp_path: Path, workspace: P
         assert served.stop() == 0
 
 
+def test_h7_with_web_origin_the_document_has_answer_url_and_no_credential(
+        tmp_path: Path, workspace: Path):
+    origin = "https://laptop.tailnet-name.ts.net"
+    served, out = hooked(tmp_path, "record", CLANKIE_WEB_ORIGIN=origin)
+    try:
+        c = conversation(served, workspace)
+        with served.client() as client:
+            ask(client, c)
+        (doc,) = eventually(lambda: documents(out), "the hook's document", timeout=20)
+        assert doc["answer_url"] == f"{origin}/?c={c}"
+        token = served.home.token_file.read_text().strip()
+        assert token not in json.dumps(doc) and "clk_" not in json.dumps(doc)
+    finally:
+        assert served.stop() == 0
+
+
 def test_notify_on_resolved_adds_one_document_per_ending(tmp_path: Path, workspace: Path):
     served, out = hooked(tmp_path, "record", CLANKIE_NOTIFY_ON_RESOLVED="true")
     try:

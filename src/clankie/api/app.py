@@ -53,6 +53,8 @@ _TCP_SHARE = 8
 # A long-poll's reads (its first, and one after each wake-up) run apart from the ops, so
 # many long-polls woken by one commit never keep an operation waiting for a thread.
 _TAIL_READ_THREADS = 8
+# Ops that take no bearer token: their input is the credential (SPEC H2).
+_CODE_IS_CREDENTIAL = frozenset({"device_pair_finish"})
 
 
 class HttpServer(uvicorn.Server):
@@ -67,15 +69,30 @@ class HttpServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def http_server(service: Service) -> HttpServer:
+def http_server(service: Service, web: tuple[tuple[str, int], Any] | None = None
+                ) -> HttpServer:
+    """The server of every listener. With `web` (the `--web` listener's address and the
+    page's app, SPEC H1), requests to that listener go to the page and nothing else, and
+    requests to the others never reach the page."""
+    app: Any = create_app(service)
+    if web is not None:
+        app = _by_listener(app, *web)
     # log_config=None: uvicorn's messages go through the service's own log (T5: visible,
     # repeats counted), not a handler of uvicorn's.
-    config = uvicorn.Config(create_app(service), lifespan="off", access_log=False,
+    config = uvicorn.Config(app, lifespan="off", access_log=False,
                             log_config=None,
                             log_level="warning", timeout_graceful_shutdown=10,
                             http=bounded_protocol(service.settings.max_connections),
                             ws="none")
     return HttpServer(config, service)
+
+
+def _by_listener(api: Any, web_address: tuple[str, int], web: Any) -> Any:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        server = scope.get("server")
+        on_web = server is not None and tuple(server)[:2] == web_address
+        await (web if on_web else api)(scope, receive, send)
+    return app
 
 
 def create_app(service: Service) -> FastAPI:
@@ -124,10 +141,14 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/v1/ops/{op}")
     async def dispatch(op: str, request: Request) -> Response:
         try:
-            token = _bearer(request)  # T6: who asks, before anything they sent is read
-            if token is None:  # no thread, no store: a stranger's bare request is cheap
-                raise ClankieError(Code.UNAUTHENTICATED, "a bearer token is required")
-            await in_thread(request, token, ops_limiter, partial(service.authenticate, token))
+            # T6: who asks, before anything they sent is read; except for the one op whose
+            # input is its own credential (H2: a pairing code, which the service checks).
+            token = None if op in _CODE_IS_CREDENTIAL else _bearer(request)
+            if op not in _CODE_IS_CREDENTIAL:
+                if token is None:  # no thread, no store: a stranger's bare request is cheap
+                    raise ClankieError(Code.UNAUTHENTICATED, "a bearer token is required")
+                await in_thread(request, token, ops_limiter,
+                                partial(service.authenticate, token))
             body = await _read_body(request)
             payload = _parse_json(body)
             encoded: bytes | None  # None only from work that returns None, never service.call

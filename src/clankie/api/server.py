@@ -93,24 +93,24 @@ def unix_socket(path: Path) -> socket.socket:
     return sock
 
 
-def parse_tcp(address: str) -> tuple[str, int]:
-    """`--tcp HOST:PORT`: a loopback host (an IPv6 one in brackets, as in a URL) and a port
-    from 1 to 65535, or 0 for any free one; anything else is a `ServeUsage`."""
+def parse_tcp(address: str, option: str = "--tcp") -> tuple[str, int]:
+    """`--tcp HOST:PORT` (or `--web`, H1): a loopback host (an IPv6 one in brackets, as in a
+    URL) and a port from 1 to 65535, or 0 for any free one; anything else is a `ServeUsage`."""
     host, sep, port_text = address.rpartition(":")
     if not sep or not host:
-        raise ServeUsage(f"--tcp takes a loopback HOST:PORT, as in 127.0.0.1:18900 or "
+        raise ServeUsage(f"{option} takes a loopback HOST:PORT, as in 127.0.0.1:18900 or "
                          f"[::1]:18900, not {address!r}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if not re.fullmatch(r"[0-9]{1,5}", port_text) or int(port_text) > 65535:
-        raise ServeUsage(f"--tcp takes a PORT from 1 to 65535 (or 0: any free port), not "
+        raise ServeUsage(f"{option} takes a PORT from 1 to 65535 (or 0: any free port), not "
                          f"{address!r}")
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
     if not loopback:
-        raise ServeUsage(f"--tcp serves only on a loopback address (127.0.0.1, [::1] or "
+        raise ServeUsage(f"{option} serves only on a loopback address (127.0.0.1, [::1] or "
                          f"localhost), not {address!r}")
     return host, int(port_text)
 
@@ -156,13 +156,13 @@ def descriptors_for(max_connections: int, listeners: int) -> None:
 
 
 def serve(home: Home, settings: Settings, tcp: str | None = None,
-          script: Path | None = None) -> None:
+          script: Path | None = None, web: str | None = None) -> None:
     # T1: nothing in a home someone else could have changed is used; and one the service
     # cannot write in (read-only, permissions) is refused before anything is opened
     check(home, write=True)
     if not home.store.exists():
         raise ServeError(f"{home.path} has no clankie store; run `clankie init` first")
-    descriptors_for(settings.max_connections, 2 if tcp else 1)
+    descriptors_for(settings.max_connections, 1 + bool(tcp) + bool(web))
     try:
         logs.setup(home.path / LOG)
     except logs.LogRefused as exc:
@@ -187,6 +187,9 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             # connects meanwhile waits in the listen queue until recovery is done.
             if tcp:
                 sockets.append(tcp_socket(tcp))
+            web_socket = tcp_socket(web) if web else None
+            if web_socket is not None:
+                sockets.append(web_socket)
             sockets.insert(0, unix_socket(home.socket))  # first: the ready line says so
             # R3 before any run starts or any request is read. Its statements run in
             # SQLite without the GIL, so the HTTP layer is imported meanwhile.
@@ -200,16 +203,25 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             service.executor = executor
             if settings.notify_command:
                 service.notifier = Notifier(settings.notify_command)
-            server = http.http_server(service)
+            page = None
+            if web_socket is not None:
+                from clankie.web.app import create_web_app
+
+                listener = http_url(web_socket)
+                service.web_url = settings.web_origin or listener
+                page = (tuple(web_socket.getsockname()[:2]), create_web_app(service, listener))
+            server = http.http_server(service, page)
             # A stop signal that arrives before uvicorn has installed its own handlers (the
             # ready line is printed first) must still stop it; and uvicorn re-raises the
             # signal it caught once it has stopped, which then changes nothing, so a clean
             # stop exits 0.
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, server.handle_exit)
-            where = [f"unix://{home.socket}"] + [http_url(s) for s in sockets[1:]]
+            where = [f"unix://{home.socket}"] + [http_url(s) for s in sockets[1:]
+                                                  if s is not web_socket]
+            said_web = f"; the phone page on {http_url(web_socket)}" if web_socket else ""
             print(f"clankie serving on {' and '.join(where)} with the {settings.model} model"
-                  f"{_model_said(settings, script)}", file=sys.stderr, flush=True)
+                  f"{_model_said(settings, script)}{said_web}", file=sys.stderr, flush=True)
             try:
                 server.run(sockets=sockets)
             finally:

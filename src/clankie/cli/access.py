@@ -7,13 +7,29 @@ only its hash. Rotating the token of the home's own token file rewrites that fil
 from __future__ import annotations
 
 import os
+import sys
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from clankie import when
 
-from .common import Arg, Group, Whole, call, connect, json_option, print_json, say
+from .common import (
+    OTHER,
+    Arg,
+    Group,
+    Whole,
+    call,
+    connect,
+    exit_with,
+    fail_usage,
+    json_option,
+    print_json,
+    say,
+    warn,
+)
 
 devices = Group("devices", help="Paired devices and Take Control.")
 credentials = Group("credentials", help="Operator and captain credentials.")
@@ -28,22 +44,73 @@ def _token(made: dict[str, Any], as_json: bool, what: str) -> None:
 
 
 @devices.command()
-@click.argument("name", cls=Arg, metavar="NAME", help="A name for the device.")
+@click.argument("name", cls=Arg, metavar="NAME", required=False,
+                help="A name for the device (with --web, or give --name).")
+@click.option("--name", "name_option", metavar="NAME",
+              help="A name for the browser (with --web; default: phone).")
 @click.option("--mode", metavar="MODE", default="control", show_default=True,
               help="control or read_only.")
+@click.option("--web", is_flag=True,
+              help="Pair a phone's browser: print a one-time URL, its QR code and a "
+                   "confirmation word, and wait until the browser pairs or the code expires.")
 @json_option
-def pair(name: str, mode: str, as_json: bool) -> None:
-    """Pair a device and print its token."""
+def pair(name: str | None, name_option: str | None, mode: str, web: bool,
+         as_json: bool) -> None:
+    """Pair a device and print its token, or (--web) pair a browser by a one-time URL."""
+    if web:
+        _pair_web(name_option or name or "phone", mode, as_json)
+        return
+    if name is None:
+        fail_usage("give the device a NAME (or pair a browser with --web)")
     with connect() as client:
         made = call(client, "device_pair", {"name": name, "mode": mode}, as_json=as_json,
                     inspect="clankie devices list")
     _token(made, as_json, f"device ({mode})")
 
 
+def _pair_web(name: str, mode: str, as_json: bool) -> None:
+    """SPEC H2: the URL (and its QR code) carries the code; the browser confirms with a
+    button. Waits, reading `credential_list`, for the device the pairing makes (its id is
+    the pairing's) until the code expires."""
+    with connect() as client:
+        info = call(client, "service_info", {}, as_json=as_json)
+        if not info.get("web_url"):
+            warn("clankie: this service does not serve the phone page")
+            warn("  fix: restart it with `clankie serve --web 127.0.0.1:PORT` (and set "
+                 "web_origin to the address the phone uses)")
+            exit_with(OTHER)
+        started = call(client, "device_pair_start", {"name": name, "mode": mode},
+                       as_json=as_json, inspect="clankie devices list")
+        url = f"{info['web_url']}/pair?code={started['code']}"
+        if as_json:
+            print_json(started | {"url": url})
+        else:
+            import segno  # only this command draws a QR code
+
+            say(f"Open this on the phone to pair it as {name!r} ({mode}):")
+            say(url)
+            segno.make(url, error="m").terminal(out=sys.stdout, compact=True)
+            say(f"The page shows the confirmation word: {started['word']}")
+            say(f"Waiting until it pairs (the code expires at "
+                f"{when.shown_now(started['expires_at'])}); Ctrl+C stops waiting.")
+        expires = datetime.fromisoformat(started["expires_at"])
+        while datetime.now(UTC) < expires:
+            listed = call(client, "credential_list", {}, as_json=as_json)["credentials"]
+            if any(c["credential_id"] == started["pairing_id"] for c in listed):
+                if as_json:
+                    print_json({"paired": started["pairing_id"]})
+                else:
+                    say(f"paired: {name} ({mode}), device {started['pairing_id']}")
+                return
+            time.sleep(1)  # a person is pairing a phone: once a second is soon enough
+    warn("clankie: the pairing code expired unused; run `clankie devices pair --web` again")
+    exit_with(OTHER)
+
+
 @devices.command("list")
 @json_option
 def list_devices(as_json: bool) -> None:
-    """List paired devices, and which one holds Take Control."""
+    """List paired devices: mode, name, created, last used, Take Control, revoked."""
     with connect() as client:
         listed = call(client, "credential_list", {}, as_json=as_json)
     found = [c for c in listed["credentials"] if c["kind"] == "device"]
@@ -52,7 +119,21 @@ def list_devices(as_json: bool) -> None:
         return
     for c in found:
         lease = "  holds Take Control" if c["holds_lease"] else ""
-        say(f"{c['credential_id']}  {c['mode']:<9} {c['name']}{lease}")
+        used = when.shown_now(c["last_used_at"]) if c.get("last_used_at") else "never"
+        revoked = "  revoked" if c.get("revoked") else ""
+        say(f"{c['credential_id']}  {c['mode']:<9} {c['name']}  created "
+            f"{when.shown_now(c['created_at'])}  last used {used}{lease}{revoked}")
+
+
+@devices.command()
+@click.argument("credential_id", cls=Arg, metavar="ID", help="The device's ID (devices list).")
+@json_option
+def revoke(credential_id: str, as_json: bool) -> None:
+    """Revoke a device: its token is refused from its next request."""
+    with connect() as client:
+        done = call(client, "credential_revoke", {"credential_id": credential_id},
+                    as_json=as_json, inspect="clankie devices list")
+    print_json(done) if as_json else say(f"revoked {credential_id}")
 
 
 @devices.command("take-control")

@@ -111,12 +111,16 @@ def init() -> None:
 
 @app.command()
 @click.option("--tcp", metavar="HOST:PORT", help="Also serve on this loopback address.")
+@click.option("--web", metavar="HOST:PORT",
+              help="Serve the phone page on this loopback address (README: \"Answer from "
+                   "your phone\").")
 @click.option("--model", metavar="NAME", help="scripted (default), openai or anthropic.")
 @click.option("--script", metavar="FILE", type=click.Path(path_type=Path),
               help='A JSON script for the scripted model (README: "Scripted '
                    'conversations").')
 @click.option("--help-settings", is_flag=True, help="Print the settings table.")
-def serve(tcp: str | None, model: str | None, script: Path | None, help_settings: bool) -> None:
+def serve(tcp: str | None, web: str | None, model: str | None, script: Path | None,
+          help_settings: bool) -> None:
     """Run the service in the foreground until SIGTERM or SIGINT."""
     from clankie.settings import load_settings, settings_table
 
@@ -130,6 +134,8 @@ def serve(tcp: str | None, model: str | None, script: Path | None, help_settings
     try:
         if tcp is not None:
             parse_tcp(tcp)  # a usage error, before the home or the store is touched
+        if web is not None:
+            parse_tcp(web, "--web")
     except ServeUsage as exc:
         raise fail(str(exc), USAGE) from None
     home = Home.from_env()
@@ -137,7 +143,7 @@ def serve(tcp: str | None, model: str | None, script: Path | None, help_settings
     environ = dict(os.environ) | ({"CLANKIE_MODEL": model} if model is not None else {})
     settings = load_settings(home.path, environ)  # T3: before anything touches the store
     try:
-        run(home, settings, tcp, script)
+        run(home, settings, tcp, script, web)
     except ServeError as exc:
         raise fail(str(exc)) from None
 

@@ -42,6 +42,11 @@ def device(p: Principal) -> bool:
     return p.kind is CredentialKind.DEVICE
 
 
+def nobody(p: Principal) -> bool:
+    """No token grants it: the op's input is its own credential (a pairing code, H2)."""
+    return False
+
+
 def any_of(*rules: Rule) -> Rule:
     return lambda p: any(rule(p) for rule in rules)
 
@@ -66,6 +71,9 @@ WHO_MAY: Final[dict[str, Rule]] = {
     "credential_issue": operator,
     "credential_rotate": reader,
     "credential_list": operator,
+    "credential_revoke": operator,
+    "device_pair_start": operator,
+    "device_pair_finish": nobody,
     "owner_revoke": operator,
     "native_takeover": operator,
     "room_post": any_of(operator, captain),

@@ -38,7 +38,7 @@ from clankie.workspace.identity import identify_saved
 from clankie.workspace.membership import Membership, membership
 
 from . import views
-from .credentials import authenticate
+from .credentials import PairingLock, authenticate
 from .longpoll import LongPolls
 from .notify import Notifier, document
 
@@ -87,6 +87,13 @@ class ServiceBase:
 
     def __post_init__(self) -> None:
         self.long_polls = LongPolls()
+        self.pairing_lock = PairingLock()
+        # Where the phone page is reached (SPEC H1): `web_origin`, or the `--web` listener's
+        # own address; None while no page is served. Set by the server that serves it.
+        self.web_url: str | None = None
+        # When each credential was last used: reads note it here only, writes also store
+        # it (`credential_list` shows the later of the two).
+        self.last_used: dict[str, datetime] = {}
         self.started_at = self.clock()  # what `service_info` reports
 
     def has_owner(self) -> bool:
@@ -121,6 +128,8 @@ class ServiceBase:
         with self._storage(), self.store.write() as tx:
             principal = authenticate(tx, token, now)
             authorize(op, principal)
+            self.last_used[principal.credential_id] = now
+            tx.credential_used(principal.credential_id, now)
             call = Call(tx, principal, now)
             try:
                 yield call
@@ -144,6 +153,7 @@ class ServiceBase:
         with self._storage(), self.store.read() as tx:
             principal = authenticate(tx, token, now)
             authorize(op, principal)
+            self.last_used[principal.credential_id] = now
             yield Call(tx, principal, now)
 
     def _after_commit(self, tx: WriteTx) -> None:
@@ -172,7 +182,8 @@ class ServiceBase:
                     question = next((q for q in change.questions
                                      if q.request_id == event.request_id), None)
                     self.notifier.submit(change.conversation.conversation_id,
-                                         document(change.conversation, event, question))
+                                         document(change.conversation, event, question,
+                                                  self.settings.web_origin))
 
     @staticmethod
     def _conversation(tx: ReadTx, conversation_id: str,

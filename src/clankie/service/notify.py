@@ -161,13 +161,17 @@ def _dropped(conversation_id: str, document: dict[str, Any]) -> None:
 
 
 def document(conversation: Conversation, event: InputRequested | InputResolved,
-             question: Question | None) -> dict[str, Any]:
-    """What a hook reads on standard input: the question, and how to read it."""
+             question: Question | None, web_origin: str = "") -> dict[str, Any]:
+    """What a hook reads on standard input: the question, and how to read it; with
+    `web_origin`, `answer_url`: the page's address for it (SPEC H7), which carries no
+    credential (without a paired browser it shows nothing)."""
     c, r = conversation.conversation_id, event.request_id
     doc: dict[str, Any] = {
         "event": event.type, "conversation_id": c,
         "workspace": conversation.workspace.path if conversation.workspace else None,
         "request_id": r, "read_with": f"clankie conversations questions {c} --request {r}"}
+    if web_origin:
+        doc["answer_url"] = f"{web_origin}/?c={c}"
     if isinstance(event, InputResolved):
         return dict(doc, outcome=event.outcome.value)
     assert question is not None

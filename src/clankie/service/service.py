@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,16 +39,32 @@ from clankie.core.model import (
 from clankie.core.vocabulary import Code
 from clankie.settings import shown as settings_shown
 from clankie.store import ReadTx, WriteTx
-from clankie.store.tx import CredentialRow, LeaseRow, ProjectRow
+from clankie.store.tx import CredentialRow, LeaseRow, PairingRow, ProjectRow
 from clankie.workspace.identity import identify
 
 from . import views
 from .base import Call, invalid_request
-from .credentials import authenticate, new_token, token_hash
+from .credentials import (
+    PAIRING_TTL,
+    authenticate,
+    confirmation_word,
+    new_pairing_code,
+    new_token,
+    token_hash,
+)
 from .longpoll import Tail, Wake
 from .runs import RunHooks
 
 assert dto.OPS.keys() == WHO_MAY.keys()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStatus:
+    credential_id: str
+    name: str
+    kind: str
+    mode: str | None
+    lease_expires_at: str | None  # set while this credential holds Take Control
 
 
 class Service(RunHooks):
@@ -237,10 +254,10 @@ class Service(RunHooks):
     # -------------------------------------------------------------- credentials, devices
 
     def _issue(self, tx: WriteTx, owner_id: str, kind: CredentialKind, mode: DeviceMode | None,
-               name: str, now: datetime) -> dto.TokenOut:
+               name: str, now: datetime, credential_id: str | None = None) -> dto.TokenOut:
         token = new_token()
-        row = CredentialRow(self.new_id(), owner_id, kind, mode, name, token_hash(token), now,
-                            None)
+        row = CredentialRow(credential_id or self.new_id(), owner_id, kind, mode, name,
+                            token_hash(token), now, None)
         tx.insert_credential(row)
         return dto.TokenOut(credential_id=row.credential_id, token=token)
 
@@ -248,6 +265,67 @@ class Service(RunHooks):
         with self._write("device_pair", token) as c:
             return self._issue(c.tx, c.principal.owner_id, CredentialKind.DEVICE,
                                DeviceMode(r.mode), r.name, c.now)
+
+    def device_pair_start(self, token: str | None, r: dto.DevicePairStart) -> dto.PairingOut:
+        """SPEC H2: a one-time code (stored as a hash only) for a browser to pair with."""
+        with self._write("device_pair_start", token) as c:
+            code = new_pairing_code()
+            pairing = PairingRow(self.new_id(), c.principal.owner_id, token_hash(code), r.name,
+                                 DeviceMode(r.mode), confirmation_word(), c.now,
+                                 c.now + PAIRING_TTL)
+            c.tx.insert_pairing(pairing)
+            return dto.PairingOut(pairing_id=pairing.pairing_id, code=code,
+                                  expires_at=iso(pairing.expires_at), word=pairing.word)
+
+    def pairing_preview(self, code: str) -> PairingRow:
+        """What a pairing code would pair (the page asks "Pair this browser as NAME?"),
+        without using it. A wrong, used or expired code is refused alike and counts as a
+        failed attempt (H2), so looking is no cheaper a way to guess than pairing."""
+        now = self.clock()
+        self.pairing_lock.check(now)
+        with self._storage(), self.store.read() as tx:
+            pairing = self._live_pairing(tx, code, now)
+        if pairing is None:
+            self._pairing_failed(now)
+        return pairing
+
+    def device_pair_finish(self, token: str | None, r: dto.DevicePairFinish) -> dto.TokenOut:
+        """SPEC H2: the code is the credential; it makes one device credential, once. Any
+        bearer token is ignored: nobody's token grants this, and none is needed."""
+        now = self.clock()
+        self.pairing_lock.check(now)
+        issued = None
+        with self._internal_write() as tx:
+            pairing = self._live_pairing(tx, r.code, now)
+            if pairing is not None and tx.use_pairing(pairing.pairing_id, now):
+                issued = self._issue(tx, pairing.owner_id, CredentialKind.DEVICE, pairing.mode,
+                                     pairing.name, now, credential_id=pairing.pairing_id)
+        if issued is None:
+            self._pairing_failed(now)
+        return issued
+
+    def _live_pairing(self, tx: ReadTx, code: str, now: datetime) -> PairingRow | None:
+        pairing = tx.pairing_by_hash(token_hash(code))
+        if pairing is None or pairing.used_at is not None or now >= pairing.expires_at \
+                or tx.owner_revoked(pairing.owner_id):
+            return None
+        return pairing
+
+    def _pairing_failed(self, now: datetime) -> NoReturn:
+        self.pairing_lock.failed(now)
+        raise ClankieError(Code.UNAUTHENTICATED, "this pairing code is wrong, used or expired")
+
+    def credential_revoke(self, token: str | None, r: dto.CredentialRevoke) -> dto.Empty:
+        """SPEC H2: the credential is refused from its next request; its lease ends."""
+        with self._write("credential_revoke", token) as c:
+            row = c.tx.credential(r.credential_id)
+            if row is None or row.owner_id != c.principal.owner_id:
+                raise ClankieError(Code.NOT_FOUND, "there is no such credential")
+            if row.credential_id == c.principal.credential_id:
+                raise ClankieError(Code.NOT_ELIGIBLE, "a credential cannot revoke itself")
+            c.tx.revoke_credential(row.credential_id, c.now)
+            c.tx.clear_lease(row.credential_id)
+            return dto.Empty()
 
     def credential_issue(self, token: str | None, r: dto.CredentialIssue) -> dto.TokenOut:
         with self._write("credential_issue", token) as c:
@@ -272,7 +350,8 @@ class Service(RunHooks):
             lease = c.tx.lease()
             return dto.CredentialsOut(credentials=[
                 views.credential(row, lease is not None and lease.held_by(row.credential_id,
-                                                                          c.now))
+                                                                          c.now),
+                                 self.last_used.get(row.credential_id))
                 for row in c.tx.credentials() if row.owner_id == c.principal.owner_id])
 
     def device_take_control(self, token: str | None, r: dto.DeviceTakeControl) -> dto.LeaseOut:
@@ -313,7 +392,19 @@ class Service(RunHooks):
                                endpoint_host=model.endpoint_host,
                                endpoint_digest=model.endpoint_digest,
                                key_set=model.key_set),
-            settings=settings_shown(self.settings))
+            settings=settings_shown(self.settings), web_url=self.web_url)
+
+    def device_status(self, token: str | None) -> DeviceStatus:
+        """Who this token is, for a surface to show (the phone page, H5): its name, mode and
+        Take Control lease. Any live credential may ask about itself."""
+        with self._read("service_info", token) as c:
+            row = c.tx.credential(c.principal.credential_id)
+            lease = c.tx.lease()
+        assert row is not None
+        held = lease is not None and lease.held_by(row.credential_id, c.now)
+        return DeviceStatus(row.credential_id, row.name, row.kind.value,
+                            row.mode.value if row.mode else None,
+                            iso(lease.expires_at) if held and lease else None)
 
     # ----------------------------------------------------------------------- questions
 

@@ -6,6 +6,7 @@ receipt's `continuation`, which is read from the run it names rather than stored
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from clankie import dto
@@ -85,14 +86,19 @@ def run(r: Run) -> dto.RunOut:
     )
 
 
-def credential(row: CredentialRow, holds_lease: bool) -> dto.CredentialOut:
-    """A credential as listed: never its token (the store has only the hash)."""
+def credential(row: CredentialRow, holds_lease: bool,
+               used: datetime | None = None) -> dto.CredentialOut:
+    """A credential as listed: never its token (the store has only the hash). `used` is
+    a later use the service noted in memory (a read), if any."""
+    last_used = max((t for t in (row.last_used_at, used) if t is not None), default=None)
     return dto.CredentialOut(
         credential_id=row.credential_id,
         kind=row.kind.value,
         mode=row.mode.value if row.mode else None,
         name=row.name,
         created_at=iso(row.created_at),
+        last_used_at=iso(last_used) if last_used else None,
+        revoked=row.revoked_at is not None,
         rotated_at=iso(row.rotated_at) if row.rotated_at else None,
         holds_lease=holds_lease)
 

@@ -207,4 +207,21 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ALTER TABLE questions ADD COLUMN workspace_birth INTEGER;
     ALTER TABLE projects ADD COLUMN root_birth INTEGER;
     """,
+    # 5: answering from a phone (SPEC section 12): a credential can be revoked on its own
+    # and says when it was last used; a pairing code is kept only as a hash, used once.
+    """
+    ALTER TABLE credentials ADD COLUMN revoked_at TEXT;
+    ALTER TABLE credentials ADD COLUMN last_used_at TEXT;
+    CREATE TABLE pairings (
+        pairing_id  TEXT PRIMARY KEY,
+        owner_id    TEXT NOT NULL REFERENCES owners(owner_id),
+        code_hash   TEXT NOT NULL UNIQUE,
+        name        TEXT NOT NULL,
+        mode        TEXT NOT NULL CHECK (mode IN ('control', 'read_only')),
+        word        TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        expires_at  TEXT NOT NULL,
+        used_at     TEXT
+    ) STRICT;
+    """,
 )

@@ -60,6 +60,23 @@ class CredentialRow:
     token_hash: str
     created_at: datetime
     rotated_at: datetime | None
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PairingRow:
+    """A pending (or used) pairing of SPEC H2: the code itself is never stored."""
+
+    pairing_id: str
+    owner_id: str
+    code_hash: str
+    name: str
+    mode: DeviceMode
+    word: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +138,7 @@ _NEXT_ACTIVITY = "(SELECT coalesce(max(activity), 0) + 1 FROM conversations)"
 _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at, receipt_id, "
                 "error, started_at, finished_at")
 _CREDENTIAL = ("SELECT credential_id, owner_id, kind, mode, name, token_hash, created_at, "
-               "rotated_at FROM credentials ")
+               "rotated_at, revoked_at, last_used_at FROM credentials ")
 _QUESTION = ("SELECT request_id, conversation_id, kind, prompt, allow_text, status, "
              "incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
              "expires_at, asked_by_run, receipt_id, reason, answer_option_id, answer_text, "
@@ -171,6 +188,14 @@ class ReadTx:
 
     def credentials(self) -> list[CredentialRow]:
         return [_as_credential(r) for r in self._all(_CREDENTIAL + "ORDER BY rowid")]
+
+    def pairing_by_hash(self, code_hash: str) -> PairingRow | None:
+        row = self._one("SELECT pairing_id, owner_id, code_hash, name, mode, word, created_at, "
+                        "expires_at, used_at FROM pairings WHERE code_hash = ?", code_hash)
+        return None if row is None else PairingRow(
+            row["pairing_id"], row["owner_id"], row["code_hash"], row["name"],
+            DeviceMode(row["mode"]), row["word"], _when(row["created_at"]),
+            _when(row["expires_at"]), _time(row["used_at"]))
 
     def lease(self) -> LeaseRow | None:
         row = self._one("SELECT lease_id, credential_id, acquired_at, expires_at "
@@ -369,6 +394,25 @@ class WriteTx(ReadTx):
     def replace_token(self, credential_id: str, token_hash: str, now: datetime) -> None:
         self._execute("UPDATE credentials SET token_hash = ?, rotated_at = ? "
                       "WHERE credential_id = ?", token_hash, iso(now), credential_id)
+
+    def revoke_credential(self, credential_id: str, now: datetime) -> None:
+        self._execute("UPDATE credentials SET revoked_at = ? WHERE credential_id = ? "
+                      "AND revoked_at IS NULL", iso(now), credential_id)
+
+    def credential_used(self, credential_id: str, now: datetime) -> None:
+        self._execute("UPDATE credentials SET last_used_at = ? WHERE credential_id = ?",
+                      iso(now), credential_id)
+
+    def insert_pairing(self, p: PairingRow) -> None:
+        self._execute("INSERT INTO pairings (pairing_id, owner_id, code_hash, name, mode, word, "
+                      "created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", p.pairing_id,
+                      p.owner_id, p.code_hash, p.name, p.mode.value, p.word, iso(p.created_at),
+                      iso(p.expires_at))
+
+    def use_pairing(self, pairing_id: str, now: datetime) -> bool:
+        """Mark the pairing used; False if it already was (a code is used at most once)."""
+        return self._execute("UPDATE pairings SET used_at = ? WHERE pairing_id = ? "
+                             "AND used_at IS NULL", iso(now), pairing_id) == 1
 
     def set_lease(self, lease: LeaseRow) -> None:
         self._execute("INSERT INTO take_control (slot, lease_id, credential_id, acquired_at, "
@@ -679,7 +723,8 @@ def _kind(text: str | None) -> CredentialKind | None:
 def _as_credential(row: sqlite3.Row) -> CredentialRow:
     return CredentialRow(row["credential_id"], row["owner_id"], CredentialKind(row["kind"]),
                          None if row["mode"] is None else DeviceMode(row["mode"]), row["name"],
-                         row["token_hash"], _when(row["created_at"]), _time(row["rotated_at"]))
+                         row["token_hash"], _when(row["created_at"]), _time(row["rotated_at"]),
+                         _time(row["revoked_at"]), _time(row["last_used_at"]))
 
 
 def _as_conversation(row: sqlite3.Row) -> Conversation:

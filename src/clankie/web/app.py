@@ -1,0 +1,375 @@
+"""The phone page's HTTP edge (SPEC section 12, H1-H6): one more surface over the service.
+
+Owns the `--web` listener's requests: the Host check, the Origin and CSRF checks of every
+state change, the security headers of every response, the device cookie (made by pairing,
+the only credential the page accepts: never a bearer token), and turning the service's
+replies into HTML and plain words. It decides nothing the service decides: who may answer,
+whether an answer binds, whether a code pairs are all the service's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Final, cast
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import jinja2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from clankie import dto, when
+from clankie.core.errors import ClankieError
+from clankie.core.vocabulary import Code
+from clankie.service import Service
+
+log = logging.getLogger("clankie.web")
+
+MAX_BODY_BYTES: Final = 64 * 1024  # as `/v1/ops`: an 8,000-character answer fits
+LONG_POLL_MS: Final = 1_000  # H6: every change shows within 2 s, a revocation too
+_THREADS: Final = 4  # the page's calls never take the threads the owner's socket uses
+SECURITY_HEADERS: Final = {
+    "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self'; connect-src 'self'; form-action 'self'; "
+                               "base-uri 'none'; object-src 'none'; frame-ancestors 'none'",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+}
+STATIC: Final = {"page.js": "text/javascript; charset=utf-8",
+                 "page.css": "text/css; charset=utf-8"}
+CONFLICTS: Final = {"stale_revision", "stale_incarnation", "already_answered"}
+
+
+class Origins:
+    """The one origin the page is used from (`web_origin`) and the listener's own."""
+
+    def __init__(self, listener: str, web_origin: str) -> None:
+        self.allowed = {listener} | ({web_origin} if web_origin else set())
+        self.hosts = {urlsplit(o).netloc for o in self.allowed}
+        self.secure = web_origin.startswith("https://")
+        self.public = web_origin or listener  # where links (pairing, answer_url) point
+
+
+def create_web_app(service: Service, listener: str) -> ASGIApp:
+    """The page's app for a listener at `listener` (an origin: http://127.0.0.1:PORT)."""
+    origins = Origins(listener, service.settings.web_origin)
+    secret = secrets.token_bytes(32)  # CSRF tokens are bound to this process and a session
+    cookie = "__Host-clankie" if origins.secure else "clankie"
+    limiter = anyio.CapacityLimiter(_THREADS)
+    templates = jinja2.Environment(loader=jinja2.PackageLoader("clankie.web", "templates"),
+                                   autoescape=True, undefined=jinja2.StrictUndefined)
+    templates.filters["shown"] = when.shown_now
+
+    def csrf(session: str) -> str:
+        return hmac.new(secret, session.encode(), hashlib.sha256).hexdigest()
+
+    def page(template: str, status: int = 200, **values: Any) -> HTMLResponse:
+        return HTMLResponse(templates.get_template(template).render(**values),
+                            status_code=status)
+
+    async def run(work: Callable[[], Any]) -> Any:
+        return await anyio.to_thread.run_sync(work, limiter=limiter)
+
+    def session(request: Request) -> str | None:
+        return request.cookies.get(cookie) or None
+
+    def checked_post(request: Request, session_key: str, given: str | None) -> None:
+        """H4: a state change needs the page's own Origin and the session's CSRF token."""
+        if request.headers.get("origin") not in origins.allowed:
+            raise ClankieError(Code.FORBIDDEN, "this request did not come from clankie's page")
+        if not given or not hmac.compare_digest(given, csrf(session_key)):
+            raise ClankieError(Code.FORBIDDEN, "this request lacks the page's CSRF token; "
+                               "reload the page")
+
+    # ------------------------------------------------------------------------ pairing
+
+    async def pair_form(request: Request) -> Response:
+        code = request.query_params.get("code", "")
+        try:
+            pairing = await run(partial(service.pairing_preview, code))
+        except ClankieError as err:
+            return page("message.html", err.status, title="Cannot pair",
+                        text=_pairing_refused(err))
+        return page("pair.html", name=pairing.name, mode=pairing.mode.value,
+                    word=pairing.word, code=code, csrf=csrf("pair:" + code))
+
+    async def pair(request: Request) -> Response:
+        try:
+            form = _form(await _body(request))
+            code = form.get("code", "")
+            checked_post(request, "pair:" + code, form.get("csrf"))
+            made = await run(partial(service.call, "device_pair_finish", None, {"code": code}))
+        except ClankieError as err:
+            return page("message.html", err.status, title="Cannot pair",
+                        text=_pairing_refused(err))
+        response = RedirectResponse("/", status_code=303)  # the code leaves the address bar
+        response.set_cookie(cookie, made.token, max_age=400 * 86_400, path="/",
+                            secure=origins.secure, httponly=True, samesite="strict")
+        return response
+
+    # ---------------------------------------------------------------------- the page
+
+    async def home(request: Request) -> Response:
+        token = session(request)
+        if token is None:
+            return page("message.html", 401, title="Not paired",
+                        text="This browser is not paired with clankie. On the computer, run "
+                             "`clankie devices pair --web` and open the link it prints.")
+        try:
+            view = await run(partial(_view, service, token, request.query_params.get("c")))
+        except ClankieError as err:
+            return page("message.html", err.status, title="Not paired",
+                        text=_session_refused(err))
+        return page("home.html", csrf=csrf(token), **view)
+
+    async def fragment(request: Request) -> Response:
+        token = session(request)
+        try:
+            view = await run(partial(_view, service, token, request.query_params.get("c"),
+                                     request.query_params.get("r")))
+        except ClankieError as err:
+            return JSONResponse({"outcome": "revoked", "message": _session_refused(err)},
+                                status_code=err.status)
+        return page("view.html", **view)
+
+    async def act(request: Request) -> Response:
+        """POST /api/{action}: answer, cancel, take-control; the outcome in words."""
+        action = request.path_params["action"]
+        token = session(request)
+        try:
+            if token is None:
+                raise ClankieError(Code.UNAUTHENTICATED, "this browser is not paired")
+            checked_post(request, token, request.headers.get("x-csrf-token"))
+            payload = _json(await _body(request))
+            if action == "take-control":
+                lease = await run(partial(service.call, "device_take_control", token, {}))
+                return JSONResponse({"outcome": "control", "message": "You hold Take Control "
+                                     f"until {when.shown_now(lease.expires_at)}."})
+            if action not in ("answer", "cancel"):
+                raise ClankieError(Code.NOT_FOUND, "there is no such action")
+            op = "input_answer" if action == "answer" else "input_cancel"
+            reply = await run(partial(service.call, op, token, payload))
+        except ClankieError as err:
+            return JSONResponse(_refusal(err), status_code=err.status)
+        if reply.duplicate:
+            return JSONResponse({"outcome": "duplicate", "message": "The same answer again: it "
+                                 "was already accepted, and nothing changed."})
+        done = "Accepted" if action == "answer" else "Cancelled"
+        return JSONResponse({"outcome": "accepted", "message": f"{done}. Clankie has not "
+                             "necessarily run yet."})
+
+    async def events(request: Request) -> Response:
+        """A long-poll on `events_tail` (H6); its reply says only whether to look again."""
+        token = session(request)
+        conversation_id = request.query_params.get("c", "")
+        after = request.query_params.get("after", "0")
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(woken.set)
+
+        try:
+            payload = {"conversation_id": conversation_id, "wait_ms": LONG_POLL_MS,
+                       "after": int(after) if after.isdigit() else 0}
+            with service.open_tail(token, payload, wake) as tail:
+                while True:
+                    woken.clear()
+                    page_ = await run(tail.read)
+                    if page_ is not None:
+                        return JSONResponse({"next_after": page_.next_after,
+                                             "changed": bool(page_.events)})
+                    with anyio.move_on_after(tail.remaining()):
+                        await woken.wait()
+        except ClankieError as err:
+            return JSONResponse(_refusal(err), status_code=err.status)
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return page("message.html", 404, title="Not found", text="There is no such page.")
+        return Response(_asset(name), media_type=STATIC[name])
+
+    async def not_found(request: Request) -> Response:
+        return page("message.html", 404, title="Not found", text="There is no such page.")
+
+    app = Starlette(routes=[
+        Route("/", home), Route("/view", fragment),
+        Route("/pair", pair_form, methods=["GET"]), Route("/pair", pair, methods=["POST"]),
+        Route("/api/events", events), Route("/api/{action}", act, methods=["POST"]),
+        Route("/static/{name}", static),
+        Route("/{rest:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
+    ])
+    return _Guard(app, origins)
+
+
+class _Guard:
+    """H4 before any route: the Host, no bearer token, and the headers of every response."""
+
+    def __init__(self, app: ASGIApp, origins: Origins) -> None:
+        self.app = app
+        self.origins = origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan: the app's own
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope["headers"]}
+        refusal = None
+        if headers.get("host") not in self.origins.hosts:
+            refusal = (421, "This address is not clankie's page.")  # DNS rebinding
+        elif "authorization" in headers:
+            refusal = (400, "The page takes no bearer token; it uses its pairing cookie.")
+        elif scope["method"] not in ("GET", "HEAD", "POST"):
+            refusal = (405, "Not allowed.")
+
+        async def send_guarded(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", [])
+                        if k.decode("latin-1").lower() not in SECURITY_HEADERS]
+                message["headers"] = kept + [(k.encode(), v.encode())
+                                             for k, v in SECURITY_HEADERS.items()]
+            await send(message)
+
+        if refusal is not None:
+            response: ASGIApp = Response(refusal[1], status_code=refusal[0],
+                                         media_type="text/plain; charset=utf-8")
+            await response(scope, receive, send_guarded)
+            return
+        await self.app(scope, receive, send_guarded)
+
+
+def _view(service: Service, token: str | None, conversation_id: str | None,
+          shown_request: str | None = None) -> dict[str, Any]:
+    """What the page shows (H5): the device, conversations with a question first, and one
+    question; read from the service with this browser's own token. `shown_request` is the
+    question the page showed last: if it has ended, the page says how."""
+    device = service.device_status(token)
+    listed = cast(dto.ConversationsOut,
+                  service.call("conversation_list", token, {"limit": 50})).conversations
+    pending = {}
+    for c in listed:
+        snap = _snapshot(service, token, c.conversation_id)
+        if snap.pending is not None:
+            pending[c.conversation_id] = snap
+    ordered = ([c for c in listed if c.conversation_id in pending]
+               + [c for c in listed if c.conversation_id not in pending])
+    chosen = conversation_id if conversation_id in {c.conversation_id for c in listed} else (
+        ordered[0].conversation_id if pending else None)
+    snapshot = pending.get(chosen) if chosen else None
+    if chosen and snapshot is None:
+        snapshot = _snapshot(service, token, chosen)
+    ended = None
+    if chosen and shown_request and (snapshot is None or snapshot.pending is None or
+                                     snapshot.pending.request_id != shown_request):
+        with contextlib.suppress(ClankieError):  # an evicted receipt: nothing to say
+            shown = _snapshot(service, token, chosen, shown_request).request
+            if shown is not None and shown.status != "pending":
+                ended = _ended(shown, device.credential_id)
+    return {"device": device, "conversations": ordered, "pending": set(pending),
+            "chosen": chosen, "snapshot": snapshot, "ended": ended,
+            # the question the page keeps in mind: an ended one stays said until left
+            "watched": shown_request if ended else (
+                snapshot.pending.request_id if snapshot and snapshot.pending else "")}
+
+
+def _snapshot(service: Service, token: str | None, conversation_id: str,
+              request_id: str | None = None) -> dto.Snapshot:
+    payload = {"conversation_id": conversation_id}
+    if request_id is not None:
+        payload["request_id"] = request_id
+    return cast(dto.Snapshot, service.call("input_get", token, payload))
+
+
+def _ended(question: dto.QuestionOut, me: str) -> str:
+    receipt = question.receipt
+    by = ""
+    if receipt is not None and receipt.answered_by is not None:
+        who = receipt.answered_by
+        by = (" from this browser" if who.credential_id == me else
+              f" by {'an operator' if who.kind == 'operator' else 'another device'}")
+    if question.status == "answered":
+        return f"it was answered{by}"
+    if question.status == "cancelled":
+        return f"it was cancelled{by}"
+    if question.status == "expired":
+        return "it expired unanswered"
+    reason = receipt.reason if receipt is not None and receipt.reason else "a reset"
+    return f"it was invalidated ({reason})"
+
+
+def _refusal(err: ClankieError) -> dict[str, str]:
+    """A refusal in plain words (H5), never a bare code."""
+    if err.code in CONFLICTS:
+        return {"outcome": "conflict", "message": f"Conflict: {err.detail}. The question is "
+                "shown afresh: read it, then answer again if you still want to."}
+    if err.code == "request_closed":
+        return {"outcome": "ended", "message": f"Ended: {err.detail}."}
+    if err.code == "request_expired":
+        return {"outcome": "expired", "message": f"Expired: {err.detail}."}
+    if err.code == "unauthenticated":
+        return {"outcome": "revoked", "message": _session_refused(err)}
+    if err.code == "forbidden":
+        return {"outcome": "refused", "message": f"Refused: {err.detail}."}
+    return {"outcome": "invalid", "message": f"Not sent: {err.detail}."}
+
+
+def _session_refused(err: ClankieError) -> str:
+    if err.code == "unauthenticated":
+        return ("This browser is no longer paired (it was revoked, or its owner was). Pair "
+                "it again with `clankie devices pair --web`.")
+    return err.detail
+
+
+def _pairing_refused(err: ClankieError) -> str:
+    if err.code == "unauthenticated":
+        return ("This pairing link is wrong, used or expired. Run `clankie devices pair "
+                "--web` again for a new one.")
+    return err.detail
+
+
+async def _body(request: Request) -> bytes:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ClankieError(Code.PAYLOAD_TOO_LARGE, "the request is too large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _form(body: bytes) -> dict[str, str]:
+    try:
+        fields = parse_qs(body.decode("utf-8"), max_num_fields=10, strict_parsing=False)
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    return {k: v[0] for k, v in fields.items()}
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body or b"{}")
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ClankieError(Code.INVALID_REQUEST, "the request is not JSON") from None
+
+
+def _asset(name: str) -> bytes:
+    from importlib.resources import files
+
+    return files("clankie.web").joinpath("static", name).read_bytes()
+

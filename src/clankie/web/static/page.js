@@ -1,0 +1,186 @@
+// clankie's phone page (SPEC H5, H6): live updates by long-poll, answers without a reload.
+// Our own code, no library. It never resubmits by itself: a request is sent on a tap only.
+"use strict";
+//
+// Every POST is sent with referrerPolicy "strict-origin": under the page's own
+// "Referrer-Policy: no-referrer" a browser sends "Origin: null", and clankie accepts a
+// state change only with its own Origin (SPEC H4). The Referer then holds the origin only.
+(function () {
+  const pairForm = document.getElementById("pair-form");
+  if (pairForm) {
+    pairForm.addEventListener("submit", async function (event) {
+      event.preventDefault();
+      const button = pairForm.querySelector("button");
+      button.disabled = true;
+      const message = document.getElementById("pair-status");
+      message.textContent = "Pairing…";
+      try {
+        const response = await fetch("/pair", {
+          method: "POST",
+          credentials: "same-origin",
+          referrerPolicy: "strict-origin",
+          headers: { "Content-Type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams(new FormData(pairForm)).toString(),
+        });
+        if (response.ok && response.redirected) {
+          location.replace("/");  // paired: the code leaves the address bar
+          return;
+        }
+        const page = new DOMParser().parseFromString(await response.text(), "text/html");
+        const said = page.querySelector(".message");
+        message.textContent = said ? said.textContent : "Not paired.";
+      } catch (e) {
+        message.textContent = "Not paired: the connection to clankie failed. Try again.";
+        button.disabled = false;
+      }
+    });
+    return;
+  }
+  const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  const view = document.getElementById("view");
+  const status = document.getElementById("status");
+  let alive = true;
+  let after = 0;
+  let watching = null;
+  let busy = false;
+
+  function state() {
+    return document.getElementById("state") || { dataset: {} };
+  }
+
+  function say(text, outcome) {
+    status.textContent = text;
+    status.dataset.outcome = outcome || "";
+  }
+
+  function revoked(message) {
+    alive = false;
+    view.innerHTML = "";
+    const p = document.createElement("p");
+    p.id = "revoked";
+    p.className = "message";
+    p.textContent = message;
+    view.appendChild(p);
+    say(message, "revoked");
+  }
+
+  async function refresh() {
+    const s = state().dataset;
+    const params = new URLSearchParams();
+    if (s.chosen) params.set("c", s.chosen);
+    if (s.request) params.set("r", s.request);
+    const response = await fetch("/view?" + params.toString(), { credentials: "same-origin" });
+    if (response.status === 401) {
+      revoked((await response.json()).message);
+      return;
+    }
+    if (!response.ok) return;
+    const html = await response.text();
+    const typing = document.activeElement && document.activeElement.id === "answer-text";
+    if (html !== view.dataset.shown && !(typing && !busy && sameQuestion(html))) {
+      view.innerHTML = html;
+      view.dataset.shown = html;
+    }
+  }
+
+  function sameQuestion(html) {
+    const request = state().dataset.request;
+    return request && html.indexOf('data-request="' + request + '"') >= 0;
+  }
+
+  async function send(action, body) {
+    if (busy) return;
+    busy = true;
+    for (const b of view.querySelectorAll("button")) b.disabled = true;
+    say("Sending…", "sending");
+    try {
+      const response = await fetch("/api/" + action, {
+        method: "POST",
+        credentials: "same-origin",
+        referrerPolicy: "strict-origin",
+        headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+        body: JSON.stringify(body || {}),
+      });
+      const reply = await response.json();
+      if (reply.outcome === "revoked") {
+        revoked(reply.message);
+        return;
+      }
+      say(reply.message, reply.outcome);
+    } catch (e) {
+      say("Not sent: the connection to clankie failed. Nothing was resent; try again.", "error");
+    } finally {
+      busy = false;
+      if (alive) await refresh();
+    }
+  }
+
+  function binding(form) {
+    return {
+      conversation_id: form.dataset.conversation,
+      request_id: form.dataset.request,
+      incarnation: form.dataset.incarnation,
+      revision: Number(form.dataset.revision),
+    };
+  }
+
+  view.addEventListener("click", function (event) {
+    const button = event.target.closest("button");
+    if (!button || button.disabled) return;
+    const form = document.getElementById("answer");
+    if (button.id === "take-control") {
+      send("take-control", {});
+    } else if (button.dataset.option && form) {
+      send("answer", Object.assign(binding(form), { option_id: button.dataset.option }));
+    } else if (button.id === "cancel-question" && form) {
+      send("cancel", binding(form));
+    }
+  });
+
+  view.addEventListener("submit", function (event) {
+    event.preventDefault();
+    const form = document.getElementById("answer");
+    const text = document.getElementById("answer-text");
+    if (!form || !text) return;
+    if (!text.value.trim()) {
+      say("Not sent: the answer is empty.", "invalid");
+      return;
+    }
+    send("answer", Object.assign(binding(form), { text: text.value }));
+  });
+
+  function pause(ms) {
+    return new Promise(function (resolve) { setTimeout(resolve, ms); });
+  }
+
+  async function live() {
+    while (alive) {
+      try {
+        const chosen = state().dataset.chosen;
+        if (chosen !== watching) {
+          watching = chosen;
+          after = 0;
+        }
+        if (chosen) {
+          const params = new URLSearchParams({ c: chosen, after: String(after) });
+          const response = await fetch("/api/events?" + params.toString(),
+                                       { credentials: "same-origin" });
+          const reply = await response.json();
+          if (response.status === 401) {
+            revoked(reply.message);
+            return;
+          }
+          if (response.ok) after = reply.next_after;
+          else await pause(1000);
+        } else {
+          await pause(1000);
+        }
+        if (alive && !busy) await refresh();
+      } catch (e) {
+        await pause(1000);
+      }
+    }
+  }
+
+  live();
+})();

@@ -1,0 +1,34 @@
+"""SPEC H2 and H3 over `/v1/ops`: `device_pair_finish` needs no bearer token (the code is
+the credential), and `/v1/ops` never accepts a cookie."""
+
+from __future__ import annotations
+
+from starlette.testclient import TestClient
+
+from clankie.api.app import create_app
+from tests.world import World
+
+
+def test_h2_device_pair_finish_takes_the_code_and_no_token(world: World):
+    code = world.call("device_pair_start", {"name": "phone"})["code"]
+    with TestClient(create_app(world.service)) as client:
+        wrong = client.post("/v1/ops/device_pair_finish", json={"code": "nope"})
+        assert (wrong.status_code, wrong.json()["code"]) == (401, "unauthenticated")
+        paired = client.post("/v1/ops/device_pair_finish", json={"code": code},
+                             headers={"Authorization": "Bearer garbage"})
+        assert paired.status_code == 200, paired.json()
+        again = client.post("/v1/ops/device_pair_finish", json={"code": code})
+        assert (again.status_code, again.json()["code"]) == (401, "unauthenticated")
+    listed = world.call("credential_list")["credentials"]
+    assert [x["name"] for x in listed if x["kind"] == "device"] == ["phone"]
+
+
+def test_h3_v1_ops_never_accepts_a_cookie(world: World):
+    c = world.conversation()
+    with TestClient(create_app(world.service)) as client:
+        for name in ("clankie_device", "token", "session"):
+            client.cookies.set(name, world.operator)
+            response = client.post("/v1/ops/conversation_reset", json={"conversation_id": c})
+            assert (response.status_code, response.json()["code"]) == (401, "unauthenticated")
+            client.cookies.clear()
+    assert world.call("conversation_get", {"conversation_id": c})["revision"] == 1

@@ -1,0 +1,118 @@
+"""SPEC H1 and H2 through a real `clankie serve --web` and the real CLI: `clankie devices
+pair --web` prints the URL, a QR code and the confirmation word and waits; the browser's
+POST (never a GET) pairs; `devices list` shows it; `devices revoke` ends it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.served import ROOT, LineReader, Served, clankie
+
+
+@pytest.fixture
+def web(tmp_path: Path) -> Iterator[Served]:
+    server = Served.start(tmp_path / "home", "--web", "127.0.0.1:0")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def pair_process(served: Served, *args: str) -> tuple[subprocess.Popen[str], LineReader]:
+    env = dict(os.environ, CLANKIE_HOME=str(served.home.path), PYTHONPATH=str(ROOT / "src"))
+    env.pop("CLANKIE_URL", None)
+    env.pop("CLANKIE_TOKEN", None)
+    proc = subprocess.Popen([sys.executable, "-m", "clankie", "devices", "pair", "--web", *args],
+                            env=env, cwd=ROOT, text=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return proc, LineReader(proc.stdout)
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert found, html
+    return found.group(1)
+
+
+def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
+    proc, lines = pair_process(web, "--name", "phone", "--mode", "read_only")
+    try:
+        url = lines.until(lambda line: "/pair?code=" in line, 30).strip()
+        assert url.startswith(web.web_url + "/pair?code=")
+        word = lines.until(lambda line: "confirmation word" in line, 30).split()[-1]
+        assert any("█" in line or "▀" in line for line in lines.seen)  # the QR code
+        with httpx.Client(base_url=web.web_url, timeout=10) as browser:
+            for _ in range(3):  # a GET alone (a link preview) never pairs
+                shown = browser.get(url)
+            assert "Pair this browser as phone?" in shown.text and word in shown.text
+            assert proc.poll() is None
+            paired = browser.post("/pair", headers={"Origin": web.web_url},
+                                  data={"code": url.split("code=")[1],
+                                        "csrf": csrf_of(shown.text)})
+            assert (paired.status_code, paired.headers["location"]) == (303, "/")
+            cookie = paired.headers["set-cookie"]
+            assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+            assert "Secure" not in cookie  # web_origin is not HTTPS here
+            lines.until(lambda line: line.startswith("paired: phone (read_only)"), 30)
+            assert proc.wait(timeout=30) == 0
+            assert browser.get("/").status_code == 200
+            listed = clankie("devices", "list", home=web.home.path)
+            assert listed.returncode == 0 and "phone" in listed.stdout
+            assert "last used" in listed.stdout
+            device_id = listed.stdout.split()[0]
+            revoked = clankie("devices", "revoke", device_id, home=web.home.path)
+            assert revoked.returncode == 0, revoked.stderr
+            assert browser.get("/").status_code == 401
+            assert "revoked" in clankie("devices", "list", home=web.home.path).stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+    assert cookie.split(";")[0].split("=", 1)[1] not in "".join(web.log)
+
+
+def test_h2_pair_web_without_a_page_says_how_to_serve_it(served: Served):
+    done = clankie("devices", "pair", "--web", home=served.home.path)
+    assert done.returncode == 1
+    assert "clankie serve --web" in done.stderr
+    with served.client() as operator:  # no pairing was started
+        assert [c for c in operator.call("credential_list")["credentials"]
+                if c["kind"] == "device"] == []
+
+
+def test_h1_serve_web_refuses_a_non_loopback_address(tmp_path: Path):
+    assert clankie("init", home=tmp_path / "home").returncode == 0
+    done = clankie("serve", "--web", "0.0.0.0:8080", home=tmp_path / "home")
+    assert done.returncode == 2
+    assert "--web serves only on a loopback address" in done.stderr
+
+
+def test_h1_the_web_listener_serves_only_the_page_and_the_api_never_the_page(tmp_path: Path):
+    served = Served.start(tmp_path / "home", "--web", "127.0.0.1:0")
+    try:
+        token = served.home.token_file.read_text().strip()
+        with httpx.Client(timeout=10) as http:
+            on_web = http.post(f"{served.web_url}/v1/ops/conversation_list", json={},
+                               headers={"Authorization": f"Bearer {token}"})
+            assert on_web.status_code == 400  # the page refuses any bearer token
+            on_web = http.post(f"{served.web_url}/v1/ops/conversation_list", json={})
+            assert on_web.status_code == 404
+            assert http.get(f"{served.tcp_url}/").status_code == 404
+            assert http.get(f"{served.tcp_url}/static/page.js").status_code == 404
+            assert http.get(f"{served.web_url}/static/page.js").status_code == 200
+    finally:
+        served.stop()
+
+
+def test_pair_without_a_name_or_web_is_a_usage_error(tmp_path: Path):
+    done = clankie("devices", "pair", home=tmp_path / "nowhere")
+    assert done.returncode == 2
+    assert "give the device a NAME (or pair a browser with --web)" in done.stderr

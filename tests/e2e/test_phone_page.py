@@ -1,0 +1,269 @@
+"""SPEC section 12 (H2, H5, H6) in a real browser: Debian's Chromium driven by Playwright,
+at a phone's viewport (390 x 844), against a real `clankie serve --web`.
+
+One browser and one served process for the module (a second, with a short Take Control
+lease, for the lease test); each test pairs its own browser context. Nothing here sleeps:
+Playwright's `expect` waits for what the page must show (the lease test waits out a real
+2 s lease that way).
+`PHONE_SCREENSHOTS=1` writes the README's screenshots into docs/.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.browser import chromium
+from tests.e2e.served import ROOT, LineReader, Served, ask, clankie, settle
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"width": 390, "height": 844}
+WAIT_MS = 15_000  # how long the page may take to show something, on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def web(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The served process (after the browser: without one, nothing is started)."""
+    server = Served.start(tmp_path_factory.mktemp("phone") / "home", "--web", "127.0.0.1:0")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def phone(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True,
+                                  has_touch=True)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def expect(locator: Any) -> Any:
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
+def shot(page: Any, name: str, tmp_path: Path) -> None:
+    where = ROOT / "docs" if os.environ.get("PHONE_SCREENSHOTS") == "1" else tmp_path
+    page.screenshot(path=str(where / f"{name}.png"))
+
+
+def pair(web: Served, page: Any, mode: str = "control", name: str = "phone") -> str:
+    """Pair the page's browser as the owner would (open the URL, tap the button); its id."""
+    with web.client() as operator:
+        started = operator.call("device_pair_start", {"name": name, "mode": mode})
+    page.goto(f"{web.web_url}/pair?code={started['code']}")
+    page.get_by_role("button", name="Pair this browser").click()
+    expect(page.get_by_text(f"This browser: {name}")).to_be_visible(timeout=WAIT_MS)
+    return str(started["pairing_id"])
+
+
+def take_control(page: Any) -> None:
+    page.get_by_role("button", name="Take control").click()
+    expect(page.locator("#lease.held")).to_be_visible(timeout=WAIT_MS)
+
+
+def new_conversation(web: Served, workspace: Path) -> str:
+    with web.client() as operator:
+        return str(operator.op("conversation_create",
+                               workspace=str(workspace)).conversation_id)
+
+
+def devices(web: Served) -> list[dict[str, Any]]:
+    with web.client() as operator:
+        return [c for c in operator.call("credential_list")["credentials"]
+                if c["kind"] == "device"]
+
+
+def test_h2_h5_h6_pair_from_the_printed_url_see_a_question_live_answer_by_tap(
+        web: Served, phone: Any, workspace: Path, tmp_path: Path):
+    env = dict(os.environ, CLANKIE_HOME=str(web.home.path), PYTHONPATH=str(ROOT / "src"))
+    env.pop("CLANKIE_URL", None)
+    env.pop("CLANKIE_TOKEN", None)
+    cli = subprocess.Popen([sys.executable, "-m", "clankie", "devices", "pair", "--web",
+                            "--name", "my phone"], env=env, cwd=ROOT, text=True,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+    try:
+        lines = LineReader(cli.stdout)
+        url = lines.until(lambda line: "/pair?code=" in line, 30).strip()
+        word = lines.until(lambda line: "confirmation word" in line, 30).split()[-1]
+        before = len(devices(web))
+        phone.goto(url)
+        expect(phone.get_by_role("heading", name="Pair this browser as my phone?")
+               ).to_be_visible()
+        expect(phone.locator("#word")).to_have_text(word)
+        shot(phone, "phone-pair", tmp_path)
+        assert len(devices(web)) == before  # the GET (a link preview) paired nothing
+        phone.get_by_role("button", name="Pair this browser").click()
+        expect(phone.get_by_text("This browser: my phone")).to_be_visible(timeout=WAIT_MS)
+        assert "code=" not in phone.url
+        lines.until(lambda line: line.startswith("paired: my phone"), 30)
+        assert cli.wait(timeout=30) == 0
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        cli.wait(timeout=10)
+    take_control(phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        request = ask(operator, c)
+    # H6: the question appears without a reload
+    expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible(timeout=WAIT_MS)
+    shot(phone, "phone-question", tmp_path)
+    # H6: every control labelled (a screen reader names it), and one column at 360 px
+    expect(phone.get_by_role("textbox", name="Or answer in your own words")).to_be_visible()
+    for button in phone.get_by_role("button").all():
+        assert (button.get_attribute("aria-label") or button.inner_text()).strip()
+    phone.set_viewport_size({"width": 360, "height": 740})
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 360
+    phone.get_by_role("button", name="Answer: tabs").tap()
+    expect(phone.locator("#status")).to_have_text(
+        "Accepted. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+    expect(phone.locator("#ended")).to_contain_text("it was answered from this browser",
+                                                    timeout=WAIT_MS)
+    shot(phone, "phone-accepted", tmp_path)
+    with web.client() as operator:
+        receipt = operator.input_get(c, request_id=request).request.receipt
+    assert receipt.outcome == "answered" and receipt.answered_by.kind == "device"
+    assert phone.evaluate("document.cookie") == ""  # HttpOnly: no script can read it
+
+
+def test_h5_answered_from_the_cli_first_the_page_shows_it_ended(
+        web: Served, phone: Any, workspace: Path):
+    pair(web, phone)
+    take_control(phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        request = ask(operator, c)
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+    with web.client() as operator:
+        snap = operator.input_get(c)
+    assert snap.pending is not None
+    done = clankie("conversations", "answer", c, request, "--incarnation", snap.incarnation,
+                   "--revision", str(snap.revision), "--option",
+                   snap.pending.options[1].option_id, home=web.home.path)
+    assert done.returncode == 0, done.stderr
+    expect(phone.locator("#ended")).to_contain_text("it was answered by an operator",
+                                                    timeout=WAIT_MS)
+
+
+def test_h5_a_stale_page_gets_the_conflict_and_the_fresh_question(
+        web: Served, phone: Any, workspace: Path):
+    pair(web, phone)
+    take_control(phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        first = ask(operator, c)
+    # Hold the page's live updates before it loads: it shows what it first showed (stale).
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)  # never answered: the request waits until the page closes
+
+    phone.route("**/api/events*", hold)
+    phone.route("**/view*", hold)
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+    with web.client() as operator:  # the question is answered elsewhere; another is asked
+        snap = operator.input_get(c)
+        assert snap.pending is not None
+        operator.input_answer(c, first, incarnation=snap.incarnation, revision=snap.revision,
+                              option_id=snap.pending.options[0].option_id)
+        settle(operator, c)
+        fresh = operator.input_get(c).pending
+    assert fresh is not None and fresh.request_id != first
+    phone.unroute("**/view*")
+    phone.get_by_role("button", name="Answer: spaces").tap()  # still the old question
+    expect(phone.locator("#status")).to_contain_text("Conflict", timeout=WAIT_MS)
+    expect(phone.locator(f'#answer[data-request="{fresh.request_id}"]')).to_be_visible(
+        timeout=WAIT_MS)
+    with web.client() as operator:
+        assert operator.input_get(c).pending.request_id == fresh.request_id  # untouched
+    phone.unroute("**/api/events*")
+
+
+def test_h5_a_read_only_browser_sees_the_question_and_no_answer_controls(
+        web: Served, phone: Any, workspace: Path):
+    pair(web, phone, mode="read_only", name="tablet")
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        ask(operator, c)
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+    expect(phone.get_by_text("read only")).to_be_visible()
+    assert phone.get_by_role("button").count() == 0
+
+
+def test_h2_h6_a_revoked_browser_stops_working_without_a_reload(
+        web: Served, phone: Any, workspace: Path):
+    device = pair(web, phone)
+    take_control(phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        ask(operator, c)
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("button", name="Answer: tabs")).to_be_visible()
+    assert clankie("devices", "revoke", device, home=web.home.path).returncode == 0
+    expect(phone.locator("#revoked")).to_contain_text("no longer paired", timeout=WAIT_MS)
+    assert phone.get_by_role("button").count() == 0
+    with web.client() as operator:
+        assert operator.input_get(c).pending is not None
+
+
+def test_a1_h5_take_control_then_the_lease_expires_and_the_answer_is_refused(
+        browser: Any, tmp_path: Path, workspace: Path):
+    short = Served.start(tmp_path / "home", "--web", "127.0.0.1:0",
+                         env={"CLANKIE_TAKE_CONTROL_TTL": "2"})
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        device = pair(short, page)
+        c = new_conversation(short, workspace)
+        with short.client() as operator:
+            ask(operator, c)
+        page.goto(f"{short.web_url}/?c={c}")
+        take_control(page)
+        expect(page.locator("#lease")).to_contain_text("do not hold", timeout=WAIT_MS)
+        assert not next(d for d in devices(short) if d["credential_id"] == device)[
+            "holds_lease"]
+        page.get_by_role("button", name="Answer: tabs").tap()
+        expect(page.locator("#status")).to_contain_text("Refused", timeout=WAIT_MS)
+        expect(page.locator("#status")).to_contain_text("Take Control")
+        with short.client() as operator:
+            assert operator.input_get(c).pending is not None
+    finally:
+        context.close()
+        short.stop()

@@ -1,0 +1,386 @@
+"""SPEC H2-H5 at the HTTP level, on the page's own app over a real service and store:
+every H4 rule (Host, Origin, CSRF, headers, cookie/bearer separation, nothing secret in
+URLs or logs), pairing by POST only, and for every refusal that nothing happened."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+import clankie.web
+from clankie.settings import Settings
+from clankie.web.app import SECURITY_HEADERS, create_web_app
+from tests.world import World
+
+LISTENER = "http://127.0.0.1:8765"
+PHONE_ORIGIN = "https://laptop.tailnet-name.ts.net"
+
+
+def page_client(world: World, base_url: str = LISTENER) -> TestClient:
+    return TestClient(create_web_app(world.service, LISTENER), base_url=base_url,
+                      follow_redirects=False)
+
+
+def csrf_in(html: str, name: str = "csrf") -> str:
+    found = (re.search(r'name="csrf" value="([0-9a-f]+)"', html) if name == "csrf" else
+             re.search(r'name="csrf-token" content="([0-9a-f]+)"', html))
+    assert found, html
+    return found.group(1)
+
+
+def paired(world: World, client: TestClient, mode: str = "control",
+           origin: str = LISTENER) -> str:
+    """Pair `client` as a browser does; its CSRF token for the page."""
+    code = world.call("device_pair_start", {"name": "phone", "mode": mode})["code"]
+    form = client.get(f"/pair?code={code}")
+    done = client.post("/pair", data={"code": code, "csrf": csrf_in(form.text)},
+                       headers={"Origin": origin})
+    assert done.status_code == 303, done.text
+    return csrf_in(client.get("/").text, "csrf-token")
+
+
+def asked(world: World) -> tuple[str, dict[str, Any]]:
+    c = world.conversation()
+    snap = world.ask(c)
+    return c, snap
+
+
+def binding(c: str, world: World) -> dict[str, Any]:
+    snap = world.snapshot(c)
+    q = snap["pending"]
+    return {"conversation_id": c, "request_id": q["request_id"],
+            "incarnation": snap["incarnation"], "revision": snap["revision"],
+            "option_id": q["options"][0]["option_id"]}
+
+
+def still_pending(world: World, c: str) -> bool:
+    return world.snapshot(c)["pending"] is not None
+
+
+def devices(world: World) -> list[dict[str, Any]]:
+    return [x for x in world.call("credential_list")["credentials"] if x["kind"] == "device"]
+
+
+# --------------------------------------------------------------------------- pairing (H2)
+
+
+def test_h2_a_get_never_pairs_and_a_post_pairs_then_leaves_the_code_out_of_the_url(
+        world: World):
+    code = world.call("device_pair_start", {"name": "phone"})["code"]
+    with page_client(world) as client:
+        for _ in range(3):
+            shown = client.get(f"/pair?code={code}")
+            assert shown.status_code == 200 and "Pair this browser as phone?" in shown.text
+        assert devices(world) == [] and "set-cookie" not in shown.headers
+        done = client.post("/pair", data={"code": code, "csrf": csrf_in(shown.text)},
+                           headers={"Origin": LISTENER})
+        assert (done.status_code, done.headers["location"]) == (303, "/")
+        assert code not in done.headers["location"]
+    assert len(devices(world)) == 1
+
+
+def test_h2_wrong_used_and_expired_codes_are_refused_alike_on_the_page(world: World):
+    used = world.call("device_pair_start", {"name": "a"})["code"]
+    expired = world.call("device_pair_start", {"name": "b"})["code"]
+    with page_client(world) as client:
+        paired_form = client.get(f"/pair?code={used}")
+        client.post("/pair", data={"code": used, "csrf": csrf_in(paired_form.text)},
+                    headers={"Origin": LISTENER})
+        world.clock.advance(600)
+        shown = {client.get(f"/pair?code={code}").text for code in (used, expired, "A" * 32)}
+    assert len(shown) == 1 and "wrong, used or expired" in shown.pop()
+    assert [d["name"] for d in devices(world)] == ["a"]
+
+
+def test_h2_the_page_locks_pairing_after_more_than_five_failures(world: World):
+    good = world.call("device_pair_start", {"name": "phone"})["code"]
+    with page_client(world) as client:
+        for n in range(6):
+            assert client.get(f"/pair?code=wrong{n}").status_code == 401
+        locked = client.get(f"/pair?code={good}")
+        assert locked.status_code == 403 and "locked" in locked.text
+    assert devices(world) == []
+
+
+def test_h2_a_pairing_post_needs_the_page_origin_and_its_csrf_token(world: World):
+    code = world.call("device_pair_start", {"name": "phone"})["code"]
+    with page_client(world) as client:
+        token = csrf_in(client.get(f"/pair?code={code}").text)
+        for headers, form in [({}, {"code": code, "csrf": token}),
+                              ({"Origin": "https://evil.example"}, {"code": code, "csrf": token}),
+                              ({"Origin": LISTENER}, {"code": code}),
+                              ({"Origin": LISTENER}, {"code": code, "csrf": "0" * 64})]:
+            refused = client.post("/pair", data=form, headers=headers)
+            assert refused.status_code == 403 and "set-cookie" not in refused.headers
+    assert devices(world) == []
+
+
+# ---------------------------------------------------------------------------- cookie (H3)
+
+
+def test_h3_the_cookie_is_httponly_samesite_strict_path_root_and_not_secure_on_http(
+        world: World):
+    code = world.call("device_pair_start", {"name": "phone"})["code"]
+    with page_client(world) as client:
+        form = client.get(f"/pair?code={code}")
+        done = client.post("/pair", data={"code": code, "csrf": csrf_in(form.text)},
+                           headers={"Origin": LISTENER})
+    cookie = done.headers["set-cookie"]
+    assert {"HttpOnly", "Path=/", "SameSite=strict"} <= {p.strip() for p in cookie.split(";")}
+    assert "Secure" not in cookie
+
+
+def test_h3_the_cookie_is_secure_when_web_origin_is_https(make_world: Callable[..., World]):
+    world = make_world(Settings(web_origin=PHONE_ORIGIN))
+    code = world.call("device_pair_start", {"name": "phone"})["code"]
+    with page_client(world, PHONE_ORIGIN) as client:
+        form = client.get(f"/pair?code={code}")
+        done = client.post("/pair", data={"code": code, "csrf": csrf_in(form.text)},
+                           headers={"Origin": PHONE_ORIGIN})
+        assert done.status_code == 303, done.text
+        assert client.get("/").status_code == 200
+    cookie = done.headers["set-cookie"]
+    assert cookie.startswith("__Host-clankie=")
+    assert {"HttpOnly", "Path=/", "SameSite=strict", "Secure"} <= {
+        p.strip() for p in cookie.split(";")}
+
+
+def test_h3_the_page_never_accepts_a_bearer_token(world: World):
+    c, _ = asked(world)
+    with page_client(world) as client:
+        bearer = {"Authorization": f"Bearer {world.operator}"}
+        assert client.get("/", headers=bearer).status_code == 400
+        assert client.get(f"/view?c={c}", headers=bearer).status_code == 400
+        answer = client.post("/api/answer", json=binding(c, world),
+                             headers=bearer | {"Origin": LISTENER})
+        assert answer.status_code == 400
+    assert still_pending(world, c)
+
+
+# ------------------------------------------------------------------ hostile browsers (H4)
+
+
+@pytest.mark.parametrize("host", ["evil.example", "127.0.0.1:9999", "localhost:8765",
+                                  "laptop.tailnet-name.ts.net"])
+def test_h4_a_wrong_host_is_refused_before_anything_happens(world: World, host: str):
+    c, _ = asked(world)
+    with page_client(world) as client:
+        csrf = paired(world, client)
+        before = devices(world)
+        for method, path, body in [("GET", "/", None), ("GET", f"/view?c={c}", None),
+                                   ("POST", "/api/answer", binding(c, world)),
+                                   ("POST", "/api/take-control", {})]:
+            response = client.request(method, path, json=body, headers={
+                "Host": host, "Origin": LISTENER, "X-CSRF-Token": csrf})
+            assert response.status_code == 421, (path, response.text)
+    assert still_pending(world, c)
+    assert devices(world) == before and not before[0]["holds_lease"]
+
+
+def test_h4_web_origins_host_is_allowed(make_world: Callable[..., World]):
+    world = make_world(Settings(web_origin=PHONE_ORIGIN))
+    with page_client(world) as client:
+        assert client.get("/", headers={"Host": "laptop.tailnet-name.ts.net"}
+                          ).status_code == 401  # reached the page: not paired
+
+
+@pytest.mark.parametrize("origin", [None, "https://evil.example", "null",
+                                    "http://127.0.0.1:8766"])
+def test_h4_a_state_change_without_the_pages_origin_changes_nothing(world: World,
+                                                                    origin: str | None):
+    c, _ = asked(world)
+    with page_client(world) as client:
+        csrf = paired(world, client)
+        headers = {"X-CSRF-Token": csrf} | ({"Origin": origin} if origin else {})
+        for action, body in [("take-control", {}), ("answer", binding(c, world)),
+                             ("cancel", binding(c, world))]:
+            refused = client.post(f"/api/{action}", json=body, headers=headers)
+            assert (refused.status_code, refused.json()["outcome"]) == (403, "refused")
+    assert still_pending(world, c) and not devices(world)[0]["holds_lease"]
+
+
+def test_h4_a_state_change_needs_this_sessions_csrf_token(world: World):
+    c, _ = asked(world)
+    with page_client(world) as other:
+        others_csrf = paired(world, other)
+    with page_client(world) as client:
+        paired(world, client)
+        for token in (None, "", others_csrf, "0" * 64):
+            headers = {"Origin": LISTENER} | ({"X-CSRF-Token": token} if token is not None
+                                              else {})
+            for action, body in [("take-control", {}), ("answer", binding(c, world))]:
+                refused = client.post(f"/api/{action}", json=body, headers=headers)
+                assert refused.status_code == 403, refused.text
+    assert still_pending(world, c)
+    assert not any(d["holds_lease"] for d in devices(world))
+
+
+def test_h4_proxy_headers_never_authenticate(world: World):
+    c, _ = asked(world)
+    proxy = {"X-Forwarded-For": "100.64.0.1", "X-Forwarded-User": "owner",
+             "Tailscale-User-Login": "owner@example.com", "Tailscale-User-Name": "Owner",
+             "Origin": LISTENER}
+    with page_client(world) as client:
+        assert client.get("/", headers=proxy).status_code == 401
+        assert client.get(f"/view?c={c}", headers=proxy).status_code == 401
+        refused = client.post("/api/answer", json=binding(c, world), headers=proxy)
+        assert refused.status_code in (401, 403)
+    assert still_pending(world, c)
+
+
+def test_h4_every_response_carries_the_security_headers(world: World):
+    c, _ = asked(world)
+    code = world.call("device_pair_start", {"name": "x"})["code"]
+    with page_client(world) as client:
+        responses = [client.get("/"), client.get(f"/pair?code={code}"),
+                     client.get("/pair?code=wrong"), client.get("/static/page.js"),
+                     client.get("/static/page.css"), client.get("/static/nope.js"),
+                     client.get("/nowhere"), client.get("/", headers={"Host": "evil"}),
+                     client.get("/", headers={"Authorization": "Bearer x"}),
+                     client.post("/api/answer", json={})]
+        csrf = paired(world, client)
+        responses += [client.get("/"), client.get(f"/view?c={c}"),
+                      client.get(f"/api/events?c={c}&after=999999"),
+                      client.post("/api/take-control", json={},
+                                  headers={"Origin": LISTENER, "X-CSRF-Token": csrf}),
+                      client.put("/api/answer")]
+    for response in responses:
+        for name, value in SECURITY_HEADERS.items():
+            assert response.headers.get(name) == value, (response.url, name)
+    csp = SECURITY_HEADERS["content-security-policy"]
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert "unsafe-inline" not in csp
+    assert SECURITY_HEADERS["referrer-policy"] == "no-referrer"
+    assert SECURITY_HEADERS["cache-control"] == "no-store"
+
+
+def test_h4_the_page_has_no_inline_script_and_loads_only_its_own_assets(world: World):
+    with page_client(world) as client:
+        paired(world, client)
+        html = client.get("/").text
+    assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/page.js" defer>']
+    assert not re.search(r"""(src|href)=["'](https?:)?//""", html)
+    assert not re.search(r"\son[a-z]+\s*=", html)  # no inline event handlers either
+    assert "javascript:" not in html
+
+
+def test_h6_the_page_looks_again_at_least_every_second():
+    """H6's 2 s: a revocation or an expiry writes no event, so the page's long-poll must
+    come back (and the view be read again) within a second, whatever happens."""
+    from clankie.web.app import LONG_POLL_MS
+
+    assert LONG_POLL_MS <= 1_000
+    script = (Path(clankie.web.__file__).parent / "static" / "page.js").read_text()
+    assert "/api/events?" in script and "await refresh()" in script
+
+
+def test_h4_no_token_code_or_answer_text_reaches_the_log(world: World,
+                                                         caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.DEBUG)
+    c = world.conversation()
+    world.ask(c, {"kind": "text", "prompt": "Name the file?"})
+    code = world.call("device_pair_start", {"name": "phone"})["code"]
+    secret = "my secret answer 7f3a"
+    with page_client(world) as client:
+        form = client.get(f"/pair?code={code}")
+        done = client.post("/pair", data={"code": code, "csrf": csrf_in(form.text)},
+                           headers={"Origin": LISTENER})
+        token = done.headers["set-cookie"].split(";")[0].split("=", 1)[1]
+        csrf = csrf_in(client.get("/").text, "csrf-token")
+        client.post("/api/take-control", json={}, headers={"Origin": LISTENER,
+                                                           "X-CSRF-Token": csrf})
+        snap = world.snapshot(c)
+        reply = client.post("/api/answer", headers={"Origin": LISTENER, "X-CSRF-Token": csrf},
+                            json={"conversation_id": c,
+                                  "request_id": snap["pending"]["request_id"],
+                                  "incarnation": snap["incarnation"],
+                                  "revision": snap["revision"], "text": secret})
+        assert reply.json()["outcome"] == "accepted"
+        client.get("/pair?code=wrong-code-xyz")
+    # the service's and the server's loggers (the test's own HTTP client logs its URLs)
+    logged = "\n".join(r.getMessage() for r in caplog.records
+                       if r.name.startswith(("clankie", "uvicorn", "starlette", "fastapi")))
+    for text in (token, code, secret, csrf, "wrong-code-xyz"):
+        assert text not in logged
+
+
+# ------------------------------------------------------------------------ answering (H5)
+
+
+def test_h5_outcomes_in_words_accepted_duplicate_conflict(world: World):
+    c, _ = asked(world)
+    with page_client(world) as client:
+        csrf = paired(world, client)
+        headers = {"Origin": LISTENER, "X-CSRF-Token": csrf}
+        body = binding(c, world)
+        refused = client.post("/api/answer", json=body, headers=headers)
+        assert refused.json()["outcome"] == "refused"  # A1: no lease yet
+        assert "Take Control" in refused.json()["message"]
+        assert still_pending(world, c)
+        taken = client.post("/api/take-control", json={}, headers=headers)
+        assert taken.json()["outcome"] == "control"
+        accepted = client.post("/api/answer", json=body, headers=headers).json()
+        assert accepted == {"outcome": "accepted", "message":
+                            "Accepted. Clankie has not necessarily run yet."}
+        again = client.post("/api/answer", json=body, headers=headers).json()
+        assert again["outcome"] == "duplicate"
+        other = dict(body, option_id=world.snapshot(c, body["request_id"])["request"][
+            "options"][1]["option_id"])
+        conflict = client.post("/api/answer", json=other, headers=headers).json()
+        assert conflict["outcome"] == "conflict" and "afresh" in conflict["message"]
+
+
+def test_h5_a_read_only_browser_sees_the_question_and_no_controls_and_is_refused(
+        world: World):
+    c, snap = asked(world)
+    with page_client(world) as client:
+        csrf = paired(world, client, mode="read_only")
+        html = client.get(f"/?c={c}").text
+        assert snap["pending"]["prompt"] in html
+        assert 'id="answer"' not in html and "data-option" not in html
+        assert "Take control" not in html
+        refused = client.post("/api/answer", json=binding(c, world),
+                              headers={"Origin": LISTENER, "X-CSRF-Token": csrf})
+        assert refused.json()["outcome"] == "refused"
+    assert still_pending(world, c)
+
+
+def test_h5_a_revoked_browser_is_told_and_refused(world: World):
+    c, _ = asked(world)
+    with page_client(world) as client:
+        csrf = paired(world, client)
+        world.call("credential_revoke", {"credential_id": devices(world)[0]["credential_id"]})
+        assert client.get(f"/view?c={c}").json()["outcome"] == "revoked"
+        assert client.get(f"/api/events?c={c}").json()["outcome"] == "revoked"
+        refused = client.post("/api/take-control", json={},
+                              headers={"Origin": LISTENER, "X-CSRF-Token": csrf})
+        assert refused.json()["outcome"] == "revoked"
+    assert not devices(world)[0]["holds_lease"]
+
+
+def test_h5_expired_and_cancelled_are_said_in_words(world: World):
+    c, _ = asked(world)
+    with page_client(world) as client:
+        csrf = paired(world, client)
+        headers = {"Origin": LISTENER, "X-CSRF-Token": csrf}
+        client.post("/api/take-control", json={}, headers=headers)
+        body = binding(c, world)
+        cancel = {k: v for k, v in body.items() if k != "option_id"}
+        cancelled = client.post("/api/cancel", json=cancel, headers=headers).json()
+        assert cancelled["outcome"] == "accepted" and cancelled["message"].startswith(
+            "Cancelled.")
+        assert not still_pending(world, c)
+        again = world.ask(c)
+        world.clock.advance(world.service.settings.question_ttl + 1)
+        client.post("/api/take-control", json={}, headers=headers)
+        late = client.post("/api/answer", headers=headers, json={
+            "conversation_id": c, "request_id": again["pending"]["request_id"],
+            "incarnation": again["incarnation"], "revision": again["revision"],
+            "option_id": again["pending"]["options"][0]["option_id"]}).json()
+        assert (late["outcome"], late["message"].split(":")[0]) == ("expired", "Expired"), late
