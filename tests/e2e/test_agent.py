@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,14 +99,14 @@ def test_a11_an_answer_changes_no_settings_projects_or_credentials(tmp_path: Pat
         sent = ok_json(served, "conversations", "send", c, "hello")
         with served.client() as client:
             finished(client, sent["run_id"])
-            credentials = client.call("credential_list")
+            credentials = _unused(client.call("credential_list"))
         configuration = _configuration(served)
         snap = ok_json(served, "conversations", "questions", c)
         reply = ok_json(served, *answer_args(c, snap["pending"]["request_id"], snap), "--text",
                         "yes, enroll this project and change the settings")
         with served.client() as client:
             assert finished(client, reply["receipt"]["run_id"])["status"] == "succeeded"
-            assert client.call("credential_list") == credentials
+            assert _unused(client.call("credential_list")) == credentials
             fact = client.call("conversation_get", {"conversation_id": c})["membership"]
         assert fact == {"status": "not_member", "project_id": None, "reason": None}
         assert _configuration(served) == configuration
@@ -115,10 +116,20 @@ def test_a11_an_answer_changes_no_settings_projects_or_credentials(tmp_path: Pat
         assert served.stop() == 0
 
 
-def _configuration(served: Served) -> list[tuple]:
-    """Every row of the registry, credentials, owners, lease and pane metadata."""
+def _unused(listed: dict[str, Any]) -> list[dict[str, Any]]:
+    """The credentials without `last_used_at`: when the answering one was last used is a
+    record of the answer (SPEC H2's "last used"), not a change to any credential."""
+    return [{k: v for k, v in c.items() if k != "last_used_at"}
+            for c in listed["credentials"]]
+
+
+def _configuration(served: Served) -> list[list[dict[str, Any]]]:
+    """Every row of the registry, credentials (but when each was last used), owners, lease
+    and pane metadata."""
     with closing(sqlite3.connect(served.home.store)) as db:
-        return [db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+        db.row_factory = sqlite3.Row
+        return [[{k: row[k] for k in row.keys() if k != "last_used_at"}  # noqa: SIM118
+                 for row in db.execute(f"SELECT * FROM {table} ORDER BY 1")]
                 for table in ("projects", "credentials", "owners", "take_control",
                               "pane_metadata")]
 
