@@ -13,7 +13,13 @@ T2) was sent nothing; the app says so with the fix and stops following, rather t
 knocking again and again: its status line says "not yours: stopped", and quitting then
 exits 5, as the CLI does.
 
-Whatever the app shows goes through `say`, `_header`, `_status`, `_panel` or `notice`:
+The question state and what the status line says are reactive attributes of the app
+(`snapshot`, `now`, `connected`, ...): setting one redraws, through Textual's data binding,
+the widgets that show it, `QuestionPanel` (in its `QuestionBox`) and `StatusLine`, which
+draw themselves with `render`'s words; nothing is redrawn by hand.
+
+Whatever the app shows goes through `say`, `_header`, `StatusLine`, `QuestionPanel` or
+`notice`:
 text from others with its control and invisible format characters made visible
 (`clankie.text`), and never interpreted as markup (plain `Text`/`Content`,
 `markup=False`), so a model's `[@click=app.quit]` is only words.
@@ -36,6 +42,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.notifications import SeverityLevel
+from textual.reactive import reactive, var
 from textual.widgets import Footer, Input, RichLog, Static
 
 from clankie.client import (
@@ -72,6 +79,7 @@ NOT_YOURS_EXIT = 5  # the CLI's exit for a refused listener (SPEC section 10, T2
 RETRY_S = (0.2, 0.5, 0.8)
 # The events after which the snapshot is read again (V3; a reset ends the question too).
 QUESTION_EVENTS = ("input_requested", "input_resolved", "conversation_reset")
+EPOCH = datetime.min.replace(tzinfo=UTC)  # a reactive clock's value before it is set
 
 
 class Api(Protocol):
@@ -110,6 +118,67 @@ class ChatLog(RichLog):
         self.scroll_end(animate=False, immediate=True)
 
 
+class QuestionPanel(Static):
+    """The question panel: the latest snapshot's question, pending (prompt, numbered
+    options, how to answer, times, the IDs an answer binds to) or the one that ended, in
+    `render.question_panel`'s words, its relative times from `now`. Drawn again whenever
+    either changes (the app binds both to its own)."""
+
+    snapshot: reactive[dict[str, Any] | None] = reactive(None, layout=True)
+    now: reactive[datetime] = reactive(EPOCH, layout=True)
+
+    def render(self) -> Content:
+        if self.snapshot is None:
+            return Content("")
+        return Content(visible(render.question_panel(self.snapshot, self.now)))
+
+
+class QuestionBox(VerticalScroll):
+    """The panel's frame: shown only while the snapshot has a question, pending or ended;
+    it scrolls only when the screen is too small for the question."""
+
+    snapshot: var[dict[str, Any] | None] = var(None)
+
+    def watch_snapshot(self, snapshot: dict[str, Any] | None) -> None:
+        self.set_class(render.panel_shown(snapshot), "shown")
+
+
+class StatusLine(Static):
+    """The status line, from the app's state: connection, Clankie at work (or its wait to
+    ask the model again, counting down), the question in the snapshot's words (the same
+    snapshot as the panel), the conversation and the address. Marked `expiring` in the
+    last tenth of a pending question's time."""
+
+    snapshot: reactive[dict[str, Any] | None] = reactive(None)
+    now: reactive[datetime] = reactive(EPOCH)
+    connected: reactive[bool] = reactive(True)
+    refused: reactive[NotYours | None] = reactive(None)
+    running: reactive[frozenset[str]] = reactive(frozenset())
+    doing: reactive[str | None] = reactive(None)
+    waiting: reactive[dict[str, Any] | None] = reactive(None)
+    expiring: var[bool] = var(False)
+
+    def __init__(self, service: str, conversation_id: str, **kwargs: Any) -> None:
+        super().__init__(markup=False, **kwargs)
+        self.service = service
+        self.conversation_id = conversation_id
+
+    def render(self) -> Content:
+        return Content(visible(render.status_line(
+            self.service, self.conversation_id,
+            render.question_state(self.snapshot, self.now), bool(self.running),
+            self.connected,
+            render.retry_status(self.waiting, self.now) if self.waiting else self.doing,
+            refused=self.refused is not None)))
+
+    def compute_expiring(self) -> bool:
+        q = self.snapshot["pending"] if self.snapshot else None
+        return q is not None and render.expiry(q, self.now)[1]
+
+    def watch_expiring(self, expiring: bool) -> None:
+        self.set_class(expiring, "expiring")
+
+
 class ChatApp(App[None]):
     CSS_PATH = Path(__file__).with_name("chat.tcss")
     TITLE = "clankie chat"
@@ -118,6 +187,17 @@ class ChatApp(App[None]):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
+    # What the panel and the status line show; each is bound to the widgets that show it.
+    # The latest snapshot read (S1), None until the first read: the panel, the status
+    # line and the commands read nothing else about the question.
+    snapshot: var[dict[str, Any] | None] = var(None)
+    now: var[datetime] = var(EPOCH)  # the clock, read each second and with each snapshot
+    connected: var[bool] = var(True)
+    refused: var[NotYours | None] = var(None)  # the tail stopped: the listener is not ours
+    running: var[frozenset[str]] = var(frozenset())  # runs queued or running
+    doing: var[str | None] = var(None)  # the latest tool activity of a running run
+    waiting: var[dict[str, Any] | None] = var(None)  # its wait to ask the model again (R6)
+
     def __init__(self, api: Api, conversation_id: str, service: str,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         super().__init__()
@@ -125,38 +205,29 @@ class ChatApp(App[None]):
         self.clock = clock
         self.conversation_id = conversation_id
         self.service = service
-        # The latest snapshot read (S1), None until the first read: the panel, the status
-        # line and the commands read nothing else about the question.
-        self.snapshot: dict[str, Any] | None = None
+        self.set_reactive(ChatApp.now, clock())
         self.workspace: str | None = None  # for the header, read on start (conversation_get)
         self.model: dict[str, Any] | None = None  # `service_info`'s `model`
-        self.running: set[str] = set()
-        self.doing: str | None = None  # the latest tool activity of a running run
-        self.waiting: dict[str, Any] | None = None  # its wait to ask the model again (R6)
-        self.connected = True
-        self.refused: NotYours | None = None  # the tail stopped: the listener is not ours
         self.after = 0
         # The question the panel showed when the line being typed was begun: an answer
         # typed for one question is never sent to another that replaced it meanwhile.
         # What the panel showed when the input line was begun: (request_id, revision).
         self.typed_against: tuple[str, int] | None = None
-        # The panel, held rather than looked up: the 1 s tick may come while the screen is
-        # being taken down, after the box's children are gone.
-        self.question_box = VerticalScroll(id="question-box")
-        self.question = Static(id="question", markup=False)
 
     def compose(self) -> ComposeResult:
         yield Static(id="where", markup=False)
-        yield Static(id="status", markup=False)
+        yield StatusLine(self.service, self.conversation_id, id="status").data_bind(
+            ChatApp.snapshot, ChatApp.now, ChatApp.connected, ChatApp.refused,
+            ChatApp.running, ChatApp.doing, ChatApp.waiting)
         yield ChatLog(id="log", wrap=True, markup=False, min_width=1)  # not RichLog's 78
-        with self.question_box:  # scrolls only when the screen is too small for it
-            yield self.question
+        with QuestionBox(id="question-box").data_bind(ChatApp.snapshot):
+            yield QuestionPanel(id="question", markup=False).data_bind(ChatApp.snapshot,
+                                                                         ChatApp.now)
         yield Input(placeholder="Message Clankie, or /question, /help", id="input")
         yield Footer()
 
     def on_mount(self) -> None:
         self._header()
-        self._status()
         self.set_interval(1.0, self._tick)  # the expiry countdown
         self.query_one(Input).focus()
         self.about()
@@ -196,38 +267,28 @@ class ChatApp(App[None]):
         where.update(Content(visible(render.header(self.workspace, self.model,
                                                    where.content_region.width))))
 
-    def _status(self) -> None:
-        q = self.snapshot["pending"] if self.snapshot else None
-        status = self.query_one("#status", Static)
-        status.update(Content(visible(render.status_line(
-            self.service, self.conversation_id,
-            render.question_state(self.snapshot, self.clock()), bool(self.running),
-            self.connected,
-            render.retry_status(self.waiting, self.clock()) if self.waiting else self.doing,
-            refused=self.refused is not None))))
-        status.set_class(q is not None and render.expiry(q, self.clock())[1], "expiring")
+    def _read_clock(self) -> None:
+        """Read the clock: the status line's countdowns and the panel's relative times,
+        bound to `now`, follow it at once."""
+        self.now = self.clock()
 
-    def _panel(self) -> None:
-        if self.snapshot is not None:
-            self.question.update(Content(visible(render.question_panel(self.snapshot,
-                                                                       self.clock()))))
-        self.question_box.set_class(render.panel_shown(self.snapshot), "shown")
+    _status = _read_clock  # the name tests written before this state was reactive call
 
     def _take(self, snapshot: dict[str, Any]) -> None:
         """Keep `snapshot` if it is not older than the one kept (revisions only grow, S1,
-        so a read that raced a newer one is dropped), and show it everywhere at once."""
+        so a read that raced a newer one is dropped); the panel and the status line, bound
+        to it, show it at once, with the clock read now."""
+        self._read_clock()
         if self.snapshot is None or snapshot["revision"] >= self.snapshot["revision"]:
             self.snapshot = snapshot
-        self._panel()
-        self._status()
 
     def _tick(self) -> None:
-        """Each second: the countdown and the panel's relative times; a shown question past
-        its expiry is read again (S5 commits the expiry on use) rather than shown live."""
-        self._panel()
-        self._status()
+        """Each second: the countdown and the panel's relative times follow the clock; a
+        shown question past its expiry is read again (S5 commits the expiry on use) rather
+        than shown live."""
+        self._read_clock()
         q = self.snapshot["pending"] if self.snapshot else None
-        if q is not None and self.connected and render.expiry(q, self.clock())[0] == "expired":
+        if q is not None and self.connected and render.expiry(q, self.now)[0] == "expired":
             self.read_again()
 
     async def _call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -292,7 +353,6 @@ class ChatApp(App[None]):
                         self.about()
                     failures = 0
                     self.connected = True
-                    self._status()
                 asked = time.monotonic()
                 page = await self._call("events_tail", {
                     "conversation_id": self.conversation_id, "after": self.after,
@@ -314,10 +374,8 @@ class ChatApp(App[None]):
                     if snapshot["pending"] is not None and any(
                             e["type"] == "input_requested" for e in moved):
                         self._announce(snapshot["pending"])
-                self._status()
             except (ServiceUnreachable, Uncertain) as exc:
                 self.connected = False
-                self._status()
                 if failures == 0:
                     self.notice(f"Lost the service: {exc}", severity="warning")
                 await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
@@ -325,7 +383,6 @@ class ChatApp(App[None]):
                 stale = True
             except NotClankie as exc:
                 self.connected = False
-                self._status()
                 self.say(f"Stopped following: {exc} (fix: {exc.fix})", style="bold")
                 self.notice(str(exc), title="Not clankie", severity="error")
                 return
@@ -335,7 +392,6 @@ class ChatApp(App[None]):
             except NotYours as exc:
                 self.connected = False
                 self.refused = exc
-                self._status()
                 self.say(f"Stopped following: {exc}. Fix: {exc.fix}; then start `clankie "
                          "chat` again.", style="bold")
                 self.notice(str(exc), title="Not your service", severity="error")
@@ -349,9 +405,9 @@ class ChatApp(App[None]):
     def _apply(self, event: dict[str, Any]) -> None:
         if event["type"] == "run_status":
             if event["status"] in ("queued", "running"):
-                self.running.add(event["run_id"])
+                self.running = self.running | {event["run_id"]}
             else:
-                self.running.discard(event["run_id"])
+                self.running = self.running - {event["run_id"]}
                 self.doing = None
         line = render.event_line(event)
         at = render.stamp(event, self.clock())
