@@ -45,6 +45,7 @@ from textual.notifications import SeverityLevel
 from textual.reactive import reactive, var
 from textual.widgets import Footer, Input, RichLog, Static
 
+from clankie import wording
 from clankie.client import (
     EMPTY_AT_ONCE_S,
     PAUSE_AFTER_EMPTY_S,
@@ -55,6 +56,7 @@ from clankie.client import (
     Uncertain,
     fit_shape,
 )
+from clankie.core.vocabulary import Code
 from clankie.text import visible
 
 from . import render
@@ -306,7 +308,7 @@ class ChatApp(App[None]):
             snapshot = await self._call("input_get",
                                            {**payload, "request_id": about} if about else payload)
         except ApiError as exc:
-            if exc.code != "unknown_request" or about is None:
+            if exc.code != Code.UNKNOWN_REQUEST or about is None:
                 raise
             snapshot = await self._call("input_get", payload)
         self._take(snapshot)
@@ -387,7 +389,7 @@ class ChatApp(App[None]):
                 self.notice(str(exc), title="Not clankie", severity="error")
                 return
             except ApiError as exc:
-                self.notice(f"{exc.code}: {exc.detail}", severity="error")
+                self.notice(wording.problem(exc.code, exc.detail), severity="error")
                 return
             except NotYours as exc:
                 self.connected = False
@@ -461,7 +463,7 @@ class ChatApp(App[None]):
             return
         q = shown["pending"]
         if q is None:
-            self.say("No question is pending; nothing was sent.")
+            self.say(f"{wording.NO_QUESTION}; nothing was sent.")
             return
         if against is not None and against[0] != q["request_id"]:
             self.say("The question changed while you typed: read the one shown now and "
@@ -530,7 +532,7 @@ class ChatApp(App[None]):
             self.say(f"Could not read the question: {exc}")
             return
         if snapshot["pending"] is None and not quiet:
-            self.say("No question is pending.")
+            self.say(f"{wording.NO_QUESTION}.")
 
     @work(group="answer")
     async def resolve(self, op: str, payload: dict[str, Any]) -> None:
@@ -563,15 +565,14 @@ class ChatApp(App[None]):
         await self._show(quiet=True)
 
     async def _refused(self, exc: ApiError) -> None:
-        if exc.code in ("stale_revision", "stale_incarnation"):
+        if exc.code in wording.READ_AGAIN:
             self.say("The question changed since it was shown (the conversation moved on). "
                      "Here it is now; decide again.")
-        elif exc.code in ("already_answered", "request_closed", "request_expired"):
+        elif exc.code in wording.ENDED:
             receipt = exc.problem.get("receipt") or {}
-            reason = f" ({receipt['reason']})" if receipt.get("reason") else ""
-            self.say(f"That question has ended: {receipt.get('outcome', exc.code)}{reason}. "
+            self.say(f"That question has ended: {wording.outcome(receipt, exc.code)}. "
                      "Here is the current state.")
         else:
-            self.say(f"Refused: {exc.code}: {exc.detail}")
+            self.say(f"Refused: {wording.problem(exc.code, exc.detail)}")
             return
         await self._show()
