@@ -13,14 +13,14 @@ T2) was sent nothing; the app says so with the fix and stops following, rather t
 knocking again and again: its status line says "not yours: stopped", and quitting then
 exits 5, as the CLI does.
 
-The question state and what the status line says are reactive attributes of the app
-(`snapshot`, `now`, `connected`, ...): setting one redraws, through Textual's data binding,
-the widgets that show it, `QuestionPanel` (in its `QuestionBox`) and `StatusLine`, which
-draw themselves with `render`'s words; nothing is redrawn by hand.
+The question state and what the status line and header say are reactive attributes of
+the app (`snapshot`, `now`, `connected`, `workspace`, ...): setting one redraws, through
+Textual's data binding, the widgets that show it, `QuestionPanel` (in its `QuestionBox`),
+`StatusLine` and `HeaderLine`, which draw themselves with `render`'s words; nothing is
+redrawn by hand.
 
-Whatever the app shows goes through `say`, `_header`, `StatusLine`, `QuestionPanel` or
-`notice`:
-text from others with its control and invisible format characters made visible
+Whatever the app shows goes through `say`, `HeaderLine`, `StatusLine`, `QuestionPanel` or
+`notice`: text from others with its control and invisible format characters made visible
 (`clankie.text`), and never interpreted as markup (plain `Text`/`Content`,
 `markup=False`), so a model's `[@click=app.quit]` is only words.
 """
@@ -120,6 +120,18 @@ class ChatLog(RichLog):
         self.scroll_end(animate=False, immediate=True)
 
 
+class HeaderLine(Static):
+    """Which model answers and where the conversation works (`render.header`), cut to the
+    width it has now: drawn again when either is read and when the screen is resized."""
+
+    workspace: reactive[str | None] = reactive(None)
+    model: reactive[dict[str, Any] | None] = reactive(None)
+
+    def render(self) -> Content:
+        return Content(visible(render.header(self.workspace, self.model,
+                                             self.content_region.width)))
+
+
 class QuestionPanel(Static):
     """The question panel: the latest snapshot's question, pending (prompt, numbered
     options, how to answer, times, the IDs an answer binds to) or the one that ended, in
@@ -199,6 +211,10 @@ class ChatApp(App[None]):
     running: var[frozenset[str]] = var(frozenset())  # runs queued or running
     doing: var[str | None] = var(None)  # the latest tool activity of a running run
     waiting: var[dict[str, Any] | None] = var(None)  # its wait to ask the model again (R6)
+    # The header's, read on start and after a reconnect: the conversation's workspace
+    # (`conversation_get`) and `service_info`'s `model`.
+    workspace: var[str | None] = var(None)
+    model: var[dict[str, Any] | None] = var(None)
 
     def __init__(self, api: Api, conversation_id: str, service: str,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
@@ -208,8 +224,6 @@ class ChatApp(App[None]):
         self.conversation_id = conversation_id
         self.service = service
         self.set_reactive(ChatApp.now, clock())
-        self.workspace: str | None = None  # for the header, read on start (conversation_get)
-        self.model: dict[str, Any] | None = None  # `service_info`'s `model`
         self.after = 0
         # The question the panel showed when the line being typed was begun: an answer
         # typed for one question is never sent to another that replaced it meanwhile.
@@ -217,7 +231,7 @@ class ChatApp(App[None]):
         self.typed_against: tuple[str, int] | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="where", markup=False)
+        yield HeaderLine(id="where", markup=False).data_bind(ChatApp.workspace, ChatApp.model)
         yield StatusLine(self.service, self.conversation_id, id="status").data_bind(
             ChatApp.snapshot, ChatApp.now, ChatApp.connected, ChatApp.refused,
             ChatApp.running, ChatApp.doing, ChatApp.waiting)
@@ -229,14 +243,10 @@ class ChatApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._header()
         self.set_interval(1.0, self._tick)  # the expiry countdown
         self.query_one(Input).focus()
         self.about()
         self.tail()
-
-    def on_resize(self) -> None:
-        self.call_after_refresh(self._header)  # the path is cut to the header's new width
 
     async def on_unmount(self) -> None:
         await self.api.aclose()
@@ -263,11 +273,6 @@ class ChatApp(App[None]):
     def transcript(self) -> str:
         """The chat log as plain text (for tests and for people who copy it)."""
         return "\n".join(line.text for line in self.query_one(RichLog).lines)
-
-    def _header(self) -> None:
-        where = self.query_one("#where", Static)
-        where.update(Content(visible(render.header(self.workspace, self.model,
-                                                   where.content_region.width))))
 
     def _read_clock(self) -> None:
         """Read the clock: the status line's countdowns and the panel's relative times,
@@ -334,7 +339,6 @@ class ChatApp(App[None]):
                           and isinstance(model.get("provider"), str) else None)
         except (ApiError, NotYours, ServiceUnreachable, Uncertain):
             pass  # shown as `?`; the tail says what is wrong with the service
-        self._header()
 
     # ------------------------------------------------------------------------- events
 
