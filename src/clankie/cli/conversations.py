@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from clankie import when
-from clankie.core.vocabulary import RunError
+from clankie import when, wording
+from clankie.core.vocabulary import Code, RunError
 from clankie.text import continued
 
 from .common import (
@@ -81,8 +81,7 @@ def _conversation_line(c: dict[str, Any]) -> str:
 
 
 def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> None:
-    reason = f" ({receipt['reason']})" if receipt["reason"] else ""
-    say(f"  Receipt {receipt['receipt_id']}: {receipt['outcome']}{reason}")
+    say(f"  Receipt {receipt['receipt_id']}: {wording.outcome(receipt, 'closed')}")
     answer = receipt["answer"]
     if answer and "option_id" in answer:
         label = next((o["label"] for o in options if o["option_id"] == answer["option_id"]),
@@ -97,26 +96,19 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> Non
     if receipt["run_id"]:
         error = f": {receipt['continuation_error']}" if receipt["continuation_error"] else ""
         say(f"    continuation run {receipt['run_id']}: {receipt['continuation']}{error}")
-        if receipt["continuation_error"] == ORPHANED:
-            say(f"    {INTERRUPTED}")
-        elif receipt["continuation_error"] == STOPPED:
-            say(f"    {STOPPED_SAID}")
+        why = wording.run_ended(receipt["continuation_error"])
+        if why:
+            say(f"    The answer is kept, but Clankie's run for it was {why}.")
 
 
-ORPHANED = RunError.ORPHANED_BY_RESTART
 STOPPED = RunError.STOPPED_BY_OWNER
-STOPPED_SAID = ("The answer is kept, but Clankie's run for it was stopped by its owner and "
-                "will not run again.")
-INTERRUPTED = ("The answer is kept, but Clankie's run for it was interrupted by a restart "
-               "and will not run again; a reply it posted before is not a finished run.")
 
 
 def _show_question(q: dict[str, Any]) -> None:
     say(f"Question {q['request_id']}  [{q['kind']}, {q['status']}]")
     say(f"  {continued(q['prompt'])}")
     for number, option in enumerate(q["options"], start=1):
-        description = f" - {option['description']}" if option["description"] else ""
-        say(f"  {number}. {continued(option['label'] + description, '     ')}")
+        say(wording.option_line(number, option))
         say(f"     option {option['option_id']}")
     say(f"  Text answer: {'allowed' if q['allow_text'] else 'not allowed'}")
     say(f"  Asked {when.shown_now(q['asked_at'])}; expires {when.shown_now(q['expires_at'])}")
@@ -130,7 +122,7 @@ def _show_snapshot(snapshot: dict[str, Any]) -> None:
         f"revision {snapshot['revision']}")
     shown = snapshot["request"] or snapshot["pending"]
     if snapshot["request"] is None and snapshot["pending"] is None:
-        say("No question is pending.")
+        say(f"{wording.NO_QUESTION}.")
         return
     assert shown is not None
     _show_question(shown)
@@ -180,25 +172,24 @@ def _explain_refusal(conversation_id: str, request_id: str) -> Any:
     def explain(err: ApiError) -> None:
         p = err.problem
         receipt = p.get("receipt") or {}
-        if err.code in ("stale_revision", "stale_incarnation"):
+        if err.code in wording.READ_AGAIN:
             warn(f"The conversation changed since this question was read (now incarnation "
                  f"{p.get('incarnation')}, revision {p.get('revision')}); the answer was not "
                  "accepted.")
             warn(f"Read it again and decide: clankie conversations questions {conversation_id}")
-        elif err.code == "already_answered":
+        elif err.code == Code.ALREADY_ANSWERED:
             warn(f"Already answered differently (receipt {receipt.get('receipt_id')}); a "
                  "question is never answered twice.")
-        elif err.code in ("request_closed", "request_expired"):
-            reason = f" ({receipt['reason']})" if receipt.get("reason") else ""
-            warn(f"This question has ended: {receipt.get('outcome', 'closed')}{reason}; "
+        elif err.code in wording.ENDED:
+            warn(f"This question has ended: {wording.outcome(receipt, 'closed')}; "
                  f"receipt {receipt.get('receipt_id')}.")
             warn(f"See it with: clankie conversations questions {conversation_id} "
                  f"--request {request_id}")
-        elif err.code == "unknown_request":
+        elif err.code == Code.UNKNOWN_REQUEST:
             warn("No such question in this conversation (it never existed, or its receipt "
                  "was evicted); nothing was started.")
         else:
-            warn(f"clankie: {err.code}: {err.detail}")
+            warn(f"clankie: {wording.problem(err.code, err.detail)}")
     return explain
 
 

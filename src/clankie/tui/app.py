@@ -13,8 +13,14 @@ T2) was sent nothing; the app says so with the fix and stops following, rather t
 knocking again and again: its status line says "not yours: stopped", and quitting then
 exits 5, as the CLI does.
 
-Whatever the app shows goes through `say`, `_header`, `_status`, `_panel` or `notice`:
-text from others with its control and invisible format characters made visible
+The question state and what the status line and header say are reactive attributes of
+the app (`snapshot`, `now`, `connected`, `workspace`, ...): setting one redraws, through
+Textual's data binding, the widgets that show it, `QuestionPanel` (in its `QuestionBox`),
+`StatusLine` and `HeaderLine`, which draw themselves with `render`'s words; nothing is
+redrawn by hand.
+
+Whatever the app shows goes through `say`, `HeaderLine`, `StatusLine`, `QuestionPanel` or
+`notice`: text from others with its control and invisible format characters made visible
 (`clankie.text`), and never interpreted as markup (plain `Text`/`Content`,
 `markup=False`), so a model's `[@click=app.quit]` is only words.
 """
@@ -36,8 +42,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.notifications import SeverityLevel
+from textual.reactive import reactive, var
 from textual.widgets import Footer, Input, RichLog, Static
 
+from clankie import wording
 from clankie.client import (
     EMPTY_AT_ONCE_S,
     PAUSE_AFTER_EMPTY_S,
@@ -48,6 +56,7 @@ from clankie.client import (
     Uncertain,
     fit_shape,
 )
+from clankie.core.vocabulary import Code
 from clankie.text import visible
 
 from . import render
@@ -72,6 +81,7 @@ NOT_YOURS_EXIT = 5  # the CLI's exit for a refused listener (SPEC section 10, T2
 RETRY_S = (0.2, 0.5, 0.8)
 # The events after which the snapshot is read again (V3; a reset ends the question too).
 QUESTION_EVENTS = ("input_requested", "input_resolved", "conversation_reset")
+EPOCH = datetime.min.replace(tzinfo=UTC)  # a reactive clock's value before it is set
 
 
 class Api(Protocol):
@@ -110,6 +120,79 @@ class ChatLog(RichLog):
         self.scroll_end(animate=False, immediate=True)
 
 
+class HeaderLine(Static):
+    """Which model answers and where the conversation works (`render.header`), cut to the
+    width it has now: drawn again when either is read and when the screen is resized."""
+
+    workspace: reactive[str | None] = reactive(None)
+    model: reactive[dict[str, Any] | None] = reactive(None)
+
+    def render(self) -> Content:
+        return Content(visible(render.header(self.workspace, self.model,
+                                             self.content_region.width)))
+
+
+class QuestionPanel(Static):
+    """The question panel: the latest snapshot's question, pending (prompt, numbered
+    options, how to answer, times, the IDs an answer binds to) or the one that ended, in
+    `render.question_panel`'s words, its relative times from `now`. Drawn again whenever
+    either changes (the app binds both to its own)."""
+
+    snapshot: reactive[dict[str, Any] | None] = reactive(None, layout=True)
+    now: reactive[datetime] = reactive(EPOCH, layout=True)
+
+    def render(self) -> Content:
+        if self.snapshot is None:
+            return Content("")
+        return Content(visible(render.question_panel(self.snapshot, self.now)))
+
+
+class QuestionBox(VerticalScroll):
+    """The panel's frame: shown only while the snapshot has a question, pending or ended;
+    it scrolls only when the screen is too small for the question."""
+
+    snapshot: var[dict[str, Any] | None] = var(None)
+
+    def watch_snapshot(self, snapshot: dict[str, Any] | None) -> None:
+        self.set_class(render.panel_shown(snapshot), "shown")
+
+
+class StatusLine(Static):
+    """The status line, from the app's state: connection, Clankie at work (or its wait to
+    ask the model again, counting down), the question in the snapshot's words (the same
+    snapshot as the panel), the conversation and the address. Marked `expiring` in the
+    last tenth of a pending question's time."""
+
+    snapshot: reactive[dict[str, Any] | None] = reactive(None)
+    now: reactive[datetime] = reactive(EPOCH)
+    connected: reactive[bool] = reactive(True)
+    refused: reactive[NotYours | None] = reactive(None)
+    running: reactive[frozenset[str]] = reactive(frozenset())
+    doing: reactive[str | None] = reactive(None)
+    waiting: reactive[dict[str, Any] | None] = reactive(None)
+    expiring: var[bool] = var(False)
+
+    def __init__(self, service: str, conversation_id: str, **kwargs: Any) -> None:
+        super().__init__(markup=False, **kwargs)
+        self.service = service
+        self.conversation_id = conversation_id
+
+    def render(self) -> Content:
+        return Content(visible(render.status_line(
+            self.service, self.conversation_id,
+            render.question_state(self.snapshot, self.now), bool(self.running),
+            self.connected,
+            render.retry_status(self.waiting, self.now) if self.waiting else self.doing,
+            refused=self.refused is not None)))
+
+    def compute_expiring(self) -> bool:
+        q = self.snapshot["pending"] if self.snapshot else None
+        return q is not None and render.expiry(q, self.now)[1]
+
+    def watch_expiring(self, expiring: bool) -> None:
+        self.set_class(expiring, "expiring")
+
+
 class ChatApp(App[None]):
     CSS_PATH = Path(__file__).with_name("chat.tcss")
     TITLE = "clankie chat"
@@ -118,6 +201,21 @@ class ChatApp(App[None]):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
+    # What the panel and the status line show; each is bound to the widgets that show it.
+    # The latest snapshot read (S1), None until the first read: the panel, the status
+    # line and the commands read nothing else about the question.
+    snapshot: var[dict[str, Any] | None] = var(None)
+    now: var[datetime] = var(EPOCH)  # the clock, read each second and with each snapshot
+    connected: var[bool] = var(True)
+    refused: var[NotYours | None] = var(None)  # the tail stopped: the listener is not ours
+    running: var[frozenset[str]] = var(frozenset())  # runs queued or running
+    doing: var[str | None] = var(None)  # the latest tool activity of a running run
+    waiting: var[dict[str, Any] | None] = var(None)  # its wait to ask the model again (R6)
+    # The header's, read on start and after a reconnect: the conversation's workspace
+    # (`conversation_get`) and `service_info`'s `model`.
+    workspace: var[str | None] = var(None)
+    model: var[dict[str, Any] | None] = var(None)
+
     def __init__(self, api: Api, conversation_id: str, service: str,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         super().__init__()
@@ -125,45 +223,30 @@ class ChatApp(App[None]):
         self.clock = clock
         self.conversation_id = conversation_id
         self.service = service
-        # The latest snapshot read (S1), None until the first read: the panel, the status
-        # line and the commands read nothing else about the question.
-        self.snapshot: dict[str, Any] | None = None
-        self.workspace: str | None = None  # for the header, read on start (conversation_get)
-        self.model: dict[str, Any] | None = None  # `service_info`'s `model`
-        self.running: set[str] = set()
-        self.doing: str | None = None  # the latest tool activity of a running run
-        self.waiting: dict[str, Any] | None = None  # its wait to ask the model again (R6)
-        self.connected = True
-        self.refused: NotYours | None = None  # the tail stopped: the listener is not ours
+        self.set_reactive(ChatApp.now, clock())
         self.after = 0
         # The question the panel showed when the line being typed was begun: an answer
         # typed for one question is never sent to another that replaced it meanwhile.
         # What the panel showed when the input line was begun: (request_id, revision).
         self.typed_against: tuple[str, int] | None = None
-        # The panel, held rather than looked up: the 1 s tick may come while the screen is
-        # being taken down, after the box's children are gone.
-        self.question_box = VerticalScroll(id="question-box")
-        self.question = Static(id="question", markup=False)
 
     def compose(self) -> ComposeResult:
-        yield Static(id="where", markup=False)
-        yield Static(id="status", markup=False)
+        yield HeaderLine(id="where", markup=False).data_bind(ChatApp.workspace, ChatApp.model)
+        yield StatusLine(self.service, self.conversation_id, id="status").data_bind(
+            ChatApp.snapshot, ChatApp.now, ChatApp.connected, ChatApp.refused,
+            ChatApp.running, ChatApp.doing, ChatApp.waiting)
         yield ChatLog(id="log", wrap=True, markup=False, min_width=1)  # not RichLog's 78
-        with self.question_box:  # scrolls only when the screen is too small for it
-            yield self.question
+        with QuestionBox(id="question-box").data_bind(ChatApp.snapshot):
+            yield QuestionPanel(id="question", markup=False).data_bind(ChatApp.snapshot,
+                                                                         ChatApp.now)
         yield Input(placeholder="Message Clankie, or /question, /help", id="input")
         yield Footer()
 
     def on_mount(self) -> None:
-        self._header()
-        self._status()
         self.set_interval(1.0, self._tick)  # the expiry countdown
         self.query_one(Input).focus()
         self.about()
         self.tail()
-
-    def on_resize(self) -> None:
-        self.call_after_refresh(self._header)  # the path is cut to the header's new width
 
     async def on_unmount(self) -> None:
         await self.api.aclose()
@@ -191,43 +274,28 @@ class ChatApp(App[None]):
         """The chat log as plain text (for tests and for people who copy it)."""
         return "\n".join(line.text for line in self.query_one(RichLog).lines)
 
-    def _header(self) -> None:
-        where = self.query_one("#where", Static)
-        where.update(Content(visible(render.header(self.workspace, self.model,
-                                                   where.content_region.width))))
+    def _read_clock(self) -> None:
+        """Read the clock: the status line's countdowns and the panel's relative times,
+        bound to `now`, follow it at once."""
+        self.now = self.clock()
 
-    def _status(self) -> None:
-        q = self.snapshot["pending"] if self.snapshot else None
-        status = self.query_one("#status", Static)
-        status.update(Content(visible(render.status_line(
-            self.service, self.conversation_id,
-            render.question_state(self.snapshot, self.clock()), bool(self.running),
-            self.connected,
-            render.retry_status(self.waiting, self.clock()) if self.waiting else self.doing,
-            refused=self.refused is not None))))
-        status.set_class(q is not None and render.expiry(q, self.clock())[1], "expiring")
-
-    def _panel(self) -> None:
-        if self.snapshot is not None:
-            self.question.update(Content(visible(render.question_panel(self.snapshot,
-                                                                       self.clock()))))
-        self.question_box.set_class(render.panel_shown(self.snapshot), "shown")
+    _status = _read_clock  # the name tests written before this state was reactive call
 
     def _take(self, snapshot: dict[str, Any]) -> None:
         """Keep `snapshot` if it is not older than the one kept (revisions only grow, S1,
-        so a read that raced a newer one is dropped), and show it everywhere at once."""
+        so a read that raced a newer one is dropped); the panel and the status line, bound
+        to it, show it at once, with the clock read now."""
+        self._read_clock()
         if self.snapshot is None or snapshot["revision"] >= self.snapshot["revision"]:
             self.snapshot = snapshot
-        self._panel()
-        self._status()
 
     def _tick(self) -> None:
-        """Each second: the countdown and the panel's relative times; a shown question past
-        its expiry is read again (S5 commits the expiry on use) rather than shown live."""
-        self._panel()
-        self._status()
+        """Each second: the countdown and the panel's relative times follow the clock; a
+        shown question past its expiry is read again (S5 commits the expiry on use) rather
+        than shown live."""
+        self._read_clock()
         q = self.snapshot["pending"] if self.snapshot else None
-        if q is not None and self.connected and render.expiry(q, self.clock())[0] == "expired":
+        if q is not None and self.connected and render.expiry(q, self.now)[0] == "expired":
             self.read_again()
 
     async def _call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -245,7 +313,7 @@ class ChatApp(App[None]):
             snapshot = await self._call("input_get",
                                            {**payload, "request_id": about} if about else payload)
         except ApiError as exc:
-            if exc.code != "unknown_request" or about is None:
+            if exc.code != Code.UNKNOWN_REQUEST or about is None:
                 raise
             snapshot = await self._call("input_get", payload)
         self._take(snapshot)
@@ -271,7 +339,6 @@ class ChatApp(App[None]):
                           and isinstance(model.get("provider"), str) else None)
         except (ApiError, NotYours, ServiceUnreachable, Uncertain):
             pass  # shown as `?`; the tail says what is wrong with the service
-        self._header()
 
     # ------------------------------------------------------------------------- events
 
@@ -292,7 +359,6 @@ class ChatApp(App[None]):
                         self.about()
                     failures = 0
                     self.connected = True
-                    self._status()
                 asked = time.monotonic()
                 page = await self._call("events_tail", {
                     "conversation_id": self.conversation_id, "after": self.after,
@@ -314,10 +380,8 @@ class ChatApp(App[None]):
                     if snapshot["pending"] is not None and any(
                             e["type"] == "input_requested" for e in moved):
                         self._announce(snapshot["pending"])
-                self._status()
             except (ServiceUnreachable, Uncertain) as exc:
                 self.connected = False
-                self._status()
                 if failures == 0:
                     self.notice(f"Lost the service: {exc}", severity="warning")
                 await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
@@ -325,17 +389,15 @@ class ChatApp(App[None]):
                 stale = True
             except NotClankie as exc:
                 self.connected = False
-                self._status()
                 self.say(f"Stopped following: {exc} (fix: {exc.fix})", style="bold")
                 self.notice(str(exc), title="Not clankie", severity="error")
                 return
             except ApiError as exc:
-                self.notice(f"{exc.code}: {exc.detail}", severity="error")
+                self.notice(wording.problem(exc.code, exc.detail), severity="error")
                 return
             except NotYours as exc:
                 self.connected = False
                 self.refused = exc
-                self._status()
                 self.say(f"Stopped following: {exc}. Fix: {exc.fix}; then start `clankie "
                          "chat` again.", style="bold")
                 self.notice(str(exc), title="Not your service", severity="error")
@@ -349,9 +411,9 @@ class ChatApp(App[None]):
     def _apply(self, event: dict[str, Any]) -> None:
         if event["type"] == "run_status":
             if event["status"] in ("queued", "running"):
-                self.running.add(event["run_id"])
+                self.running = self.running | {event["run_id"]}
             else:
-                self.running.discard(event["run_id"])
+                self.running = self.running - {event["run_id"]}
                 self.doing = None
         line = render.event_line(event)
         at = render.stamp(event, self.clock())
@@ -405,7 +467,7 @@ class ChatApp(App[None]):
             return
         q = shown["pending"]
         if q is None:
-            self.say("No question is pending; nothing was sent.")
+            self.say(f"{wording.NO_QUESTION}; nothing was sent.")
             return
         if against is not None and against[0] != q["request_id"]:
             self.say("The question changed while you typed: read the one shown now and "
@@ -474,7 +536,7 @@ class ChatApp(App[None]):
             self.say(f"Could not read the question: {exc}")
             return
         if snapshot["pending"] is None and not quiet:
-            self.say("No question is pending.")
+            self.say(f"{wording.NO_QUESTION}.")
 
     @work(group="answer")
     async def resolve(self, op: str, payload: dict[str, Any]) -> None:
@@ -507,15 +569,14 @@ class ChatApp(App[None]):
         await self._show(quiet=True)
 
     async def _refused(self, exc: ApiError) -> None:
-        if exc.code in ("stale_revision", "stale_incarnation"):
+        if exc.code in wording.READ_AGAIN:
             self.say("The question changed since it was shown (the conversation moved on). "
                      "Here it is now; decide again.")
-        elif exc.code in ("already_answered", "request_closed", "request_expired"):
+        elif exc.code in wording.ENDED:
             receipt = exc.problem.get("receipt") or {}
-            reason = f" ({receipt['reason']})" if receipt.get("reason") else ""
-            self.say(f"That question has ended: {receipt.get('outcome', exc.code)}{reason}. "
+            self.say(f"That question has ended: {wording.outcome(receipt, exc.code)}. "
                      "Here is the current state.")
         else:
-            self.say(f"Refused: {exc.code}: {exc.detail}")
+            self.say(f"Refused: {wording.problem(exc.code, exc.detail)}")
             return
         await self._show()

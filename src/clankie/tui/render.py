@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from clankie import when
+from clankie import when, wording
 from clankie.core.vocabulary import RunError
 from clankie.text import continued, visible
 
@@ -37,9 +37,8 @@ def question_panel(snapshot: dict[str, Any], now: datetime) -> str:
     if q is None:
         return _ended(snapshot.get("request"), now)
     lines = [f"Clankie asks: {continued(q['prompt'])}"]
-    for number, option in enumerate(q["options"], start=1):
-        description = f" - {option['description']}" if option["description"] else ""
-        lines.append(f"  {number}. {continued(option['label'] + description, '     ')}")
+    lines += [wording.option_line(number, option)
+              for number, option in enumerate(q["options"], start=1)]
     if q["kind"] == "text":
         lines.append("  Answer with /question text WORDS")
     elif q["allow_text"]:
@@ -57,21 +56,19 @@ def question_panel(snapshot: dict[str, Any], now: datetime) -> str:
 
 def _ended(q: dict[str, Any] | None, now: datetime) -> str:
     if q is None or q["status"] == "pending":  # pending: the snapshot says none is now
-        return "No question is pending."
+        return f"{wording.NO_QUESTION}."
     receipt = q.get("receipt") or {}
-    outcome = receipt.get("outcome", q["status"])
-    reason = receipt.get("reason")
     chosen = (receipt.get("answer") or {})
     if "option_id" in chosen:
         label = next((o["label"] for o in q["options"]
                       if o["option_id"] == chosen["option_id"]), chosen["option_id"])
-        outcome += f" with {continued(label, '    ')}"
+        outcome = f"{receipt.get('outcome', q['status'])} with {continued(label, '    ')}"
     elif "text" in chosen:
-        outcome += " in words"
-    elif reason and reason != outcome:
-        outcome += f" ({reason})"
+        outcome = f"{receipt.get('outcome', q['status'])} in words"
+    else:
+        outcome = wording.outcome(receipt, q["status"])
     at = f", {when.shown(receipt['resolved_at'], now)}" if receipt.get("resolved_at") else ""
-    return "\n".join(["No question is pending.",
+    return "\n".join([f"{wording.NO_QUESTION}.",
                       f"  Clankie asked: {continued(q['prompt'], '    ')}",
                       f"  That question ended: {outcome}{at}.",
                       f"  request {q['request_id'][:SHORT]}, asked "
@@ -101,8 +98,7 @@ def event_line(event: dict[str, Any]) -> str | None:
         return "Clankie's run was stopped."
     if kind == "run_status" and event["status"] == "failed":
         if event.get("error") == RunError.ORPHANED_BY_RESTART:
-            return ("Clankie's run was interrupted by a restart and will not run again; "
-                    "anything it said before is not a finished run.")
+            return f"Clankie's run was {wording.RUN_INTERRUPTED}."
         return f"Clankie's run failed: {continued(event.get('error') or 'no reason given')}"
     return activity_line(event)
 
