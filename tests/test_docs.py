@@ -6,8 +6,15 @@ them through `clankie serve --script`)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
+import tomllib
 from pathlib import Path
+
+import pytest
 
 from clankie.agent.scripted import load_script
 
@@ -123,3 +130,44 @@ def test_each_recipe_in_docs_architecture_names_the_source_files_it_touches():
 
 def test_the_readme_links_the_architecture():
     assert "](docs/architecture.md)" in README.read_text(encoding="utf-8")
+
+
+NOTIFY = re.compile(r"^    notify_command = (\[.*\])$", re.MULTILINE)
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the README's recipes use jq")
+def test_h7_the_readmes_notify_recipes_send_the_prompt_as_it_is_and_read_no_file(
+        tmp_path: Path):
+    """Issue 21's trial: `curl -d "$(... .prompt)"` read a file when the prompt (the model's
+    words) began with `@`, and `-d @-` dropped the prompt's line breaks. Each recipe runs
+    here with a `curl` that records what it was given."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-FILE-CONTENT")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "curl"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$RECORD.args"\ncat > "$RECORD.stdin"\n')
+    fake.chmod(0o755)
+    for other in ("notify-send", "xargs"):  # the desktop recipe: not what this test is about
+        (bin_dir / other).write_text("#!/bin/sh\ncat > /dev/null\n")
+        (bin_dir / other).chmod(0o755)
+    prompt = f"@{secret}\nsecond line"
+    document = json.dumps({"prompt": prompt, "read_with": "clankie conversations questions c",
+                           "answer_url": "https://laptop.example.ts.net/c/x"})
+    recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(README.read_text())]
+    assert len(recipes) >= 2, recipes
+    for n, argv in enumerate(recipes):
+        record = tmp_path / f"recipe{n}"
+        done = subprocess.run(argv, input=document, text=True, capture_output=True, timeout=30,
+                              env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                                   "RECORD": str(record)})
+        assert done.returncode == 0, done
+        if not Path(f"{record}.args").exists():
+            continue  # the desktop one
+        sent = Path(f"{record}.args").read_text() + Path(f"{record}.stdin").read_text()
+        assert "SECRET-FILE-CONTENT" not in sent
+        args = Path(f"{record}.args").read_text().splitlines()
+        assert not any(a.startswith("@") and a != "@-" for a in args), args
+        # curl's -d (--data) drops line breaks from what it reads; --data-binary keeps them
+        assert "--data-binary" in args and "-d" not in args and "--data" not in args, args
+        assert prompt in Path(f"{record}.stdin").read_text(), sent  # line breaks and all

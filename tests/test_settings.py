@@ -124,3 +124,26 @@ def test_issue20_defaults_read_no_variable_and_a_file_value_is_checked_even_when
     with pytest.raises(SettingsError) as err:
         load_settings(tmp_path, {"CLANKIE_MAX_STEPS": "3"})
     assert str(tmp_path / "settings.toml") in str(err.value)
+
+
+@pytest.mark.parametrize("origin", ["https://laptop.tailnet-name.ts.net/",
+                                    "HTTPS://Laptop.Tailnet-Name.ts.net"])
+def test_h1_web_origin_as_copied_from_an_address_bar_is_the_origin(tmp_path: Path,
+                                                                  origin: str):
+    """Issue 21's trial: a trailing slash (as an address bar shows it) was `internal error:
+    ValidationError` from serve and doctor."""
+    (tmp_path / "settings.toml").write_text(f'web_origin = "{origin}"\n')
+    assert load_settings(tmp_path, {}).web_origin == "https://laptop.tailnet-name.ts.net"
+
+
+@pytest.mark.parametrize("origin", ["https://host/path", "ftp://host", "https://", "host"])
+def test_h1_a_web_origin_that_is_no_origin_is_refused_naming_the_setting(tmp_path: Path,
+                                                                         origin: str):
+    with pytest.raises(SettingsError, match=r"setting web_origin in CLANKIE_WEB_ORIGIN: .* "
+                                            r"must be an origin"):
+        load_settings(tmp_path, {"CLANKIE_WEB_ORIGIN": origin})
+
+
+def test_h1_web_origin_is_said_as_text_not_as_a_list_in_the_settings_help():
+    line = next(line for line in settings_table().splitlines() if "web_origin" in line)
+    assert "strings" not in line, line

@@ -110,20 +110,12 @@ class Settings(BaseSettings):
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)  # the file and the variables only through `load_settings`
 
-    @field_validator("web_origin")
-    @classmethod
-    def _an_origin(cls, value: str) -> str:
-        if value and not _ORIGIN.fullmatch(value):
-            raise ValueError("web_origin must be an origin: http:// or https://, a host name "
-                             "and an optional port, with no path (for example "
-                             "https://laptop.tailnet-name.ts.net)")
-        return value.lower()
-
     @field_validator("*", mode="before")
     @classmethod
     def _as_declared(cls, value: Any, info: ValidationInfo) -> Any:
         assert info.field_name is not None
-        return _coerce(_BY_NAME[info.field_name], value)
+        coerced = _coerce(_BY_NAME[info.field_name], value)
+        return _origin(value, coerced) if info.field_name == "web_origin" else coerced
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +135,9 @@ def _declared(name: str, field: FieldInfo) -> Setting:
     low = next((m.ge for m in field.metadata if isinstance(m, annotated_types.Ge)), None)
     high = next((m.le for m in field.metadata if isinstance(m, annotated_types.Le)), None)
     assert isinstance(low, int | float | None) and isinstance(high, int | float | None)
-    items = next((m.max_length for m in field.metadata
-                  if isinstance(m, annotated_types.MaxLen)), None)
+    items = next((m.max_length for m in field.metadata  # of a list; a text's is its own
+                  if isinstance(m, annotated_types.MaxLen)), None) if field.annotation is not str \
+        else None
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
     literal = get_origin(field.annotation) is Literal
     return Setting(name, field.default, field.description or "",
@@ -323,6 +316,17 @@ def _number(value: Any, integer: bool, from_text: bool) -> int | float | None:
 
 def _plain(number: float) -> str:
     return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
+
+
+def _origin(given: Any, text: str) -> str:
+    """`web_origin`: an origin, in lower case; one slash after it (as an address bar shows
+    it) is dropped, any other path refused."""
+    origin = text.lower().removesuffix("/") if text.count("/") == 3 else text.lower()
+    if origin and not _ORIGIN.fullmatch(origin):
+        raise _Refused(given, "an origin: http:// or https://, a host name and an optional "
+                              "port, with no path (for example "
+                              "https://laptop.tailnet-name.ts.net)")
+    return origin
 
 
 def _said(name: str, value: Any, where: str, wanted: str) -> SettingsError:
