@@ -68,8 +68,13 @@ def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
             assert listed.returncode == 0 and "phone" in listed.stdout
             assert "last used" in listed.stdout
             device_id = listed.stdout.split()[0]
-            revoked = clankie("devices", "revoke", device_id, home=web.home.path)
+            # a prefix, as every ID the CLI takes (SPEC section 10 "CLI"; issue 21's trial)
+            unknown = clankie("devices", "revoke", "0000", home=web.home.path)
+            assert unknown.returncode == 2 and "no device starts with '0000'" in unknown.stderr
+            assert browser.get("/").status_code == 200  # nothing was revoked
+            revoked = clankie("devices", "revoke", device_id[:6].upper(), home=web.home.path)
             assert revoked.returncode == 0, revoked.stderr
+            assert f"revoked {device_id}" in revoked.stdout
             assert browser.get("/").status_code == 401
             assert "revoked" in clankie("devices", "list", home=web.home.path).stdout
     finally:

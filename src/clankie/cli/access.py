@@ -25,6 +25,7 @@ from .common import (
     connect,
     exit_with,
     fail_usage,
+    id_or_prefix,
     json_option,
     print_json,
     say,
@@ -129,8 +130,20 @@ def list_devices(as_json: bool) -> None:
 @click.argument("credential_id", cls=Arg, metavar="ID", help="The device's ID (devices list).")
 @json_option
 def revoke(credential_id: str, as_json: bool) -> None:
-    """Revoke a device: its token is refused from its next request."""
+    """Revoke a device (its ID or a prefix of it): its token is refused from its next
+    request."""
+    given = id_or_prefix(credential_id, "a device", "ID")
     with connect() as client:
+        devices = [c["credential_id"] for c in call(client, "credential_list", {},
+                                                     as_json=as_json)["credentials"]
+                   if c["kind"] == "device"]
+        found = [d for d in devices if d.startswith(given)]
+        if len(found) != 1:
+            raise click.BadParameter(
+                f"no device starts with {given!r}; list them with `clankie devices list`"
+                if not found else f"{given!r} is ambiguous: it is the start of "
+                + ", ".join(found), param_hint="ID")
+        credential_id = found[0]
         done = call(client, "credential_revoke", {"credential_id": credential_id},
                     as_json=as_json, inspect="clankie devices list")
     print_json(done) if as_json else say(f"revoked {credential_id}")
