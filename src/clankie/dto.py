@@ -34,6 +34,7 @@ def _not_blank(text: str) -> str:
 
 # Written out alias by alias (no factory) so that mypy sees each as a type alias.
 Uuid = Annotated[str, Field(pattern=UUID_PATTERN)]
+SQLITE_MAX = 2**63 - 1  # revisions and event cursors are SQLite integers: none is larger
 Prompt = Annotated[str, Field(min_length=1, max_length=2_000, pattern=NO_NUL_PATTERN),
                    AfterValidator(_clean)]
 Label = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL_PATTERN),
@@ -71,7 +72,7 @@ class InputAnswer(Strict):
     conversation_id: Uuid
     request_id: Uuid
     incarnation: Uuid
-    revision: Annotated[int, Field(ge=1)]
+    revision: Annotated[int, Field(ge=1, le=SQLITE_MAX)]
     option_id: Uuid | None = None
     text: AnswerText | None = None
 
@@ -86,7 +87,7 @@ class InputCancel(Strict):
     conversation_id: Uuid
     request_id: Uuid
     incarnation: Uuid
-    revision: Annotated[int, Field(ge=1)]
+    revision: Annotated[int, Field(ge=1, le=SQLITE_MAX)]
 
 
 class ConversationCreate(Strict):
@@ -122,7 +123,7 @@ class ConversationSetWorkspace(Strict):
 
 class EventsTail(Strict):
     conversation_id: Uuid
-    after: Annotated[int, Field(ge=0)] = 0
+    after: Annotated[int, Field(ge=0, le=SQLITE_MAX)] = 0
     limit: Annotated[int, Field(ge=1, le=500)] = 100
     wait_ms: Annotated[int, Field(ge=0, le=30_000)] = 0
 

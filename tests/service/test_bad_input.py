@@ -27,6 +27,8 @@ BAD_ANSWERS = {
     "revision as bool": lambda p: p | {"revision": True},
     "revision as float": lambda p: p | {"revision": float(p["revision"])},
     "revision zero": lambda p: p | {"revision": 0},
+    # past SQLite's 64-bit integers: `OverflowError` and a 500 before (red team, issue 21)
+    "revision past 2**63": lambda p: p | {"revision": 2**63},
     "upper-case uuid": lambda p: p | {"request_id": p["request_id"].upper()},
     "uuid without dashes": lambda p: p | {"request_id": p["request_id"].replace("-", "")},
     "uuid version 1": lambda p: p | {"option_id": "c232ab00-9414-11ec-b3c8-9e6bdeced846"},
@@ -69,6 +71,9 @@ BAD_CALLS = [
     ("events_tail", {"conversation_id": OTHER, "limit": 501}),
     ("events_tail", {"conversation_id": OTHER, "wait_ms": 30_001}),
     ("events_tail", {"conversation_id": OTHER, "after": -1}),
+    ("events_tail", {"conversation_id": OTHER, "after": 2**63}),
+    ("input_cancel", {"conversation_id": OTHER, "request_id": OTHER, "incarnation": OTHER,
+                      "revision": 2**63}),
     ("device_pair", {"name": "phone", "mode": "admin"}),
     ("device_pair", {"name": "", "mode": "control"}),
     ("credential_issue", {"kind": "device", "name": "x"}),

@@ -14,6 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import clankie.web
+from clankie.core.errors import ClankieError
 from clankie.settings import Settings
 from clankie.web.app import SECURITY_HEADERS, create_web_app
 from tests.world import World
@@ -98,11 +99,25 @@ def test_h2_wrong_used_and_expired_codes_are_refused_alike_on_the_page(world: Wo
     assert [d["name"] for d in devices(world)] == ["a"]
 
 
-def test_h2_the_page_locks_pairing_after_more_than_five_failures(world: World):
+def test_h2_opening_wrong_pairing_links_never_locks_the_owner_out(world: World):
+    """Red team (issue 21): GETs of wrong codes counted as failed attempts, so any web page
+    open in the owner's browser (`<img src=".../pair?code=guess">`) could keep pairing
+    locked. Opening a link pairs nothing and guesses nothing worth counting (192-bit
+    codes): only a pairing that fails counts (H2)."""
     good = world.call("device_pair_start", {"name": "phone"})["code"]
     with page_client(world) as client:
-        for n in range(6):
+        for n in range(12):
             assert client.get(f"/pair?code=wrong{n}").status_code == 401
+        shown = client.get(f"/pair?code={good}")
+        assert shown.status_code == 200 and "Pair this browser as phone?" in shown.text
+
+
+def test_h2_the_page_says_when_pairing_is_locked(world: World):
+    good = world.call("device_pair_start", {"name": "phone"})["code"]
+    for _ in range(6):  # failed pairings (from a local process on /v1/ops, say)
+        with pytest.raises(ClankieError):
+            world.service.call("device_pair_finish", None, {"code": "wrong"})
+    with page_client(world) as client:
         locked = client.get(f"/pair?code={good}")
         assert locked.status_code == 403 and "locked" in locked.text
     assert devices(world) == []
@@ -115,7 +130,9 @@ def test_h2_a_pairing_post_needs_the_page_origin_and_its_csrf_token(world: World
         for headers, form in [({}, {"code": code, "csrf": token}),
                               ({"Origin": "https://evil.example"}, {"code": code, "csrf": token}),
                               ({"Origin": LISTENER}, {"code": code}),
-                              ({"Origin": LISTENER}, {"code": code, "csrf": "0" * 64})]:
+                              ({"Origin": LISTENER}, {"code": code, "csrf": "0" * 64}),
+                              # a 500 before (hmac of non-ASCII text; red team, issue 21)
+                              ({"Origin": LISTENER}, {"code": code, "csrf": "é"})]:
             refused = client.post("/pair", data=form, headers=headers)
             assert refused.status_code == 403 and "set-cookie" not in refused.headers
     assert devices(world) == []
@@ -211,9 +228,9 @@ def test_h4_a_state_change_needs_this_sessions_csrf_token(world: World):
         others_csrf = paired(world, other)
     with page_client(world) as client:
         paired(world, client)
-        for token in (None, "", others_csrf, "0" * 64):
-            headers = {"Origin": LISTENER} | ({"X-CSRF-Token": token} if token is not None
-                                              else {})
+        for token in (None, "", others_csrf, "0" * 64, "\xe9"):
+            headers = {"Origin": LISTENER} | ({"X-CSRF-Token": token.encode("latin-1")}
+                                              if token is not None else {})
             for action, body in [("take-control", {}), ("answer", binding(c, world))]:
                 refused = client.post(f"/api/{action}", json=body, headers=headers)
                 assert refused.status_code == 403, refused.text
@@ -384,3 +401,14 @@ def test_h5_expired_and_cancelled_are_said_in_words(world: World):
             "incarnation": again["incarnation"], "revision": again["revision"],
             "option_id": again["pending"]["options"][0]["option_id"]}).json()
         assert (late["outcome"], late["message"].split(":")[0]) == ("expired", "Expired"), late
+
+
+def test_h6_odd_cursors_on_the_events_endpoint_are_never_a_500(world: World):
+    """Red team (issue 21): `after=²` (a digit to str.isdigit, not to int) and 4,301
+    digits were 500s; any `after` that is no cursor reads from the start."""
+    c, _ = asked(world)
+    with page_client(world) as client:
+        paired(world, client)
+        for after in ("%C2%B2", "9" * 4_301, "-1", "1e3", str(2**63)):
+            got = client.get(f"/api/events?c={c}&after={after}")
+            assert got.status_code == 200, (after, got.status_code, got.text)

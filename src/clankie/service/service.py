@@ -279,14 +279,17 @@ class Service(RunHooks):
 
     def pairing_preview(self, code: str) -> PairingRow:
         """What a pairing code would pair (the page asks "Pair this browser as NAME?"),
-        without using it. A wrong, used or expired code is refused alike and counts as a
-        failed attempt (H2), so looking is no cheaper a way to guess than pairing."""
+        without using it. A wrong, used or expired code is refused alike, but is not a
+        failed attempt (H2): opening a link pairs nothing, and any web page in the owner's
+        browser can open links (`<img src=...>`), so counting them would let it keep
+        pairing locked. Guessing a 192-bit code by looking is as hopeless as by pairing."""
         now = self.clock()
         self.pairing_lock.check(now)
         with self._storage(), self.store.read() as tx:
             pairing = self._live_pairing(tx, code, now)
         if pairing is None:
-            self._pairing_failed(now)
+            raise ClankieError(Code.UNAUTHENTICATED, "this pairing code is wrong, used or "
+                               "expired")
         return pairing
 
     def device_pair_finish(self, token: str | None, r: dto.DevicePairFinish) -> dto.TokenOut:

@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import secrets
 from collections.abc import Callable
 from functools import partial
@@ -90,7 +91,8 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         """H4: a state change needs the page's own Origin and the session's CSRF token."""
         if request.headers.get("origin") not in origins.allowed:
             raise ClankieError(Code.FORBIDDEN, "this request did not come from clankie's page")
-        if not given or not hmac.compare_digest(given, csrf(session_key)):
+        if not given or not hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
+                                                csrf(session_key).encode()):
             raise ClankieError(Code.FORBIDDEN, "this request lacks the page's CSRF token; "
                                "reload the page")
 
@@ -185,7 +187,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
 
         try:
             payload = {"conversation_id": conversation_id, "wait_ms": LONG_POLL_MS,
-                       "after": int(after) if after.isdigit() else 0}
+                       "after": int(after) if re.fullmatch(r"[0-9]{1,18}", after) else 0}
             with service.open_tail(token, payload, wake) as tail:
                 while True:
                     woken.clear()
