@@ -445,8 +445,9 @@ class ChatApp(App[None]):
             return
         if isinstance(command, Help):
             self.say(USAGE)
-        elif isinstance(command, Usage):
+        elif isinstance(command, Usage):  # a mistyped command: kept, to be mended
             self.say(command.message)
+            event.input.value = event.value
         elif isinstance(command, Chat):
             self.send(command.text)
         elif isinstance(command, ShowQuestion):
