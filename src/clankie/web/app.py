@@ -73,6 +73,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     templates = jinja2.Environment(loader=jinja2.PackageLoader("clankie.web", "templates"),
                                    autoescape=True, undefined=jinja2.StrictUndefined)
     templates.filters["shown"] = when.shown_now
+    templates.filters["folders"] = _folders
 
     def csrf(session: str) -> str:
         return hmac.new(secret, session.encode(), hashlib.sha256).hexdigest()
@@ -285,9 +286,15 @@ def _view(service: Service, token: str | None, conversation_id: str | None,
                 ended = _ended(shown, device.credential_id)
     return {"device": device, "conversations": ordered, "pending": set(pending),
             "chosen": chosen, "snapshot": snapshot, "ended": ended,
+            "current": next((c for c in listed if c.conversation_id == chosen), None),
             # the question the page keeps in mind: an ended one stays said until left
             "watched": shown_request if ended else (
                 snapshot.pending.request_id if snapshot and snapshot.pending else "")}
+
+
+def _folders(path: str) -> str:
+    """A workspace as the owner tells it apart at a glance: its last two folders."""
+    return "/".join([part for part in path.split("/") if part][-2:]) or path
 
 
 def _snapshot(service: Service, token: str | None, conversation_id: str,
