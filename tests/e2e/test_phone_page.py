@@ -150,7 +150,7 @@ def test_h2_h5_h6_pair_from_the_printed_url_see_a_question_live_answer_by_tap(
     assert phone.evaluate("document.documentElement.scrollWidth") <= 360
     phone.get_by_role("button", name="Answer: tabs").tap()
     expect(phone.locator("#status")).to_have_text(
-        "Accepted. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+        "Accepted: tabs. Clankie has not necessarily run yet.", timeout=WAIT_MS)
     expect(phone.locator("#ended")).to_contain_text("it was answered from this browser",
                                                     timeout=WAIT_MS)
     shot(phone, "phone-accepted", tmp_path)
@@ -178,6 +178,29 @@ def test_h5_answered_from_the_cli_first_the_page_shows_it_ended(
     assert done.returncode == 0, done.stderr
     expect(phone.locator("#ended")).to_contain_text("it was answered by an operator",
                                                     timeout=WAIT_MS)
+
+
+def test_h5_h6_cancel_by_keyboard_takes_a_second_step_and_focus_stays_on_the_outcome(
+        web: Served, phone: Any, workspace: Path):
+    pair(web, phone)
+    take_control(phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        ask(operator, c)
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.locator(".workspace")).to_contain_text("project")  # which project it is for
+    phone.get_by_role("button", name="Cancel the question").focus()
+    phone.keyboard.press("Enter")
+    confirm = phone.get_by_role("button", name="Really cancel the question")
+    expect(confirm).to_be_focused()
+    with web.client() as operator:
+        assert operator.input_get(c).pending is not None  # the first step cancels nothing
+    phone.keyboard.press("Enter")
+    expect(phone.locator("#status")).to_have_text(
+        "Cancelled. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+    expect(phone.locator("#status")).to_be_focused()  # not the top of the page
+    with web.client() as operator:
+        assert operator.input_get(c).pending is None
 
 
 def test_h5_a_stale_page_gets_the_conflict_and_the_fresh_question(

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from clankie import dto, when
 from clankie.core.errors import ClankieError
+from clankie.core.model import iso
 from clankie.core.vocabulary import Code
 from clankie.service import Service
 
@@ -72,7 +73,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     limiter = anyio.CapacityLimiter(_THREADS)
     templates = jinja2.Environment(loader=jinja2.PackageLoader("clankie.web", "templates"),
                                    autoescape=True, undefined=jinja2.StrictUndefined)
-    templates.filters["shown"] = when.shown_now
+    templates.filters["local"] = when.local  # the page adds "(in 5 min)" by its own clock
     templates.filters["folders"] = _folders
 
     def csrf(session: str) -> str:
@@ -158,9 +159,10 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
             checked_post(request, token, request.headers.get("x-csrf-token"))
             payload = _json(await _body(request))
             if action == "take-control":
-                lease = await run(partial(service.call, "device_take_control", token, {}))
-                return JSONResponse({"outcome": "control", "message": "You hold Take Control "
-                                     f"until {when.shown_now(lease.expires_at)}."})
+                await run(partial(service.call, "device_take_control", token, {}))
+                # the lease line says until when, and follows the clock; this says it once
+                return JSONResponse({"outcome": "control",
+                                     "message": "You took control: you can answer now."})
             if action not in ("answer", "cancel"):
                 raise ClankieError(Code.NOT_FOUND, "there is no such action")
             op = "input_answer" if action == "answer" else "input_cancel"
@@ -170,7 +172,8 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         if reply.duplicate:
             return JSONResponse({"outcome": "duplicate", "message": "The same answer again: it "
                                  "was already accepted, and nothing changed."})
-        done = "Accepted" if action == "answer" else "Cancelled"
+        done = (f"Accepted: {await run(partial(_chosen, service, token, payload))}"
+                if action == "answer" else "Cancelled")
         return JSONResponse({"outcome": "accepted", "message": f"{done}. Clankie has not "
                              "necessarily run yet."})
 
@@ -286,10 +289,26 @@ def _view(service: Service, token: str | None, conversation_id: str | None,
                 ended = _ended(shown, device.credential_id)
     return {"device": device, "conversations": ordered, "pending": set(pending),
             "chosen": chosen, "snapshot": snapshot, "ended": ended,
+            "now": iso(service.clock()),
             "current": next((c for c in listed if c.conversation_id == chosen), None),
             # the question the page keeps in mind: an ended one stays said until left
             "watched": shown_request if ended else (
                 snapshot.pending.request_id if snapshot and snapshot.pending else "")}
+
+
+def _chosen(service: Service, token: str | None, answer: dict[str, Any]) -> str:
+    """What an accepted answer chose, in the owner's words: the option's label, or "your
+    text answer"."""
+    option_id = answer.get("option_id")
+    if not option_id:
+        return "your text answer"
+    with contextlib.suppress(ClankieError):
+        shown = _snapshot(service, token, str(answer.get("conversation_id")),
+                          str(answer.get("request_id"))).request
+        for option in shown.options if shown is not None else []:
+            if option.option_id == option_id:
+                return option.label
+    return "the option you chose"
 
 
 def _folders(path: str) -> str:

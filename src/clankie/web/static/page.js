@@ -80,7 +80,9 @@
     if (html !== view.dataset.shown && !(typing && !busy && sameQuestion(html))) {
       view.innerHTML = html;
       view.dataset.shown = html;
+      if (!view.querySelector("#lease.held")) leaseEnded();
     }
+    tick();
   }
 
   function sameQuestion(html) {
@@ -110,8 +112,14 @@
     } catch (e) {
       say("Not sent: the connection to clankie failed. Nothing was resent; try again.", "error");
     } finally {
+      // The reply is in: the buttons work again at once, and focus stays on the outcome
+      // (a live region outside the view, so redrawing the view cannot take it away).
+      for (const b of view.querySelectorAll("button")) b.disabled = false;
       busy = false;
-      if (alive) await refresh();
+      if (alive) {
+        status.focus();
+        await refresh();
+      }
     }
   }
 
@@ -132,7 +140,13 @@
       send("take-control", {});
     } else if (button.dataset.option && form) {
       send("answer", Object.assign(binding(form), { option_id: button.dataset.option }));
-    } else if (button.id === "cancel-question" && form) {
+    } else if (button.id === "cancel-question") {
+      // Cancelling takes a second, deliberate tap on a button that appears only now.
+      const confirm = document.getElementById("cancel-confirm");
+      confirm.hidden = !confirm.hidden;
+      button.setAttribute("aria-expanded", String(!confirm.hidden));
+      if (!confirm.hidden) confirm.focus();
+    } else if (button.id === "cancel-confirm" && form) {
       send("cancel", binding(form));
     }
   });
@@ -148,6 +162,48 @@
     }
     send("answer", Object.assign(binding(form), { text: text.value }));
   });
+
+  // The page's own clock (H6): "(in 5 min)" beside each time, and a lease line that says
+  // the lease ended the moment it ends, even while the view is not redrawn (typing).
+  // Times are compared with the service's clock as of the last view (data-now).
+  let skew = 0;
+  let skewOf = null;
+
+  function span(seconds) {
+    if (seconds < 60) return Math.ceil(seconds) + " s";
+    const minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return minutes + " min";
+    const hours = Math.floor(minutes / 60);
+    if (hours < 48) return hours + " h" + (minutes % 60 ? " " + (minutes % 60) + " min" : "");
+    return Math.floor(hours / 24) + " d";
+  }
+
+  function leaseEnded() {
+    if (status.dataset.outcome === "control") say("", "");  // "You took control" no more
+  }
+
+  function tick() {
+    const s = state().dataset;
+    if (s.now && s.now !== skewOf) {
+      skewOf = s.now;
+      skew = Date.parse(s.now) - Date.now();
+    }
+    const now = Date.now() + skew;
+    for (const t of view.querySelectorAll("[data-until]")) {
+      const left = (Date.parse(t.dataset.until) - now) / 1000;
+      t.textContent = left >= 1 ? " (in " + span(left) + ")" : " (now)";
+    }
+    const lease = document.getElementById("lease");
+    if (lease && lease.dataset.expires && Date.parse(lease.dataset.expires) <= now) {
+      delete lease.dataset.expires;
+      lease.classList.remove("held");
+      lease.textContent = "You do not hold Take Control: answers from this browser are " +
+                          "refused until you take it.";
+      const take = document.getElementById("take-control");
+      if (take) take.hidden = false;
+      leaseEnded();
+    }
+  }
 
   function pause(ms) {
     return new Promise(function (resolve) { setTimeout(resolve, ms); });
@@ -182,5 +238,7 @@
     }
   }
 
+  tick();
+  setInterval(tick, 1000);
   live();
 })();
