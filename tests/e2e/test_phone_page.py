@@ -176,8 +176,8 @@ def test_h5_answered_from_the_cli_first_the_page_shows_it_ended(
                    "--revision", str(snap.revision), "--option",
                    snap.pending.options[1].option_id, home=web.home.path)
     assert done.returncode == 0, done.stderr
-    expect(phone.locator("#ended")).to_contain_text("it was answered by an operator",
-                                                    timeout=WAIT_MS)
+    expect(phone.locator("#ended")).to_contain_text(
+        "it was answered from the terminal (operator)", timeout=WAIT_MS)
 
 
 def test_h5_h6_cancel_by_keyboard_takes_a_second_step_and_focus_stays_on_the_outcome(
@@ -230,7 +230,9 @@ def test_h5_a_stale_page_gets_the_conflict_and_the_fresh_question(
     assert fresh is not None and fresh.request_id != first
     phone.unroute("**/view*")
     phone.get_by_role("button", name="Answer: spaces").tap()  # still the old question
-    expect(phone.locator("#status")).to_contain_text("Conflict", timeout=WAIT_MS)
+    expect(phone.locator("#status")).to_have_text(
+        "Nothing was sent: this question had already ended (it was answered from the "
+        "terminal (operator)).", timeout=WAIT_MS)
     expect(phone.locator(f'#answer[data-request="{fresh.request_id}"]')).to_be_visible(
         timeout=WAIT_MS)
     with web.client() as operator:
@@ -261,6 +263,8 @@ def test_h2_h6_a_revoked_browser_stops_working_without_a_reload(
     expect(phone.get_by_role("button", name="Answer: tabs")).to_be_visible()
     assert clankie("devices", "revoke", device, home=web.home.path).returncode == 0
     expect(phone.locator("#revoked")).to_contain_text("no longer paired", timeout=WAIT_MS)
+    expect(phone.locator("#status")).to_have_text("")  # said once, in plain words
+    assert "`" not in phone.locator("body").inner_text()
     assert phone.get_by_role("button").count() == 0
     with web.client() as operator:
         assert operator.input_get(c).pending is not None
@@ -283,8 +287,11 @@ def test_a1_h5_take_control_then_the_lease_expires_and_the_answer_is_refused(
         assert not next(d for d in devices(short) if d["credential_id"] == device)[
             "holds_lease"]
         page.get_by_role("button", name="Answer: tabs").tap()
-        expect(page.locator("#status")).to_contain_text("Refused", timeout=WAIT_MS)
-        expect(page.locator("#status")).to_contain_text("Take Control")
+        expect(page.locator("#status")).to_have_text(
+            'Not sent: tap "Take control" first, then answer again.', timeout=WAIT_MS)
+        # the reply is in: every button works again at once (none left grey)
+        assert page.evaluate("[...document.querySelectorAll('#view button')]"
+                             ".every(b => !b.disabled)")
         with short.client() as operator:
             assert operator.input_get(c).pending is not None
     finally:

@@ -338,7 +338,7 @@ def test_h5_outcomes_in_words_accepted_duplicate_conflict(world: World):
         body = binding(c, world)
         refused = client.post("/api/answer", json=body, headers=headers)
         assert refused.json()["outcome"] == "refused"  # A1: no lease yet
-        assert "Take Control" in refused.json()["message"]
+        assert '"Take control" first' in refused.json()["message"]
         assert still_pending(world, c)
         taken = client.post("/api/take-control", json={}, headers=headers)
         assert taken.json()["outcome"] == "control"
@@ -350,7 +350,13 @@ def test_h5_outcomes_in_words_accepted_duplicate_conflict(world: World):
         other = dict(body, option_id=world.snapshot(c, body["request_id"])["request"][
             "options"][1]["option_id"])
         conflict = client.post("/api/answer", json=other, headers=headers).json()
-        assert conflict["outcome"] == "conflict" and "afresh" in conflict["message"]
+        assert conflict == {"outcome": "ended", "message": "Nothing was sent: this question "
+                            "had already ended (it was answered from this browser)."}
+        world.ask(c)
+        stale = dict(binding(c, world), revision=binding(c, world)["revision"] - 1)
+        changed = client.post("/api/answer", json=stale, headers=headers).json()
+        assert changed["outcome"] == "conflict" and "afresh" in changed["message"]
+        assert still_pending(world, c)
 
 
 def test_h5_a_read_only_browser_sees_the_question_and_no_controls_and_is_refused(

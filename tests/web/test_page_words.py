@@ -90,7 +90,7 @@ def test_h5_a_refusal_for_want_of_the_lease_says_tap_take_control_first(world: W
         refused = client.post("/api/answer", json=binding(c, world), headers=headers(csrf))
     reply = refused.json()
     assert reply["outcome"] == "refused"
-    assert 'Tap "Take control" first' in reply["message"]
+    assert 'tap "Take control" first' in reply["message"]
     assert "input_answer" not in reply["message"] and "lease" not in reply["message"]
     assert still_pending(world, c)
 

@@ -131,7 +131,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         if token is None:
             return page("message.html", 401, title="Not paired",
                         text="This browser is not paired with clankie. On the computer, run "
-                             "`clankie devices pair --web` and open the link it prints.")
+                             "clankie devices pair --web and open the link it prints.")
         try:
             view = await run(partial(_view, service, token, request.query_params.get("c")))
         except ClankieError as err:
@@ -153,6 +153,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         """POST /api/{action}: answer, cancel, take-control; the outcome in words."""
         action = request.path_params["action"]
         token = session(request)
+        payload: Any = None
         try:
             if token is None:
                 raise ClankieError(Code.UNAUTHENTICATED, "this browser is not paired")
@@ -168,7 +169,9 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
             op = "input_answer" if action == "answer" else "input_cancel"
             reply = await run(partial(service.call, op, token, payload))
         except ClankieError as err:
-            return JSONResponse(_refusal(err), status_code=err.status)
+            said = await run(partial(_refused, service, token, payload if action in (
+                "answer", "cancel") else None, err))
+            return JSONResponse(said, status_code=err.status)
         if reply.duplicate:
             return JSONResponse({"outcome": "duplicate", "message": "The same answer again: it "
                                  "was already accepted, and nothing changed."})
@@ -330,7 +333,8 @@ def _ended(question: dto.QuestionOut, me: str) -> str:
     if receipt is not None and receipt.answered_by is not None:
         who = receipt.answered_by
         by = (" from this browser" if who.credential_id == me else
-              f" by {'an operator' if who.kind == 'operator' else 'another device'}")
+              " from the terminal (operator)" if who.kind == "operator" else
+              " from another device")
     if question.status == "answered":
         return f"it was answered{by}"
     if question.status == "cancelled":
@@ -341,13 +345,37 @@ def _ended(question: dto.QuestionOut, me: str) -> str:
     return f"it was invalidated ({reason})"
 
 
+def _refused(service: Service, token: str | None, answer: Any,
+             err: ClankieError) -> dict[str, str]:
+    """A refused answer, cancel or take-control in words the owner can act on: a question
+    that has ended says it ended and how; a want of the lease says to take control."""
+    with contextlib.suppress(ClankieError, AttributeError, TypeError):
+        if err.code in CONFLICTS | {"request_closed"} and isinstance(answer, dict):
+            device = service.device_status(token)
+            shown = _snapshot(service, token, str(answer["conversation_id"]),
+                              str(answer["request_id"])).request
+            if shown is not None and shown.status != "pending":
+                return {"outcome": "ended", "message": "Nothing was sent: this question had "
+                        f"already ended ({_ended(shown, device.credential_id)})."}
+        if err.code == "forbidden" and token is not None:
+            device = service.device_status(token)
+            if device.mode == "control" and device.lease_expires_at is None:
+                return {"outcome": "refused", "message": 'Not sent: tap "Take control" '
+                        "first, then answer again."}
+            if device.mode == "read_only":
+                return {"outcome": "refused", "message": "Not sent: this browser can only "
+                        "look; it cannot answer or cancel."}
+    return _refusal(err)
+
+
 def _refusal(err: ClankieError) -> dict[str, str]:
     """A refusal in plain words (H5), never a bare code."""
     if err.code in CONFLICTS:
-        return {"outcome": "conflict", "message": f"Conflict: {err.detail}. The question is "
-                "shown afresh: read it, then answer again if you still want to."}
+        return {"outcome": "conflict", "message": "The question changed since this page "
+                "showed it, so nothing was sent. It is shown afresh: read it, then answer "
+                "again if you still want to."}
     if err.code == "request_closed":
-        return {"outcome": "ended", "message": f"Ended: {err.detail}."}
+        return {"outcome": "ended", "message": f"Nothing was sent: {err.detail}."}
     if err.code == "request_expired":
         return {"outcome": "expired", "message": f"Expired: {err.detail}."}
     if err.code == "unauthenticated":
@@ -359,15 +387,15 @@ def _refusal(err: ClankieError) -> dict[str, str]:
 
 def _session_refused(err: ClankieError) -> str:
     if err.code == "unauthenticated":
-        return ("This browser is no longer paired (it was revoked, or its owner was). Pair "
-                "it again with `clankie devices pair --web`.")
+        return ("This browser is no longer paired (it was revoked, or its owner was). To "
+                "pair it again, run clankie devices pair --web on the computer.")
     return err.detail
 
 
 def _pairing_refused(err: ClankieError) -> str:
     if err.code == "unauthenticated":
-        return ("This pairing link is wrong, used or expired. Run `clankie devices pair "
-                "--web` again for a new one.")
+        return ("This pairing link is wrong, used or expired. For a new one, run clankie "
+                "devices pair --web on the computer again.")
     return err.detail
 
 

@@ -59,9 +59,10 @@
     const p = document.createElement("p");
     p.id = "revoked";
     p.className = "message";
+    p.setAttribute("role", "alert");  // said once, here: the status line stays empty
     p.textContent = message;
     view.appendChild(p);
-    say(message, "revoked");
+    say("", "revoked");
   }
 
   async function refresh() {
