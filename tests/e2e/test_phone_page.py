@@ -249,6 +249,9 @@ def test_h5_a_read_only_browser_sees_the_question_and_no_answer_controls(
     phone.goto(f"{web.web_url}/?c={c}")
     expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
     expect(phone.get_by_text("read only")).to_be_visible()
+    expect(phone.get_by_text("This browser can only look")).to_be_visible()
+    expect(phone.get_by_role("list", name="The options").get_by_role("listitem")
+           ).to_contain_text(["tabs", "spaces"])
     assert phone.get_by_role("button").count() == 0
 
 
