@@ -92,6 +92,7 @@ def pair(web: Served, page: Any, mode: str = "control", name: str = "phone") -> 
 def take_control(page: Any) -> None:
     page.get_by_role("button", name="Take control").click()
     expect(page.locator("#lease.held")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#take-control")).to_be_hidden()  # not offered while held
 
 
 def new_conversation(web: Served, workspace: Path) -> str:
@@ -287,6 +288,8 @@ def test_a1_h5_take_control_then_the_lease_expires_and_the_answer_is_refused(
         page.goto(f"{short.web_url}/?c={c}")
         take_control(page)
         expect(page.locator("#lease")).to_contain_text("do not hold", timeout=WAIT_MS)
+        expect(page.locator("#status")).not_to_contain_text("took control")
+        expect(page.get_by_role("button", name="Take control")).to_be_visible()
         assert not next(d for d in devices(short) if d["credential_id"] == device)[
             "holds_lease"]
         page.get_by_role("button", name="Answer: tabs").tap()
