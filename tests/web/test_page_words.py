@@ -154,3 +154,16 @@ def test_h5_take_control_is_not_offered_while_held(world: World):
     button = re.search(r'<button[^>]*id="take-control"[^>]*>', held)
     assert button is None or " hidden" in button.group(0)
     assert 'id="lease"' in held and "data-expires" in held  # the page's clock follows it
+
+
+def test_h6_the_view_does_not_change_while_nothing_changes(world: World):
+    """The page redraws its view only when the view's HTML changes: a view that changed
+    every second (a countdown, a clock) would take focus and the cancel step away."""
+    c = world.conversation()
+    world.ask(c)
+    with page_client(world) as client:
+        csrf = paired(world, client)
+        client.post("/api/take-control", json={}, headers=headers(csrf))
+        first = client.get(f"/view?c={c}").text
+        world.clock.advance(1.5)
+        assert client.get(f"/view?c={c}").text == first

@@ -32,7 +32,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from clankie import dto, when
 from clankie.core.errors import ClankieError
-from clankie.core.model import iso
 from clankie.core.vocabulary import Code
 from clankie.service import Service
 
@@ -292,7 +291,6 @@ def _view(service: Service, token: str | None, conversation_id: str | None,
                 ended = _ended(shown, device.credential_id)
     return {"device": device, "conversations": ordered, "pending": set(pending),
             "chosen": chosen, "snapshot": snapshot, "ended": ended,
-            "now": iso(service.clock()),
             "current": next((c for c in listed if c.conversation_id == chosen), None),
             # the question the page keeps in mind: an ended one stays said until left
             "watched": shown_request if ended else (

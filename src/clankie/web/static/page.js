@@ -43,6 +43,9 @@
   let after = 0;
   let watching = null;
   let busy = false;
+  // The server's clock less this browser's (its Date header, as of the last view), so a
+  // phone whose clock is off still says the lease ended when it did.
+  let skew = 0;
 
   function state() {
     return document.getElementById("state") || { dataset: {} };
@@ -76,6 +79,8 @@
       return;
     }
     if (!response.ok) return;
+    const served = Date.parse(response.headers.get("date") || "");
+    if (!isNaN(served)) skew = served - Date.now();
     const html = await response.text();
     const typing = document.activeElement && document.activeElement.id === "answer-text";
     if (html !== view.dataset.shown && !(typing && !busy && sameQuestion(html))) {
@@ -166,9 +171,6 @@
 
   // The page's own clock (H6): "(in 5 min)" beside each time, and a lease line that says
   // the lease ended the moment it ends, even while the view is not redrawn (typing).
-  // Times are compared with the service's clock as of the last view (data-now).
-  let skew = 0;
-  let skewOf = null;
 
   function span(seconds) {
     if (seconds < 60) return Math.ceil(seconds) + " s";
@@ -184,11 +186,6 @@
   }
 
   function tick() {
-    const s = state().dataset;
-    if (s.now && s.now !== skewOf) {
-      skewOf = s.now;
-      skew = Date.parse(s.now) - Date.now();
-    }
     const now = Date.now() + skew;
     for (const t of view.querySelectorAll("[data-until]")) {
       const left = (Date.parse(t.dataset.until) - now) / 1000;
