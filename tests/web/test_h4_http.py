@@ -418,3 +418,17 @@ def test_h6_odd_cursors_on_the_events_endpoint_are_never_a_500(world: World):
         for after in ("%C2%B2", "9" * 4_301, "-1", "1e3", str(2**63)):
             got = client.get(f"/api/events?c={c}&after={after}")
             assert got.status_code == 200, (after, got.status_code, got.text)
+
+
+def test_h5_text_from_others_on_the_page_is_escaped_and_visible(world: World):
+    """Red team (issue 21): the page showed a prompt's bidi controls raw (`\\u202eTIM` looks
+    like "MIT"), where the CLI and the TUI show them as escapes (SPEC section 10 "Text from
+    others"); markup is escaped as ever."""
+    c = world.conversation()
+    world.ask(c, {"kind": "choice", "prompt": "License <script>alert(1)</script>?",
+                  "options": [{"label": "MIT"}, {"label": "\u202eTIM"}]})
+    with page_client(world) as client:
+        paired(world, client)
+        shown = client.get(f"/?c={c}").text
+    assert "\u202e" not in shown and "\\u202eTIM" in shown
+    assert "<script>alert" not in shown and "&lt;script&gt;alert(1)&lt;/script&gt;" in shown

@@ -34,6 +34,7 @@ from clankie import dto, when
 from clankie.core.errors import ClankieError
 from clankie.core.vocabulary import Code
 from clankie.service import Service
+from clankie.text import visible
 
 log = logging.getLogger("clankie.web")
 
@@ -70,8 +71,11 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     secret = secrets.token_bytes(32)  # CSRF tokens are bound to this process and a session
     cookie = "__Host-clankie" if origins.secure else "clankie"
     limiter = anyio.CapacityLimiter(_THREADS)
+    # Every value shown is escaped for HTML and, like the CLI's and the TUI's, shows the
+    # characters that hide or reorder text as escapes (SPEC section 10 "Text from others").
     templates = jinja2.Environment(loader=jinja2.PackageLoader("clankie.web", "templates"),
-                                   autoescape=True, undefined=jinja2.StrictUndefined)
+                                   autoescape=True, undefined=jinja2.StrictUndefined,
+                                   finalize=lambda v: visible(v) if isinstance(v, str) else v)
     templates.filters["local"] = when.local  # the page adds "(in 5 min)" by its own clock
     templates.filters["folders"] = _folders
 

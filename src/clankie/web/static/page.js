@@ -217,6 +217,7 @@
         }
         if (chosen) {
           const params = new URLSearchParams({ c: chosen, after: String(after) });
+          const asked = Date.now();
           const response = await fetch("/api/events?" + params.toString(),
                                        { credentials: "same-origin" });
           const reply = await response.json();
@@ -225,7 +226,9 @@
             return;
           }
           if (response.ok) after = reply.next_after;
-          else await pause(1000);
+          // Nothing new, at once: the service had no long-poll to spare (V5, many tabs):
+          // wait a second rather than ask again in a loop.
+          if (!response.ok || (!reply.changed && Date.now() - asked < 500)) await pause(1000);
         } else {
           await pause(1000);
         }
