@@ -8,9 +8,30 @@ of the service and does no I/O, so the service, the HTTP layer and the client sh
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    model_validator,
+)
+from pydantic import Strict as StrictMode
+
+from clankie.core.model import (
+    ConversationKind,
+    CredentialKind,
+    DeviceMode,
+    QuestionKind,
+    QuestionStatus,
+    RunKind,
+    RunStatus,
+)
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
@@ -52,7 +73,32 @@ PathText = Annotated[str, Field(min_length=1, max_length=4_096, pattern=NO_NUL_P
                      AfterValidator(_clean)]
 MetadataValue = Annotated[str, Field(min_length=0, max_length=8_000, pattern=NO_NUL_PATTERN),
                           AfterValidator(_clean)]
-ConversationKindName = Literal["owner", "native_seat", "room", "global", "side"]
+
+
+def _member(kind: type[StrEnum]) -> Callable[[object], object]:
+    """Text naming one of `kind`'s values as that member; anything else is left for pydantic
+    to refuse. So a strict check of JSON already parsed into dicts (the client's
+    `fit_shape`, which has no enum instances) takes the values the wire carries."""
+    def member(value: object) -> object:
+        return kind(value) if isinstance(value, str) and value in kind._value2member_map_ \
+            else value
+    return member
+
+
+# The core's vocabularies on the wire: a StrEnum is a JSON string enum of the same values.
+# Lax (`StrictMode(False)`), so the strict inputs take the JSON text of a value and refuse any
+# other in the words a Literal used ("Input should be 'owner', 'native_seat', ...").
+ConversationKindField = Annotated[ConversationKind, StrictMode(False),
+                                  BeforeValidator(_member(ConversationKind))]
+DeviceModeField = Annotated[DeviceMode, StrictMode(False), BeforeValidator(_member(DeviceMode))]
+CredentialKindField = Annotated[CredentialKind, StrictMode(False),
+                                BeforeValidator(_member(CredentialKind))]
+QuestionKindField = Annotated[QuestionKind, StrictMode(False),
+                              BeforeValidator(_member(QuestionKind))]
+QuestionStatusField = Annotated[QuestionStatus, StrictMode(False),
+                                BeforeValidator(_member(QuestionStatus))]
+RunKindField = Annotated[RunKind, StrictMode(False), BeforeValidator(_member(RunKind))]
+RunStatusField = Annotated[RunStatus, StrictMode(False), BeforeValidator(_member(RunStatus))]
 
 
 class Strict(BaseModel):
@@ -91,7 +137,7 @@ class InputCancel(Strict):
 
 class ConversationCreate(Strict):
     workspace: PathText | None = None
-    kind: ConversationKindName = "owner"
+    kind: ConversationKindField = ConversationKind.OWNER
 
 
 class ConversationRef(Strict):
@@ -133,12 +179,12 @@ class RunRef(Strict):
 
 class DevicePair(Strict):
     name: Name
-    mode: Literal["control", "read_only"]
+    mode: DeviceModeField
 
 
 class DevicePairStart(Strict):
     name: Name
-    mode: Literal["control", "read_only"] = "control"
+    mode: DeviceModeField = DeviceMode.CONTROL
 
 
 class DevicePairFinish(Strict):
@@ -228,7 +274,7 @@ class TextAnswer(Out):
 
 class Answerer(Out):
     credential_id: str
-    kind: Literal["operator", "device", "captain"]
+    kind: CredentialKindField
 
 
 class ReceiptOut(Out):
@@ -239,7 +285,7 @@ class ReceiptOut(Out):
     answer: OptionAnswer | TextAnswer | None
     answered_by: Answerer | None
     run_id: str | None
-    continuation: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None
+    continuation: RunStatusField | None
     continuation_error: str | None
     resolved_at: str
     revision: int
@@ -247,11 +293,11 @@ class ReceiptOut(Out):
 
 class QuestionOut(Out):
     request_id: str
-    kind: Literal["text", "choice"]
+    kind: QuestionKindField
     prompt: str
     options: list[OptionOut]
     allow_text: bool
-    status: Literal["pending", "answered", "cancelled", "expired", "invalidated"]
+    status: QuestionStatusField
     incarnation: str
     asked_at: str
     expires_at: str
@@ -286,8 +332,8 @@ class MembershipOut(Out):
 class RunOut(Out):
     run_id: str
     conversation_id: str
-    kind: Literal["turn", "continuation"]
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    kind: RunKindField
+    status: RunStatusField
     error: str | None
     receipt_id: str | None
     created_at: str
@@ -297,7 +343,7 @@ class RunOut(Out):
 
 class ConversationOut(Out):
     conversation_id: str
-    kind: ConversationKindName
+    kind: ConversationKindField
     workspace: WorkspaceOut | None
     incarnation: str
     revision: int
@@ -354,8 +400,8 @@ class LeaseOut(Out):
 
 class CredentialOut(Out):
     credential_id: str
-    kind: Literal["operator", "device", "captain"]
-    mode: Literal["control", "read_only"] | None
+    kind: CredentialKindField
+    mode: DeviceModeField | None
     name: str
     created_at: str
     last_used_at: str | None
