@@ -17,13 +17,16 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     TypeAdapter,
     model_validator,
 )
 from pydantic import Strict as StrictMode
 
 from clankie.core.model import (
+    Author,
     ConversationKind,
     CredentialKind,
     DeviceMode,
@@ -99,6 +102,7 @@ QuestionStatusField = Annotated[QuestionStatus, StrictMode(False),
                                 BeforeValidator(_member(QuestionStatus))]
 RunKindField = Annotated[RunKind, StrictMode(False), BeforeValidator(_member(RunKind))]
 RunStatusField = Annotated[RunStatus, StrictMode(False), BeforeValidator(_member(RunStatus))]
+AuthorField = Annotated[Author, StrictMode(False), BeforeValidator(_member(Author))]
 
 
 class Strict(BaseModel):
@@ -360,8 +364,128 @@ class ConversationsOut(Out):
     next_after: str | None = None  # the cursor of the next page; null on the last page
 
 
+# Events (SPEC section 8), each as `clankie.core.model`'s events write them (`body`), in
+# their order. V2's two question events keep exactly their fields; V4's may gain fields, so a
+# field a newer service adds passes. An event of a type this version does not know (a newer
+# service's) is `UnknownEvent`: kept as it came, never "not clankie" (docs/decisions.md).
+
+
+class InputRequestedEvent(Out):
+    type: Literal["input_requested"]
+    seq: int
+    conversation_id: str
+    request_id: str
+    prompt: str
+    choices: list[str]  # the option labels, empty for a text question
+    at: str
+
+
+class InputResolvedEvent(Out):
+    type: Literal["input_resolved"]
+    seq: int
+    conversation_id: str
+    request_id: str
+    outcome: QuestionStatusField
+    at: str
+
+
+class GrowingEvent(Out):
+    """A V4 event: these fields at least; a newer service may add more."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class MessageEvent(GrowingEvent):
+    type: Literal["message"]
+    seq: int
+    conversation_id: str
+    message_id: str
+    author: AuthorField
+    text: str
+    at: str
+
+
+class RunStatusEvent(GrowingEvent):
+    type: Literal["run_status"]
+    seq: int
+    conversation_id: str
+    run_id: str
+    kind: RunKindField
+    status: RunStatusField
+    error: str | None
+    at: str
+
+
+class ConversationResetEvent(GrowingEvent):
+    type: Literal["conversation_reset"]
+    seq: int
+    conversation_id: str
+    at: str
+
+
+class ToolActivityEvent(GrowingEvent):
+    type: Literal["tool_activity"]
+    seq: int
+    conversation_id: str
+    run_id: str
+    tool: str
+    status: Literal["ok", "refused", "error"]
+    code: str | None
+    summary: str
+    at: str
+
+
+class RunActivityEvent(GrowingEvent):
+    type: Literal["run_activity"]
+    seq: int
+    conversation_id: str
+    run_id: str
+    activity: Literal["model_retry"]
+    summary: str
+    retry_at: str
+    at: str
+
+
+KNOWN_EVENTS: dict[str, type[Out]] = {
+    "input_requested": InputRequestedEvent,
+    "input_resolved": InputResolvedEvent,
+    "message": MessageEvent,
+    "run_status": RunStatusEvent,
+    "conversation_reset": ConversationResetEvent,
+    "tool_activity": ToolActivityEvent,
+    "run_activity": RunActivityEvent,
+}
+
+
+class UnknownEvent(GrowingEvent):
+    """An event of a type not in `KNOWN_EVENTS` (V4: other event types exist): its `type`
+    and `seq`, and whatever else it carries, as it came."""
+
+    type: Annotated[str, Field(json_schema_extra={"not": {"enum": list(KNOWN_EVENTS)}})]
+    seq: int
+
+
+def _event_tag(value: object) -> str:
+    """The union's tag: an event's own `type` where this version knows it, else `unknown`."""
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if isinstance(kind, str) and kind in KNOWN_EVENTS else "unknown"
+
+
+Event = Annotated[
+    Annotated[InputRequestedEvent, Tag("input_requested")]
+    | Annotated[InputResolvedEvent, Tag("input_resolved")]
+    | Annotated[MessageEvent, Tag("message")]
+    | Annotated[RunStatusEvent, Tag("run_status")]
+    | Annotated[ConversationResetEvent, Tag("conversation_reset")]
+    | Annotated[ToolActivityEvent, Tag("tool_activity")]
+    | Annotated[RunActivityEvent, Tag("run_activity")]
+    | Annotated[UnknownEvent, Tag("unknown")],
+    Discriminator(_event_tag)]
+"""One event of an `events_tail` page, told apart by its `type`."""
+
+
 class EventsOut(Out):
-    events: list[dict[str, Any]]
+    events: list[Event]
     next_after: int
     oldest_seq: int
     trimmed: bool

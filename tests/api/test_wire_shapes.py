@@ -6,11 +6,16 @@ and the client's strict check of a reply (F2) still takes the JSON text of each 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import pytest
+from pydantic import TypeAdapter
 
 from clankie import dto
 from clankie.api.openapi import build_openapi
 from clankie.client import NotClankie, fit_shape
+from clankie.core import model
 from clankie.core.model import (
     ConversationKind,
     CredentialKind,
@@ -49,3 +54,69 @@ def test_an_input_outside_the_enum_is_refused_in_the_words_of_a_choice():
         in str(refused.value)
     assert dto.DevicePair.model_validate({"name": "n", "mode": "read_only"}).mode \
         is DeviceMode.READ_ONLY
+
+
+# ------------------------------------------------------------ events (SPEC section 8)
+
+NOW = datetime(2026, 12, 3, 16, 0, tzinfo=UTC)
+C, R = "c0ffee00-0000-4000-8000-000000000001", "c0ffee00-0000-4000-8000-000000000002"
+EVENTS = [
+    model.InputRequested(C, "q1", "Which licence?", ("MIT", "Apache-2.0 é"), NOW),
+    model.InputRequested(C, "q2", "Why?", (), NOW),
+    model.InputResolved(C, "q1", QuestionStatus.ANSWERED, NOW),
+    model.MessagePosted(model.Message("m1", C, model.Author.CLANKIE, "hi \u2603", NOW)),
+    model.RunStatusChanged(model.Run(R, C, RunKind.TURN, RunStatus.FAILED, "i", NOW,
+                                     error="boom"), NOW),
+    model.ConversationResetDone(C, NOW),
+    model.ToolActivity(C, R, "read_file", "refused", "outside", "README.md", NOW),
+    model.RunActivity(C, R, "model_retry", "429", NOW, NOW),
+]
+
+
+def test_v2_v4_every_event_the_core_writes_is_its_typed_shape_byte_for_byte():
+    bodies = [event.body(seq) for seq, event in enumerate(EVENTS, start=1)]
+    page = dto.EventsOut(events=bodies, next_after=len(bodies), oldest_seq=1, trimmed=False)
+    assert [type(e).__name__ for e in page.events] == [
+        "InputRequestedEvent", "InputRequestedEvent", "InputResolvedEvent", "MessageEvent",
+        "RunStatusEvent", "ConversationResetEvent", "ToolActivityEvent", "RunActivityEvent"]
+    assert set(dto.KNOWN_EVENTS) == {event.type for event in EVENTS}
+    untyped = TypeAdapter(list[dict[str, Any]]).dump_json(bodies)
+    assert page.model_dump_json().encode() == \
+        b'{"events":' + untyped + b',"next_after":8,"oldest_seq":1,"trimmed":false}'
+    assert fit_shape("events_tail", page.model_dump(mode="json"), "unix:x")
+
+
+def page_of(*events: dict[str, Any]) -> dict[str, Any]:
+    return {"events": list(events), "next_after": 9, "oldest_seq": 1, "trimmed": False}
+
+
+def test_v4_a_later_event_type_and_a_later_field_are_tolerated_by_the_client():
+    later = {"type": "run_thought", "seq": 9, "conversation_id": C, "text": "hmm"}
+    grown = {**EVENTS[5].body(8), "by": "captain"}
+    assert fit_shape("events_tail", page_of(grown, later), "unix:x")
+    page = dto.EventsOut.model_validate(page_of(grown, later))
+    assert isinstance(page.events[1], dto.UnknownEvent)
+    assert page.model_dump(mode="json")["events"] == [grown, later]
+
+
+@pytest.mark.parametrize("event", [
+    {**EVENTS[0].body(1), "incarnation": "i"},  # V2: no additions, ever
+    {k: v for k, v in EVENTS[4].body(1).items() if k != "status"},  # a known type, unfit
+    {**EVENTS[6].body(1), "status": "maybe"},
+    {"type": "run_thought"},  # no seq
+    {"seq": 1},  # no type
+    ["not", "an", "event"],
+])
+def test_v2_v4_an_event_unfit_for_its_type_is_not_clankie(event: Any):
+    with pytest.raises(NotClankie):
+        fit_shape("events_tail", page_of(event), "unix:x")
+
+
+def test_the_openapi_document_tells_events_apart_and_leaves_room_for_later_types():
+    schemas = build_openapi()["components"]["schemas"]
+    tagged = schemas["EventsOut"]["properties"]["events"]["items"]["oneOf"]
+    assert len(tagged) == len(dto.KNOWN_EVENTS) + 1
+    assert schemas["InputRequestedEvent"]["additionalProperties"] is False
+    assert schemas["UnknownEvent"]["properties"]["type"]["not"]["enum"] == \
+        list(dto.KNOWN_EVENTS)
+
