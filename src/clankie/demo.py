@@ -192,5 +192,4 @@ def _show_run(client: Client, c: str, after: int, out: Callable[[str], Any]) -> 
             out(f"  [{e.tool}] {e.summary}")
         elif isinstance(e, dto.MessageEvent) and e.author == Author.CLANKIE:
             out(f"clankie> {e.text}")
-    next_after: int = page.next_after  # `op` answers Any: the shape is EventsOut
-    return next_after
+    return page.next_after

@@ -7,14 +7,14 @@ and the client's strict check of a reply (F2) still takes the JSON text of each 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_args, get_overloads
 
 import pytest
 from pydantic import TypeAdapter
 
 from clankie import dto
 from clankie.api.openapi import build_openapi
-from clankie.client import NotClankie, fit_shape
+from clankie.client import AsyncClient, Client, NotClankie, fit_shape
 from clankie.core import model
 from clankie.core.model import (
     ConversationKind,
@@ -120,3 +120,17 @@ def test_the_openapi_document_tells_events_apart_and_leaves_room_for_later_types
     assert schemas["UnknownEvent"]["properties"]["type"]["not"]["enum"] == \
         list(dto.KNOWN_EVENTS)
 
+
+# ------------------------------------------------------------------- a typed Client.op
+
+
+@pytest.mark.parametrize("client", [Client, AsyncClient])
+def test_op_is_typed_by_its_name_as_the_op_table_says(client: type[Any]):
+    """`Client.op("run_get", ...)` is a `dto.RunOut` to mypy: one overload an op of
+    `dto.OPS`, naming its output shape; no op left out, none extra, none stale."""
+    typed: dict[str, str] = {}
+    for overload in get_overloads(client.op):
+        hints = overload.__annotations__
+        (name,) = get_args(eval(hints["op"], {"Literal": Literal}))
+        typed[name] = hints["return"]
+    assert typed == {name: f"dto.{op.output.__name__}" for name, op in dto.OPS.items()}
