@@ -25,7 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from clankie import dto
 from clankie.client import Client
+from clankie.core.model import Author
 
 SCRIPT = {"turns": [
     [{"tool": "list_files", "args": {}},
@@ -178,7 +180,7 @@ def _finished(client: Client, run_id: str | None) -> None:
 def _settle(client: Client, c: str) -> None:
     """Wait until no run of the conversation is queued or running."""
     events = client.op("events_tail", conversation_id=c, limit=500).events
-    for run_id in {e["run_id"] for e in events if e["type"] == "run_status"}:
+    for run_id in {e.run_id for e in events if isinstance(e, dto.RunStatusEvent)}:
         _finished(client, run_id)
 
 
@@ -186,9 +188,8 @@ def _show_run(client: Client, c: str, after: int, out: Callable[[str], Any]) -> 
     """Print what Clankie looked at and said since event `after`; the last event seen."""
     page = client.op("events_tail", conversation_id=c, after=after, limit=500)
     for e in page.events:
-        if e["type"] == "tool_activity":
-            out(f"  [{e['tool']}] {e['summary']}")
-        elif e["type"] == "message" and e["author"] == "clankie":
-            out(f"clankie> {e['text']}")
-    next_after: int = page.next_after  # `op` answers Any: the shape is EventsOut
-    return next_after
+        if isinstance(e, dto.ToolActivityEvent):
+            out(f"  [{e.tool}] {e.summary}")
+        elif isinstance(e, dto.MessageEvent) and e.author == Author.CLANKIE:
+            out(f"clankie> {e.text}")
+    return page.next_after

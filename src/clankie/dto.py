@@ -8,9 +8,33 @@ of the service and does no I/O, so the service, the HTTP layer and the client sh
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    model_validator,
+)
+from pydantic import Strict as StrictMode
+
+from clankie.core.model import (
+    Author,
+    ConversationKind,
+    CredentialKind,
+    DeviceMode,
+    QuestionKind,
+    QuestionStatus,
+    RunKind,
+    RunStatus,
+)
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
@@ -53,7 +77,33 @@ PathText = Annotated[str, Field(min_length=1, max_length=4_096, pattern=NO_NUL_P
                      AfterValidator(_clean)]
 MetadataValue = Annotated[str, Field(min_length=0, max_length=8_000, pattern=NO_NUL_PATTERN),
                           AfterValidator(_clean)]
-ConversationKindName = Literal["owner", "native_seat", "room", "global", "side"]
+
+
+def _member(kind: type[StrEnum]) -> Callable[[object], object]:
+    """Text naming one of `kind`'s values as that member; anything else is left for pydantic
+    to refuse. So a strict check of JSON already parsed into dicts (the client's
+    `fit_shape`, which has no enum instances) takes the values the wire carries."""
+    def member(value: object) -> object:
+        return kind(value) if isinstance(value, str) and value in kind._value2member_map_ \
+            else value
+    return member
+
+
+# The core's vocabularies on the wire: a StrEnum is a JSON string enum of the same values.
+# Lax (`StrictMode(False)`), so the strict inputs take the JSON text of a value and refuse any
+# other in the words a Literal used ("Input should be 'owner', 'native_seat', ...").
+ConversationKindField = Annotated[ConversationKind, StrictMode(False),
+                                  BeforeValidator(_member(ConversationKind))]
+DeviceModeField = Annotated[DeviceMode, StrictMode(False), BeforeValidator(_member(DeviceMode))]
+CredentialKindField = Annotated[CredentialKind, StrictMode(False),
+                                BeforeValidator(_member(CredentialKind))]
+QuestionKindField = Annotated[QuestionKind, StrictMode(False),
+                              BeforeValidator(_member(QuestionKind))]
+QuestionStatusField = Annotated[QuestionStatus, StrictMode(False),
+                                BeforeValidator(_member(QuestionStatus))]
+RunKindField = Annotated[RunKind, StrictMode(False), BeforeValidator(_member(RunKind))]
+RunStatusField = Annotated[RunStatus, StrictMode(False), BeforeValidator(_member(RunStatus))]
+AuthorField = Annotated[Author, StrictMode(False), BeforeValidator(_member(Author))]
 
 
 class Strict(BaseModel):
@@ -92,7 +142,7 @@ class InputCancel(Strict):
 
 class ConversationCreate(Strict):
     workspace: PathText | None = None
-    kind: ConversationKindName = "owner"
+    kind: ConversationKindField = ConversationKind.OWNER
 
 
 class ConversationRef(Strict):
@@ -134,12 +184,12 @@ class RunRef(Strict):
 
 class DevicePair(Strict):
     name: Name
-    mode: Literal["control", "read_only"]
+    mode: DeviceModeField
 
 
 class DevicePairStart(Strict):
     name: Name
-    mode: Literal["control", "read_only"] = "control"
+    mode: DeviceModeField = DeviceMode.CONTROL
 
 
 class DevicePairFinish(Strict):
@@ -229,7 +279,7 @@ class TextAnswer(Out):
 
 class Answerer(Out):
     credential_id: str
-    kind: Literal["operator", "device", "captain"]
+    kind: CredentialKindField
 
 
 class ReceiptOut(Out):
@@ -240,7 +290,7 @@ class ReceiptOut(Out):
     answer: OptionAnswer | TextAnswer | None
     answered_by: Answerer | None
     run_id: str | None
-    continuation: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None
+    continuation: RunStatusField | None
     continuation_error: str | None
     resolved_at: str
     revision: int
@@ -248,11 +298,11 @@ class ReceiptOut(Out):
 
 class QuestionOut(Out):
     request_id: str
-    kind: Literal["text", "choice"]
+    kind: QuestionKindField
     prompt: str
     options: list[OptionOut]
     allow_text: bool
-    status: Literal["pending", "answered", "cancelled", "expired", "invalidated"]
+    status: QuestionStatusField
     incarnation: str
     asked_at: str
     expires_at: str
@@ -287,8 +337,8 @@ class MembershipOut(Out):
 class RunOut(Out):
     run_id: str
     conversation_id: str
-    kind: Literal["turn", "continuation"]
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    kind: RunKindField
+    status: RunStatusField
     error: str | None
     receipt_id: str | None
     created_at: str
@@ -298,7 +348,7 @@ class RunOut(Out):
 
 class ConversationOut(Out):
     conversation_id: str
-    kind: ConversationKindName
+    kind: ConversationKindField
     workspace: WorkspaceOut | None
     incarnation: str
     revision: int
@@ -315,8 +365,128 @@ class ConversationsOut(Out):
     next_after: str | None = None  # the cursor of the next page; null on the last page
 
 
+# Events (SPEC section 8), each as `clankie.core.model`'s events write them (`body`), in
+# their order. V2's two question events keep exactly their fields; V4's may gain fields, so a
+# field a newer service adds passes. An event of a type this version does not know (a newer
+# service's) is `UnknownEvent`: kept as it came, never "not clankie" (docs/decisions.md).
+
+
+class InputRequestedEvent(Out):
+    type: Literal["input_requested"]
+    seq: int
+    conversation_id: str
+    request_id: str
+    prompt: str
+    choices: list[str]  # the option labels, empty for a text question
+    at: str
+
+
+class InputResolvedEvent(Out):
+    type: Literal["input_resolved"]
+    seq: int
+    conversation_id: str
+    request_id: str
+    outcome: QuestionStatusField
+    at: str
+
+
+class GrowingEvent(Out):
+    """A V4 event: these fields at least; a newer service may add more."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class MessageEvent(GrowingEvent):
+    type: Literal["message"]
+    seq: int
+    conversation_id: str
+    message_id: str
+    author: AuthorField
+    text: str
+    at: str
+
+
+class RunStatusEvent(GrowingEvent):
+    type: Literal["run_status"]
+    seq: int
+    conversation_id: str
+    run_id: str
+    kind: RunKindField
+    status: RunStatusField
+    error: str | None
+    at: str
+
+
+class ConversationResetEvent(GrowingEvent):
+    type: Literal["conversation_reset"]
+    seq: int
+    conversation_id: str
+    at: str
+
+
+class ToolActivityEvent(GrowingEvent):
+    type: Literal["tool_activity"]
+    seq: int
+    conversation_id: str
+    run_id: str
+    tool: str
+    status: Literal["ok", "refused", "error"]
+    code: str | None
+    summary: str
+    at: str
+
+
+class RunActivityEvent(GrowingEvent):
+    type: Literal["run_activity"]
+    seq: int
+    conversation_id: str
+    run_id: str
+    activity: Literal["model_retry"]
+    summary: str
+    retry_at: str
+    at: str
+
+
+KNOWN_EVENTS: dict[str, type[Out]] = {
+    "input_requested": InputRequestedEvent,
+    "input_resolved": InputResolvedEvent,
+    "message": MessageEvent,
+    "run_status": RunStatusEvent,
+    "conversation_reset": ConversationResetEvent,
+    "tool_activity": ToolActivityEvent,
+    "run_activity": RunActivityEvent,
+}
+
+
+class UnknownEvent(GrowingEvent):
+    """An event of a type not in `KNOWN_EVENTS` (V4: other event types exist): its `type`
+    and `seq`, and whatever else it carries, as it came."""
+
+    type: Annotated[str, Field(json_schema_extra={"not": {"enum": list(KNOWN_EVENTS)}})]
+    seq: int
+
+
+def _event_tag(value: object) -> str:
+    """The union's tag: an event's own `type` where this version knows it, else `unknown`."""
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if isinstance(kind, str) and kind in KNOWN_EVENTS else "unknown"
+
+
+Event = Annotated[
+    Annotated[InputRequestedEvent, Tag("input_requested")]
+    | Annotated[InputResolvedEvent, Tag("input_resolved")]
+    | Annotated[MessageEvent, Tag("message")]
+    | Annotated[RunStatusEvent, Tag("run_status")]
+    | Annotated[ConversationResetEvent, Tag("conversation_reset")]
+    | Annotated[ToolActivityEvent, Tag("tool_activity")]
+    | Annotated[RunActivityEvent, Tag("run_activity")]
+    | Annotated[UnknownEvent, Tag("unknown")],
+    Discriminator(_event_tag)]
+"""One event of an `events_tail` page, told apart by its `type`."""
+
+
 class EventsOut(Out):
-    events: list[dict[str, Any]]
+    events: list[Event]
     next_after: int
     oldest_seq: int
     trimmed: bool
@@ -355,8 +525,8 @@ class LeaseOut(Out):
 
 class CredentialOut(Out):
     credential_id: str
-    kind: Literal["operator", "device", "captain"]
-    mode: Literal["control", "read_only"] | None
+    kind: CredentialKindField
+    mode: DeviceModeField | None
     name: str
     created_at: str
     last_used_at: str | None
