@@ -3,9 +3,9 @@
 `Served.start` runs `clankie init` (in this process, through click's runner: the same
 command, without a second Python start-up per test) and `clankie serve --tcp 127.0.0.1:0` as
 a subprocess, and waits (with a deadline) for the ready line; `stop` sends a signal and
-waits for a clean exit. By default the scripted model asks `ASK` in every run (a run finding a question
-already pending is refused, as a tool result). `ask` sends a message and waits for the
-question; `settle` waits until no run of a conversation is queued or running, because a
+waits for a clean exit. By default the scripted model asks `ASK` in every run (a run
+finding a question already pending is refused, as a tool result). `ask` sends a message and
+waits for the question; `settle` waits until no run of a conversation is queued or running, because a
 finishing run moves the revision (an answer read before it would be stale, by design).
 """
 
