@@ -5,8 +5,9 @@ command, without a second Python start-up per test) and `clankie serve --tcp 127
 a subprocess, and waits (with a deadline) for the ready line; `stop` sends a signal and
 waits for a clean exit. By default the scripted model asks `ASK` in every run (a run
 finding a question already pending is refused, as a tool result). `ask` sends a message and
-waits for the question; `settle` waits until no run of a conversation is queued or running, because a
-finishing run moves the revision (an answer read before it would be stale, by design).
+waits for the question; `settle` waits until no run of a conversation is queued or running,
+because a finishing run moves the revision (an answer read before it would be stale, by
+design).
 """
 
 from __future__ import annotations
