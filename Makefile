@@ -30,8 +30,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set, as in `check`: every
+# `clankie` subprocess (hundreds) would otherwise compile the package anew (docs/testing.md).
 test: $(STAMP) lint
-	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -n 2 --dist loadfile
 
 # The quick loop (docs/testing.md): lint, types and the tests not marked e2e, tui or slow.
 # tests/e2e and tests/tui are not even collected, so the plugins only they use stay off, and

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import ipaddress
 import logging
 import os
@@ -222,6 +223,9 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             said_web = f"; the phone page on {http_url(web_socket)}" if web_socket else ""
             print(f"clankie serving on {' and '.join(where)} with the {settings.model} model"
                   f"{_model_said(settings, script)}{said_web}", file=sys.stderr, flush=True)
+            # What start-up made lives as long as the process: the collector need not walk
+            # it again, in each collection nor at exit (a stop is 0.1 s quicker).
+            gc.freeze()
             try:
                 server.run(sockets=sockets)
             finally:
