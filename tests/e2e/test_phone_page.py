@@ -52,13 +52,6 @@ def web(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serv
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "project"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def phone(browser: Any) -> Iterator[Any]:
     context = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True,
                                   has_touch=True)
