@@ -413,7 +413,7 @@ class RunStatusEvent(GrowingEvent):
     run_id: str
     kind: RunKindField
     status: RunStatusField
-    error: str | None
+    error: str | None = None  # null unless failed; a reader takes its absence as null
     at: str
 
 
@@ -431,7 +431,7 @@ class ToolActivityEvent(GrowingEvent):
     run_id: str
     tool: str
     status: Literal["ok", "refused", "error"]
-    code: str | None
+    code: str | None = None  # null when ok; a reader takes its absence as null
     summary: str
     at: str
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -112,7 +113,7 @@ class FakeService:
         """Clankie (or the owner elsewhere) says something: the revision moves (SPEC
         section 2: every committed change), the question stays pending."""
         self.revision += 1
-        self._event("message", author="clankie", text=text)
+        self._event("message", message_id=str(uuid.uuid4()), author="clankie", text=text)
 
     def answer_elsewhere(self, n: int = 1) -> None:
         if (q := self.pending) is not None:
