@@ -1,9 +1,10 @@
-"""The service's foundation: its parts, one transaction per operation, shared lookups.
+"""The service's foundation: the dispatcher table, one transaction per operation, lookups.
 
-Owns how every operation meets the store: a write or read transaction in which the
-caller is authenticated and authorized, storage failures as `storage_unavailable`, saving
-a `Change`, waking long-polls after a commit (`longpoll.py`), and the lookups every
-operation shares.
+Owns the dispatcher table (`@op`: op -> the one method serving it) and how every
+operation meets the store: a write or read transaction in which the caller is
+authenticated and authorized under the rule of the op the table gave it, storage
+failures as `storage_unavailable`, saving a `Change`, waking long-polls after a commit
+(`longpoll.py`), and the lookups every operation shares.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Generic, Protocol, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from clankie.core.authority import authorize
+from clankie import dto
+from clankie.core.authority import WHO_MAY, authorize
 from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import Change, Facts
 from clankie.core.model import (
@@ -64,6 +66,34 @@ class Executor(Protocol):
 
 
 TxT = TypeVar("TxT", ReadTx, WriteTx)
+Handler = TypeVar("Handler", bound=Callable[..., BaseModel])
+
+# The dispatcher table: op -> the method that serves it, filled by `@op`. The op is the
+# method's name, written once; `call` finds the method here and hands it the `Caller` that
+# the method's transaction authorizes, so a method is authorized under its own op's rule.
+OPS_SERVED: dict[str, Callable[..., BaseModel]] = {}
+
+
+def op(method: Handler) -> Handler:
+    """Register `method` as the one method serving the op of its name (a `dto.OPS` op with
+    a `WHO_MAY` rule); it is called as `method(service, caller, request)`."""
+    name = method.__name__
+    if name not in dto.OPS or name not in WHO_MAY:
+        raise TypeError(f"{name} is not a dispatcher op with an authority rule")
+    if name in OPS_SERVED:
+        raise TypeError(f"{name} is served twice")
+    OPS_SERVED[name] = method
+    return method
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls, and which op's rule admits them: made by the dispatcher (`Service.call`)
+    from its table, never from a string a method writes. `op` None admits any live
+    credential (a surface asking who it is, not an op)."""
+
+    op: str | None
+    token: str | None
 
 
 @dataclass
@@ -122,12 +152,13 @@ class ServiceBase:
                                ) from exc
 
     @contextmanager
-    def _write(self, op: str, token: str | None) -> Iterator[Call[WriteTx]]:
+    def _write(self, caller: Caller) -> Iterator[Call[WriteTx]]:
         """One write transaction, with the caller authenticated and authorized inside it."""
         now = self.clock()
         with self._storage(), self.store.write() as tx:
-            principal = authenticate(tx, token, now)
-            authorize(op, principal)
+            principal = authenticate(tx, caller.token, now)
+            if caller.op is not None:
+                authorize(caller.op, principal)
             self.last_used[principal.credential_id] = now
             tx.credential_used(principal.credential_id, now)
             call = Call(tx, principal, now)
@@ -148,11 +179,12 @@ class ServiceBase:
         self._after_commit(tx)
 
     @contextmanager
-    def _read(self, op: str, token: str | None) -> Iterator[Call[ReadTx]]:
+    def _read(self, caller: Caller) -> Iterator[Call[ReadTx]]:
         now = self.clock()
         with self._storage(), self.store.read() as tx:
-            principal = authenticate(tx, token, now)
-            authorize(op, principal)
+            principal = authenticate(tx, caller.token, now)
+            if caller.op is not None:
+                authorize(caller.op, principal)
             self.last_used[principal.credential_id] = now
             yield Call(tx, principal, now)
 

@@ -3,7 +3,8 @@
 Owns the order of every operation: validate the input (`clankie.dto`), open one
 transaction, authenticate the token and authorize the op in it, load, let `clankie.core`
 decide, save, commit, and only then act on the outside (start a run, wake long-polls).
-It knows nothing of HTTP: `call(op, token, payload)` is the whole entry point, and
+It knows nothing of HTTP: `call(op, token, payload)` is the whole entry point (the method
+marked `@op` with the op's name serves it, authorized under that op's rule), and
 `open_tail` the same for `events_tail` by a caller that waits in its own way (the HTTP
 edge, without a thread). The run side is `runs.py`; transactions and shared lookups are
 `base.py`; long-poll waiting and its slots are `longpoll.py`.
@@ -12,7 +13,7 @@ edge, without a thread). The run side is `runs.py`; transactions and shared look
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
@@ -43,7 +44,7 @@ from clankie.store.tx import CredentialRow, LeaseRow, PairingRow, ProjectRow
 from clankie.workspace.identity import identify
 
 from . import views
-from .base import Call, invalid_request
+from .base import OPS_SERVED, Call, Caller, invalid_request, op
 from .credentials import (
     PAIRING_TTL,
     authenticate,
@@ -54,8 +55,6 @@ from .credentials import (
 )
 from .longpoll import Tail, Wake
 from .runs import RunHooks
-
-assert dto.OPS.keys() == WHO_MAY.keys()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +70,7 @@ class Service(RunHooks):
     def call(self, op: str, token: str | None, payload: Any) -> BaseModel:
         """Perform `op` for the holder of `token`; raise `ClankieError` on any refusal."""
         request = _validated(op, payload)
-        handler: Callable[[str | None, Any], BaseModel] = getattr(self, op)
-        return handler(token, request)
+        return OPS_SERVED[op](self, Caller(op, token), request)
 
     def authenticate(self, token: str | None) -> None:
         """Refuse `unauthenticated` unless `token` is a live credential (T6: the edge asks
@@ -85,8 +83,9 @@ class Service(RunHooks):
         """`events_tail` for a caller that waits in its own way: validated here (no I/O),
         then read with `Tail.read` as `longpoll.py` says; `wake` is called on a commit
         thread when there may be something new."""
-        request: dto.EventsTail = _validated("events_tail", payload)
-        return self._tail(token, request, wake)
+        op = Service.events_tail.__name__  # the op named once: by its method
+        request: dto.EventsTail = _validated(op, payload)
+        return self._tail(Caller(op, token), request, wake)
 
     def init_owner(self, *, reissue: bool = False) -> str | None:
         """Create the owner and a first operator token, unless a live owner exists.
@@ -105,10 +104,11 @@ class Service(RunHooks):
 
     # ------------------------------------------------------------------- conversations
 
-    def conversation_create(self, token: str | None,
+    @op
+    def conversation_create(self, caller: Caller,
                             r: dto.ConversationCreate) -> dto.ConversationOut:
         kind = ConversationKind(r.kind)
-        with self._write("conversation_create", token) as c:
+        with self._write(caller) as c:
             workspace = _existing_dir(r.workspace, "workspace") if r.workspace else None
             if kind is ConversationKind.OWNER and workspace is None:
                 raise ClankieError(Code.INVALID_REQUEST, "an owner conversation needs a workspace")
@@ -117,20 +117,22 @@ class Service(RunHooks):
             c.tx.insert_conversation(conversation)
             return views.conversation(conversation)
 
-    def conversation_get(self, token: str | None, r: dto.ConversationRef) -> dto.ConversationOut:
+    @op
+    def conversation_get(self, caller: Caller, r: dto.ConversationRef) -> dto.ConversationOut:
         """The conversation, with the membership fact (section 9) of an owner conversation."""
-        with self._read("conversation_get", token) as c:
+        with self._read(caller) as c:
             conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             projects = c.tx.projects()
             unfinished = c.tx.unfinished_runs(r.conversation_id)
         fact = self._membership(conversation, projects)  # Git runs outside any transaction
         return views.conversation(conversation, fact, unfinished)
 
-    def conversation_list(self, token: str | None, r: dto.ConversationList
+    @op
+    def conversation_list(self, caller: Caller, r: dto.ConversationList
                           ) -> dto.ConversationsOut:
         """A page of the caller's conversations, latest activity first; its cost grows
         with the page, not with history."""
-        with self._read("conversation_list", token) as c:
+        with self._read(caller) as c:
             page = c.tx.conversation_page(c.principal.owner_id, r.limit + 1,
                                           int(r.after) if r.after else None, r.prefix)
         more = len(page) > r.limit
@@ -139,8 +141,9 @@ class Service(RunHooks):
             conversations=[views.conversation(x) for _, x in page],
             next_after=str(page[-1][0]) if more else None)
 
-    def conversation_send(self, token: str | None, r: dto.ConversationSend) -> dto.SendOut:
-        with self._write("conversation_send", token) as c:
+    @op
+    def conversation_send(self, caller: Caller, r: dto.ConversationSend) -> dto.SendOut:
+        with self._write(caller) as c:
             conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             change, message, turn = lifecycle.post_message(
                 conversation, Author.OWNER, r.text, c.now, self.new_id, start_turn=True)
@@ -149,8 +152,9 @@ class Service(RunHooks):
             self._start(r.conversation_id, turn.run_id)
         return dto.SendOut(message_id=message.message_id, run_id=turn.run_id if turn else None)
 
-    def conversation_reset(self, token: str | None, r: dto.ConversationRef) -> dto.ResetOut:
-        with self._write("conversation_reset", token) as c:
+    @op
+    def conversation_reset(self, caller: Caller, r: dto.ConversationRef) -> dto.ResetOut:
+        with self._write(caller) as c:
             conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             change = lifecycle.reset(conversation, c.tx.pending_question(r.conversation_id),
                                      c.tx.unfinished_runs(r.conversation_id), c.now, self.new_id)
@@ -158,9 +162,10 @@ class Service(RunHooks):
             return dto.ResetOut(incarnation=change.conversation.incarnation,
                                 revision=change.conversation.revision)
 
-    def conversation_set_workspace(self, token: str | None,
+    @op
+    def conversation_set_workspace(self, caller: Caller,
                                    r: dto.ConversationSetWorkspace) -> dto.ConversationOut:
-        with self._write("conversation_set_workspace", token) as c:
+        with self._write(caller) as c:
             conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             workspace = _existing_dir(r.workspace, "workspace")
             change = lifecycle.set_workspace(conversation,
@@ -169,8 +174,9 @@ class Service(RunHooks):
             self._save(c.tx, change)
             return views.conversation(change.conversation if change else conversation)
 
-    def native_takeover(self, token: str | None, r: dto.NativeTakeover) -> dto.ConversationOut:
-        with self._write("native_takeover", token) as c:
+    @op
+    def native_takeover(self, caller: Caller, r: dto.NativeTakeover) -> dto.ConversationOut:
+        with self._write(caller) as c:
             conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             change = lifecycle.native_takeover(
                 conversation, c.tx.pending_question(r.conversation_id),
@@ -178,8 +184,9 @@ class Service(RunHooks):
             self._save(c.tx, change)
             return views.conversation(change.conversation)
 
-    def room_post(self, token: str | None, r: dto.RoomPost) -> dto.MessageOut:
-        with self._write("room_post", token) as c:
+    @op
+    def room_post(self, caller: Caller, r: dto.RoomPost) -> dto.MessageOut:
+        with self._write(caller) as c:
             conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             if conversation.kind is not ConversationKind.ROOM:
                 raise ClankieError(Code.NOT_ELIGIBLE, "room_post takes a room conversation")
@@ -188,14 +195,16 @@ class Service(RunHooks):
             self._save(c.tx, change)
             return dto.MessageOut(message_id=message.message_id)
 
-    def pane_metadata_set(self, token: str | None, r: dto.PaneMetadataSet) -> dto.Empty:
-        with self._write("pane_metadata_set", token) as c:
+    @op
+    def pane_metadata_set(self, caller: Caller, r: dto.PaneMetadataSet) -> dto.Empty:
+        with self._write(caller) as c:
             self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
             c.tx.set_pane_metadata(r.conversation_id, r.key, r.value, c.now)
             return dto.Empty()
 
-    def project_register(self, token: str | None, r: dto.ProjectRegister) -> dto.ProjectOut:
-        with self._write("project_register", token) as c:
+    @op
+    def project_register(self, caller: Caller, r: dto.ProjectRegister) -> dto.ProjectOut:
+        with self._write(caller) as c:
             root = _existing_dir(r.root, "root")
             project = ProjectRow(self.new_id(), r.name, root, c.now)
             c.tx.insert_project(project)
@@ -203,11 +212,12 @@ class Service(RunHooks):
 
     # -------------------------------------------------------------------------- events
 
-    def events_tail(self, token: str | None, r: dto.EventsTail) -> dto.EventsOut:
+    @op
+    def events_tail(self, caller: Caller, r: dto.EventsTail) -> dto.EventsOut:
         """SPEC V1: events after `after`; waits up to `wait_ms` for one when there are none,
         on this thread, if its credential has a long-poll slot free (V5)."""
         woken = threading.Event()
-        with self._tail(token, r, woken.set) as tail:
+        with self._tail(caller, r, woken.set) as tail:
             while True:
                 woken.clear()
                 page = tail.read()
@@ -215,9 +225,9 @@ class Service(RunHooks):
                     return page
                 woken.wait(tail.remaining())
 
-    def _tail(self, token: str | None, r: dto.EventsTail, wake: Wake) -> Tail:
+    def _tail(self, caller: Caller, r: dto.EventsTail, wake: Wake) -> Tail:
         def read() -> tuple[str, dto.EventsOut]:
-            with self._read("events_tail", token) as c:
+            with self._read(caller) as c:
                 self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
                 page = c.tx.events_after(r.conversation_id, r.after, r.limit)
             return c.principal.credential_id, dto.EventsOut(
@@ -228,19 +238,21 @@ class Service(RunHooks):
 
         return Tail(self.long_polls, r.conversation_id, r.wait_ms, read, wake)
 
-    def run_get(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
-        with self._read("run_get", token) as c:
+    @op
+    def run_get(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:
+        with self._read(caller) as c:
             run = self._load_run(c.tx, r.run_id)
             self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
             return views.run(run)
 
-    def run_cancel(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
+    @op
+    def run_cancel(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:
         """SPEC R7: stop a queued or running run (`cancelled`, `stopped_by_owner`, one
         `run_status` event), committed before the executor hears of it: from that commit
         on the store refuses every later write of the run, so nothing it says or calls
         after the stop is kept; the executor then abandons its model call (`_stop`). An
         ended run is returned unchanged."""
-        with self._write("run_cancel", token) as c:
+        with self._write(caller) as c:
             run = self._load_run(c.tx, r.run_id)
             conversation = self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
             change = lifecycle.stop_run(conversation, run, c.now)
@@ -261,14 +273,16 @@ class Service(RunHooks):
         tx.insert_credential(row)
         return dto.TokenOut(credential_id=row.credential_id, token=token)
 
-    def device_pair(self, token: str | None, r: dto.DevicePair) -> dto.TokenOut:
-        with self._write("device_pair", token) as c:
+    @op
+    def device_pair(self, caller: Caller, r: dto.DevicePair) -> dto.TokenOut:
+        with self._write(caller) as c:
             return self._issue(c.tx, c.principal.owner_id, CredentialKind.DEVICE,
                                DeviceMode(r.mode), r.name, c.now)
 
-    def device_pair_start(self, token: str | None, r: dto.DevicePairStart) -> dto.PairingOut:
+    @op
+    def device_pair_start(self, caller: Caller, r: dto.DevicePairStart) -> dto.PairingOut:
         """SPEC H2: a one-time code (stored as a hash only) for a browser to pair with."""
-        with self._write("device_pair_start", token) as c:
+        with self._write(caller) as c:
             code = new_pairing_code()
             pairing = PairingRow(self.new_id(), c.principal.owner_id, token_hash(code), r.name,
                                  DeviceMode(r.mode), confirmation_word(), c.now,
@@ -292,7 +306,8 @@ class Service(RunHooks):
                                "expired")
         return pairing
 
-    def device_pair_finish(self, token: str | None, r: dto.DevicePairFinish) -> dto.TokenOut:
+    @op
+    def device_pair_finish(self, caller: Caller, r: dto.DevicePairFinish) -> dto.TokenOut:
         """SPEC H2: the code is the credential; it makes one device credential, once. Any
         bearer token is ignored: nobody's token grants this, and none is needed."""
         now = self.clock()
@@ -318,9 +333,10 @@ class Service(RunHooks):
         self.pairing_lock.failed(now)
         raise ClankieError(Code.UNAUTHENTICATED, "this pairing code is wrong, used or expired")
 
-    def credential_revoke(self, token: str | None, r: dto.CredentialRevoke) -> dto.Empty:
+    @op
+    def credential_revoke(self, caller: Caller, r: dto.CredentialRevoke) -> dto.Empty:
         """SPEC H2: the credential is refused from its next request; its lease ends."""
-        with self._write("credential_revoke", token) as c:
+        with self._write(caller) as c:
             row = c.tx.credential(r.credential_id)
             if row is None or row.owner_id != c.principal.owner_id:
                 raise ClankieError(Code.NOT_FOUND, "there is no such credential")
@@ -330,13 +346,15 @@ class Service(RunHooks):
             c.tx.clear_lease(row.credential_id)
             return dto.Empty()
 
-    def credential_issue(self, token: str | None, r: dto.CredentialIssue) -> dto.TokenOut:
-        with self._write("credential_issue", token) as c:
+    @op
+    def credential_issue(self, caller: Caller, r: dto.CredentialIssue) -> dto.TokenOut:
+        with self._write(caller) as c:
             return self._issue(c.tx, c.principal.owner_id, CredentialKind(r.kind), None, r.name,
                                c.now)
 
-    def credential_rotate(self, token: str | None, r: dto.CredentialRotate) -> dto.TokenOut:
-        with self._write("credential_rotate", token) as c:
+    @op
+    def credential_rotate(self, caller: Caller, r: dto.CredentialRotate) -> dto.TokenOut:
+        with self._write(caller) as c:
             target = r.credential_id or c.principal.credential_id
             if target != c.principal.credential_id and \
                     c.principal.kind is not CredentialKind.OPERATOR:
@@ -348,8 +366,9 @@ class Service(RunHooks):
             c.tx.replace_token(target, token_hash(fresh), c.now)
             return dto.TokenOut(credential_id=target, token=fresh)
 
-    def credential_list(self, token: str | None, r: dto.Nothing) -> dto.CredentialsOut:
-        with self._read("credential_list", token) as c:
+    @op
+    def credential_list(self, caller: Caller, r: dto.Nothing) -> dto.CredentialsOut:
+        with self._read(caller) as c:
             lease = c.tx.lease()
             return dto.CredentialsOut(credentials=[
                 views.credential(row, lease is not None and lease.held_by(row.credential_id,
@@ -357,22 +376,25 @@ class Service(RunHooks):
                                  self.last_used.get(row.credential_id))
                 for row in c.tx.credentials() if row.owner_id == c.principal.owner_id])
 
-    def device_take_control(self, token: str | None, r: dto.DeviceTakeControl) -> dto.LeaseOut:
-        with self._write("device_take_control", token) as c:
+    @op
+    def device_take_control(self, caller: Caller, r: dto.DeviceTakeControl) -> dto.LeaseOut:
+        with self._write(caller) as c:
             ttl = r.ttl_s if r.ttl_s is not None else self.settings.take_control_ttl
             lease = LeaseRow(self.new_id(), c.principal.credential_id, c.now,
                              c.now + timedelta(seconds=ttl))
             c.tx.set_lease(lease)  # supersedes any other device's lease
             return dto.LeaseOut(lease_id=lease.lease_id, expires_at=iso(lease.expires_at))
 
-    def device_release(self, token: str | None, r: dto.Nothing) -> dto.Empty:
-        with self._write("device_release", token) as c:
+    @op
+    def device_release(self, caller: Caller, r: dto.Nothing) -> dto.Empty:
+        with self._write(caller) as c:
             c.tx.clear_lease(c.principal.credential_id)
             return dto.Empty()
 
-    def owner_revoke(self, token: str | None, r: dto.Nothing) -> dto.Empty:
+    @op
+    def owner_revoke(self, caller: Caller, r: dto.Nothing) -> dto.Empty:
         """Known owner revocation: every pending question of the owner ends at once."""
-        with self._write("owner_revoke", token) as c:
+        with self._write(caller) as c:
             owner_id = c.principal.owner_id
             c.tx.revoke_owner(owner_id, c.now)
             for conversation in c.tx.conversations(owner_id):
@@ -383,10 +405,11 @@ class Service(RunHooks):
 
     # ------------------------------------------------------------------------- service
 
-    def service_info(self, token: str | None, r: dto.Nothing) -> dto.ServiceInfoOut:
+    @op
+    def service_info(self, caller: Caller, r: dto.Nothing) -> dto.ServiceInfoOut:
         """What this service is and runs with, for any reader; the model as the settings it
         was started with choose it (`serve --model` included), never a key or a token."""
-        with self._read("service_info", token):
+        with self._read(caller):
             pass  # authenticated and authorized; the answer is not in the store
         model = model_in_use(self.settings)
         return dto.ServiceInfoOut(
@@ -400,7 +423,7 @@ class Service(RunHooks):
     def device_status(self, token: str | None) -> DeviceStatus:
         """Who this token is, for a surface to show (the phone page, H5): its name, mode and
         Take Control lease. Any live credential may ask about itself."""
-        with self._read("service_info", token) as c:
+        with self._read(Caller(None, token)) as c:  # any live credential, about itself
             row = c.tx.credential(c.principal.credential_id)
             lease = c.tx.lease()
         assert row is not None
@@ -411,15 +434,16 @@ class Service(RunHooks):
 
     # ----------------------------------------------------------------------- questions
 
-    def input_get(self, token: str | None, r: dto.InputGet) -> dto.Snapshot:
+    @op
+    def input_get(self, caller: Caller, r: dto.InputGet) -> dto.Snapshot:
         """SPEC S1-S5: the snapshot, read from current state. A read transaction suffices
         unless the pending question is due to expire: then the expiry is committed on
         read (S5), in a write transaction that decides again."""
-        with self._read("input_get", token) as c:
+        with self._read(caller) as c:
             snapshot = self._snapshot(c, r)
         if snapshot is not None:
             return snapshot
-        with self._write("input_get", token) as c:
+        with self._write(caller) as c:
             snapshot = self._snapshot(c, r)
         assert snapshot is not None
         return snapshot
@@ -449,19 +473,21 @@ class Service(RunHooks):
             pending=views.question(c.tx, pending) if pending else None,
             request=views.question(c.tx, request) if request else None)
 
-    def input_answer(self, token: str | None, r: dto.InputAnswer) -> dto.AnswerReply:
+    @op
+    def input_answer(self, caller: Caller, r: dto.InputAnswer) -> dto.AnswerReply:
         submission = Submission(r.request_id, r.incarnation, r.revision,
                                 Answer(option_id=r.option_id, text=r.text))
-        return self._resolve("input_answer", token, r.conversation_id, submission)
+        return self._resolve(caller, r.conversation_id, submission)
 
-    def input_cancel(self, token: str | None, r: dto.InputCancel) -> dto.AnswerReply:
+    @op
+    def input_cancel(self, caller: Caller, r: dto.InputCancel) -> dto.AnswerReply:
         submission = Submission(r.request_id, r.incarnation, r.revision)
-        return self._resolve("input_cancel", token, r.conversation_id, submission)
+        return self._resolve(caller, r.conversation_id, submission)
 
-    def _resolve(self, op: str, token: str | None, conversation_id: str,
+    def _resolve(self, caller: Caller, conversation_id: str,
                  submission: Submission) -> dto.AnswerReply:
         decide = lifecycle.answer if submission.answer is not None else lifecycle.cancel
-        with self._write(op, token) as c:
+        with self._write(caller) as c:
             conversation = self._conversation(c.tx, conversation_id, c.principal.owner_id)
             question = c.tx.question(conversation_id, submission.request_id)
             decision = decide(conversation, question, c.principal, submission,
@@ -478,6 +504,10 @@ class Service(RunHooks):
             return dto.AnswerReply(receipt=views.receipt(tx, receipt),
                                    duplicate=decision.duplicate)
 
+
+
+# The dispatcher table is whole: each op of `dto.OPS` has one rule and one method.
+assert dto.OPS.keys() == WHO_MAY.keys() == OPS_SERVED.keys()
 
 def _validated(op: str, payload: Any) -> Any:
     """The op's input shape, or `not_found` (no such op) / `invalid_request`."""
