@@ -14,9 +14,9 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -64,6 +64,10 @@ class Executor(Protocol):
         """A running run was stopped (R7, committed): abandon what it is doing now."""
         ...
 
+    def stop(self, timeout: float) -> None:
+        """Start no more runs; give running ones `timeout` seconds (the service stops)."""
+        ...
+
 
 TxT = TypeVar("TxT", ReadTx, WriteTx)
 Handler = TypeVar("Handler", bound=Callable[..., BaseModel])
@@ -106,16 +110,38 @@ class Call(Generic[TxT]):
     raise_after_commit: ClankieError | None = None
 
 
-@dataclass
-class ServiceBase:
-    store: Store
-    settings: Settings = field(default_factory=Settings)
-    clock: Callable[[], datetime] = utcnow
-    new_id: Callable[[], str] = new_uuid
-    executor: Executor | None = None
-    notifier: Notifier | None = None
+def has_owner(store: Store) -> bool:
+    """Whether the store has a live owner (`clankie init` was run)."""
+    with storage(), store.read() as tx:
+        return tx.active_owner() is not None
 
-    def __post_init__(self) -> None:
+
+@contextmanager
+def storage() -> Iterator[None]:
+    """A storage failure as `storage_unavailable` (logged; the transaction rolled back)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        log.error("storage failure: %s", exc)
+        raise ClankieError(Code.STORAGE_UNAVAILABLE,
+                           "the store could not complete this operation; nothing changed",
+                           ) from exc
+
+
+class ServiceBase:
+    def __init__(self, store: Store, settings: Settings | None = None, *,
+                 clock: Callable[[], datetime] = utcnow,
+                 new_id: Callable[[], str] = new_uuid,
+                 executor: Callable[[Self], Executor] | None = None,
+                 notifier: Notifier | None = None) -> None:
+        """Everything the service uses is given here, never set later: `executor` builds
+        the run executor from the service (which it calls back), `notifier` runs the
+        notification hook (SPEC N1); without them runs stay queued and no hook runs."""
+        self.store = store
+        self.settings = settings if settings is not None else Settings()
+        self.clock = clock
+        self.new_id = new_id
+        self.notifier = notifier
         self.long_polls = LongPolls()
         self.pairing_lock = PairingLock()
         # Where the phone page is reached (SPEC H1): `web_origin`, or the `--web` listener's
@@ -125,10 +151,15 @@ class ServiceBase:
         # it (`credential_list` shows the later of the two).
         self.last_used: dict[str, datetime] = {}
         self.started_at = self.clock()  # what `service_info` reports
+        self.executor = executor(self) if executor is not None else None
 
-    def has_owner(self) -> bool:
-        with self._storage(), self.store.read() as tx:
-            return tx.active_owner() is not None
+    def stop(self, timeout: float) -> None:
+        """Shutting down, after the last request: the executor starts no more runs and
+        gives running ones `timeout` seconds; the notifier runs no more hooks."""
+        if self.executor is not None:
+            self.executor.stop(timeout)
+        if self.notifier is not None:
+            self.notifier.stop()
 
     @property
     def waiting(self) -> int:
@@ -141,21 +172,12 @@ class ServiceBase:
 
     # ------------------------------------------------------------------- transactions
 
-    @contextmanager
-    def _storage(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            log.error("storage failure: %s", exc)
-            raise ClankieError(Code.STORAGE_UNAVAILABLE,
-                               "the store could not complete this operation; nothing changed",
-                               ) from exc
 
     @contextmanager
     def _write(self, caller: Caller) -> Iterator[Call[WriteTx]]:
         """One write transaction, with the caller authenticated and authorized inside it."""
         now = self.clock()
-        with self._storage(), self.store.write() as tx:
+        with storage(), self.store.write() as tx:
             principal = authenticate(tx, caller.token, now)
             if caller.op is not None:
                 authorize(caller.op, principal)
@@ -174,14 +196,14 @@ class ServiceBase:
     def _internal_write(self) -> Iterator[WriteTx]:
         """A write transaction of the service itself (runs, recovery): no caller to check;
         long-polls are woken after the commit, as for every other write."""
-        with self._storage(), self.store.write() as tx:
+        with storage(), self.store.write() as tx:
             yield tx
         self._after_commit(tx)
 
     @contextmanager
     def _read(self, caller: Caller) -> Iterator[Call[ReadTx]]:
         now = self.clock()
-        with self._storage(), self.store.read() as tx:
+        with storage(), self.store.read() as tx:
             principal = authenticate(tx, caller.token, now)
             if caller.op is not None:
                 authorize(caller.op, principal)

@@ -49,7 +49,7 @@ from clankie.store import WriteTx
 from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.tools import Outcome
 
-from .base import ServiceBase, invalid_request
+from .base import ServiceBase, invalid_request, storage
 
 log = logging.getLogger("clankie.service")
 TOOL_CALLS_KEPT = 200  # per conversation: history beyond the history budget is not kept
@@ -71,7 +71,7 @@ class RunHooks(ServiceBase):
         Each earlier `ask_question` result that said `pending` is given with how that
         question stands as of this run (SPEC R5)."""
         now = self.clock()
-        with self._storage(), self.store.read() as tx:
+        with storage(), self.store.read() as tx:
             run = self._load_run(tx, run_id)
             conversation = self._conversation(tx, run.conversation_id)
             messages = tx.messages(run.conversation_id, HISTORY + 1)
@@ -116,7 +116,7 @@ class RunHooks(ServiceBase):
 
     def workspace_of(self, run_id: str) -> WorkspaceIdentity | None:
         """The workspace a run's conversation is bound to now (checked again on use, W8)."""
-        with self._storage(), self.store.read() as tx:
+        with storage(), self.store.read() as tx:
             return self._conversation(tx, self._load_run(tx, run_id).conversation_id).workspace
 
     def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,

@@ -44,7 +44,7 @@ from clankie.store.tx import CredentialRow, LeaseRow, PairingRow, ProjectRow
 from clankie.workspace.identity import identify
 
 from . import views
-from .base import OPS_SERVED, Call, Caller, invalid_request, op
+from .base import OPS_SERVED, Call, Caller, invalid_request, op, storage
 from .credentials import (
     PAIRING_TTL,
     authenticate,
@@ -76,7 +76,7 @@ class Service(RunHooks):
         """Refuse `unauthenticated` unless `token` is a live credential (T6: the edge asks
         this before it reads a request's body, so a stranger's body is never parsed)."""
         now = self.clock()
-        with self._storage(), self.store.read() as tx:
+        with storage(), self.store.read() as tx:
             authenticate(tx, token, now)
 
     def open_tail(self, token: str | None, payload: Any, wake: Wake) -> Tail:
@@ -299,7 +299,7 @@ class Service(RunHooks):
         pairing locked. Guessing a 192-bit code by looking is as hopeless as by pairing."""
         now = self.clock()
         self.pairing_lock.check(now)
-        with self._storage(), self.store.read() as tx:
+        with storage(), self.store.read() as tx:
             pairing = self._live_pairing(tx, code, now)
         if pairing is None:
             raise ClankieError(Code.UNAUTHENTICATED, "this pairing code is wrong, used or "
@@ -500,7 +500,7 @@ class Service(RunHooks):
         assert receipt is not None
         if receipt.run_id is not None and not decision.duplicate:
             self._start(conversation_id, receipt.run_id)  # A10: after the commit, never before
-        with self._storage(), self.store.read() as tx:
+        with storage(), self.store.read() as tx:
             return dto.AnswerReply(receipt=views.receipt(tx, receipt),
                                    duplicate=decision.duplicate)
 
