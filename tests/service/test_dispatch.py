@@ -1,7 +1,7 @@
 """SPEC A1 and the op table of section 10: each op named once. The dispatcher table
 (`service/base.py` `OPS_SERVED`, filled by `@op`) gives every op of `dto.OPS` exactly one
-method and `core/authority.py` exactly one rule, and a method is authorized under the rule
-of the op it serves, never under a name it writes itself."""
+method, on one part of the service, and `core/authority.py` exactly one rule, and a method
+is authorized under the rule of the op it serves, never under a name it writes itself."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from clankie.core.model import Principal
 from clankie.core.vocabulary import Code
 from clankie.service import base
 from clankie.service.base import OPS_SERVED, op
-from clankie.service.service import Service
+from clankie.service.questions import Questions
 from tests.api.test_authority import setup
 from tests.world import World
 
@@ -26,7 +26,14 @@ def test_every_op_has_exactly_one_method_and_one_rule():
     assert len({id(method) for method in OPS_SERVED.values()}) == len(OPS_SERVED)
     for name, method in OPS_SERVED.items():
         assert method.__name__ == name
-        assert getattr(Service, name) is method  # the method found by name is the one served
+
+
+def test_the_service_calls_each_op_on_the_part_whose_method_serves_it(world: World):
+    parts = [world.service, world.service.conversations, world.service.questions,
+             world.service.devices]
+    for name, method in OPS_SERVED.items():
+        [part] = [p for p in parts if getattr(type(p), name, None) is method]
+        assert world.service._table[name] == getattr(part, name)
 
 
 def test_a_second_method_for_an_op_or_a_method_for_no_op_is_refused():
@@ -38,7 +45,7 @@ def test_a_second_method_for_an_op_or_a_method_for_no_op_is_refused():
         op(input_answer)
     with pytest.raises(TypeError, match="not a dispatcher op"):
         op(input_answered)
-    assert OPS_SERVED["input_answer"] is Service.input_answer
+    assert OPS_SERVED["input_answer"] is Questions.input_answer
 
 
 @pytest.mark.parametrize("name", sorted(dto.OPS))

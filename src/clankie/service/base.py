@@ -1,4 +1,4 @@
-"""The service's foundation: the dispatcher table, one transaction per operation, lookups.
+"""The service's foundation: the dispatcher table and the context its parts share.
 
 Owns the dispatcher table (`@op`: op -> the one method serving it) and how every
 operation meets the store: a write or read transaction in which the caller is
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -40,7 +40,7 @@ from clankie.workspace.identity import identify_saved
 from clankie.workspace.membership import Membership, membership
 
 from . import views
-from .credentials import PairingLock, authenticate
+from .credentials import authenticate
 from .longpoll import LongPolls
 from .notify import Notifier, document
 
@@ -128,53 +128,28 @@ def storage() -> Iterator[None]:
                            ) from exc
 
 
-class ServiceBase:
-    def __init__(self, store: Store, settings: Settings | None = None, *,
-                 clock: Callable[[], datetime] = utcnow,
-                 new_id: Callable[[], str] = new_uuid,
-                 executor: Callable[[Self], Executor] | None = None,
-                 notifier: Notifier | None = None) -> None:
-        """Everything the service uses is given here, never set later: `executor` builds
-        the run executor from the service (which it calls back), `notifier` runs the
-        notification hook (SPEC N1); without them runs stay queued and no hook runs."""
+class Context:
+    """What every part of the service shares: the store, the settings, the clock, new IDs,
+    the long-polls to wake and the notifier to run after a commit, and how an operation
+    meets the store (its transaction, its caller authenticated and authorized)."""
+
+    def __init__(self, store: Store, settings: Settings, clock: Callable[[], datetime],
+                 new_id: Callable[[], str], notifier: Notifier | None) -> None:
         self.store = store
-        self.settings = settings if settings is not None else Settings()
+        self.settings = settings
         self.clock = clock
         self.new_id = new_id
         self.notifier = notifier
         self.long_polls = LongPolls()
-        self.pairing_lock = PairingLock()
-        # Where the phone page is reached (SPEC H1): `web_origin`, or the `--web` listener's
-        # own address; None while no page is served. Set by the server that serves it.
-        self.web_url: str | None = None
         # When each credential was last used: reads note it here only, writes also store
         # it (`credential_list` shows the later of the two).
         self.last_used: dict[str, datetime] = {}
-        self.started_at = self.clock()  # what `service_info` reports
-        self.executor = executor(self) if executor is not None else None
-
-    def stop(self, timeout: float) -> None:
-        """Shutting down, after the last request: the executor starts no more runs and
-        gives running ones `timeout` seconds; the notifier runs no more hooks."""
-        if self.executor is not None:
-            self.executor.stop(timeout)
-        if self.notifier is not None:
-            self.notifier.stop()
-
-    @property
-    def waiting(self) -> int:
-        """How many long-polls are waiting now (each holds a slot of its credential)."""
-        return self.long_polls.waiting
-
-    def stop_waiting(self) -> None:
-        """Shutting down: every long-poll returns now, and new ones do not wait."""
-        self.long_polls.stop()
 
     # ------------------------------------------------------------------- transactions
 
 
     @contextmanager
-    def _write(self, caller: Caller) -> Iterator[Call[WriteTx]]:
+    def write(self, caller: Caller) -> Iterator[Call[WriteTx]]:
         """One write transaction, with the caller authenticated and authorized inside it."""
         now = self.clock()
         with storage(), self.store.write() as tx:
@@ -193,7 +168,7 @@ class ServiceBase:
             raise call.raise_after_commit
 
     @contextmanager
-    def _internal_write(self) -> Iterator[WriteTx]:
+    def internal_write(self) -> Iterator[WriteTx]:
         """A write transaction of the service itself (runs, recovery): no caller to check;
         long-polls are woken after the commit, as for every other write."""
         with storage(), self.store.write() as tx:
@@ -201,7 +176,7 @@ class ServiceBase:
         self._after_commit(tx)
 
     @contextmanager
-    def _read(self, caller: Caller) -> Iterator[Call[ReadTx]]:
+    def read(self, caller: Caller) -> Iterator[Call[ReadTx]]:
         now = self.clock()
         with storage(), self.store.read() as tx:
             principal = authenticate(tx, caller.token, now)
@@ -221,7 +196,7 @@ class ServiceBase:
         """How many commits added events to the conversation (a long-poll's wake-up)."""
         return self.long_polls.generation(conversation_id)
 
-    def _save(self, tx: WriteTx, change: Change | None) -> None:
+    def save(self, tx: WriteTx, change: Change | None) -> None:
         if change is not None:
             tx.save(change, receipt_limit=self.settings.receipt_limit,
                     event_retention=self.settings.event_retention)
@@ -240,7 +215,7 @@ class ServiceBase:
                                                   self.settings.web_origin))
 
     @staticmethod
-    def _conversation(tx: ReadTx, conversation_id: str,
+    def conversation(tx: ReadTx, conversation_id: str,
                       owner_id: str | None = None) -> Conversation:
         """The conversation, if it exists and (for a caller) belongs to the caller's owner."""
         conversation = tx.conversation(conversation_id)
@@ -250,18 +225,18 @@ class ServiceBase:
         return conversation
 
     @staticmethod
-    def _facts(tx: ReadTx, conversation: Conversation, now: datetime) -> Facts:
+    def facts(tx: ReadTx, conversation: Conversation, now: datetime) -> Facts:
         workspace = identify_saved(conversation.workspace) if conversation.workspace else None
         return Facts(now, tx.owner_revoked(conversation.owner_id), workspace)
 
     @staticmethod
-    def _load_run(tx: ReadTx, run_id: str) -> Run:
+    def load_run(tx: ReadTx, run_id: str) -> Run:
         run = tx.run(run_id)
         if run is None:
             raise ClankieError(Code.NOT_FOUND, "there is no such run", run_id=run_id)
         return run
 
-    def _membership(self, conversation: Conversation,
+    def membership(self, conversation: Conversation,
                     projects: list[ProjectRow]) -> Membership | None:
         if conversation.kind is not ConversationKind.OWNER or conversation.workspace is None:
             return None
