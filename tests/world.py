@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -63,6 +63,13 @@ class World:
 
     def close(self) -> None:
         self.store.close()
+
+    def executing(self, executor: Callable[[Service], Any]) -> Any:
+        """The world's service made again with a run executor, built from it as `clankie
+        serve` builds its own (given at construction, never set later); returns it."""
+        self.service = Service(self.store, self.service.settings, clock=self.clock,
+                               executor=executor)
+        return self.service.executor
 
     def call(self, op: str, payload: dict[str, Any] | None = None,
              token: str | None = None) -> dict[str, Any]:

@@ -30,8 +30,8 @@ class Runs:
 
     def __init__(self, world: World, script: dict[str, Any]) -> None:
         self.world = world
-        self.executor = RunExecutor(world.service, ScriptedModel(script).for_run)
-        world.service.executor = self.executor
+        self.executor: RunExecutor = world.executing(
+            lambda service: RunExecutor(service, ScriptedModel(script).for_run))
 
     def settled(self, conversation_id: str) -> None:
         """Wait until no run of the conversation is queued or running."""

@@ -179,8 +179,8 @@ def executed(world: World):
     made: list[RunExecutor] = []
 
     def make(model: HeldModel) -> RunExecutor:
-        executor = RunExecutor(world.service, lambda _context: model)
-        world.service.executor = executor
+        executor: RunExecutor = world.executing(
+            lambda service: RunExecutor(service, lambda _context: model))
         made.append(executor)
         return executor
 

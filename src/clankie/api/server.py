@@ -38,6 +38,7 @@ from clankie.agent.providers import (
 from clankie.agent.scripted import ScriptError
 from clankie.home import LOG, Home, check, open_lock
 from clankie.service import Service
+from clankie.service.base import has_owner
 from clankie.service.executor import RunExecutor
 from clankie.service.notify import Notifier
 from clankie.settings import Settings
@@ -175,13 +176,18 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
         store = Store(home.store)
         sockets: list[socket.socket] = []
         try:
-            service = Service(store, settings)
-            if not service.has_owner():
+            if not has_owner(store):
                 raise ServeError("this home has no owner; run `clankie init` first")
             try:
                 model_for = model_for_runs(settings, script)
             except (ProviderError, ScriptError) as exc:
                 raise ServeError(str(exc)) from None
+            # Nothing runs before recovery: the executor starts a run only when one is
+            # queued after it, and the notifier a hook only after a commit that asks.
+            service = Service(store, settings,
+                              executor=lambda service: RunExecutor(service, model_for),
+                              notifier=(Notifier(settings.notify_command)
+                                        if settings.notify_command else None))
             # Listen first: an address that cannot be had (another user's listener on the
             # port, T2) stops start-up while the store is as the last server left it. The
             # TCP port first, since only it can be taken by someone else; a client that
@@ -200,10 +206,6 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                 recovery = recovering.result()
             log.info("start-up recovery: %d pending question(s) cancelled, %d run(s) failed",
                      recovery.cancelled_questions, recovery.failed_runs)
-            executor = RunExecutor(service, model_for)
-            service.executor = executor
-            if settings.notify_command:
-                service.notifier = Notifier(settings.notify_command)
             page = None
             if web_socket is not None:
                 from clankie.web.app import create_web_app
@@ -229,9 +231,7 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             try:
                 server.run(sockets=sockets)
             finally:
-                executor.stop(timeout=5)
-                if service.notifier is not None:
-                    service.notifier.stop()
+                service.stop(timeout=5)
         finally:
             for sock in sockets:
                 sock.close()

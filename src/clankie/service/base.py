@@ -1,9 +1,10 @@
-"""The service's foundation: its parts, one transaction per operation, shared lookups.
+"""The service's foundation: the dispatcher table and the context its parts share.
 
-Owns how every operation meets the store: a write or read transaction in which the
-caller is authenticated and authorized, storage failures as `storage_unavailable`, saving
-a `Change`, waking long-polls after a commit (`longpoll.py`), and the lookups every
-operation shares.
+Owns the dispatcher table (`@op`: op -> the one method serving it) and how every
+operation meets the store: a write or read transaction in which the caller is
+authenticated and authorized under the rule of the op the table gave it, storage
+failures as `storage_unavailable`, saving a `Change`, waking long-polls after a commit
+(`longpoll.py`), and the lookups every operation shares.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Generic, Protocol, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from clankie.core.authority import authorize
+from clankie import dto
+from clankie.core.authority import WHO_MAY, authorize
 from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import Change, Facts
 from clankie.core.model import (
@@ -38,7 +40,7 @@ from clankie.workspace.identity import identify_saved
 from clankie.workspace.membership import Membership, membership
 
 from . import views
-from .credentials import PairingLock, authenticate
+from .credentials import authenticate
 from .longpoll import LongPolls
 from .notify import Notifier, document
 
@@ -62,8 +64,40 @@ class Executor(Protocol):
         """A running run was stopped (R7, committed): abandon what it is doing now."""
         ...
 
+    def stop(self, timeout: float) -> None:
+        """Start no more runs; give running ones `timeout` seconds (the service stops)."""
+        ...
+
 
 TxT = TypeVar("TxT", ReadTx, WriteTx)
+Handler = TypeVar("Handler", bound=Callable[..., BaseModel])
+
+# The dispatcher table: op -> the method that serves it, filled by `@op`. The op is the
+# method's name, written once; `call` finds the method here and hands it the `Caller` that
+# the method's transaction authorizes, so a method is authorized under its own op's rule.
+OPS_SERVED: dict[str, Callable[..., BaseModel]] = {}
+
+
+def op(method: Handler) -> Handler:
+    """Register `method` as the one method serving the op of its name (a `dto.OPS` op with
+    a `WHO_MAY` rule); it is called as `method(service, caller, request)`."""
+    name = method.__name__
+    if name not in dto.OPS or name not in WHO_MAY:
+        raise TypeError(f"{name} is not a dispatcher op with an authority rule")
+    if name in OPS_SERVED:
+        raise TypeError(f"{name} is served twice")
+    OPS_SERVED[name] = method
+    return method
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls, and which op's rule admits them: made by the dispatcher (`Service.call`)
+    from its table, never from a string a method writes. `op` None admits any live
+    credential (a surface asking who it is, not an op)."""
+
+    op: str | None
+    token: str | None
 
 
 @dataclass
@@ -76,58 +110,52 @@ class Call(Generic[TxT]):
     raise_after_commit: ClankieError | None = None
 
 
-@dataclass
-class ServiceBase:
-    store: Store
-    settings: Settings = field(default_factory=Settings)
-    clock: Callable[[], datetime] = utcnow
-    new_id: Callable[[], str] = new_uuid
-    executor: Executor | None = None
-    notifier: Notifier | None = None
+def has_owner(store: Store) -> bool:
+    """Whether the store has a live owner (`clankie init` was run)."""
+    with storage(), store.read() as tx:
+        return tx.active_owner() is not None
 
-    def __post_init__(self) -> None:
+
+@contextmanager
+def storage() -> Iterator[None]:
+    """A storage failure as `storage_unavailable` (logged; the transaction rolled back)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        log.error("storage failure: %s", exc)
+        raise ClankieError(Code.STORAGE_UNAVAILABLE,
+                           "the store could not complete this operation; nothing changed",
+                           ) from exc
+
+
+class Context:
+    """What every part of the service shares: the store, the settings, the clock, new IDs,
+    the long-polls to wake and the notifier to run after a commit, and how an operation
+    meets the store (its transaction, its caller authenticated and authorized)."""
+
+    def __init__(self, store: Store, settings: Settings, clock: Callable[[], datetime],
+                 new_id: Callable[[], str], notifier: Notifier | None) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.new_id = new_id
+        self.notifier = notifier
         self.long_polls = LongPolls()
-        self.pairing_lock = PairingLock()
-        # Where the phone page is reached (SPEC H1): `web_origin`, or the `--web` listener's
-        # own address; None while no page is served. Set by the server that serves it.
-        self.web_url: str | None = None
         # When each credential was last used: reads note it here only, writes also store
         # it (`credential_list` shows the later of the two).
         self.last_used: dict[str, datetime] = {}
-        self.started_at = self.clock()  # what `service_info` reports
-
-    def has_owner(self) -> bool:
-        with self._storage(), self.store.read() as tx:
-            return tx.active_owner() is not None
-
-    @property
-    def waiting(self) -> int:
-        """How many long-polls are waiting now (each holds a slot of its credential)."""
-        return self.long_polls.waiting
-
-    def stop_waiting(self) -> None:
-        """Shutting down: every long-poll returns now, and new ones do not wait."""
-        self.long_polls.stop()
 
     # ------------------------------------------------------------------- transactions
 
-    @contextmanager
-    def _storage(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            log.error("storage failure: %s", exc)
-            raise ClankieError(Code.STORAGE_UNAVAILABLE,
-                               "the store could not complete this operation; nothing changed",
-                               ) from exc
 
     @contextmanager
-    def _write(self, op: str, token: str | None) -> Iterator[Call[WriteTx]]:
+    def write(self, caller: Caller) -> Iterator[Call[WriteTx]]:
         """One write transaction, with the caller authenticated and authorized inside it."""
         now = self.clock()
-        with self._storage(), self.store.write() as tx:
-            principal = authenticate(tx, token, now)
-            authorize(op, principal)
+        with storage(), self.store.write() as tx:
+            principal = authenticate(tx, caller.token, now)
+            if caller.op is not None:
+                authorize(caller.op, principal)
             self.last_used[principal.credential_id] = now
             tx.credential_used(principal.credential_id, now)
             call = Call(tx, principal, now)
@@ -140,19 +168,20 @@ class ServiceBase:
             raise call.raise_after_commit
 
     @contextmanager
-    def _internal_write(self) -> Iterator[WriteTx]:
+    def internal_write(self) -> Iterator[WriteTx]:
         """A write transaction of the service itself (runs, recovery): no caller to check;
         long-polls are woken after the commit, as for every other write."""
-        with self._storage(), self.store.write() as tx:
+        with storage(), self.store.write() as tx:
             yield tx
         self._after_commit(tx)
 
     @contextmanager
-    def _read(self, op: str, token: str | None) -> Iterator[Call[ReadTx]]:
+    def read(self, caller: Caller) -> Iterator[Call[ReadTx]]:
         now = self.clock()
-        with self._storage(), self.store.read() as tx:
-            principal = authenticate(tx, token, now)
-            authorize(op, principal)
+        with storage(), self.store.read() as tx:
+            principal = authenticate(tx, caller.token, now)
+            if caller.op is not None:
+                authorize(caller.op, principal)
             self.last_used[principal.credential_id] = now
             yield Call(tx, principal, now)
 
@@ -167,7 +196,7 @@ class ServiceBase:
         """How many commits added events to the conversation (a long-poll's wake-up)."""
         return self.long_polls.generation(conversation_id)
 
-    def _save(self, tx: WriteTx, change: Change | None) -> None:
+    def save(self, tx: WriteTx, change: Change | None) -> None:
         if change is not None:
             tx.save(change, receipt_limit=self.settings.receipt_limit,
                     event_retention=self.settings.event_retention)
@@ -186,7 +215,7 @@ class ServiceBase:
                                                   self.settings.web_origin))
 
     @staticmethod
-    def _conversation(tx: ReadTx, conversation_id: str,
+    def conversation(tx: ReadTx, conversation_id: str,
                       owner_id: str | None = None) -> Conversation:
         """The conversation, if it exists and (for a caller) belongs to the caller's owner."""
         conversation = tx.conversation(conversation_id)
@@ -196,18 +225,18 @@ class ServiceBase:
         return conversation
 
     @staticmethod
-    def _facts(tx: ReadTx, conversation: Conversation, now: datetime) -> Facts:
+    def facts(tx: ReadTx, conversation: Conversation, now: datetime) -> Facts:
         workspace = identify_saved(conversation.workspace) if conversation.workspace else None
         return Facts(now, tx.owner_revoked(conversation.owner_id), workspace)
 
     @staticmethod
-    def _load_run(tx: ReadTx, run_id: str) -> Run:
+    def load_run(tx: ReadTx, run_id: str) -> Run:
         run = tx.run(run_id)
         if run is None:
             raise ClankieError(Code.NOT_FOUND, "there is no such run", run_id=run_id)
         return run
 
-    def _membership(self, conversation: Conversation,
+    def membership(self, conversation: Conversation,
                     projects: list[ProjectRow]) -> Membership | None:
         if conversation.kind is not ConversationKind.OWNER or conversation.workspace is None:
             return None

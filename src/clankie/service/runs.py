@@ -49,7 +49,7 @@ from clankie.store import WriteTx
 from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.tools import Outcome
 
-from .base import ServiceBase, invalid_request
+from .base import Context, Executor, invalid_request, storage
 
 log = logging.getLogger("clankie.service")
 TOOL_CALLS_KEPT = 200  # per conversation: history beyond the history budget is not kept
@@ -65,15 +65,21 @@ class Recovery:
     failed_runs: int
 
 
-class RunHooks(ServiceBase):
+class Runs:
+    """The run side: what the executor calls, starting and stopping runs, recovery."""
+
+    def __init__(self, ctx: Context, executor: Executor | None) -> None:
+        self.ctx = ctx
+        self.executor = executor  # where committed runs are handed (None: they stay queued)
+
     def run_context(self, run_id: str) -> TurnContext:
         """What a run is told (agent/context.py), read in one snapshot; Git is asked after.
         Each earlier `ask_question` result that said `pending` is given with how that
         question stands as of this run (SPEC R5)."""
-        now = self.clock()
-        with self._storage(), self.store.read() as tx:
-            run = self._load_run(tx, run_id)
-            conversation = self._conversation(tx, run.conversation_id)
+        now = self.ctx.clock()
+        with storage(), self.ctx.store.read() as tx:
+            run = self.ctx.load_run(tx, run_id)
+            conversation = self.ctx.conversation(tx, run.conversation_id)
             messages = tx.messages(run.conversation_id, HISTORY + 1)
             older, messages = len(messages) > HISTORY, messages[-HISTORY:]
             calls = tx.tool_calls_since(run.conversation_id,
@@ -98,7 +104,7 @@ class RunHooks(ServiceBase):
             assert latest.receipt is not None
             ended = EndedQuestion(latest.prompt, latest.status.value, latest.receipt.reason)
         outcomes = {request_id: _outcome(end, now) for request_id, end in ends.items()}
-        fact = self._membership(conversation, projects)
+        fact = self.ctx.membership(conversation, projects)
         return TurnContext(
             run_kind=run.kind.value,
             run_index=index,
@@ -116,16 +122,17 @@ class RunHooks(ServiceBase):
 
     def workspace_of(self, run_id: str) -> WorkspaceIdentity | None:
         """The workspace a run's conversation is bound to now (checked again on use, W8)."""
-        with self._storage(), self.store.read() as tx:
-            return self._conversation(tx, self._load_run(tx, run_id).conversation_id).workspace
+        with storage(), self.ctx.store.read() as tx:
+            run = self.ctx.load_run(tx, run_id)
+            return self.ctx.conversation(tx, run.conversation_id).workspace
 
     def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
                          said: Sequence[str] = ()) -> None:
         """One tool call of a running run: kept for later runs' history, and shown as one
         `tool_activity` event (W9), after the words the run said before it (`said`). It
         changes nothing else: the revision stays."""
-        with self._internal_write() as tx:
-            run = self._load_run(tx, run_id)
+        with self.ctx.internal_write() as tx:
+            run = self.ctx.load_run(tx, run_id)
             self._say(tx, run, said)
             self._record(tx, run, call, outcome)
 
@@ -133,30 +140,30 @@ class RunHooks(ServiceBase):
         """SPEC R6, V4: a running run waits before asking the model again; one
         `run_activity` event says what failed and when the next try is. A run that is no
         longer running (stopped meanwhile) records nothing: False. The revision stays."""
-        with self._internal_write() as tx:
-            run = self._load_run(tx, run_id)
+        with self.ctx.internal_write() as tx:
+            run = self.ctx.load_run(tx, run_id)
             if run.status is not RunStatus.RUNNING:
                 return False
             tx.append_events(run.conversation_id, [RunActivity(
                 run.conversation_id, run.run_id, "model_retry", summary[:200], retry_at,
-                self.clock())], self.settings.event_retention)
+                self.ctx.clock())], self.ctx.settings.event_retention)
             return True
 
     def _record(self, tx: WriteTx, run: Run, call: CallRecord, outcome: Outcome) -> None:
         if run.status is not RunStatus.RUNNING:
             raise ClankieError(Code.NOT_ELIGIBLE, "only a running run calls tools")
-        now = self.clock()
+        now = self.ctx.clock()
         tx.insert_tool_call(ToolCallRow(run.conversation_id, run.run_id, call.step,
                                         call.call_id[:200], call.name[:200],
                                         call.arguments[:ARGUMENTS_KEPT], outcome.text, now),
                             keep=TOOL_CALLS_KEPT)
         tx.append_events(run.conversation_id, [ToolActivity(
             run.conversation_id, run.run_id, call.name[:60], outcome.status, outcome.code,
-            outcome.summary, now)], self.settings.event_retention)
+            outcome.summary, now)], self.ctx.settings.event_retention)
 
     # ------------------------------------------------------------- runs (the executor's)
 
-    def _start(self, conversation_id: str, run_id: str) -> None:
+    def start(self, conversation_id: str, run_id: str) -> None:
         """Hand a committed queued run to the executor; a failure is recorded on the run."""
         if self.executor is None:
             return
@@ -169,7 +176,7 @@ class RunHooks(ServiceBase):
             except ClankieError as err:
                 log.error("run %s stays queued; recovery will fail it: %s", run_id, err)
 
-    def _stop(self, run_id: str) -> None:
+    def stopped(self, run_id: str) -> None:
         """Tell the executor that a running run was stopped (R7), after the commit. The
         store already refuses the run's writes; a failure here only delays the stop of
         its model call."""
@@ -182,27 +189,28 @@ class RunHooks(ServiceBase):
 
     def claim_next_run(self, conversation_id: str) -> Run | None:
         """SPEC R4: the oldest queued run, if no run of the conversation is running."""
-        with self._internal_write() as tx:
+        with self.ctx.internal_write() as tx:
             return self._claim(tx, conversation_id)
 
     def _claim(self, tx: WriteTx, conversation_id: str) -> Run | None:
         unfinished = tx.unfinished_runs(conversation_id)
         if not unfinished or unfinished[0].status is not RunStatus.QUEUED:
             return None
-        change = lifecycle.move_run(self._conversation(tx, conversation_id), unfinished[0],
-                                    RunCommand.START, self.clock())
-        self._save(tx, change)
+        change = lifecycle.move_run(self.ctx.conversation(tx, conversation_id), unfinished[0],
+                                    RunCommand.START, self.ctx.clock())
+        self.ctx.save(tx, change)
         return change.runs[0]
 
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
                    said: Sequence[str] = (), claim_next: bool = False) -> Run | None:
         """End a run, after the last words it said (`said`); with `claim_next`, start the
         conversation's next queued run in the same transaction (R4) and return it."""
-        with self._internal_write() as tx:
-            run = self._load_run(tx, run_id)
+        with self.ctx.internal_write() as tx:
+            run = self.ctx.load_run(tx, run_id)
             self._say(tx, run, said)
-            self._save(tx, lifecycle.move_run(self._conversation(tx, run.conversation_id), run,
-                                              lifecycle.FINISHING[status], self.clock(), error))
+            conversation = self.ctx.conversation(tx, run.conversation_id)
+            self.ctx.save(tx, lifecycle.move_run(conversation, run, lifecycle.FINISHING[status],
+                                                 self.ctx.clock(), error))
             return self._claim(tx, run.conversation_id) if claim_next else None
 
     def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
@@ -224,15 +232,15 @@ class RunHooks(ServiceBase):
                            parsed.allow_text)
         else:
             args = AskArgs(QuestionKind.TEXT, parsed.prompt)
-        now = self.clock()
-        with self._internal_write() as tx:
-            run = self._load_run(tx, run_id)
+        now = self.ctx.clock()
+        with self.ctx.internal_write() as tx:
+            run = self.ctx.load_run(tx, run_id)
             self._say(tx, run, said)
-            conversation = self._conversation(tx, run.conversation_id)
+            conversation = self.ctx.conversation(tx, run.conversation_id)
             asked = lifecycle.ask(conversation, tx.pending_question(conversation.conversation_id),
-                                  run, args, self._facts(tx, conversation, now), self.new_id,
-                                  timedelta(seconds=self.settings.question_ttl))
-            self._save(tx, asked.change)
+                                  run, args, self.ctx.facts(tx, conversation, now), self.ctx.new_id,
+                                  timedelta(seconds=self.ctx.settings.question_ttl))
+            self.ctx.save(tx, asked.change)
             result = (dto.AskResult(status="refused", reason=asked.refused) if asked.refused
                       else dto.AskResult(status="pending", request_id=asked.request_id))
             if call is not None:
@@ -241,8 +249,8 @@ class RunHooks(ServiceBase):
 
     def post_replies(self, run_id: str, texts: Sequence[str]) -> None:
         """Clankie's messages from a running run, in one transaction."""
-        with self._internal_write() as tx:
-            self._say(tx, self._load_run(tx, run_id), texts)
+        with self.ctx.internal_write() as tx:
+            self._say(tx, self.ctx.load_run(tx, run_id), texts)
 
     def _say(self, tx: WriteTx, run: Run, texts: Sequence[str]) -> None:
         """Each text a message of Clankie's (one change each), only from a running run."""
@@ -250,9 +258,9 @@ class RunHooks(ServiceBase):
             if run.status is not RunStatus.RUNNING:
                 raise ClankieError(Code.NOT_ELIGIBLE, "only a running run can reply")
             change, _, _ = lifecycle.post_message(
-                self._conversation(tx, run.conversation_id), Author.CLANKIE, text,
-                self.clock(), self.new_id, start_turn=False)
-            self._save(tx, change)
+                self.ctx.conversation(tx, run.conversation_id), Author.CLANKIE, text,
+                self.ctx.clock(), self.ctx.new_id, start_turn=False)
+            self.ctx.save(tx, change)
 
     # ------------------------------------------------------------------------ recovery
 
@@ -260,11 +268,11 @@ class RunHooks(ServiceBase):
         """SPEC R3, before serving: pending questions cancelled (`restart`), unfinished runs
         failed (`orphaned_by_restart`), all conversations at once. Nothing is executed
         again."""
-        with self._internal_write() as tx:
+        with self.ctx.internal_write() as tx:
             questions, runs = tx.restart_all(
-                lifecycle.restart_plan(self.clock()),
-                receipt_limit=self.settings.receipt_limit,
-                event_retention=self.settings.event_retention)
+                lifecycle.restart_plan(self.ctx.clock()),
+                receipt_limit=self.ctx.settings.receipt_limit,
+                event_retention=self.ctx.settings.event_retention)
         return Recovery(questions, runs)
 
 

@@ -1,483 +1,221 @@
-"""The service: one method per dispatcher operation.
+"""The service: its parts, each with one job, and the dispatcher that calls them.
 
-Owns the order of every operation: validate the input (`clankie.dto`), open one
-transaction, authenticate the token and authorize the op in it, load, let `clankie.core`
-decide, save, commit, and only then act on the outside (start a run, wake long-polls).
-It knows nothing of HTTP: `call(op, token, payload)` is the whole entry point, and
-`open_tail` the same for `events_tail` by a caller that waits in its own way (the HTTP
-edge, without a thread). The run side is `runs.py`; transactions and shared lookups are
-`base.py`; long-poll waiting and its slots are `longpoll.py`.
+Owns the composition and the entry points. `Service(store, settings, ...)` builds one
+`Context` (`base.py`: the store, settings, clock, long-polls, notifier, and how an
+operation meets the store) and the parts that share it: `Conversations`
+(`conversations.py`), `Questions` (`questions.py`), `Devices` (`devices.py`: credentials,
+pairing, Take Control) and `Runs` (`runs.py`: what the executor calls, recovery), the
+executor built from `Runs` and the notifier given here, never set later. `call(op, token,
+payload)` is the whole entry point: it validates the input (`clankie.dto`) and calls the
+method the dispatcher table (`@op`, `base.py`) says serves the op, with the `Caller` its
+transaction authorizes under that op's rule. `open_tail` is the same for `events_tail` by
+a caller that waits in its own way (the HTTP edge, without a thread). Every op method
+keeps one order: open one transaction, authenticate and authorize in it, load, let
+`clankie.core` decide, save, commit, and only then act on the outside (start a run, wake
+long-polls). It knows nothing of HTTP.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from clankie import __version__, dto
+from clankie.agent.context import TurnContext
 from clankie.agent.providers import model_in_use
-from clankie.core import lifecycle
 from clankie.core.authority import WHO_MAY
 from clankie.core.errors import ClankieError
-from clankie.core.lifecycle import Submission
-from clankie.core.model import (
-    Answer,
-    Author,
-    Conversation,
-    ConversationKind,
-    CredentialKind,
-    DeviceMode,
-    RunStatus,
-    WorkspaceIdentity,
-    iso,
-)
+from clankie.core.model import Run, RunStatus, WorkspaceIdentity, iso
 from clankie.core.vocabulary import Code
+from clankie.settings import Settings
 from clankie.settings import shown as settings_shown
-from clankie.store import ReadTx, WriteTx
-from clankie.store.tx import CredentialRow, LeaseRow, PairingRow, ProjectRow
-from clankie.workspace.identity import identify
+from clankie.store import Store
+from clankie.store.tx import PairingRow
+from clankie.workspace.tools import Outcome
 
-from . import views
-from .base import Call, invalid_request
-from .credentials import (
-    PAIRING_TTL,
-    authenticate,
-    confirmation_word,
-    new_pairing_code,
-    new_token,
-    token_hash,
+from .base import (
+    OPS_SERVED,
+    Caller,
+    Context,
+    Executor,
+    invalid_request,
+    new_uuid,
+    op,
+    storage,
+    utcnow,
 )
+from .conversations import Conversations
+from .credentials import authenticate
+from .devices import Devices, DeviceStatus
 from .longpoll import Tail, Wake
-from .runs import RunHooks
-
-assert dto.OPS.keys() == WHO_MAY.keys()
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceStatus:
-    credential_id: str
-    name: str
-    kind: str
-    mode: str | None
-    lease_expires_at: str | None  # set while this credential holds Take Control
+from .notify import Notifier
+from .questions import Questions
+from .runs import CallRecord, Recovery, Runs
 
 
-class Service(RunHooks):
+class Service:
+    """The parts, each with one job, sharing one `Context`; the dispatcher table (`@op`)
+    maps each op to the part's method that serves it."""
+
+    def __init__(self, store: Store, settings: Settings | None = None, *,
+                 clock: Callable[[], datetime] = utcnow,
+                 new_id: Callable[[], str] = new_uuid,
+                 executor: Callable[[Service], Executor] | None = None,
+                 notifier: Notifier | None = None) -> None:
+        """Everything the service uses is given here, never set later: `executor` builds
+        the run executor from the service (which it calls back, only once a run is handed
+        to it), `notifier` runs the notification hook (SPEC N1); without them runs stay
+        queued and no hook runs."""
+        self.ctx = Context(store, settings if settings is not None else Settings(), clock,
+                           new_id, notifier)
+        self.runs = Runs(self.ctx, executor(self) if executor is not None else None)
+        self.conversations = Conversations(self.ctx, self.runs)
+        self.questions = Questions(self.ctx, self.runs)
+        self.devices = Devices(self.ctx)
+        # Where the phone page is reached (SPEC H1): `web_origin`, or the `--web` listener's
+        # own address; None while no page is served. Set by the server that serves it.
+        self.web_url: str | None = None
+        self.started_at = clock()  # what `service_info` reports
+        self._table = _bound(self, self.conversations, self.questions, self.devices)
+
+    # The shared context and the parts' entry points that callers outside use by name.
+
+    @property
+    def store(self) -> Store:
+        return self.ctx.store
+
+    @property
+    def settings(self) -> Settings:
+        return self.ctx.settings
+
+    @property
+    def new_id(self) -> Callable[[], str]:
+        return self.ctx.new_id
+
+    @property
+    def notifier(self) -> Notifier | None:
+        return self.ctx.notifier
+
+    @property
+    def executor(self) -> Executor | None:
+        return self.runs.executor
+
+    @executor.setter
+    def executor(self, executor: Executor | None) -> None:  # tests replace it
+        self.runs.executor = executor
+
+    @property
+    def waiting(self) -> int:
+        """How many long-polls are waiting now (each holds a slot of its credential)."""
+        return self.ctx.long_polls.waiting
+
+    def stop_waiting(self) -> None:
+        """Shutting down: every long-poll returns now, and new ones do not wait."""
+        self.ctx.long_polls.stop()
+
+    def generation(self, conversation_id: str) -> int:
+        """How many commits added events to the conversation (a long-poll's wake-up)."""
+        return self.ctx.long_polls.generation(conversation_id)
+
+    def stop(self, timeout: float) -> None:
+        """Shutting down, after the last request: the executor starts no more runs and
+        gives running ones `timeout` seconds; the notifier runs no more hooks."""
+        if self.runs.executor is not None:
+            self.runs.executor.stop(timeout)
+        if self.ctx.notifier is not None:
+            self.ctx.notifier.stop()
+
+    def init_owner(self, *, reissue: bool = False) -> str | None:
+        return self.devices.init_owner(reissue=reissue)
+
+    def pairing_preview(self, code: str) -> PairingRow:
+        return self.devices.pairing_preview(code)
+
+    def device_status(self, token: str | None) -> DeviceStatus:
+        return self.devices.device_status(token)
+
+    def recover(self) -> Recovery:
+        return self.runs.recover()
+
+    def run_context(self, run_id: str) -> TurnContext:
+        return self.runs.run_context(run_id)
+
+    def workspace_of(self, run_id: str) -> WorkspaceIdentity | None:
+        return self.runs.workspace_of(run_id)
+
+    def claim_next_run(self, conversation_id: str) -> Run | None:
+        return self.runs.claim_next_run(conversation_id)
+
+    def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
+                   said: Sequence[str] = (), claim_next: bool = False) -> Run | None:
+        return self.runs.finish_run(run_id, status, error, said=said, claim_next=claim_next)
+
+    def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
+                     said: Sequence[str] = ()) -> dto.AskResult:
+        return self.runs.ask_question(run_id, arguments, call, said)
+
+    def post_replies(self, run_id: str, texts: Sequence[str]) -> None:
+        self.runs.post_replies(run_id, texts)
+
+    def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
+                         said: Sequence[str] = ()) -> None:
+        self.runs.record_tool_call(run_id, call, outcome, said)
+
+    def record_model_retry(self, run_id: str, summary: str, retry_at: datetime) -> bool:
+        return self.runs.record_model_retry(run_id, summary, retry_at)
+
+    # ----------------------------------------------------------------- the dispatcher
+
     def call(self, op: str, token: str | None, payload: Any) -> BaseModel:
         """Perform `op` for the holder of `token`; raise `ClankieError` on any refusal."""
         request = _validated(op, payload)
-        handler: Callable[[str | None, Any], BaseModel] = getattr(self, op)
-        return handler(token, request)
+        return self._table[op](Caller(op, token), request)
 
     def authenticate(self, token: str | None) -> None:
         """Refuse `unauthenticated` unless `token` is a live credential (T6: the edge asks
         this before it reads a request's body, so a stranger's body is never parsed)."""
-        now = self.clock()
-        with self._storage(), self.store.read() as tx:
+        now = self.ctx.clock()
+        with storage(), self.ctx.store.read() as tx:
             authenticate(tx, token, now)
 
     def open_tail(self, token: str | None, payload: Any, wake: Wake) -> Tail:
         """`events_tail` for a caller that waits in its own way: validated here (no I/O),
         then read with `Tail.read` as `longpoll.py` says; `wake` is called on a commit
         thread when there may be something new."""
-        request: dto.EventsTail = _validated("events_tail", payload)
-        return self._tail(token, request, wake)
+        op = Conversations.events_tail.__name__  # the op named once: by its method
+        request: dto.EventsTail = _validated(op, payload)
+        return self.conversations.tail(Caller(op, token), request, wake)
 
-    def init_owner(self, *, reissue: bool = False) -> str | None:
-        """Create the owner and a first operator token, unless a live owner exists.
-
-        With `reissue`, a live owner gets one more operator token (for a lost token file).
-        """
-        now = self.clock()
-        with self._internal_write() as tx:
-            owner_id = tx.active_owner()
-            if owner_id is not None and not reissue:
-                return None
-            if owner_id is None:
-                owner_id = self.new_id()
-                tx.insert_owner(owner_id, now)
-            return self._issue(tx, owner_id, CredentialKind.OPERATOR, None, "operator", now).token
-
-    # ------------------------------------------------------------------- conversations
-
-    def conversation_create(self, token: str | None,
-                            r: dto.ConversationCreate) -> dto.ConversationOut:
-        kind = ConversationKind(r.kind)
-        with self._write("conversation_create", token) as c:
-            workspace = _existing_dir(r.workspace, "workspace") if r.workspace else None
-            if kind is ConversationKind.OWNER and workspace is None:
-                raise ClankieError(Code.INVALID_REQUEST, "an owner conversation needs a workspace")
-            conversation = Conversation(self.new_id(), kind, c.principal.owner_id, workspace,
-                                        self.new_id(), 1, None, c.now)
-            c.tx.insert_conversation(conversation)
-            return views.conversation(conversation)
-
-    def conversation_get(self, token: str | None, r: dto.ConversationRef) -> dto.ConversationOut:
-        """The conversation, with the membership fact (section 9) of an owner conversation."""
-        with self._read("conversation_get", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            projects = c.tx.projects()
-            unfinished = c.tx.unfinished_runs(r.conversation_id)
-        fact = self._membership(conversation, projects)  # Git runs outside any transaction
-        return views.conversation(conversation, fact, unfinished)
-
-    def conversation_list(self, token: str | None, r: dto.ConversationList
-                          ) -> dto.ConversationsOut:
-        """A page of the caller's conversations, latest activity first; its cost grows
-        with the page, not with history."""
-        with self._read("conversation_list", token) as c:
-            page = c.tx.conversation_page(c.principal.owner_id, r.limit + 1,
-                                          int(r.after) if r.after else None, r.prefix)
-        more = len(page) > r.limit
-        page = page[:r.limit]
-        return dto.ConversationsOut(
-            conversations=[views.conversation(x) for _, x in page],
-            next_after=str(page[-1][0]) if more else None)
-
-    def conversation_send(self, token: str | None, r: dto.ConversationSend) -> dto.SendOut:
-        with self._write("conversation_send", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            change, message, turn = lifecycle.post_message(
-                conversation, Author.OWNER, r.text, c.now, self.new_id, start_turn=True)
-            self._save(c.tx, change)
-        if turn is not None:
-            self._start(r.conversation_id, turn.run_id)
-        return dto.SendOut(message_id=message.message_id, run_id=turn.run_id if turn else None)
-
-    def conversation_reset(self, token: str | None, r: dto.ConversationRef) -> dto.ResetOut:
-        with self._write("conversation_reset", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            change = lifecycle.reset(conversation, c.tx.pending_question(r.conversation_id),
-                                     c.tx.unfinished_runs(r.conversation_id), c.now, self.new_id)
-            self._save(c.tx, change)
-            return dto.ResetOut(incarnation=change.conversation.incarnation,
-                                revision=change.conversation.revision)
-
-    def conversation_set_workspace(self, token: str | None,
-                                   r: dto.ConversationSetWorkspace) -> dto.ConversationOut:
-        with self._write("conversation_set_workspace", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            workspace = _existing_dir(r.workspace, "workspace")
-            change = lifecycle.set_workspace(conversation,
-                                             c.tx.pending_question(r.conversation_id),
-                                             workspace, c.now, self.new_id)
-            self._save(c.tx, change)
-            return views.conversation(change.conversation if change else conversation)
-
-    def native_takeover(self, token: str | None, r: dto.NativeTakeover) -> dto.ConversationOut:
-        with self._write("native_takeover", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            change = lifecycle.native_takeover(
-                conversation, c.tx.pending_question(r.conversation_id),
-                c.tx.unfinished_runs(r.conversation_id), r.seat, c.now, self.new_id)
-            self._save(c.tx, change)
-            return views.conversation(change.conversation)
-
-    def room_post(self, token: str | None, r: dto.RoomPost) -> dto.MessageOut:
-        with self._write("room_post", token) as c:
-            conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            if conversation.kind is not ConversationKind.ROOM:
-                raise ClankieError(Code.NOT_ELIGIBLE, "room_post takes a room conversation")
-            change, message, _ = lifecycle.post_message(
-                conversation, Author.ROOM, r.text, c.now, self.new_id, start_turn=False)
-            self._save(c.tx, change)
-            return dto.MessageOut(message_id=message.message_id)
-
-    def pane_metadata_set(self, token: str | None, r: dto.PaneMetadataSet) -> dto.Empty:
-        with self._write("pane_metadata_set", token) as c:
-            self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            c.tx.set_pane_metadata(r.conversation_id, r.key, r.value, c.now)
-            return dto.Empty()
-
-    def project_register(self, token: str | None, r: dto.ProjectRegister) -> dto.ProjectOut:
-        with self._write("project_register", token) as c:
-            root = _existing_dir(r.root, "root")
-            project = ProjectRow(self.new_id(), r.name, root, c.now)
-            c.tx.insert_project(project)
-            return dto.ProjectOut(project_id=project.project_id)
-
-    # -------------------------------------------------------------------------- events
-
-    def events_tail(self, token: str | None, r: dto.EventsTail) -> dto.EventsOut:
-        """SPEC V1: events after `after`; waits up to `wait_ms` for one when there are none,
-        on this thread, if its credential has a long-poll slot free (V5)."""
-        woken = threading.Event()
-        with self._tail(token, r, woken.set) as tail:
-            while True:
-                woken.clear()
-                page = tail.read()
-                if page is not None:
-                    return page
-                woken.wait(tail.remaining())
-
-    def _tail(self, token: str | None, r: dto.EventsTail, wake: Wake) -> Tail:
-        def read() -> tuple[str, dto.EventsOut]:
-            with self._read("events_tail", token) as c:
-                self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-                page = c.tx.events_after(r.conversation_id, r.after, r.limit)
-            return c.principal.credential_id, dto.EventsOut(
-                events=page.events,
-                next_after=page.events[-1]["seq"] if page.events else r.after,
-                oldest_seq=page.trimmed_through + 1,
-                trimmed=r.after < page.trimmed_through)
-
-        return Tail(self.long_polls, r.conversation_id, r.wait_ms, read, wake)
-
-    def run_get(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
-        with self._read("run_get", token) as c:
-            run = self._load_run(c.tx, r.run_id)
-            self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
-            return views.run(run)
-
-    def run_cancel(self, token: str | None, r: dto.RunRef) -> dto.RunOut:
-        """SPEC R7: stop a queued or running run (`cancelled`, `stopped_by_owner`, one
-        `run_status` event), committed before the executor hears of it: from that commit
-        on the store refuses every later write of the run, so nothing it says or calls
-        after the stop is kept; the executor then abandons its model call (`_stop`). An
-        ended run is returned unchanged."""
-        with self._write("run_cancel", token) as c:
-            run = self._load_run(c.tx, r.run_id)
-            conversation = self._conversation(c.tx, run.conversation_id, c.principal.owner_id)
-            change = lifecycle.stop_run(conversation, run, c.now)
-            self._save(c.tx, change)
-        if change is None:
-            return views.run(run)
-        if run.status is RunStatus.RUNNING:
-            self._stop(run.run_id)
-        return views.run(change.runs[0])
-
-    # -------------------------------------------------------------- credentials, devices
-
-    def _issue(self, tx: WriteTx, owner_id: str, kind: CredentialKind, mode: DeviceMode | None,
-               name: str, now: datetime, credential_id: str | None = None) -> dto.TokenOut:
-        token = new_token()
-        row = CredentialRow(credential_id or self.new_id(), owner_id, kind, mode, name,
-                            token_hash(token), now, None)
-        tx.insert_credential(row)
-        return dto.TokenOut(credential_id=row.credential_id, token=token)
-
-    def device_pair(self, token: str | None, r: dto.DevicePair) -> dto.TokenOut:
-        with self._write("device_pair", token) as c:
-            return self._issue(c.tx, c.principal.owner_id, CredentialKind.DEVICE,
-                               DeviceMode(r.mode), r.name, c.now)
-
-    def device_pair_start(self, token: str | None, r: dto.DevicePairStart) -> dto.PairingOut:
-        """SPEC H2: a one-time code (stored as a hash only) for a browser to pair with."""
-        with self._write("device_pair_start", token) as c:
-            code = new_pairing_code()
-            pairing = PairingRow(self.new_id(), c.principal.owner_id, token_hash(code), r.name,
-                                 DeviceMode(r.mode), confirmation_word(), c.now,
-                                 c.now + PAIRING_TTL)
-            c.tx.insert_pairing(pairing)
-            return dto.PairingOut(pairing_id=pairing.pairing_id, code=code,
-                                  expires_at=iso(pairing.expires_at), word=pairing.word)
-
-    def pairing_preview(self, code: str) -> PairingRow:
-        """What a pairing code would pair (the page asks "Pair this browser as NAME?"),
-        without using it. A wrong, used or expired code is refused alike, but is not a
-        failed attempt (H2): opening a link pairs nothing, and any web page in the owner's
-        browser can open links (`<img src=...>`), so counting them would let it keep
-        pairing locked. Guessing a 192-bit code by looking is as hopeless as by pairing."""
-        now = self.clock()
-        self.pairing_lock.check(now)
-        with self._storage(), self.store.read() as tx:
-            pairing = self._live_pairing(tx, code, now)
-        if pairing is None:
-            raise ClankieError(Code.UNAUTHENTICATED, "this pairing code is wrong, used or "
-                               "expired")
-        return pairing
-
-    def device_pair_finish(self, token: str | None, r: dto.DevicePairFinish) -> dto.TokenOut:
-        """SPEC H2: the code is the credential; it makes one device credential, once. Any
-        bearer token is ignored: nobody's token grants this, and none is needed."""
-        now = self.clock()
-        self.pairing_lock.check(now)
-        issued = None
-        with self._internal_write() as tx:
-            pairing = self._live_pairing(tx, r.code, now)
-            if pairing is not None and tx.use_pairing(pairing.pairing_id, now):
-                issued = self._issue(tx, pairing.owner_id, CredentialKind.DEVICE, pairing.mode,
-                                     pairing.name, now, credential_id=pairing.pairing_id)
-        if issued is None:
-            self._pairing_failed(now)
-        return issued
-
-    def _live_pairing(self, tx: ReadTx, code: str, now: datetime) -> PairingRow | None:
-        pairing = tx.pairing_by_hash(token_hash(code))
-        if pairing is None or pairing.used_at is not None or now >= pairing.expires_at \
-                or tx.owner_revoked(pairing.owner_id):
-            return None
-        return pairing
-
-    def _pairing_failed(self, now: datetime) -> NoReturn:
-        self.pairing_lock.failed(now)
-        raise ClankieError(Code.UNAUTHENTICATED, "this pairing code is wrong, used or expired")
-
-    def credential_revoke(self, token: str | None, r: dto.CredentialRevoke) -> dto.Empty:
-        """SPEC H2: the credential is refused from its next request; its lease ends."""
-        with self._write("credential_revoke", token) as c:
-            row = c.tx.credential(r.credential_id)
-            if row is None or row.owner_id != c.principal.owner_id:
-                raise ClankieError(Code.NOT_FOUND, "there is no such credential")
-            if row.credential_id == c.principal.credential_id:
-                raise ClankieError(Code.NOT_ELIGIBLE, "a credential cannot revoke itself")
-            c.tx.revoke_credential(row.credential_id, c.now)
-            c.tx.clear_lease(row.credential_id)
-            return dto.Empty()
-
-    def credential_issue(self, token: str | None, r: dto.CredentialIssue) -> dto.TokenOut:
-        with self._write("credential_issue", token) as c:
-            return self._issue(c.tx, c.principal.owner_id, CredentialKind(r.kind), None, r.name,
-                               c.now)
-
-    def credential_rotate(self, token: str | None, r: dto.CredentialRotate) -> dto.TokenOut:
-        with self._write("credential_rotate", token) as c:
-            target = r.credential_id or c.principal.credential_id
-            if target != c.principal.credential_id and \
-                    c.principal.kind is not CredentialKind.OPERATOR:
-                raise ClankieError(Code.FORBIDDEN, "only an operator rotates another credential")
-            row = c.tx.credential(target)
-            if row is None or row.owner_id != c.principal.owner_id:
-                raise ClankieError(Code.NOT_FOUND, "there is no such credential")
-            fresh = new_token()
-            c.tx.replace_token(target, token_hash(fresh), c.now)
-            return dto.TokenOut(credential_id=target, token=fresh)
-
-    def credential_list(self, token: str | None, r: dto.Nothing) -> dto.CredentialsOut:
-        with self._read("credential_list", token) as c:
-            lease = c.tx.lease()
-            return dto.CredentialsOut(credentials=[
-                views.credential(row, lease is not None and lease.held_by(row.credential_id,
-                                                                          c.now),
-                                 self.last_used.get(row.credential_id))
-                for row in c.tx.credentials() if row.owner_id == c.principal.owner_id])
-
-    def device_take_control(self, token: str | None, r: dto.DeviceTakeControl) -> dto.LeaseOut:
-        with self._write("device_take_control", token) as c:
-            ttl = r.ttl_s if r.ttl_s is not None else self.settings.take_control_ttl
-            lease = LeaseRow(self.new_id(), c.principal.credential_id, c.now,
-                             c.now + timedelta(seconds=ttl))
-            c.tx.set_lease(lease)  # supersedes any other device's lease
-            return dto.LeaseOut(lease_id=lease.lease_id, expires_at=iso(lease.expires_at))
-
-    def device_release(self, token: str | None, r: dto.Nothing) -> dto.Empty:
-        with self._write("device_release", token) as c:
-            c.tx.clear_lease(c.principal.credential_id)
-            return dto.Empty()
-
-    def owner_revoke(self, token: str | None, r: dto.Nothing) -> dto.Empty:
-        """Known owner revocation: every pending question of the owner ends at once."""
-        with self._write("owner_revoke", token) as c:
-            owner_id = c.principal.owner_id
-            c.tx.revoke_owner(owner_id, c.now)
-            for conversation in c.tx.conversations(owner_id):
-                pending = c.tx.pending_question(conversation.conversation_id)
-                self._save(c.tx, lifecycle.owner_revoked(conversation, pending, c.now,
-                                                         self.new_id))
-            return dto.Empty()
-
-    # ------------------------------------------------------------------------- service
-
-    def service_info(self, token: str | None, r: dto.Nothing) -> dto.ServiceInfoOut:
+    @op
+    def service_info(self, caller: Caller, r: dto.Nothing) -> dto.ServiceInfoOut:
         """What this service is and runs with, for any reader; the model as the settings it
         was started with choose it (`serve --model` included), never a key or a token."""
-        with self._read("service_info", token):
+        with self.ctx.read(caller):
             pass  # authenticated and authorized; the answer is not in the store
-        model = model_in_use(self.settings)
+        model = model_in_use(self.ctx.settings)
         return dto.ServiceInfoOut(
             version=__version__, started_at=iso(self.started_at),
             model=dto.ModelOut(provider=model.provider, model=model.model,
                                endpoint_host=model.endpoint_host,
                                endpoint_digest=model.endpoint_digest,
                                key_set=model.key_set),
-            settings=settings_shown(self.settings), web_url=self.web_url)
+            settings=settings_shown(self.ctx.settings), web_url=self.web_url)
 
-    def device_status(self, token: str | None) -> DeviceStatus:
-        """Who this token is, for a surface to show (the phone page, H5): its name, mode and
-        Take Control lease. Any live credential may ask about itself."""
-        with self._read("service_info", token) as c:
-            row = c.tx.credential(c.principal.credential_id)
-            lease = c.tx.lease()
-        assert row is not None
-        held = lease is not None and lease.held_by(row.credential_id, c.now)
-        return DeviceStatus(row.credential_id, row.name, row.kind.value,
-                            row.mode.value if row.mode else None,
-                            iso(lease.expires_at) if held and lease else None)
 
-    # ----------------------------------------------------------------------- questions
+def _bound(*parts: object) -> dict[str, Callable[[Caller, Any], BaseModel]]:
+    """The dispatcher table with each op's method bound to the part that has it."""
+    table: dict[str, Callable[[Caller, Any], BaseModel]] = {
+        op: getattr(part, op) for part in parts for op, method in OPS_SERVED.items()
+             if getattr(type(part), op, None) is method}
+    assert table.keys() == OPS_SERVED.keys(), OPS_SERVED.keys() - table.keys()
+    return table
 
-    def input_get(self, token: str | None, r: dto.InputGet) -> dto.Snapshot:
-        """SPEC S1-S5: the snapshot, read from current state. A read transaction suffices
-        unless the pending question is due to expire: then the expiry is committed on
-        read (S5), in a write transaction that decides again."""
-        with self._read("input_get", token) as c:
-            snapshot = self._snapshot(c, r)
-        if snapshot is not None:
-            return snapshot
-        with self._write("input_get", token) as c:
-            snapshot = self._snapshot(c, r)
-        assert snapshot is not None
-        return snapshot
 
-    def _snapshot(self, c: Call[ReadTx] | Call[WriteTx], r: dto.InputGet
-                  ) -> dto.Snapshot | None:
-        """None when an expiry is due and `c` can only read: it is committed in a write."""
-        conversation = self._conversation(c.tx, r.conversation_id, c.principal.owner_id)
-        pending = c.tx.pending_question(r.conversation_id)
-        expired = lifecycle.expire_if_due(conversation, pending, c.now, self.new_id)
-        if expired is not None:
-            if not isinstance(c.tx, WriteTx):
-                return None
-            self._save(c.tx, expired)
-            conversation, pending = expired.conversation, None
-        request = None
-        if r.request_id is not None:
-            request = c.tx.question(r.conversation_id, r.request_id)
-            if request is None:
-                raise ClankieError(Code.UNKNOWN_REQUEST, "no such question in this "
-                                   "conversation, or its receipt was evicted",
-                                   request_id=r.request_id)
-        return dto.Snapshot(
-            conversation_id=conversation.conversation_id,
-            incarnation=conversation.incarnation,
-            revision=conversation.revision,
-            pending=views.question(c.tx, pending) if pending else None,
-            request=views.question(c.tx, request) if request else None)
-
-    def input_answer(self, token: str | None, r: dto.InputAnswer) -> dto.AnswerReply:
-        submission = Submission(r.request_id, r.incarnation, r.revision,
-                                Answer(option_id=r.option_id, text=r.text))
-        return self._resolve("input_answer", token, r.conversation_id, submission)
-
-    def input_cancel(self, token: str | None, r: dto.InputCancel) -> dto.AnswerReply:
-        submission = Submission(r.request_id, r.incarnation, r.revision)
-        return self._resolve("input_cancel", token, r.conversation_id, submission)
-
-    def _resolve(self, op: str, token: str | None, conversation_id: str,
-                 submission: Submission) -> dto.AnswerReply:
-        decide = lifecycle.answer if submission.answer is not None else lifecycle.cancel
-        with self._write(op, token) as c:
-            conversation = self._conversation(c.tx, conversation_id, c.principal.owner_id)
-            question = c.tx.question(conversation_id, submission.request_id)
-            decision = decide(conversation, question, c.principal, submission,
-                              self._facts(c.tx, conversation, c.now), self.new_id)
-            self._save(c.tx, decision.change)
-            if decision.error is not None:
-                c.raise_after_commit = views.error(c.tx, decision.error)
-            assert decision.receipt is not None or decision.error is not None
-            receipt = decision.receipt
-        assert receipt is not None
-        if receipt.run_id is not None and not decision.duplicate:
-            self._start(conversation_id, receipt.run_id)  # A10: after the commit, never before
-        with self._storage(), self.store.read() as tx:
-            return dto.AnswerReply(receipt=views.receipt(tx, receipt),
-                                   duplicate=decision.duplicate)
-
+# The dispatcher table is whole: each op of `dto.OPS` has one rule and one method.
+assert dto.OPS.keys() == WHO_MAY.keys() == OPS_SERVED.keys()
 
 def _validated(op: str, payload: Any) -> Any:
     """The op's input shape, or `not_found` (no such op) / `invalid_request`."""
@@ -490,12 +228,3 @@ def _validated(op: str, payload: Any) -> Any:
         return spec.input.model_validate(payload)
     except ValidationError as exc:
         raise invalid_request(exc) from None
-
-
-def _existing_dir(path: str, what: str) -> WorkspaceIdentity:
-    if not path.startswith("/"):
-        raise ClankieError(Code.INVALID_REQUEST, f"{what} must be an absolute path")
-    identity = identify(path)
-    if identity is None:
-        raise ClankieError(Code.INVALID_REQUEST, f"{what} {path!r} is not an existing directory")
-    return identity

@@ -1,0 +1,196 @@
+"""The conversations part: conversations, their events and runs, projects.
+
+Owns creating and reading conversations, sending a message (which queues a turn run,
+started after the commit), reset, binding a workspace, native takeover, room posts, pane
+metadata, projects, the event tail (V1, with its long-poll), and reading and stopping runs.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from clankie import dto
+from clankie.core import lifecycle
+from clankie.core.errors import ClankieError
+from clankie.core.model import Author, Conversation, ConversationKind, RunStatus, WorkspaceIdentity
+from clankie.core.vocabulary import Code
+from clankie.store.tx import ProjectRow
+from clankie.workspace.identity import identify
+
+from . import views
+from .base import Caller, Context, op
+from .longpoll import Tail, Wake
+from .runs import Runs
+
+
+class Conversations:
+    def __init__(self, ctx: Context, runs: Runs) -> None:
+        self.ctx = ctx
+        self.runs = runs
+
+    @op
+    def conversation_create(self, caller: Caller,
+                            r: dto.ConversationCreate) -> dto.ConversationOut:
+        kind = ConversationKind(r.kind)
+        with self.ctx.write(caller) as c:
+            workspace = _existing_dir(r.workspace, "workspace") if r.workspace else None
+            if kind is ConversationKind.OWNER and workspace is None:
+                raise ClankieError(Code.INVALID_REQUEST, "an owner conversation needs a workspace")
+            conversation = Conversation(self.ctx.new_id(), kind, c.principal.owner_id, workspace,
+                                        self.ctx.new_id(), 1, None, c.now)
+            c.tx.insert_conversation(conversation)
+            return views.conversation(conversation)
+
+    @op
+    def conversation_get(self, caller: Caller, r: dto.ConversationRef) -> dto.ConversationOut:
+        """The conversation, with the membership fact (section 9) of an owner conversation."""
+        with self.ctx.read(caller) as c:
+            conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+            projects = c.tx.projects()
+            unfinished = c.tx.unfinished_runs(r.conversation_id)
+        fact = self.ctx.membership(conversation, projects)  # Git runs outside any transaction
+        return views.conversation(conversation, fact, unfinished)
+
+    @op
+    def conversation_list(self, caller: Caller, r: dto.ConversationList
+                          ) -> dto.ConversationsOut:
+        """A page of the caller's conversations, latest activity first; its cost grows
+        with the page, not with history."""
+        with self.ctx.read(caller) as c:
+            page = c.tx.conversation_page(c.principal.owner_id, r.limit + 1,
+                                          int(r.after) if r.after else None, r.prefix)
+        more = len(page) > r.limit
+        page = page[:r.limit]
+        return dto.ConversationsOut(
+            conversations=[views.conversation(x) for _, x in page],
+            next_after=str(page[-1][0]) if more else None)
+
+    @op
+    def conversation_send(self, caller: Caller, r: dto.ConversationSend) -> dto.SendOut:
+        with self.ctx.write(caller) as c:
+            conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+            change, message, turn = lifecycle.post_message(
+                conversation, Author.OWNER, r.text, c.now, self.ctx.new_id, start_turn=True)
+            self.ctx.save(c.tx, change)
+        if turn is not None:
+            self.runs.start(r.conversation_id, turn.run_id)
+        return dto.SendOut(message_id=message.message_id, run_id=turn.run_id if turn else None)
+
+    @op
+    def conversation_reset(self, caller: Caller, r: dto.ConversationRef) -> dto.ResetOut:
+        with self.ctx.write(caller) as c:
+            conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+            change = lifecycle.reset(conversation, c.tx.pending_question(r.conversation_id),
+                                     c.tx.unfinished_runs(r.conversation_id), c.now,
+                                     self.ctx.new_id)
+            self.ctx.save(c.tx, change)
+            return dto.ResetOut(incarnation=change.conversation.incarnation,
+                                revision=change.conversation.revision)
+
+    @op
+    def conversation_set_workspace(self, caller: Caller,
+                                   r: dto.ConversationSetWorkspace) -> dto.ConversationOut:
+        with self.ctx.write(caller) as c:
+            conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+            workspace = _existing_dir(r.workspace, "workspace")
+            change = lifecycle.set_workspace(conversation,
+                                             c.tx.pending_question(r.conversation_id),
+                                             workspace, c.now, self.ctx.new_id)
+            self.ctx.save(c.tx, change)
+            return views.conversation(change.conversation if change else conversation)
+
+    @op
+    def native_takeover(self, caller: Caller, r: dto.NativeTakeover) -> dto.ConversationOut:
+        with self.ctx.write(caller) as c:
+            conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+            change = lifecycle.native_takeover(
+                conversation, c.tx.pending_question(r.conversation_id),
+                c.tx.unfinished_runs(r.conversation_id), r.seat, c.now, self.ctx.new_id)
+            self.ctx.save(c.tx, change)
+            return views.conversation(change.conversation)
+
+    @op
+    def room_post(self, caller: Caller, r: dto.RoomPost) -> dto.MessageOut:
+        with self.ctx.write(caller) as c:
+            conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+            if conversation.kind is not ConversationKind.ROOM:
+                raise ClankieError(Code.NOT_ELIGIBLE, "room_post takes a room conversation")
+            change, message, _ = lifecycle.post_message(
+                conversation, Author.ROOM, r.text, c.now, self.ctx.new_id, start_turn=False)
+            self.ctx.save(c.tx, change)
+            return dto.MessageOut(message_id=message.message_id)
+
+    @op
+    def pane_metadata_set(self, caller: Caller, r: dto.PaneMetadataSet) -> dto.Empty:
+        with self.ctx.write(caller) as c:
+            self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+            c.tx.set_pane_metadata(r.conversation_id, r.key, r.value, c.now)
+            return dto.Empty()
+
+    @op
+    def project_register(self, caller: Caller, r: dto.ProjectRegister) -> dto.ProjectOut:
+        with self.ctx.write(caller) as c:
+            root = _existing_dir(r.root, "root")
+            project = ProjectRow(self.ctx.new_id(), r.name, root, c.now)
+            c.tx.insert_project(project)
+            return dto.ProjectOut(project_id=project.project_id)
+
+    @op
+    def events_tail(self, caller: Caller, r: dto.EventsTail) -> dto.EventsOut:
+        """SPEC V1: events after `after`; waits up to `wait_ms` for one when there are none,
+        on this thread, if its credential has a long-poll slot free (V5)."""
+        woken = threading.Event()
+        with self.tail(caller, r, woken.set) as tail:
+            while True:
+                woken.clear()
+                page = tail.read()
+                if page is not None:
+                    return page
+                woken.wait(tail.remaining())
+
+    def tail(self, caller: Caller, r: dto.EventsTail, wake: Wake) -> Tail:
+        def read() -> tuple[str, dto.EventsOut]:
+            with self.ctx.read(caller) as c:
+                self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+                page = c.tx.events_after(r.conversation_id, r.after, r.limit)
+            return c.principal.credential_id, dto.EventsOut(
+                events=page.events,
+                next_after=page.events[-1]["seq"] if page.events else r.after,
+                oldest_seq=page.trimmed_through + 1,
+                trimmed=r.after < page.trimmed_through)
+
+        return Tail(self.ctx.long_polls, r.conversation_id, r.wait_ms, read, wake)
+
+    @op
+    def run_get(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:
+        with self.ctx.read(caller) as c:
+            run = self.ctx.load_run(c.tx, r.run_id)
+            self.ctx.conversation(c.tx, run.conversation_id, c.principal.owner_id)
+            return views.run(run)
+
+    @op
+    def run_cancel(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:
+        """SPEC R7: stop a queued or running run (`cancelled`, `stopped_by_owner`, one
+        `run_status` event), committed before the executor hears of it: from that commit
+        on the store refuses every later write of the run, so nothing it says or calls
+        after the stop is kept; the executor then abandons its model call (`_stop`). An
+        ended run is returned unchanged."""
+        with self.ctx.write(caller) as c:
+            run = self.ctx.load_run(c.tx, r.run_id)
+            conversation = self.ctx.conversation(c.tx, run.conversation_id, c.principal.owner_id)
+            change = lifecycle.stop_run(conversation, run, c.now)
+            self.ctx.save(c.tx, change)
+        if change is None:
+            return views.run(run)
+        if run.status is RunStatus.RUNNING:
+            self.runs.stopped(run.run_id)
+        return views.run(change.runs[0])
+
+
+def _existing_dir(path: str, what: str) -> WorkspaceIdentity:
+    if not path.startswith("/"):
+        raise ClankieError(Code.INVALID_REQUEST, f"{what} must be an absolute path")
+    identity = identify(path)
+    if identity is None:
+        raise ClankieError(Code.INVALID_REQUEST, f"{what} {path!r} is not an existing directory")
+    return identity

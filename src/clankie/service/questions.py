@@ -1,0 +1,93 @@
+"""The questions part: the snapshot of a conversation's question (S1-S5), answers and
+cancellations (A1-A11), each answer's continuation run started after its commit (A10).
+"""
+
+from __future__ import annotations
+
+from clankie import dto
+from clankie.core import lifecycle
+from clankie.core.errors import ClankieError
+from clankie.core.lifecycle import Submission
+from clankie.core.model import Answer
+from clankie.core.vocabulary import Code
+from clankie.store import ReadTx, WriteTx
+
+from . import views
+from .base import Call, Caller, Context, op, storage
+from .runs import Runs
+
+
+class Questions:
+    def __init__(self, ctx: Context, runs: Runs) -> None:
+        self.ctx = ctx
+        self.runs = runs
+
+    @op
+    def input_get(self, caller: Caller, r: dto.InputGet) -> dto.Snapshot:
+        """SPEC S1-S5: the snapshot, read from current state. A read transaction suffices
+        unless the pending question is due to expire: then the expiry is committed on
+        read (S5), in a write transaction that decides again."""
+        with self.ctx.read(caller) as c:
+            snapshot = self._snapshot(c, r)
+        if snapshot is not None:
+            return snapshot
+        with self.ctx.write(caller) as c:
+            snapshot = self._snapshot(c, r)
+        assert snapshot is not None
+        return snapshot
+
+    def _snapshot(self, c: Call[ReadTx] | Call[WriteTx], r: dto.InputGet
+                  ) -> dto.Snapshot | None:
+        """None when an expiry is due and `c` can only read: it is committed in a write."""
+        conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+        pending = c.tx.pending_question(r.conversation_id)
+        expired = lifecycle.expire_if_due(conversation, pending, c.now, self.ctx.new_id)
+        if expired is not None:
+            if not isinstance(c.tx, WriteTx):
+                return None
+            self.ctx.save(c.tx, expired)
+            conversation, pending = expired.conversation, None
+        request = None
+        if r.request_id is not None:
+            request = c.tx.question(r.conversation_id, r.request_id)
+            if request is None:
+                raise ClankieError(Code.UNKNOWN_REQUEST, "no such question in this "
+                                   "conversation, or its receipt was evicted",
+                                   request_id=r.request_id)
+        return dto.Snapshot(
+            conversation_id=conversation.conversation_id,
+            incarnation=conversation.incarnation,
+            revision=conversation.revision,
+            pending=views.question(c.tx, pending) if pending else None,
+            request=views.question(c.tx, request) if request else None)
+
+    @op
+    def input_answer(self, caller: Caller, r: dto.InputAnswer) -> dto.AnswerReply:
+        submission = Submission(r.request_id, r.incarnation, r.revision,
+                                Answer(option_id=r.option_id, text=r.text))
+        return self._resolve(caller, r.conversation_id, submission)
+
+    @op
+    def input_cancel(self, caller: Caller, r: dto.InputCancel) -> dto.AnswerReply:
+        submission = Submission(r.request_id, r.incarnation, r.revision)
+        return self._resolve(caller, r.conversation_id, submission)
+
+    def _resolve(self, caller: Caller, conversation_id: str,
+                 submission: Submission) -> dto.AnswerReply:
+        decide = lifecycle.answer if submission.answer is not None else lifecycle.cancel
+        with self.ctx.write(caller) as c:
+            conversation = self.ctx.conversation(c.tx, conversation_id, c.principal.owner_id)
+            question = c.tx.question(conversation_id, submission.request_id)
+            decision = decide(conversation, question, c.principal, submission,
+                              self.ctx.facts(c.tx, conversation, c.now), self.ctx.new_id)
+            self.ctx.save(c.tx, decision.change)
+            if decision.error is not None:
+                c.raise_after_commit = views.error(c.tx, decision.error)
+            assert decision.receipt is not None or decision.error is not None
+            receipt = decision.receipt
+        assert receipt is not None
+        if receipt.run_id is not None and not decision.duplicate:
+            self.runs.start(conversation_id, receipt.run_id)  # A10: after the commit, never before
+        with storage(), self.ctx.store.read() as tx:
+            return dto.AnswerReply(receipt=views.receipt(tx, receipt),
+                                   duplicate=decision.duplicate)
