@@ -210,8 +210,6 @@ async def test_a_slash_line_that_is_not_a_command_is_refused_and_sent_nowhere(
     for line in ("/stpo", "/stop now", "/quit", "/quesiton"):
         await type_line(app, pilot, line)
     await until(pilot, lambda: "/quesiton is not a command" in app.transcript(), "refusals")
-    # the refused line stays in the input, to be mended rather than typed again (trial)
-    assert app.query_one(Input).value == "/quesiton"
     shown = " ".join(app.transcript().split())  # as said, not as wrapped on the screen
     assert ("/stpo is not a command; nothing was sent. Did you mean /stop? Commands: /stop,"
             in shown)

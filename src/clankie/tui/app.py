@@ -445,9 +445,8 @@ class ChatApp(App[None]):
             return
         if isinstance(command, Help):
             self.say(USAGE)
-        elif isinstance(command, Usage):  # a mistyped command: kept, to be mended
+        elif isinstance(command, Usage):
             self.say(command.message)
-            event.input.value = event.value
         elif isinstance(command, Chat):
             self.send(command.text)
         elif isinstance(command, ShowQuestion):
