@@ -49,13 +49,13 @@ async def test_r6_v4_a_retry_is_a_dim_line_and_the_status_counts_down_to_the_nex
         line = [strip for strip in chat.query_one(RichLog).lines if "model busy" in strip.text]
         assert line and all(seg.style is not None and seg.style.dim
                             for seg in line[0] if seg.text.strip())
-        chat._status()
+        chat._read_clock()
         assert "Clankie: model busy, retrying in 7 s" in status(chat)
         clock.now = START + timedelta(seconds=5)
-        chat._status()
+        chat._read_clock()
         assert "Clankie: model busy, retrying in 2 s" in status(chat)
         clock.now = START + timedelta(seconds=8)
-        chat._status()
+        chat._read_clock()
         assert "Clankie: model busy, trying again" in status(chat)
 
 

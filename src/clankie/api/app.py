@@ -149,8 +149,8 @@ def create_app(service: Service) -> FastAPI:
                     raise ClankieError(Code.UNAUTHENTICATED, "a bearer token is required")
                 await in_thread(request, token, ops_limiter,
                                 partial(service.authenticate, token))
-            body = await _read_body(request)
-            payload = _parse_json(body)
+            body = await read_body(request)
+            payload = parse_json(body)
             encoded: bytes | None  # None only from work that returns None, never service.call
             if op == "events_tail":
                 encoded = await events_tail(request, payload)
@@ -241,11 +241,14 @@ def _bearer(request: Request) -> str | None:
     return token.strip()
 
 
-async def _read_body(request: Request) -> bytes:
+async def read_body(request: Request) -> bytes:
+    """A request's body, at most MAX_BODY_BYTES (else `payload_too_large`); the page's
+    edge reads its bodies with it too."""
     too_large = ClankieError(Code.PAYLOAD_TOO_LARGE,
                              f"the request body is larger than {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+    if declared is not None and (not (declared.isascii() and declared.isdigit())
+                                 or int(declared) > MAX_BODY_BYTES):
         raise too_large
     chunks: list[bytes] = []
     size = 0
@@ -261,7 +264,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _parse_json(body: bytes) -> Any:
+def parse_json(body: bytes) -> Any:
+    """A body as JSON (empty: `{}`); not UTF-8, not JSON, NaN or too nested:
+    `invalid_request`."""
     if not body.strip():
         return {}
     try:

@@ -279,8 +279,6 @@ class ChatApp(App[None]):
         bound to `now`, follow it at once."""
         self.now = self.clock()
 
-    _status = _read_clock  # the name tests written before this state was reactive call
-
     def _take(self, snapshot: dict[str, Any]) -> None:
         """Keep `snapshot` if it is not older than the one kept (revisions only grow, S1,
         so a read that raced a newer one is dropped); the panel and the status line, bound

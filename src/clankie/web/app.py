@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-import json
 import logging
 import re
 import secrets
@@ -30,7 +29,8 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from clankie import dto, when
+from clankie import dto, when, wording
+from clankie.api.app import parse_json, read_body
 from clankie.core.errors import ClankieError
 from clankie.core.vocabulary import Code
 from clankie.service import Service
@@ -38,7 +38,6 @@ from clankie.text import visible
 
 log = logging.getLogger("clankie.web")
 
-MAX_BODY_BYTES: Final = 64 * 1024  # as `/v1/ops`: an 8,000-character answer fits
 LONG_POLL_MS: Final = 1_000  # H6: every change shows within 2 s, a revocation too
 _THREADS: Final = 4  # the page's calls never take the threads the owner's socket uses
 SECURITY_HEADERS: Final = {
@@ -52,7 +51,9 @@ SECURITY_HEADERS: Final = {
 }
 STATIC: Final = {"page.js": "text/javascript; charset=utf-8",
                  "page.css": "text/css; charset=utf-8"}
-CONFLICTS: Final = {"stale_revision", "stale_incarnation", "already_answered"}
+# Refusals that mean "the question changed since the page showed it" (an answer that came
+# second to another is one too: the page shows the question afresh, ended or not).
+CONFLICTS: Final = wording.READ_AGAIN | {Code.ALREADY_ANSWERED}
 
 
 class Origins:
@@ -115,7 +116,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
 
     async def pair(request: Request) -> Response:
         try:
-            form = _form(await _body(request))
+            form = _form(await read_body(request))
             code = form.get("code", "")
             checked_post(request, "pair:" + code, form.get("csrf"))
             made = await run(partial(service.call, "device_pair_finish", None, {"code": code}))
@@ -161,7 +162,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
             if token is None:
                 raise ClankieError(Code.UNAUTHENTICATED, "this browser is not paired")
             checked_post(request, token, request.headers.get("x-csrf-token"))
-            payload = _json(await _body(request))
+            payload = parse_json(await read_body(request))
             if action == "take-control":
                 await run(partial(service.call, "device_take_control", token, {}))
                 # the lease line says until when, and follows the clock; this says it once
@@ -352,14 +353,14 @@ def _refused(service: Service, token: str | None, answer: Any,
     """A refused answer, cancel or take-control in words the owner can act on: a question
     that has ended says it ended and how; a want of the lease says to take control."""
     with contextlib.suppress(ClankieError, AttributeError, TypeError):
-        if err.code in CONFLICTS | {"request_closed"} and isinstance(answer, dict):
+        if err.code in CONFLICTS | {Code.REQUEST_CLOSED} and isinstance(answer, dict):
             device = service.device_status(token)
             shown = _snapshot(service, token, str(answer["conversation_id"]),
                               str(answer["request_id"])).request
             if shown is not None and shown.status != "pending":
                 return {"outcome": "ended", "message": "Nothing was sent: this question had "
                         f"already ended ({_ended(shown, device.credential_id)})."}
-        if err.code == "forbidden" and token is not None:
+        if err.code == Code.FORBIDDEN and token is not None:
             device = service.device_status(token)
             if device.mode == "control" and device.lease_expires_at is None:
                 return {"outcome": "refused", "message": 'Not sent: tap "Take control" '
@@ -376,39 +377,29 @@ def _refusal(err: ClankieError) -> dict[str, str]:
         return {"outcome": "conflict", "message": "The question changed since this page "
                 "showed it, so nothing was sent. It is shown afresh: read it, then answer "
                 "again if you still want to."}
-    if err.code == "request_closed":
+    if err.code == Code.REQUEST_CLOSED:
         return {"outcome": "ended", "message": f"Nothing was sent: {err.detail}."}
-    if err.code == "request_expired":
+    if err.code == Code.REQUEST_EXPIRED:
         return {"outcome": "expired", "message": f"Expired: {err.detail}."}
-    if err.code == "unauthenticated":
+    if err.code == Code.UNAUTHENTICATED:
         return {"outcome": "revoked", "message": _session_refused(err)}
-    if err.code == "forbidden":
+    if err.code == Code.FORBIDDEN:
         return {"outcome": "refused", "message": f"Refused: {err.detail}."}
     return {"outcome": "invalid", "message": f"Not sent: {err.detail}."}
 
 
 def _session_refused(err: ClankieError) -> str:
-    if err.code == "unauthenticated":
+    if err.code == Code.UNAUTHENTICATED:
         return ("This browser is no longer paired (it was revoked, or its owner was). To "
                 "pair it again, run clankie devices pair --web on the computer.")
     return err.detail
 
 
 def _pairing_refused(err: ClankieError) -> str:
-    if err.code == "unauthenticated":
+    if err.code == Code.UNAUTHENTICATED:
         return ("This pairing link is wrong, used or expired. For a new one, run clankie "
                 "devices pair --web on the computer again.")
     return err.detail
-
-
-async def _body(request: Request) -> bytes:
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ClankieError(Code.PAYLOAD_TOO_LARGE, "the request is too large")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _form(body: bytes) -> dict[str, str]:
@@ -417,13 +408,6 @@ def _form(body: bytes) -> dict[str, str]:
     except (UnicodeDecodeError, ValueError):
         return {}
     return {k: v[0] for k, v in fields.items()}
-
-
-def _json(body: bytes) -> Any:
-    try:
-        return json.loads(body or b"{}")
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ClankieError(Code.INVALID_REQUEST, "the request is not JSON") from None
 
 
 def _asset(name: str) -> bytes:
