@@ -94,7 +94,7 @@ def _pair_web(name: str, mode: str, as_json: bool) -> None:
             say(f"The page shows the confirmation word: {started['word']}")
             say(f"Waiting until it pairs (the code expires at "
                 f"{when.shown_now(started['expires_at'])}); Ctrl+C stops waiting.")
-        expires = datetime.fromisoformat(started["expires_at"])
+        expires = when.parse(started["expires_at"])
         while datetime.now(UTC) < expires:
             listed = call(client, "credential_list", {}, as_json=as_json)["credentials"]
             if any(c["credential_id"] == started["pairing_id"] for c in listed):

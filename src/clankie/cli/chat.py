@@ -27,6 +27,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from clankie.client import ApiError, Client
+    from clankie.core.vocabulary import Code
 
 
 @click.command("chat", cls=Command)
@@ -63,7 +64,7 @@ def _existing(client: Client, given: str) -> str:
         return chosen  # a prefix is resolved from the listing: it exists
 
     def unknown(err: ApiError) -> None:
-        if err.code == "not_found":
+        if err.code == Code.NOT_FOUND:
             warn(f"clankie: no conversation {chosen}; list them with "
                  "`clankie conversations list`, or run `clankie chat` to start one here")
         else:

@@ -40,6 +40,7 @@ from clankie.client import (
     ServiceUnreachable,
     trusted_url,
 )
+from clankie.core.vocabulary import Code
 from clankie.home import Home, Unsafe, UnsafeHome, problems
 from clankie.settings import Settings, SettingsError, load_settings
 from clankie.store.schema import MIGRATIONS
@@ -145,7 +146,7 @@ def check_service(home_usable: bool = True) -> tuple[Check, Running | None]:
             try:
                 info: dict[str, Any] | None = client.call("service_info")
             except ApiError as exc:
-                if exc.code != "not_found":
+                if exc.code != Code.NOT_FOUND:
                     raise
                 client.call("conversation_list", {"limit": 1})  # an older service
                 info = None
@@ -158,7 +159,7 @@ def check_service(home_usable: bool = True) -> tuple[Check, Running | None]:
     except ApiError as exc:
         fix = ("the token was rotated or revoked: use the new one (CLANKIE_TOKEN or "
                "operator.token), or `clankie init` after a revocation"
-               if exc.code == "unauthenticated" else None)
+               if exc.code == Code.UNAUTHENTICATED else None)
         return Check("service", False, f"refused the token: {exc.code}", fix), None
     except (ClientError, ValueError) as exc:  # BadServiceUrl: CLANKIE_URL is not one
         return Check("service", False, str(exc),

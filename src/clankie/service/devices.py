@@ -31,6 +31,11 @@ from .credentials import (
 )
 
 
+def _wrong_code() -> ClankieError:
+    """H2: a wrong, used or expired code, refused alike (nothing says which)."""
+    return ClankieError(Code.UNAUTHENTICATED, "this pairing code is wrong, used or expired")
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceStatus:
     credential_id: str
@@ -97,8 +102,7 @@ class Devices:
         with storage(), self.ctx.store.read() as tx:
             pairing = self._live_pairing(tx, code, now)
         if pairing is None:
-            raise ClankieError(Code.UNAUTHENTICATED, "this pairing code is wrong, used or "
-                               "expired")
+            raise _wrong_code()
         return pairing
 
     @op
@@ -126,7 +130,7 @@ class Devices:
 
     def _pairing_failed(self, now: datetime) -> NoReturn:
         self.pairing_lock.failed(now)
-        raise ClankieError(Code.UNAUTHENTICATED, "this pairing code is wrong, used or expired")
+        raise _wrong_code()
 
     @op
     def credential_revoke(self, caller: Caller, r: dto.CredentialRevoke) -> dto.Empty:

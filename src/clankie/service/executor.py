@@ -37,6 +37,7 @@ from clankie.agent.turn import run_turn
 from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import IllegalTransition
 from clankie.core.model import Run, RunStatus
+from clankie.core.vocabulary import Code
 
 from .serial import SerialQueues
 from .service import Service
@@ -183,7 +184,7 @@ class RunExecutor:
                 except IllegalTransition:  # the store ended it first: a stop not heard yet
                     pass
                 except ClankieError as exc:
-                    if exc.code != "not_eligible":  # not_eligible: the same, with words
+                    if exc.code != Code.NOT_ELIGIBLE:  # not_eligible: the same, with words
                         log.error("run %s could not be recorded as %s: %s", run.run_id,
                                   status, exc)
                         return None

@@ -225,9 +225,8 @@ class ChatApp(App[None]):
         self.service = service
         self.set_reactive(ChatApp.now, clock())
         self.after = 0
-        # The question the panel showed when the line being typed was begun: an answer
-        # typed for one question is never sent to another that replaced it meanwhile.
-        # What the panel showed when the input line was begun: (request_id, revision).
+        # What the panel showed when the input line was begun, (request_id, revision): an
+        # answer typed for one question is never sent to another that replaced it meanwhile.
         self.typed_against: tuple[str, int] | None = None
 
     def compose(self) -> ComposeResult:
