@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from clankie.core.vocabulary import Code
+
 from .common import (
     USAGE,
     UUID,
@@ -27,7 +29,6 @@ from .common import (
 
 if TYPE_CHECKING:
     from clankie.client import ApiError, Client
-    from clankie.core.vocabulary import Code
 
 
 @click.command("chat", cls=Command)
