@@ -167,3 +167,30 @@ def test_h6_the_view_does_not_change_while_nothing_changes(world: World):
         first = client.get(f"/view?c={c}").text
         world.clock.advance(1.5)
         assert client.get(f"/view?c={c}").text == first
+
+
+def test_h5_the_ended_note_follows_the_latest_question_not_the_first_one(world: World):
+    """Second trial (issue 21): after the phone cancelled question A, the page kept
+    watching A and said "cancelled from this browser" while B came and was answered from
+    the terminal. The note now moves to the latest question that ended, and the page
+    watches the one pending now."""
+    c = world.conversation()
+
+    def state(view: str) -> dict[str, str]:
+        found = re.search(r'data-request="([^"]*)" data-noted="([^"]*)"', view)
+        assert found, view
+        return {"r": found.group(1), "n": found.group(2)}
+
+    with page_client(world) as client:
+        paired(world, client)
+        first = world.ask(c)["pending"]["request_id"]
+        world.cancel(c, world.snapshot(c))  # ended elsewhere; the page showed it
+        second = world.ask(c)["pending"]["request_id"]
+        view = client.get(f"/view?c={c}&r={first}").text
+        assert "has ended: it was cancelled" in view
+        assert state(view) == {"r": second, "n": first}  # watching the pending one now
+        world.answer(c, world.snapshot(c), option=0)  # the terminal answers the second
+        view = client.get(f"/view?c={c}&r={second}&n={first}").text
+        assert "has ended: it was answered from the terminal (operator)" in view
+        assert "cancelled" not in section(view, '<p id="ended"', "</p>")
+        assert state(view) == {"r": second, "n": second}

@@ -147,7 +147,8 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         token = session(request)
         try:
             view = await run(partial(_view, service, token, request.query_params.get("c"),
-                                     request.query_params.get("r")))
+                                     request.query_params.get("r"),
+                                     request.query_params.get("n")))
         except ClankieError as err:
             return JSONResponse({"outcome": "revoked", "message": _session_refused(err)},
                                 status_code=err.status)
@@ -268,10 +269,14 @@ class _Guard:
 
 
 def _view(service: Service, token: str | None, conversation_id: str | None,
-          shown_request: str | None = None) -> dict[str, Any]:
+          shown_request: str | None = None, noted_request: str | None = None,
+          ) -> dict[str, Any]:
     """What the page shows (H5): the device, conversations with a question first, and one
     question; read from the service with this browser's own token. `shown_request` is the
-    question the page showed last: if it has ended, the page says how."""
+    question the page showed last, `noted_request` the one whose end it says now: the
+    newest of them that has ended is said ended, and how, until another ends after it; the
+    page watches the question pending now (trial: it kept watching a cancelled one, and
+    said that forever while later questions were answered elsewhere)."""
     device = service.device_status(token)
     listed = cast(dto.ConversationsOut,
                   service.call("conversation_list", token, {"limit": 50})).conversations
@@ -287,19 +292,22 @@ def _view(service: Service, token: str | None, conversation_id: str | None,
     snapshot = pending.get(chosen) if chosen else None
     if chosen and snapshot is None:
         snapshot = _snapshot(service, token, chosen)
-    ended = None
-    if chosen and shown_request and (snapshot is None or snapshot.pending is None or
-                                     snapshot.pending.request_id != shown_request):
+    live = snapshot.pending.request_id if snapshot and snapshot.pending else ""
+    ended, noted = None, ""
+    for candidate in (shown_request, noted_request):
+        if not chosen or not candidate or candidate == live:
+            continue
         with contextlib.suppress(ClankieError):  # an evicted receipt: nothing to say
-            shown = _snapshot(service, token, chosen, shown_request).request
+            shown = _snapshot(service, token, chosen, candidate).request
             if shown is not None and shown.status != "pending":
-                ended = _ended(shown, device.credential_id)
+                ended, noted = _ended(shown, device.credential_id), candidate
+                break
     return {"device": device, "conversations": ordered, "pending": set(pending),
             "chosen": chosen, "snapshot": snapshot, "ended": ended,
             "current": next((c for c in listed if c.conversation_id == chosen), None),
-            # the question the page keeps in mind: an ended one stays said until left
-            "watched": shown_request if ended else (
-                snapshot.pending.request_id if snapshot and snapshot.pending else "")}
+            # the question the page watches (pending now, else the one said ended) and the
+            # one whose end it says
+            "watched": live or noted, "noted": noted}
 
 
 def _chosen(service: Service, token: str | None, answer: dict[str, Any]) -> str:

@@ -73,6 +73,7 @@
     const params = new URLSearchParams();
     if (s.chosen) params.set("c", s.chosen);
     if (s.request) params.set("r", s.request);
+    if (s.noted) params.set("n", s.noted);
     const response = await fetch("/view?" + params.toString(), { credentials: "same-origin" });
     if (response.status === 401) {
       revoked((await response.json()).message);
