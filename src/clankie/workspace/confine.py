@@ -126,50 +126,22 @@ class Opened:
     via_symlink: bool  # a symlink (inside the workspace) was followed to get here
 
 
-class Root:
-    """The workspace directory, opened once per tool call and checked against the identity
-    the conversation saved (W8): every path below is opened relative to this handle."""
+class Beneath:
+    """An open directory and the one way to open paths beneath it: by the kernel
+    (`openat2` with `RESOLVE_BENEATH`), or one component at a time with `O_NOFOLLOW` where
+    the platform has no `openat2` (every symlink refused there). With `symlinks=False`
+    no symlink is followed at all, even one that stays beneath (the git directory)."""
 
-    def __init__(self, saved: WorkspaceIdentity, seconds: float = CALL_SECONDS) -> None:
-        self.saved = saved
-        self.deadline = time.monotonic() + seconds
-        try:
-            self.fd = os.open(saved.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-                              | os.O_NOFOLLOW)
-        except OSError:
-            raise Refusal("workspace_missing", "the workspace directory is gone; "
-                          "nothing was read") from None
-        if not same_directory(saved, self.fd):
-            os.close(self.fd)
-            raise Refusal("workspace_replaced", "the workspace directory was replaced "
-                          "since this conversation was bound to it; nothing was read")
+    def __init__(self, fd: int, *, symlinks: bool = True) -> None:
+        self.fd = fd
+        self.symlinks = symlinks
 
     def close(self) -> None:
         os.close(self.fd)
 
-    def out_of_time(self) -> bool:
-        return time.monotonic() > self.deadline
-
-    def check_time(self) -> None:
-        """Refuse `time_limit` once the call's time is up (W5)."""
-        if self.out_of_time():
-            raise Refusal("time_limit", f"the tool call took longer than {CALL_SECONDS:g} s "
-                          "and stopped; narrow it with a path")
-
-    def __enter__(self) -> Root:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def proc_path(self) -> str:
-        """A path naming this very directory (for a child's working directory)."""
-        return f"/proc/self/fd/{self.fd}" if os.path.isdir("/proc/self/fd") else self.saved.path
-
     def open(self, path: str, *, directory: bool = False) -> Opened:
-        """Open `path` (already checked) beneath the root with `O_PATH`: it never blocks
-        and never opens a device for reading. The caller closes `fd`."""
+        """Open `path` (already checked) beneath the directory with `O_PATH`: it never
+        blocks and never opens a device for reading. The caller closes `fd`."""
         # Without O_PATH (not Linux) a FIFO must not block the open: O_NONBLOCK.
         flags = (O_PATH or os.O_NONBLOCK) | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
         if tidy(path) == ".":
@@ -182,7 +154,7 @@ class Root:
             fd = self._openat2(path, flags, no_symlinks=True)
             return Opened(fd, os.fstat(fd), False)
         except Refusal as refusal:
-            if refusal.code != "outside_workspace":
+            if refusal.code != "outside_workspace" or not self.symlinks:
                 raise
         fd = self._openat2(path, flags)
         return Opened(fd, os.fstat(fd), True)
@@ -195,45 +167,10 @@ class Root:
             return os.dup(opened.fd)  # without O_PATH it was opened for reading already
         return os.open(f"/proc/self/fd/{opened.fd}", flags | os.O_CLOEXEC)
 
-    def resolved(self, opened: Opened) -> str | None:
-        """Where the kernel actually opened (relative to the root), or None if unknown."""
-        try:
-            target = os.readlink(f"/proc/self/fd/{opened.fd}")
-            root = os.readlink(f"/proc/self/fd/{self.fd}")
-        except OSError:
-            return None
-        if target == root:
-            return "."
-        if target.startswith(root.rstrip("/") + "/"):
-            return target[len(root.rstrip("/")) + 1:]
-        return None
-
-    def open_file(self, path: str, denied: Callable[[str], bool]) -> tuple[int, os.stat_result]:
-        """A regular file beneath the root, opened for reading (W3), unless a symlink led
-        to a path that `denied` refuses (W4): (descriptor, status). The caller closes it."""
-        handle = self.open(path)
-        try:
-            mode = handle.st.st_mode
-            if stat.S_ISDIR(mode):
-                raise Refusal("is_directory", f"{shown(path)} is a directory; use list_files")
-            if not stat.S_ISREG(mode):
-                raise Refusal("not_regular_file", f"{shown(path)} is not a regular file (a "
-                              "FIFO, socket or device); it was not opened")
-            if handle.via_symlink:
-                resolved = self.resolved(handle)
-                if resolved is None:
-                    self.without_symlinks(path)  # where it led is unknown: allow none
-                elif denied(resolved):
-                    raise Refusal("denied_path", f"{shown(path)} leads to a secret-like path; "
-                                  "it is never read (setting workspace_deny)")
-            return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK), handle.st
-        finally:
-            os.close(handle.fd)
-
     def _openat2(self, path: str, flags: int, *, no_symlinks: bool = False) -> int:
         assert _syscall is not None
         how = _how(flags, no_symlinks)
-        fd = _syscall(_SYS_OPENAT2, self.fd, path.encode("utf-8"), how,
+        fd = _syscall(_SYS_OPENAT2, self.fd, path.encode("utf-8", "surrogateescape"), how,
                       ctypes.sizeof(_OpenHow))  # type: ignore[operator]
         if fd >= 0:
             return int(fd)
@@ -293,6 +230,76 @@ class Root:
         finally:
             if current >= 0:
                 os.close(current)
+
+
+class Root(Beneath):
+    """The workspace directory, opened once per tool call and checked against the identity
+    the conversation saved (W8): every path below is opened relative to this handle."""
+
+    def __init__(self, saved: WorkspaceIdentity, seconds: float = CALL_SECONDS) -> None:
+        self.saved = saved
+        self.deadline = time.monotonic() + seconds
+        try:
+            fd = os.open(saved.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+                         | os.O_NOFOLLOW)
+        except OSError:
+            raise Refusal("workspace_missing", "the workspace directory is gone; "
+                          "nothing was read") from None
+        super().__init__(fd)
+        if not same_directory(saved, self.fd):
+            os.close(self.fd)
+            raise Refusal("workspace_replaced", "the workspace directory was replaced "
+                          "since this conversation was bound to it; nothing was read")
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def check_time(self) -> None:
+        """Refuse `time_limit` once the call's time is up (W5)."""
+        if self.out_of_time():
+            raise Refusal("time_limit", f"the tool call took longer than {CALL_SECONDS:g} s "
+                          "and stopped; narrow it with a path")
+
+    def __enter__(self) -> Root:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def resolved(self, opened: Opened) -> str | None:
+        """Where the kernel actually opened (relative to the root), or None if unknown."""
+        try:
+            target = os.readlink(f"/proc/self/fd/{opened.fd}")
+            root = os.readlink(f"/proc/self/fd/{self.fd}")
+        except OSError:
+            return None
+        if target == root:
+            return "."
+        if target.startswith(root.rstrip("/") + "/"):
+            return target[len(root.rstrip("/")) + 1:]
+        return None
+
+    def open_file(self, path: str, denied: Callable[[str], bool]) -> tuple[int, os.stat_result]:
+        """A regular file beneath the root, opened for reading (W3), unless a symlink led
+        to a path that `denied` refuses (W4): (descriptor, status). The caller closes it."""
+        handle = self.open(path)
+        try:
+            mode = handle.st.st_mode
+            if stat.S_ISDIR(mode):
+                raise Refusal("is_directory", f"{shown(path)} is a directory; use list_files")
+            if not stat.S_ISREG(mode):
+                raise Refusal("not_regular_file", f"{shown(path)} is not a regular file (a "
+                              "FIFO, socket or device); it was not opened")
+            if handle.via_symlink:
+                resolved = self.resolved(handle)
+                if resolved is None:
+                    self.without_symlinks(path)  # where it led is unknown: allow none
+                elif denied(resolved):
+                    raise Refusal("denied_path", f"{shown(path)} leads to a secret-like path; "
+                                  "it is never read (setting workspace_deny)")
+            return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK), handle.st
+        finally:
+            os.close(handle.fd)
 
 
 def _walk_refusal(code: int, name: str, parent: int, path: str) -> Refusal:
