@@ -139,6 +139,7 @@ class GitLogResult(Out):
 class GitDiffResult(Out):
     diff: str
     truncated: bool
+    skipped_denied: int = 0  # secret-like paths never compared (W4): not said if they changed
 
 
 class Refused(Out):

@@ -519,7 +519,7 @@ def _commondir(b: Built, a: Attack, i: int) -> None:
     target = b.victim / ".git"
     where = str(target) if a.get("form") == "absolute" else os.path.relpath(target, b.gitdir)
     (b.gitdir / "commondir").write_text(where + "\n")
-    b.unsafe.append("commondir")
+    b.may_refuse.append("commondir, never followed: what it names is missing")
 
 
 @kind("alternates", prepare=_prepare_victim)
@@ -535,7 +535,7 @@ def _alternates(b: Built, a: Attack, i: int) -> None:
     b.extra_index.append((0o100644, sha, f"{b.ws_prefix}stolen.txt".encode()))
     b.config(config_text("core.alternateRefsCommand",
                          b.marker(f"a{i}-alternateRefs", "core.alternateRefsCommand")))
-    b.unsafe.append("objects/info/alternates")
+    b.may_refuse.append("objects/info/alternates, never followed: the objects are missing")
 
 
 HOSTILE_NAMES = (

@@ -79,7 +79,7 @@ sys.path.insert(0, {str(ROOT / 'src')!r})
 from clankie.workspace.tools import ToolSettings, call_tool
 from clankie.workspace.deny import DenyList
 from clankie.workspace.identity import identify
-settings = ToolSettings(DenyList(), 5.0)
+settings = ToolSettings(DenyList())
 ws = identify({str(place.ws)!r})
 call_tool("read_file", '{{"path": "README.md"}}', ws, settings)  # warm: imports, caches
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -216,7 +216,7 @@ sys.path.insert(0, {src!r})
 from clankie.workspace.tools import ToolSettings, call_tool
 from clankie.workspace.deny import DenyList
 from clankie.workspace.identity import identify
-settings = ToolSettings(DenyList(), 5.0)
+settings = ToolSettings(DenyList())
 ws = identify({ws!r})
 call_tool("list_files", '{{}}', ws, settings)  # warm: imports, caches
 report = []

@@ -20,8 +20,9 @@ random valid arguments, pathspec magic and odd revisions among them. After every
   its mtime) - nothing was created or removed;
 - no path a result names is absolute or climbs out with `..`; a Git tool names nothing
   inside a nested repository;
-- a `.git` file or symlink, `core.worktree`, `core.bare`, `commondir`, alternates or index
-  entries breaking Git's path rules make every Git tool refuse `unsafe_repository`;
+- a `.git` file or symlink, `core.worktree`, `core.bare` or index entries breaking Git's
+  path rules make every Git tool refuse `unsafe_repository`; `commondir` and alternates
+  are never followed (what they name is missing, never read: the inotify check);
 - otherwise `git_status` and `git_log` with a plain path still answer `ok` (the hostile
   parts are neutralised, not a reason to refuse).
 

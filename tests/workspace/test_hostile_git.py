@@ -66,6 +66,14 @@ def _every_call_stays_inside(place: Place, identity: object = None,
     return seen
 
 
+def _nothing_opened(place: Place, *folders: Path) -> None:
+    """Every call, made while the kernel watches `folders`: nothing in them is opened."""
+    with Watch(*folders) as watch:
+        for tool, args in ALL_CALLS:
+            place.call(tool, **args)  # type: ignore[arg-type]
+        assert watch.opened() == []
+
+
 def _hostile_index(place: Place, *names: bytes) -> None:
     secret = git("hash-object", "-w", str(place.outside / "secret.txt"), cwd=place.ws).strip()
     entries = index_entries(place.ws) + [(0o100644, secret, name) for name in names]
@@ -146,19 +154,29 @@ def test_w7_a_dot_git_file_never_leads_to_another_repository(tmp_path: Path):
     assert said["list_files {\"depth\": 3}"] == "ok"
 
 
-def test_w7_a_symlinked_dot_git_commondir_or_alternates_make_git_tools_refuse(repo: Place):
-    other = repo.root / "other"
-    other.mkdir()
-    git("init", "-q", cwd=other)
+def test_w7_alternates_and_commondir_are_never_followed(tmp_path: Path):
+    """SPEC W7: `objects/info/alternates` and `commondir` are never followed: an object
+    missing from the repository's own store is reported missing. The workspace's HEAD
+    names the victim's commit, which lives only in the victim's store."""
+    place = make_place(tmp_path)
+    victim = _victim(place)
+    ws = place.ws
+    git("init", "-q", "-b", "main", cwd=ws)
+    foreign = git("rev-parse", "HEAD", cwd=victim).strip()
+    gitdir = ws / ".git"
+    (gitdir / "refs" / "heads" / "main").write_text(f"{foreign}\n")
+    for name, text in (("objects/info/alternates", f"{victim / '.git' / 'objects'}\n"),
+                       ("commondir", f"{victim / '.git'}\n")):
+        (gitdir / name).write_text(text)
+        _nothing_opened(place, victim / ".git", victim / ".git" / "objects")
+        said = _every_call_stays_inside(place)
+        assert said["git_log {}"] == "not_found"
+        assert place.call("git_diff", revision=foreign[:12]).code == "invalid_argument"
+        (gitdir / name).unlink()
+
+
+def test_w7_a_symlinked_dot_git_makes_git_tools_refuse(repo: Place):
     gitdir = repo.ws / ".git"
-    (gitdir / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
-    for tool in GIT_TOOLS:
-        assert repo.refused(tool) == "unsafe_repository"
-    (gitdir / "objects" / "info" / "alternates").unlink()
-    (gitdir / "commondir").write_text(str(other / ".git"))
-    for tool in GIT_TOOLS:
-        assert repo.refused(tool) == "unsafe_repository"
-    (gitdir / "commondir").unlink()
     shutil.move(gitdir, repo.root / "real.git")
     (repo.ws / ".git").symlink_to(repo.root / "real.git")
     for tool in GIT_TOOLS:
@@ -354,26 +372,34 @@ def test_w1_w7_our_diff_applies_as_a_patch_to_reach_the_working_tree(repo: Place
 
 
 @pytest.mark.parametrize("revision", [":README.md", ":0:README.md", ":2:app.py", "HEAD:app.py",
-                                      ":/first", "HEAD :x", "main~1:x"])
+                                      ":/first", "HEAD :x", "main~1:x", "main@{0}",
+                                      "HEAD^{commit}", "HEAD..main", "@", "HEAD^{/x}"])
 def test_w7_a_revision_never_makes_git_read_the_index_or_a_work_tree(
         repo: Place, revision: str):
     git("config", "core.fsmonitor", f"touch {repo.root}/marker-fsmonitor; echo", cwd=repo.ws)
     os.utime(repo.ws / "app.py", (1, 1))
     assert repo.refused("git_diff", revision=revision) == "invalid_argument"
-    for revision_ok in ("HEAD", "main", "HEAD~0", "HEAD^{commit}", "main@{0}"):
+    full = git("rev-parse", "HEAD", cwd=repo.ws).strip()
+    for revision_ok in ("HEAD", "main", "HEAD~0", "HEAD^0", "main^0~0", full, full[:4]):
         repo.ok("git_diff", revision=revision_ok)
     _every_call_stays_inside(repo)
 
 
 @pytest.mark.parametrize("link", ["objects/pack", "refs/heads/steal", "objects/info",
-                                  "logs", "packed-refs"])
-def test_w7_a_symlink_anywhere_in_dot_git_makes_git_tools_refuse(tmp_path: Path, link: str):
+                                  "logs", "packed-refs", "objects/xx", "HEAD", "index"])
+def test_w7_a_symlink_anywhere_in_dot_git_is_never_followed(tmp_path: Path, link: str):
+    """SPEC W7: every file in the git directory is opened without following a symlink:
+    a tool that needs what a symlink stands for refuses `unsafe_repository`, one that does
+    not answers; no byte of the repository it points at is ever opened or shown."""
     place = make_place(tmp_path)
     private = _victim(place)
     git("gc", "-q", cwd=private)  # packed: objects/pack and packed-refs
     git("init", "-q", "-b", "main", cwd=place.ws)
     git("add", ".", cwd=place.ws)
     git("commit", "-q", "-m", "first", cwd=place.ws)
+    if link == "objects/xx":  # the folder of the workspace's own HEAD commit
+        head = git("rev-parse", "HEAD", cwd=place.ws).strip()
+        link = f"objects/{head[:2]}"
     ours, theirs = place.ws / ".git" / link, private / ".git" / link
     if link == "refs/heads/steal":
         theirs = private / ".git" / "refs" / "heads" / "main"
@@ -385,9 +411,11 @@ def test_w7_a_symlink_anywhere_in_dot_git_makes_git_tools_refuse(tmp_path: Path,
     else:
         ours.unlink(missing_ok=True)
     ours.symlink_to(os.path.relpath(theirs, ours.parent))
-    _every_call_stays_inside(place)
-    for tool in GIT_TOOLS:
-        assert place.refused(tool) == "unsafe_repository"
+    _nothing_opened(place, *[p for p in (private / ".git").rglob("*") if p.is_dir()])
+    said = _every_call_stays_inside(place)
+    assert set(said.values()) <= {"ok", "unsafe_repository"}, said
+    if link not in ("objects/info", "logs", "packed-refs"):  # what git_log needs
+        assert said["git_log {}"] == "unsafe_repository"
 
 
 def test_w7_a_symlinked_hook_is_no_reason_to_refuse(repo: Place):

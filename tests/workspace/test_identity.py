@@ -91,7 +91,7 @@ def test_w8_a_recreated_workspace_is_refused_by_every_tool(tmp_path: Path):
     saved = identify(str(ws))
     recreate_with_the_same_inode(ws)
     (ws / "README.md").write_text("an impostor\n")
-    outcome = call_tool("read_file", '{"path": "README.md"}', saved, ToolSettings(DenyList(), 2.0))
+    outcome = call_tool("read_file", '{"path": "README.md"}', saved, ToolSettings(DenyList()))
     assert outcome.code == "workspace_replaced" and "impostor" not in outcome.text
 
 

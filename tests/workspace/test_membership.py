@@ -103,33 +103,41 @@ def test_m3_a_replaced_workspace_is_changed(repo: Path):
     assert fact(saved, ("p1", repo))["reason"] == "changed"
 
 
-def test_m3_no_git_on_path_is_unverified(repo: Path, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch):
-    empty = tmp_path / "empty-bin"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    assert fact(repo, ("p1", repo)) == {"status": "unknown", "project_id": None,
-                                        "reason": "unverified"}
-
-
-def test_m3_git_failing_is_unverified(repo: Path, tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch):
+def test_m2_worktrees_are_read_without_a_git_program(repo: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch):
+    """The worktrees are read from the repository's own files (W7's "no Git program
+    runs" holds for the fact too): a `git` on PATH that leaves a marker never runs."""
+    worktree = tmp_path / "wt"
+    git("worktree", "add", "-q", str(worktree), "-b", "feature", cwd=repo)
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "git").write_text("#!/bin/sh\necho broken >&2\nexit 128\n")
+    marker = tmp_path / "git-ran"
+    (fake / "git").write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
     (fake / "git").chmod(0o755)
     monkeypatch.setenv("PATH", str(fake))
-    assert fact(repo, ("p1", repo))["reason"] == "unverified"
+    assert fact(worktree, ("p1", repo)) == {"status": "member", "project_id": "p1",
+                                            "reason": None}
+    assert not marker.exists()
 
 
-def test_m3_git_timing_out_is_unverified(repo: Path, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch):
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "git").write_text("#!/bin/sh\nexec sleep 30\n")
-    (fake / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", str(fake))
-    result = membership(ident(repo), [("p1", ident(repo))], git_timeout=0.2).as_dict()
+@pytest.mark.parametrize("where", ["worktrees", "worktrees/wt", "worktrees/wt/gitdir"])
+def test_m3_a_worktree_record_that_is_a_symlink_is_unverified(repo: Path, tmp_path: Path,
+                                                              where: str):
+    """A record the confined opener will not follow (a symlink to another repository's
+    records) leaves the fact unknown, and nothing it points at is read."""
+    worktree = tmp_path / "wt"
+    git("worktree", "add", "-q", str(worktree), "-b", "feature", cwd=repo)
+    target = repo / ".git" / where
+    moved = tmp_path / "moved"
+    target.rename(moved)
+    target.symlink_to(moved)
+    assert fact(worktree, ("p1", repo))["reason"] == "unverified"
+
+
+def test_m3_reading_past_git_timeout_is_unverified(repo: Path, tmp_path: Path):
+    worktree = tmp_path / "wt"
+    git("worktree", "add", "-q", str(worktree), "-b", "feature", cwd=repo)
+    result = membership(ident(worktree), [("p1", ident(repo))], git_timeout=0.0).as_dict()
     assert result["reason"] == "unverified"
 
 

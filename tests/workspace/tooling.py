@@ -35,7 +35,6 @@ class Place:
 
     root: Path
     deny: DenyList = field(default_factory=DenyList)
-    git_timeout: float = 5.0
 
     @property
     def ws(self) -> Path:
@@ -54,7 +53,7 @@ class Place:
     def call(self, tool: str, identity: WorkspaceIdentity | None = None,
              **args: Any) -> Outcome:
         return call_tool(tool, json.dumps(args), identity or self.identity,
-                         ToolSettings(self.deny, self.git_timeout))
+                         ToolSettings(self.deny))
 
     def ok(self, tool: str, **args: Any) -> dict[str, Any]:
         outcome = self.call(tool, **args)

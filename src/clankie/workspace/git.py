@@ -1,12 +1,16 @@
-"""The tools `git_status`, `git_log` and `git_diff` (SPEC W1, W5, W7), Git on objects only.
+"""The tools `git_status`, `git_log` and `git_diff` (SPEC W1, W4, W5, W7), with no Git program.
 
-Owns what each Git tool says. Git (through `gitrepo`) only resolves revisions, lists trees
-and commits and reads blobs; the index is parsed by `gitindex`; every working-tree byte is
-read by the confined opener (W2). Whether a tracked file changed is told as Git tells it:
+Owns what each Git tool says. The repository is read by us (`gitrepo`: the index, refs,
+objects, trees and commits through the confined opener); every working-tree byte is read
+by the confined opener too (W2). Whether a tracked file changed is told as Git tells it:
 unchanged when its stat data matches the index (and is not racy), else by hashing its
-bytes as a blob. Diffs are ours (`textdiff`). A file whose attributes name a filter is
-`filtered` and never diffed; gitlinks are `submodule`, never entered; a secret-like path
-(W4) is named, never quoted. Every result names only paths beneath the workspace.
+bytes as a blob. A commit's files and the index are both in Git's order, so they are
+compared as two sorted streams: memory follows the changes, not the size of the tree.
+Diffs are ours (`textdiff`). A file whose attributes name a filter is `filtered` and never
+diffed; gitlinks are `submodule`, never entered; a denied path (W4: the deny list, or
+clankie's own home) is never compared with anything, only counted (`skipped_denied`), so
+a diff cannot tell whether a secret changed. Every result names only paths beneath the
+workspace.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ import hashlib
 import heapq
 import os
 import stat
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from clankie.tool_dto import (
     Commit,
@@ -28,110 +34,128 @@ from clankie.tool_dto import (
     StatusEntry,
 )
 
-from .confine import Refusal, Root, check_path, tidy
-from .deny import DenyList
-from .gitindex import MODE_GITLINK, MODE_SYMLINK, IndexEntry
-from .gitrepo import Objects, Repository, find_repository
+from .confine import Refusal, Root, check_path, open_regular, tidy
+from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, IndexEntry, as_bytes, as_text
+from .gitrepo import Repository, repository
 from .textdiff import DIFF_LINES, bounded, header, patch, too_many_lines
 from .worktree import Seen, Worktree, kind_of
 
 STATUS_ENTRIES = 200
 DIFF_SIDE_BYTES = 1024 * 1024  # a larger version is named with its size, not diffed
-LOG_BYTES = 1024 * 1024
+KEPT_CHANGES = 1_024  # changes kept from each end of a diff: more than its bound shows
 _CHUNK = 256 * 1024
 
+# One version of a file in a diff: (mode, object ID) for a blob or a gitlink in a commit or
+# the index, (mode, None) for the working tree's file, None when absent.
+Side = tuple[int, bytes | None] | None
 
-def repository(root: Root, git_timeout: float) -> Repository | None:
-    """The workspace's checked repository, or None outside Git."""
-    return find_repository(root.fd, root.saved.path, git_timeout, root.deadline)
 
-
-def _required(root: Root, git_timeout: float) -> Repository:
-    repo = repository(root, git_timeout)
+def _required(root: Root) -> Repository:
+    """The workspace's repository with its index read: an index that breaks Git's rules
+    makes every Git tool refuse (W7), `git_log` too."""
+    repo = repository(root)
     if repo is None:
         raise Refusal("not_a_repository", "the workspace is not in a Git repository")
+    try:
+        repo.index()
+    except BaseException:
+        repo.close()
+        raise
     return repo
 
 
-@dataclass
-class _Tree:
-    """One tool call's Git state: the repository, its objects, the walk and the files."""
+@dataclass(frozen=True, slots=True)
+class _File:
+    """A working-tree file as a diff needs it: its status and whether a filter is named."""
 
-    root: Root
-    repo: Repository
-    objects: Objects
-    view: Worktree
-    files: dict[str, Seen]  # the tracked files the walk found
-    others: list[tuple[str, str]]  # the first untracked files ('??') and nested
-    # repositories ('submodule') by path, at most STATUS_ENTRIES + 1 of them
+    path: str
+    st: os.stat_result
+    filtered: bool
 
-    @classmethod
-    def read(cls, root: Root, repo: Repository, objects: Objects) -> _Tree:
-        view = Worktree.of(root, repo, objects)
-        files: dict[str, Seen] = {}
-        others: list[tuple[str, str]] = []
-        for seen in view.walk():
-            if seen.path in view.tracked:
-                if seen.kind != "directory":
-                    files[seen.path] = seen
-            elif seen.state == "submodule" or (seen.state == "untracked"
-                                               and seen.kind != "directory"):
-                others.append((seen.path, "??" if seen.state == "untracked" else "submodule"))
-                if len(others) > 4 * STATUS_ENTRIES:  # keep the first ones only
-                    others = heapq.nsmallest(STATUS_ENTRIES + 1, others)
-        tree = cls(root, repo, objects, view, files,
-                   heapq.nsmallest(STATUS_ENTRIES + 1, others))
-        if view.partial:  # tracked files the walk did not reach are looked up one by one
-            for path, entry in view.tracked.items():
-                if path not in files and entry.mode != MODE_GITLINK:
-                    root.check_time()
-                    st = root.lstat(path)
-                    if st is not None and not stat.S_ISDIR(st.st_mode):
-                        files[path] = Seen(path, kind_of(st.st_mode), st, "tracked", 0,
-                                           view.filtered(path))
-        return tree
 
-    def stage0(self) -> dict[str, IndexEntry]:
-        return {path: entry for path, entry in self.view.tracked.items() if entry.stage == 0}
+class _Files:
+    """The working tree's tracked files, read as one tool call needs them: stat data
+    through the folder each lies in (kept open while its neighbours are looked at), bytes
+    through the confined opener (W2). `denied` says which paths are never read (W4)."""
 
-    def unchanged_quick(self, entry: IndexEntry, seen: Seen) -> bool:
+    def __init__(self, root: Root, repo: Repository, view: Worktree,
+                 denied: Callable[[str], bool]) -> None:
+        self.root, self.repo, self.view, self.denied = root, repo, view, denied
+        self._folder: tuple[str, int] | None = None
+
+    def close(self) -> None:
+        if self._folder is not None:
+            os.close(self._folder[1])
+            self._folder = None
+
+    def lstat(self, path: str) -> os.stat_result | None:
+        """A tracked path's own status, reached through real folders only; None if absent
+        (or beyond a symlink, where Git sees no file either)."""
+        folder, _, name = path.rpartition("/")
+        if self._folder is None or self._folder[0] != folder:
+            self.close()
+            try:
+                handle = self.root.open(folder or ".", directory=True)
+            except Refusal:
+                return None
+            if handle.via_symlink:
+                os.close(handle.fd)
+                return None
+            self._folder = (folder, handle.fd)
+        try:
+            return os.stat(name, dir_fd=self._folder[1], follow_symlinks=False)
+        except OSError:
+            return None
+
+    def unchanged_quick(self, entry: IndexEntry, st: os.stat_result) -> bool:
         """Whether the file is the index's by its stat data alone (no byte read): same
         mode, same stat data, written before the index was (else it may be racy)."""
-        return (_mode(seen.st.st_mode) == entry.mode and _stat_matches(entry, seen.st)
+        return (_mode(st.st_mode) == entry.mode and _stat_matches(entry, st)
                 and entry.mtime_ns < self.repo.index_mtime_ns)
 
-    def unchanged(self, entry: IndexEntry, seen: Seen) -> bool:
-        """Whether the working tree's file is the index's, as Git would decide it."""
-        if _mode(seen.st.st_mode) != entry.mode:
-            return False
-        return self.unchanged_quick(entry, seen) or self.blob_id(seen) == entry.oid
-
-    def blob_id(self, seen: Seen) -> str | None:
-        """The object ID the file's bytes would have as a blob (None: unreadable)."""
+    def blob_id(self, path: str, st: os.stat_result, walked: Worktree | None = None
+                ) -> bytes | None:
+        """The object ID the file's bytes would have as a blob (None: unreadable). With
+        `walked`, the file the walk has just yielded, read through its folder."""
         digest = hashlib.sha256() if self.repo.hash_size == 32 else hashlib.sha1()
-        if seen.kind == "symlink":
-            target = self.link_target(seen.path)
+        if stat.S_ISLNK(st.st_mode):
+            target = self.link_target(path, walked)
             if target is None:
                 return None
             digest.update(b"blob %d\x00" % len(target) + target)
-            return digest.hexdigest()
-        try:
-            fd, st = self.root.open_file(seen.path, lambda _: False)
-        except Refusal:
+            return digest.digest()
+        fd = self._open(path, walked)
+        if fd is None:
             return None
         try:
-            digest.update(b"blob %d\x00" % st.st_size)
+            size = os.fstat(fd).st_size
+            digest.update(b"blob %d\x00" % size)
             read = 0
             while chunk := os.read(fd, _CHUNK):
                 digest.update(chunk)
                 read += len(chunk)
                 self.root.check_time()
-            return digest.hexdigest() if read == st.st_size else None
+            return digest.digest() if read == size else None
         finally:
             os.close(fd)
 
-    def link_target(self, path: str) -> bytes | None:
+    def _open(self, path: str, walked: Worktree | None) -> int | None:
+        if walked is not None:
+            return open_regular(walked.folder_fd, path.rpartition("/")[2])
+        try:
+            return self.root.open_file(path, self.denied)[0]
+        except Refusal as refusal:
+            if refusal.code == "time_limit":
+                raise
+            return None
+
+    def link_target(self, path: str, walked: Worktree | None = None) -> bytes | None:
         folder, _, name = path.rpartition("/")
+        if walked is not None:
+            try:
+                return os.fsencode(os.readlink(name, dir_fd=walked.folder_fd))
+            except OSError:
+                return None
         try:
             parent = self.root.open(folder or ".", directory=True)
         except Refusal:
@@ -143,221 +167,356 @@ class _Tree:
         finally:
             os.close(parent.fd)
 
-    def content(self, path: str, deny: DenyList) -> bytes | None:
+    def content(self, path: str, st: os.stat_result) -> bytes | None:
         """The working tree's bytes of a file, None when larger than a diff reads; refused
-        when it cannot be read (gone, or a symlink to a secret-like path since the walk)."""
-        seen = self.files.get(path)
-        if seen is not None and seen.kind == "symlink":
+        when it cannot be read (gone, or a symlink to a denied path since)."""
+        if stat.S_ISLNK(st.st_mode):
             return self.link_target(path)
-        fd, st = self.root.open_file(path, deny.denies)
+        fd, opened = self.root.open_file(path, self.denied)
         try:
-            if st.st_size > DIFF_SIDE_BYTES:
+            if opened.st_size > DIFF_SIDE_BYTES:
                 return None
             return os.read(fd, DIFF_SIDE_BYTES + 1)[:DIFF_SIDE_BYTES]
         finally:
             os.close(fd)
 
 
-# One version of a file in a diff: (mode, object ID) for a blob or a gitlink in a commit or
-# the index, (mode, None) for the working tree's file, None when absent.
-Side = tuple[int, str | None] | None
+def _paired(index: Index, span: tuple[int, int], cut: int,
+            tree: Iterator[tuple[str, int, bytes]]
+            ) -> Iterator[tuple[str, int | None, tuple[int, bytes] | None]]:
+    """The index's entries in `span` (the first entry of each path, its first `cut` bytes
+    left out) and a commit's files (paths named alike), merged by path in Git's order:
+    (path, position in the index or None, the commit's (mode, object ID) or None)."""
+    i, end = span
+    theirs = next(tree, None)
+    while i < end or theirs is not None:
+        mine = index.paths[i][cut:] if i < end else None
+        key = as_bytes(theirs[0]) if theirs is not None else None
+        if key is None or (mine is not None and mine < key):
+            assert mine is not None
+            yield as_text(mine), i, None
+            i = _next_path(index, i, end)
+        elif mine is None or key < mine:
+            assert theirs is not None
+            yield theirs[0], None, (theirs[1], theirs[2])
+            theirs = next(tree, None)
+        else:
+            assert theirs is not None
+            yield theirs[0], i, (theirs[1], theirs[2])
+            i = _next_path(index, i, end)
+            theirs = next(tree, None)
 
 
-@dataclass
-class _Commit:
-    """A commit's files compared with the index as they stream by from Git: only what
-    differs is kept, so memory follows the changes, not the size of the tree."""
-
-    present: set[str]  # index paths the commit has, the same or not
-    differ: dict[str, tuple[int, str]]  # the commit's version where it is not the index's
-    only: dict[str, tuple[int, str]]  # paths the commit has and the index has not
-
-    @classmethod
-    def of(cls, repo: Repository, commit: str | None, index: dict[str, IndexEntry]) -> _Commit:
-        compared = cls(set(), {}, {})
-        for path, mode, oid in repo.tree(commit):
-            entry = index.get(path)
-            if entry is None:
-                compared.only[path] = (mode, oid)
-                continue
-            compared.present.add(path)
-            if (entry.mode, entry.oid) != (mode, oid) or entry.stage:
-                compared.differ[path] = (mode, oid)
-        return compared
-
-    def old(self, path: str, entry: IndexEntry) -> Side:
-        """The commit's version of an index path."""
-        if path not in self.present:
-            return None
-        return self.differ.get(path, (entry.mode, entry.oid))
+def _next_path(index: Index, i: int, end: int) -> int:
+    path = index.paths[i]
+    i += 1
+    while i < end and index.paths[i] == path:  # the other stages of a conflict
+        i += 1
+    return i
 
 
-def git_status(root: Root, git_timeout: float) -> GitStatusResult:
-    with _required(root, git_timeout) as repo, repo.objects() as objects:
-        tree = _Tree.read(root, repo, objects)
-        head = _Commit.of(repo, repo.commit("HEAD"), tree.view.tracked)
-        entries = heapq.nsmallest(STATUS_ENTRIES + 1, _status(tree, head))
+def _top(repo: Repository) -> bytes:
+    """The workspace's folder in the index ('' when it is the top)."""
+    return as_bytes(repo.prefix)
+
+
+def _span(repo: Repository, index: Index, scope: str) -> tuple[int, int]:
+    """The index positions a workspace-relative scope may hold entries in."""
+    if scope == ".":
+        return index.below(_top(repo))
+    return index.within(_top(repo) + as_bytes(scope))
+
+
+# --- git_status ---------------------------------------------------------------------------
+
+def git_status(root: Root, denied: Callable[[str], bool]) -> GitStatusResult:
+    with _required(root) as repo:
+        view = Worktree.of(root, repo)
+        files = _Files(root, repo, view, denied)
+        try:
+            walked = _walk(view, files)
+            head = repo.head()
+            entries = heapq.nsmallest(STATUS_ENTRIES + 1, _status(repo, view, files, walked,
+                                                                   head))
+        finally:
+            files.close()
         branch = repo.branch()
     shown = [StatusEntry(path=p, status=s) for p, s in entries[:STATUS_ENTRIES]]
     return GitStatusResult(branch=branch, entries=shown, truncated=len(entries) > STATUS_ENTRIES,
-                           note=tree.view.partial)
+                           note=view.partial)
 
 
-def _status(tree: _Tree, head: _Commit) -> Iterator[tuple[str, str]]:
-    for path, entry in tree.view.tracked.items():
-        tree.root.check_time()
+@dataclass
+class _Walked:
+    """What the walk saw: which tracked paths are there, how those that changed differ
+    (`M`, `A`, `filtered`), and the first untracked files and nested repositories."""
+
+    seen: bytearray  # per index entry beneath the workspace: 1 when the walk found it
+    changed: dict[str, str]
+    others: list[tuple[str, str]]
+
+
+def _walk(view: Worktree, files: _Files) -> _Walked:
+    index = view.index
+    assert index is not None
+    start, end = _span(files.repo, index, ".")
+    walked = _Walked(bytearray(end - start), {}, [])
+    others: list[tuple[str, str]] = []
+    for seen in view.walk():
+        if seen.state == "tracked" and seen.kind != "directory":
+            i = view.position(seen.path)
+            assert i is not None
+            walked.seen[i - start] = 1
+            code = _worktree_code(files, index.entry(i), seen, view)
+            if code != " ":
+                walked.changed[seen.path] = code
+        elif seen.state == "submodule" or (seen.state == "untracked"
+                                           and seen.kind != "directory"):
+            others.append((seen.path, "??" if seen.state == "untracked" else "submodule"))
+            if len(others) > 4 * STATUS_ENTRIES:  # keep the first ones only
+                others = heapq.nsmallest(STATUS_ENTRIES + 1, others)
+    walked.others = heapq.nsmallest(STATUS_ENTRIES + 1, others)
+    if view.partial:  # tracked files the walk did not reach are looked up one by one
+        cut = len(_top(files.repo))
+        for i in range(start, end):
+            if walked.seen[i - start] or index.mode(i) == MODE_GITLINK:
+                continue
+            files.root.check_time()
+            path = as_text(index.paths[i][cut:])
+            st = files.lstat(path)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                walked.seen[i - start] = 1
+                found = Seen(path, kind_of(st.st_mode), st, "tracked", 0, view.filtered(path))
+                code = _worktree_code(files, index.entry(i), found, None)
+                if code != " ":
+                    walked.changed[path] = code
+    return walked
+
+
+def _worktree_code(files: _Files, entry: IndexEntry, seen: Seen, walked: Worktree | None
+                   ) -> str:
+    """The second letter of a tracked file's status (or `filtered`): how the working tree's
+    file differs from the index."""
+    if entry.stage != 0 or entry.mode == MODE_GITLINK:
+        return " "
+    if files.unchanged_quick(entry, seen.st):
+        return " "
+    if seen.filtered:
+        return "filtered"
+    if _mode(seen.st.st_mode) == entry.mode and \
+            files.blob_id(seen.path, seen.st, walked) == entry.oid:
+        return " "
+    return "A" if entry.intent_to_add else "M"
+
+
+def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
+            head: bytes | None) -> Iterator[tuple[str, str]]:
+    index = view.index
+    assert index is not None
+    span = _span(repo, index, ".")
+    for path, i, old in _paired(index, span, len(_top(repo)), repo.files(head)):
+        files.root.check_time()
+        if i is None:
+            assert old is not None
+            yield path, "submodule" if old[0] == MODE_GITLINK else "D "
+            continue
+        entry = index.entry(i)
         if entry.stage != 0:
             yield path, "UU"
             continue
-        old = head.old(path, entry)
         if entry.mode == MODE_GITLINK or (old and old[0] == MODE_GITLINK):
             yield path, "submodule"
             continue
         x = " " if old == (entry.mode, entry.oid) or entry.intent_to_add else \
             ("A" if old is None else "M")
-        seen = tree.files.get(path)
-        if seen is None:
-            y = "D"
-        elif tree.unchanged_quick(entry, seen):
-            y = " "
-        elif seen.filtered:
+        y = walked.changed.get(path, " ") if walked.seen[i - span[0]] else "D"
+        if y == "filtered":
             yield path, "filtered"
-            continue
-        else:
-            y = " " if tree.unchanged(entry, seen) else ("A" if entry.intent_to_add else "M")
-        if x + y != "  ":
+        elif x + y != "  ":
             yield path, x + y
-    for path, (mode, _) in head.only.items():
-        yield path, "submodule" if mode == MODE_GITLINK else "D "
-    yield from tree.others
+    yield from walked.others
 
 
-def git_log(root: Root, args: GitLogArgs, timeout: float) -> GitLogResult:
-    with _required(root, timeout) as repo:
-        commit = repo.commit("HEAD")
-        if commit is None:
+# --- git_log ------------------------------------------------------------------------------
+
+def git_log(root: Root, args: GitLogArgs) -> GitLogResult:
+    with _required(root) as repo:
+        head = repo.head()
+        if head is None:
             return GitLogResult(commits=[])
         path = tidy(check_path(args.path)) if args.path is not None else "."
         where = (repo.prefix + path if path != "." else repo.prefix).rstrip("/")
-        out = repo.run("rev-list", f"--max-count={args.limit}",
-                       "--format=%H%x00%an%x00%aI%x00%s", commit, "--",
-                       *([where] if where else []), limit=LOG_BYTES)
-    commits = []
-    for line in out.decode("utf-8", "replace").split("\n"):
-        fields = line.split("\x00", 3)
-        if len(fields) == 4 and not line.startswith("commit "):
-            commits.append(Commit(commit=fields[0], author=fields[1][:200], date=fields[2],
-                                  subject=fields[3][:300]))
-    return GitLogResult(commits=commits)
+        found = repo.log(head, where, args.limit)
+    return GitLogResult(commits=[Commit(commit=c.oid.hex(), author=c.author[:200],
+                                        date=c.author_date, subject=c.subject[:300])
+                                 for c in found])
 
 
-def git_diff(root: Root, args: GitDiffArgs, deny: DenyList, timeout: float) -> GitDiffResult:
+# --- git_diff -----------------------------------------------------------------------------
+
+# A change: path, the old and new sides, and the working tree's file when the new side is it
+Change = tuple[str, Side, Side, _File | None]
+
+
+class _Kept(Sequence[Change]):
+    """The changes of a diff in order, of which only the first and the last
+    `KEPT_CHANGES` are kept: `bounded` never renders more than that from either end."""
+
+    def __init__(self, changes: Iterator[Change]) -> None:
+        self.first: list[Change] = []
+        self.last: deque[Change] = deque(maxlen=KEPT_CHANGES)
+        self.total = 0
+        for change in changes:
+            if len(self.first) < KEPT_CHANGES:
+                self.first.append(change)
+            else:
+                self.last.append(change)
+            self.total += 1
+
+    def __len__(self) -> int:
+        return self.total
+
+    @overload
+    def __getitem__(self, i: int) -> Change: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Change]: ...
+
+    def __getitem__(self, i: int | slice) -> Change | Sequence[Change]:
+        if isinstance(i, slice):
+            raise TypeError("changes are read one at a time")
+        if i < len(self.first):
+            return self.first[i]
+        back = self.total - i
+        if not 0 < back <= len(self.last):
+            raise IndexError("a change in the middle is no longer kept")
+        return self.last[-back]
+
+
+def git_diff(root: Root, args: GitDiffArgs, denied: Callable[[str], bool]) -> GitDiffResult:
     scope = tidy(check_path(args.path)) if args.path is not None else "."
-    with _required(root, timeout) as repo, repo.objects() as objects:
-        tree = _Tree.read(root, repo, objects)
-        base = None
-        if args.revision is not None:
-            base = repo.commit(args.revision)
-            if base is None:
-                raise Refusal("invalid_argument", f"{args.revision[:80]!r} is not a commit of "
-                              "this repository")
-        elif args.staged:
-            base = repo.commit("HEAD")
-        changes = sorted(change for change in _changes(tree, base, args, repo)
-                         if scope == "." or change[0] == scope
-                         or change[0].startswith(scope + "/"))
+    with _required(root) as repo:
+        view = Worktree.of(root, repo)
+        files = _Files(root, repo, view, denied)
+        try:
+            base = None
+            if args.revision is not None:
+                base = repo.commit(args.revision)
+                if base is None:
+                    raise Refusal("invalid_argument", "the revision given is not a commit of "
+                                  "this repository")
+            elif args.staged:
+                base = repo.head()
+            skipped: list[int] = [0]
+            changes = _Kept(_changes(repo, view, files, base, args, scope, skipped))
 
-        def render(change: tuple[str, Side, Side]) -> str:
-            root.check_time()
-            return _file_diff(tree, *change, deny)
+            def render(change: Change) -> str:
+                root.check_time()
+                return _file_diff(repo, files, *change)
 
-        text, truncated = bounded(changes, render)
-    return GitDiffResult(diff=text, truncated=truncated)
+            text, truncated = bounded(changes, render)
+        finally:
+            files.close()
+    return GitDiffResult(diff=text, truncated=truncated, skipped_denied=skipped[0])
 
 
-def _changes(tree: _Tree, base: str | None, args: GitDiffArgs, repo: Repository
-             ) -> Iterator[tuple[str, Side, Side]]:
-    index = tree.stage0()
-    if args.revision is None and not args.staged:  # the index against the working tree
-        for path, entry in index.items():
-            if entry.mode == MODE_GITLINK or entry.intent_to_add:
-                continue
-            seen = tree.files.get(path)
-            if seen is None:
-                yield path, (entry.mode, entry.oid), None
-            elif not tree.unchanged_quick(entry, seen) and (
-                    seen.filtered or not tree.unchanged(entry, seen)):
-                yield path, (entry.mode, entry.oid), (_mode(seen.st.st_mode), None)
+def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None,
+             args: GitDiffArgs, scope: str, skipped: list[int]) -> Iterator[Change]:
+    index = view.index
+    assert index is not None
+    span, cut = _span(repo, index, scope), len(_top(repo))
+    tree = repo.files(base, scope) if args.revision is not None or args.staged else iter(())
+    for path, i, old in _paired(index, span, cut, tree):
+        files.root.check_time()
+        if scope != "." and path != scope and not path.startswith(scope + "/"):
+            continue  # `scope.txt` lies between `scope` and `scope/x` in Git's order
+        if files.denied(path):
+            skipped[0] += 1  # never compared: whether it changed is not said (W4)
+            continue
+        entry = index.entry(i) if i is not None else None
+        if entry is None:
+            assert old is not None
+            yield path, old, None, None
+        elif args.staged:  # a commit against the index
+            if entry.stage == 0 and old != (entry.mode, entry.oid):
+                yield path, old, (entry.mode, entry.oid), None
+        elif entry.stage != 0 or (entry.intent_to_add and args.revision is None):
+            continue
+        elif entry.mode == MODE_GITLINK:
+            if args.revision is not None and old != (entry.mode, entry.oid):
+                yield path, old, (entry.mode, entry.oid), None
+        else:  # the index (or a commit) against the working tree
+            if args.revision is None:
+                old = (entry.mode, entry.oid)
+            yield from _against_worktree(files, view, path, entry, old)
+
+
+def _against_worktree(files: _Files, view: Worktree, path: str, entry: IndexEntry,
+                      old: tuple[int, bytes] | None) -> Iterator[Change]:
+    st = files.lstat(path)
+    if st is None or stat.S_ISDIR(st.st_mode):
+        if old is not None:
+            yield path, old, None, None
         return
-    commit = _Commit.of(repo, base, index)
-    for path, gone in commit.only.items():
-        yield path, gone, None
-    for path, entry in index.items():
-        old = commit.old(path, entry)
-        if args.staged:  # a commit against the index
-            if old != (entry.mode, entry.oid):
-                yield path, old, (entry.mode, entry.oid)
-            continue
-        seen = tree.files.get(path)  # a commit against the working tree
-        if entry.mode == MODE_GITLINK:
-            if old != (entry.mode, entry.oid):
-                yield path, old, (entry.mode, entry.oid)
-        elif seen is None:
-            if old is not None:
-                yield path, old, None
-        elif old == (entry.mode, entry.oid) and tree.unchanged_quick(entry, seen):
-            continue
-        elif old is None or old[0] != _mode(seen.st.st_mode) or \
-                seen.filtered or tree.blob_id(seen) != old[1]:
-            yield path, old, (_mode(seen.st.st_mode), None)
+    if old == (entry.mode, entry.oid) and files.unchanged_quick(entry, st):
+        return
+    present = _File(path, st, view.filtered(path))
+    if old is None or old[0] != _mode(st.st_mode) or present.filtered \
+            or files.blob_id(path, st) != old[1]:
+        yield path, old, (_mode(st.st_mode), None), present
 
 
-def _file_diff(tree: _Tree, path: str, old: Side, new: Side, deny: DenyList) -> str:
+def _file_diff(repo: Repository, files: _Files, path: str, old: Side, new: Side,
+               present: _File | None) -> str:
     head = header(path, old[0] if old else None, new[0] if new else None)
-    if deny.denies(path):
-        return head + "(a secret-like path: its contents are never shown; setting " \
-                      "workspace_deny)\n"
     if (old and old[0] == MODE_GITLINK) or (new and new[0] == MODE_GITLINK):
-        lines = [f"-Subproject commit {old[1]}\n" if old else "",
-                 f"+Subproject commit {new[1]}\n" if new else ""]
+        lines = [f"-Subproject commit {old[1].hex()}\n" if old and old[1] else "",
+                 f"+Subproject commit {new[1].hex()}\n" if new and new[1] else ""]
         return head + "(a nested repository: never entered)\n" + "".join(lines)
-    if new is not None and new[1] is None and tree.files.get(path) is not None and \
-            tree.files[path].filtered:
+    if present is not None and present.filtered:
         return head + "(filtered: its attributes name a filter, which is never run; not " \
                       "diffed)\n"
     try:
-        before = _side(tree, path, old, deny)
-        after = _side(tree, path, new, deny)
+        before = _side(repo, files, path, old, present)
+        after = _side(repo, files, path, new, present)
     except Refusal as refusal:
         if refusal.code == "time_limit":
             raise
         return head + f"(not read: {refusal.reason})\n"
     if (old and before is None) or (new and after is None):
-        sizes = " -> ".join(str(_size(tree, path, side)) for side in (old, new) if side)
+        sizes = " -> ".join(str(_size(repo, side, present)) for side in (old, new) if side)
         return head + (f"(not diffed: {sizes} bytes, more than the {DIFF_SIDE_BYTES} a "
                        "diff reads; use read_file)\n")
     if too_many_lines(before) or too_many_lines(after):
         return head + (f"(not diffed: more than {DIFF_LINES} lines; use read_file or "
                        "search_text)\n")
-    return head + "".join(patch(path, before, after, tree.root.check_time))
+    return head + "".join(patch(path, before, after, files.root.check_time))
 
 
-def _side(tree: _Tree, path: str, side: Side, deny: DenyList) -> bytes | None:
+def _side(repo: Repository, files: _Files, path: str, side: Side, present: _File | None
+          ) -> bytes | None:
     if side is None:
         return None
     if side[1] is None:
-        return tree.content(path, deny)
-    return tree.objects.read(side[1], DIFF_SIDE_BYTES)
+        assert present is not None
+        return files.content(path, present.st)
+    found = repo.store.read(side[1], DIFF_SIDE_BYTES)
+    if found is None:
+        if repo.store.info(side[1]) is None:
+            raise Refusal("not_found", "its object is missing from the repository's own "
+                          "store")
+        return None
+    if found[0] != "blob":
+        raise Refusal("unsafe_repository", "its object is not a file's")
+    return bytes(found[1])
 
 
-def _size(tree: _Tree, path: str, side: Side) -> int | str:
+def _size(repo: Repository, side: Side, present: _File | None) -> int | str:
     if side is None:
         return 0
     if side[1] is None:
-        seen = tree.files.get(path)
-        return seen.st.st_size if seen else "?"
-    found = tree.objects.size(side[1])
-    return found if found is not None else "?"
+        return present.st.st_size if present else "?"
+    found = repo.store.info(side[1])
+    return found.size if found is not None else "?"
 
 
 def _mode(st_mode: int) -> int:
@@ -372,3 +531,4 @@ def _stat_matches(entry: IndexEntry, st: os.stat_result) -> bool:
     return (entry.mtime_ns == st.st_mtime_ns and entry.ctime_ns == st.st_ctime_ns
             and entry.ino == st.st_ino & 0xFFFFFFFF and entry.uid == st.st_uid
             and entry.gid == st.st_gid and entry.size == st.st_size & 0xFFFFFFFF)
+

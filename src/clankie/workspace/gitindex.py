@@ -1,36 +1,46 @@
-"""Git's index file, read by us (SPEC W7): its entries, their stat data, and Git's path rules.
+"""Git's index file, read by us (SPEC W5, W7): its entries, their stat data, Git's path rules.
 
-Owns parsing the index format (versions 2, 3 and 4, as `gitformat-index` describes it) from
-bytes into entries, and the check that every entry's path obeys Git's own rules (not empty,
-not absolute, no empty, `.`, `..` or `.git` component in any case). Git does not re-check
-these when it reads an index, so a hand-made index could name `../outside/secret`: such an
-index makes the Git tools refuse `unsafe_repository`. Pure: bytes in, values out.
+Owns parsing the index format (versions 2, 3 and 4, as `gitformat-index` describes it),
+read as a stream in chunks, into a compact `Index`: each entry's path as bytes, in the
+file's order, and its fixed fields packed in one byte array (unpacked only for the entry
+asked for), so an index of many entries costs about a hundred bytes an entry, counted as
+it is built (`INDEX_ENTRIES`). Every path must obey Git's own rules (not empty, not
+absolute, no empty, `.`, `..` or `.git` component in any case) and the entries must be in
+Git's order: Git does not re-check these when it reads an index, so a hand-made one could
+name `../outside/secret`; such an index is `unsafe_repository`. A split or sparse index is
+refused too (its entries live elsewhere). Refusals are fixed sentences. Pure but for the
+reading of the descriptor it is given.
 """
 
 from __future__ import annotations
 
+import bisect
+import hashlib
+import os
 import re
 import struct
 from dataclasses import dataclass
 
+from .confine import Refusal
+from .gitfiles import READ, pread_exactly, too_large, unsafe
+
 MODE_GITLINK = 0o160000
 MODE_SYMLINK = 0o120000
+INDEX_ENTRIES = 250_000  # about 40 MiB held: W5's 64 MiB with room for the rest of a call
+INDEX_BYTES = 128 * 1024 * 1024  # the most of an index file read (and hashed) by one call
 _HEADER = struct.Struct(">4sII")
+_STAT = struct.Struct(">10I")
 _EXTENDED = 0x4000
 _INTENT_TO_ADD = 0x2000  # in the extended flags
 _SKIP_WORKTREE = 0x4000  # in the extended flags
 _NS = 1_000_000_000
 
 
-class IndexError_(Exception):
-    """The index cannot be read or breaks Git's path rules; says why."""
-
-
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
     path: str  # relative to the top of the work tree, '/'-separated
     mode: int
-    oid: str  # hex
+    oid: bytes
     stage: int  # 0, or 1-3 in a conflict
     ctime_ns: int
     mtime_ns: int
@@ -51,83 +61,230 @@ def path_breaks_git_rules(path: str) -> bool:
     return "\x00" in path or _BAD_COMPONENT.search(path) is not None
 
 
-def parse_index(data: bytes, hash_size: int = 20) -> list[IndexEntry]:
-    """Every entry of an index file, in the file's order; `IndexError_` if it is malformed
-    or any entry's path breaks Git's rules."""
-    try:
-        signature, version, count = _HEADER.unpack_from(data, 0)
-    except struct.error:
-        raise IndexError_("the index is truncated") from None
+def as_bytes(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
+
+
+def as_text(path: bytes) -> str:
+    return path.decode("utf-8", "surrogateescape")
+
+
+class Index:
+    """The entries of an index: `paths` in Git's order (bytes), the rest on demand."""
+
+    def __init__(self, hash_size: int) -> None:
+        self.hash_size = hash_size
+        self.paths: list[bytes] = []
+        self._fixed = bytearray()  # per entry: stat data, object ID, stage, extended flags
+        self._size = 40 + hash_size + 2
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def entry(self, i: int) -> IndexEntry:
+        at = i * self._size
+        fields = _STAT.unpack_from(self._fixed, at)
+        oid = bytes(self._fixed[at + 40:at + 40 + self.hash_size])
+        stage, extended = self._fixed[at + 40 + self.hash_size:at + self._size]
+        return IndexEntry(as_text(self.paths[i]), fields[6], oid, stage,
+                          fields[0] * _NS + fields[1], fields[2] * _NS + fields[3], fields[5],
+                          fields[7], fields[8], fields[9], bool(extended & 1),
+                          bool(extended & 2))
+
+    def mode(self, i: int) -> int:
+        return int.from_bytes(self._fixed[i * self._size + 24:i * self._size + 28], "big")
+
+    def stage(self, i: int) -> int:
+        return self._fixed[i * self._size + 40 + self.hash_size]
+
+    def find(self, path: bytes) -> int | None:
+        """The position of the first entry for `path` (any stage), or None."""
+        i = bisect.bisect_left(self.paths, path)
+        return i if i < len(self.paths) and self.paths[i] == path else None
+
+    def below(self, folder: bytes) -> tuple[int, int]:
+        """The positions [start, end) of the entries beneath `folder` (b'' for all;
+        else ending in b'/')."""
+        if not folder:
+            return 0, len(self.paths)
+        start = bisect.bisect_left(self.paths, folder)
+        # '/' + 1 is '0': every path beneath the folder sorts before folder[:-1] + b'0'
+        return start, bisect.bisect_left(self.paths, folder[:-1] + b"0", start)
+
+    def within(self, path: bytes) -> tuple[int, int]:
+        """Positions [start, end) that hold every entry that is `path` or lies beneath it
+        (and, between them, the likes of `path.txt`, which the caller skips)."""
+        return bisect.bisect_left(self.paths, path), self.below(path + b"/")[1]
+
+    def holds_folder(self, folder: bytes) -> bool:
+        """Whether any entry lies beneath `folder` (no trailing '/')."""
+        start, end = self.below(folder + b"/")
+        return start < end
+
+    def _add(self, path: bytes, stat_data: bytes, oid: bytes, stage: int,
+             extended: int) -> None:
+        self.paths.append(path)
+        self._fixed += stat_data
+        self._fixed += oid
+        self._fixed.append(stage)
+        self._fixed.append((1 if extended & _INTENT_TO_ADD else 0)
+                           | (2 if extended & _SKIP_WORKTREE else 0))
+
+
+class _Reader:
+    """The index file's bytes from a descriptor, a window at a time, each byte before the
+    trailing checksum hashed as it is read."""
+
+    def __init__(self, fd: int, hash_size: int) -> None:
+        self.fd, self.data, self.at, self.read = fd, b"", 0, 0
+        self.end = os.fstat(fd).st_size - hash_size  # where the checksum starts
+        self.digest = hashlib.sha256() if hash_size == 32 else hashlib.sha1()
+        if self.end < _HEADER.size:
+            raise truncated()
+
+    @property
+    def position(self) -> int:
+        return self.read - (len(self.data) - self.at)
+
+    def need(self, size: int) -> None:
+        """At least `size` bytes from `at` in the window, all before the checksum; else
+        `unsafe_repository`."""
+        if self.position + size > self.end:
+            raise truncated()
+        if len(self.data) - self.at >= size:
+            return
+        more = [self.data[self.at:]]
+        have = len(more[0])
+        while have < size:
+            chunk = os.pread(self.fd, min(max(READ * 16, size - have), self.end - self.read),
+                             self.read)
+            if not chunk:
+                raise truncated()
+            self.digest.update(chunk)
+            self.read += len(chunk)
+            more.append(chunk)
+            have += len(chunk)
+        self.data, self.at = b"".join(more), 0
+
+    def until_nul(self, start: int) -> int:
+        """Where the next NUL is, from `start` bytes past `at` (the window grows to it)."""
+        while (nul := self.data.find(b"\x00", self.at + start)) < 0:
+            if len(self.data) - self.at > 64 * 1024:
+                raise unsafe("its index is malformed")
+            self.need(len(self.data) - self.at + 1)
+        return nul - self.at
+
+    def skip(self, size: int) -> None:
+        """Go past `size` bytes (hashed, not kept)."""
+        while size > 0:
+            step = min(size, READ * 16)
+            self.need(step)
+            self.at += step
+            size -= step
+
+    def checked(self) -> None:
+        """The file ends with the checksum of what came before (or zeros, when Git was
+        told to skip it): an index cut short or changed meanwhile is refused."""
+        if self.position != self.end:
+            raise truncated()
+        trailer = pread_exactly(self.fd, self.digest.digest_size, self.end)
+        if trailer != self.digest.digest() and trailer.strip(b"\x00"):
+            raise truncated()
+
+
+def truncated() -> Refusal:
+    return unsafe("its index is truncated or malformed")
+
+
+def read_index(fd: int, hash_size: int = 20) -> Index:
+    """Every entry of the index file open as `fd`, in its order; `unsafe_repository` if it
+    is malformed, out of Git's order, split or sparse, or names a path Git refuses;
+    `repository_too_large` past `INDEX_ENTRIES` entries."""
+    reader = _Reader(fd, hash_size)
+    if reader.end > INDEX_BYTES:
+        raise too_large(f"its index is more than the {INDEX_BYTES} bytes these tools read")
+    reader.need(_HEADER.size)
+    signature, version, count = _HEADER.unpack_from(reader.data, 0)
+    reader.at = _HEADER.size
     if signature != b"DIRC" or version not in (2, 3, 4):
-        raise IndexError_(f"the index is not in a format these tools read (version {version})")
-    entries: list[IndexEntry] = []
-    head = struct.Struct(f">10I{hash_size}sH")  # stat data, object ID, flags
-    offset = _HEADER.size
-    previous = b""
-    end = len(data) - hash_size
-    try:
-        for _ in range(count):
-            start = offset
-            *fields, raw_oid, flags = head.unpack_from(data, offset)
-            offset += head.size
-            oid = raw_oid.hex()
-            extended = 0
-            if flags & _EXTENDED:
-                if version < 3:
-                    raise IndexError_("an extended entry in a version 2 index")
-                (extended,) = struct.unpack_from(">H", data, offset)
-                offset += 2
-            if version == 4:
-                strip, offset = _varint(data, offset)
-                if strip > len(previous):
-                    raise IndexError_("an entry's path refers past the previous one")
-                nul = data.index(b"\x00", offset)
-                name = previous[:len(previous) - strip] + data[offset:nul]
-                offset = nul + 1
-            else:
-                length = flags & 0x0FFF
-                nul = data.index(b"\x00", offset + length if length < 0x0FFF else offset)
-                name = data[offset:nul]
-                if length < 0x0FFF and len(name) != length:
-                    raise IndexError_("an entry's path length does not match its name")
-                offset = start + ((nul + 1 - start + 7) // 8) * 8  # 1-8 NULs of padding
-            if offset > end:
-                raise IndexError_("the index is truncated")
-            previous = name
-            path = name.decode("utf-8", "surrogateescape")
-            if path_breaks_git_rules(path):
-                raise IndexError_(f"the index names a path Git itself refuses: {path[:80]!r}")
-            entries.append(IndexEntry(
-                path, fields[6], oid, (flags >> 12) & 3, fields[0] * _NS + fields[1],
-                fields[2] * _NS + fields[3], fields[5], fields[7], fields[8], fields[9],
-                bool(extended & _INTENT_TO_ADD), bool(extended & _SKIP_WORKTREE)))
-    except (struct.error, ValueError, IndexError):  # IndexError: a varint cut short
-        raise IndexError_("the index is truncated or malformed") from None
-    _refuse_split_index(data, offset, end)
-    return entries
+        raise unsafe("its index is not in a format these tools read")
+    if count > INDEX_ENTRIES:
+        raise too_large(f"its index holds {count} entries, more than the {INDEX_ENTRIES} "
+                        "these tools hold")
+    index = Index(hash_size)
+    fixed = 40 + hash_size + 2
+    previous = (b"", -1)
+    for _ in range(count):
+        reader.need(fixed + 2)
+        at = reader.at
+        data = reader.data
+        stat_data = data[at:at + 40]
+        oid = data[at + 40:at + 40 + hash_size]
+        (flags,) = struct.unpack_from(">H", data, at + 40 + hash_size)
+        used = fixed
+        extended = 0
+        if flags & _EXTENDED:
+            if version < 3:
+                raise unsafe("its index is malformed")
+            (extended,) = struct.unpack_from(">H", data, at + used)
+            used += 2
+        if version == 4:
+            strip, used = _varint(reader, used)
+            if strip > len(previous[0]):
+                raise truncated()
+            nul = reader.until_nul(used)
+            name = previous[0][:len(previous[0]) - strip] + reader.data[reader.at + used:
+                                                                         reader.at + nul]
+            used = nul + 1
+        else:
+            length = flags & 0x0FFF
+            nul = reader.until_nul(used + (length if length < 0x0FFF else 0))
+            name = reader.data[reader.at + used:reader.at + nul]
+            if length < 0x0FFF and len(name) != length:
+                raise truncated()
+            used = ((nul + 1 + 7) // 8) * 8  # 1-8 NULs of padding
+            reader.need(used)
+        stage = (flags >> 12) & 3
+        if path_breaks_git_rules(as_text(name)):
+            raise unsafe("its index names a path Git itself refuses")
+        if (name, stage) <= previous:
+            raise unsafe("its index is not in Git's order")
+        previous = (name, stage)
+        index._add(name, stat_data, oid, stage, extended)
+        reader.at += used
+    _extensions(reader)
+    return index
 
 
-def _refuse_split_index(data: bytes, offset: int, end: int) -> None:
-    """A split index keeps entries in another file, a sparse one collapses directories:
-    neither is read here, so neither is mistaken for a complete list."""
-    while offset + 8 <= end:
-        signature, size = struct.unpack_from(">4sI", data, offset)
+def _extensions(reader: _Reader) -> None:
+    """Go past the extensions to the checksum. A split index keeps entries in another file,
+    a sparse one collapses directories: neither is read here, so neither is mistaken for a
+    complete list."""
+    while reader.position < reader.end:
+        reader.need(8)
+        signature, size = struct.unpack_from(">4sI", reader.data, reader.at)
         if signature == b"link":
-            raise IndexError_("the index is split (core.splitIndex); these tools read only a "
-                              "whole index")
+            raise unsafe("its index is split (core.splitIndex); these tools read only a "
+                         "whole index")
         if signature == b"sdir":
-            raise IndexError_("the index is sparse (sparse-checkout); these tools read only "
-                              "a whole index")
-        offset += 8 + size
+            raise unsafe("its index is sparse (sparse-checkout); these tools read only a "
+                         "whole index")
+        reader.at += 8
+        reader.skip(size)
+    reader.checked()
 
 
-def _varint(data: bytes, offset: int) -> tuple[int, int]:
+def _varint(reader: _Reader, used: int) -> tuple[int, int]:
     """Git's offset varint (index version 4): value and the offset after it."""
-    byte = data[offset]
-    offset += 1
+    reader.need(used + 1)
+    byte = reader.data[reader.at + used]
+    used += 1
     value = byte & 0x7F
     while byte & 0x80:
-        byte = data[offset]
-        offset += 1
+        reader.need(used + 1)
+        byte = reader.data[reader.at + used]
+        used += 1
         value = ((value + 1) << 7) | (byte & 0x7F)
-    return value, offset
+        if value > 1 << 32:
+            raise truncated()
+    return value, used

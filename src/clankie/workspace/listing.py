@@ -19,39 +19,46 @@ from clankie.tool_dto import Entry, ListFilesArgs, ListFilesResult
 
 from .confine import Refusal, Root, check_path, opened, shown, tidy
 from .deny import DenyList
-from .git import repository
+from .gitrepo import repository
 from .worktree import Worktree
 
 MAX_ENTRIES = 200
 
 
+# Why a repository is read as a plain folder by the listing and the search
+_PLAIN = ("unsafe_repository", "repository_too_large", "not_found")
+
+
 @contextmanager
-def worktree(root: Root, git_timeout: float) -> Iterator[tuple[Worktree, str | None]]:
+def worktree(root: Root) -> Iterator[tuple[Worktree, str | None]]:
     """The workspace as Git sees it, or as a plain folder (with a note saying why) when it
     is not a repository the Git tools read."""
+    repo = None
     try:
-        repo = repository(root, git_timeout)
+        repo = repository(root)
+        view = Worktree.of(root, repo)
     except Refusal as refusal:
-        if refusal.code not in ("unsafe_repository", "git_unavailable"):
+        if repo is not None:
+            repo.close()
+        if refusal.code not in _PLAIN:
             raise
-        yield Worktree.of(root, None, None), (f"read as a plain folder, without Git's ignore "
-                                              f"rules: {refusal.reason}")
+        yield Worktree.of(root, None), (f"read as a plain folder, without Git's ignore "
+                                        f"rules: {refusal.reason}")
         return
     if repo is None:
-        yield Worktree.of(root, None, None), None
+        yield view, None
         return
-    with repo, repo.objects() as objects:
-        yield Worktree.of(root, repo, objects), None
+    with repo:
+        yield view, None
 
 
-def list_files(root: Root, args: ListFilesArgs, deny: DenyList, git_timeout: float
-               ) -> ListFilesResult:
+def list_files(root: Root, args: ListFilesArgs, deny: DenyList) -> ListFilesResult:
     path = tidy(check_path(args.path))
     must_be_directory(root, path)
     entries: list[Entry] = []
     hidden = 0
     truncated = False
-    with worktree(root, git_timeout) as (view, note):
+    with worktree(root) as (view, note):
         for seen in view.walk(path, depth=args.depth):
             if seen.state == "ignored":
                 hidden += 1

@@ -1,17 +1,18 @@
 """The read-only project-membership fact of SPEC section 9, from the registry and from Git.
 
 Owns the rule: a workspace is a member of project P when it lies inside P's root, or
-inside a worktree that P's repository has registered (`git worktree list --porcelain`).
-Anything it cannot be sure of is `unknown`: more than one project (`ambiguous`), an
-identity that changed (`changed`), Git missing, failing, slow or a prunable worktree
-(`unverified`). It only reads: no enrollment, no Git changes, nothing written anywhere;
-Git runs as the workspace tools run it (`gitrepo`: the repository checked first, Git on
-its git directory only, never on a work tree, with an environment built from nothing).
+inside a worktree that P's repository has registered (what `git worktree list --porcelain`
+reports, read by us from the repository's `worktrees/` folder through the confined opener:
+no Git program runs). Anything it cannot be sure of is `unknown`: more than one project
+(`ambiguous`), an identity that changed (`changed`), a repository that cannot be read or
+takes longer than `git_timeout` to read, or a prunable worktree (`unverified`). It only
+reads: no enrollment, no Git changes, nothing written anywhere.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,10 +22,13 @@ from typing import Any, Literal
 from clankie.core.model import WorkspaceIdentity
 
 from .confine import Refusal
+from .gitfiles import GitDir
 from .gitrepo import find_repository
 from .identity import identify
 
 MembershipStatus = Literal["member", "not_member", "unknown"]
+WORKTREES = 10_000  # worktrees a repository may register before the fact is unverified
+GITDIR_BYTES = 4_096
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +51,7 @@ class Worktree:
 
 
 class GitUnverified(Exception):
-    """Git is missing, failed or timed out."""
+    """The repository's worktrees could not be read, or not in time."""
 
 
 def membership(saved: WorkspaceIdentity, projects: Sequence[tuple[str, WorkspaceIdentity]],
@@ -96,26 +100,48 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def list_worktrees(repository: str, timeout: float) -> list[Worktree]:
-    """The linked worktrees a repository has registered (its main worktree left out)."""
+    """The linked worktrees a repository has registered (its main worktree left out), as
+    `git worktree list --porcelain` reports them: each `worktrees/ID/gitdir` names the
+    worktree's `.git` file; one whose file is gone (and not `locked`) is prunable."""
+    deadline = time.monotonic() + timeout
     try:
         fd = os.open(repository, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise GitUnverified(exc.strerror) from None
+    main = os.path.realpath(repository)
     try:
-        repo = find_repository(fd, os.path.realpath(repository), timeout,
-                               time.monotonic() + timeout)
+        repo = find_repository(fd, main, deadline)
         if repo is None or repo.prefix:
             raise GitUnverified("the project root holds no git directory of its own")
         with repo:
-            listed = repo.run("worktree", "list", "--porcelain").decode("utf-8", "replace")
+            worktrees = []
+            for name in repo.gitdir.names("worktrees", WORKTREES):
+                if time.monotonic() > deadline:
+                    raise GitUnverified("reading the worktrees took too long")
+                found = _registered(repo.gitdir, name, os.path.join(main, ".git"))
+                if found is not None and found.path != main:
+                    worktrees.append(found)
+            return worktrees
     except Refusal as refusal:
         raise GitUnverified(refusal.reason) from None
     finally:
         os.close(fd)
-    worktrees = []
-    for block in listed.strip().split("\n\n"):
-        fields = dict(line.partition(" ")[::2] for line in block.splitlines())
-        if "worktree" in fields:
-            worktrees.append(Worktree(os.path.realpath(fields["worktree"]), "prunable" in fields))
-    main = os.path.realpath(repository)
-    return [w for w in worktrees if w.path != main]
+
+
+def _registered(gitdir: GitDir, name: str, git_path: str) -> Worktree | None:
+    """One entry of `worktrees/`: where its worktree is, and whether it is prunable."""
+    folder = f"worktrees/{name}"
+    found = gitdir.lstat(folder)
+    if found is not None and stat.S_ISLNK(found.st_mode):
+        raise GitUnverified("a worktree's record is a symbolic link")  # never followed
+    if found is None or not stat.S_ISDIR(found.st_mode):
+        return None  # Git finds no record in a file either
+    locked = gitdir.exists(f"{folder}/locked")
+    text = (gitdir.read(f"{folder}/gitdir", GITDIR_BYTES) or b"").decode("utf-8", "replace")
+    target = text.strip()
+    if not target:
+        return Worktree(os.path.join(git_path, folder), not locked)
+    if not os.path.isabs(target):  # `worktree.useRelativePaths`: relative to its folder
+        target = os.path.normpath(os.path.join(git_path, folder, target))
+    path = target[:-len("/.git")] if target.endswith("/.git") else target
+    return Worktree(os.path.realpath(path), not locked and not os.path.exists(target))

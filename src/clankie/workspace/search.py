@@ -77,15 +77,14 @@ class _Budget:
         self.used += size
 
 
-def search_text(root: Root, args: SearchTextArgs, deny: DenyList, git_timeout: float
-                ) -> SearchTextResult:
+def search_text(root: Root, args: SearchTextArgs, deny: DenyList) -> SearchTextResult:
     regex = compile_pattern(args.pattern, args.fixed)
     path = tidy(check_path(args.path))
     must_be_directory(root, path)
     budget = _Budget(args.max_results, root.deadline)
     skipped_denied = skipped_binary = hidden = 0
     unreadable = 0
-    with worktree(root, git_timeout) as (view, plain):
+    with worktree(root) as (view, plain):
         files = view.walk(path, into_ignored=args.include_ignored)
         try:
             for seen in files:

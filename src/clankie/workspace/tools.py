@@ -37,9 +37,6 @@ class ToolSettings:
     by `service/tooling.py`)."""
 
     deny: DenyList
-    git_timeout: float
-
-
 
 
 @dataclass(frozen=True)
@@ -89,18 +86,18 @@ def _count(items: list[Any], noun: str) -> str:
 
 
 TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
-    Tool("list_files", t.ListFilesArgs,
-         lambda root, a, s: list_files(root, a, s.deny, s.git_timeout), _list_summary),
+    Tool("list_files", t.ListFilesArgs, lambda root, a, s: list_files(root, a, s.deny),
+         _list_summary),
     Tool("read_file", t.ReadFileArgs, lambda root, a, s: read_file(root, a, s.deny),
          _read_summary),
-    Tool("search_text", t.SearchTextArgs,
-         lambda root, a, s: search_text(root, a, s.deny, s.git_timeout), _search_summary),
-    Tool("git_status", t.GitStatusArgs, lambda root, a, s: git_status(root, s.git_timeout),
+    Tool("search_text", t.SearchTextArgs, lambda root, a, s: search_text(root, a, s.deny),
+         _search_summary),
+    Tool("git_status", t.GitStatusArgs, lambda root, a, s: git_status(root, s.deny.denies),
          _status_summary),
-    Tool("git_log", t.GitLogArgs, lambda root, a, s: git_log(root, a, s.git_timeout),
+    Tool("git_log", t.GitLogArgs, lambda root, a, s: git_log(root, a),
          lambda a, r: f"git log{' of ' + a.path if a.path else ''}: "
                       f"{_count(r['commits'], 'commit')}"),
-    Tool("git_diff", t.GitDiffArgs, lambda root, a, s: git_diff(root, a, s.deny, s.git_timeout),
+    Tool("git_diff", t.GitDiffArgs, lambda root, a, s: git_diff(root, a, s.deny.denies),
          _diff_summary),
 )}
 assert {name: tool.args for name, tool in TOOLS.items()} == t.TOOL_ARGS

@@ -21,8 +21,8 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from .confine import Refusal, Root, open_regular
-from .gitindex import MODE_GITLINK, IndexEntry
-from .gitrepo import Objects, Repository
+from .gitindex import MODE_GITLINK, Index, as_bytes
+from .gitrepo import Repository
 from .gitrules import RULE_FILE_BYTES, Rules
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -73,9 +73,10 @@ class Worktree:
 
     root: Root
     repo: Repository | None
-    tracked: dict[str, IndexEntry] = field(default_factory=dict)  # a conflict: any stage
-    tracked_dirs: set[str] = field(default_factory=set)
+    index: Index | None = None
     rules: Rules = field(default_factory=Rules)
+    _rules_at: dict[str, tuple[Rules, bool]] = field(default_factory=dict)  # from above
+    _rules_in: dict[str, Rules] = field(default_factory=dict)  # for the files in a folder
     looked: int = 0
     folder_fd: int = -1  # while the walk has just yielded an entry: its folder, open
     cut_folders: int = 0  # folders holding more than FOLDER_ENTRIES entries
@@ -94,33 +95,38 @@ class Worktree:
         return "; ".join(said) or None
 
     @classmethod
-    def of(cls, root: Root, repo: Repository | None, objects: Objects | None) -> Worktree:
+    def of(cls, root: Root, repo: Repository | None) -> Worktree:
         view = cls(root, repo)
         if repo is None:
             return view
-        entries = repo.index()
-        above = {e.path: e for e in entries if not e.path.startswith(repo.prefix)
-                 and e.path.rsplit("/", 1)[-1] in _RULE_FILES and e.stage == 0}
-        cut = len(repo.prefix)
-        for entry in entries:
-            if entry.path.startswith(repo.prefix):
-                path = entry.path[cut:]
-                view.tracked.setdefault(path, entry)
-                folder = path.rpartition("/")[0]
-                while folder and folder not in view.tracked_dirs:
-                    view.tracked_dirs.add(folder)
-                    folder = folder.rpartition("/")[0]
-        rules = Rules(repo.git_file("info/exclude", RULE_FILE_BYTES),
-                      repo.git_file("info/attributes", RULE_FILE_BYTES))
+        view.index = repo.index()
+        rules = Rules(repo.gitdir.read("info/exclude", RULE_FILE_BYTES),
+                      repo.gitdir.read("info/attributes", RULE_FILE_BYTES))
         parts = repo.prefix.split("/")[:-1]
         for end in range(len(parts)):  # the folders above the workspace, from the top down
             base = "".join(f"{p}/" for p in parts[:end])
-            files = [above.get(base + name) for name in _RULE_FILES]
-            blobs = [objects.read(e.oid, RULE_FILE_BYTES) if e and objects else None
-                     for e in files]
+            blobs = [view._blob(base + name) for name in _RULE_FILES]
             rules = rules.below(base, blobs[0], blobs[1])
         view.rules = rules
         return view
+
+    def _blob(self, top_path: str) -> bytes | None:
+        """A rule file above the workspace, as the index has it (Git reads it from there
+        too when the folder is not checked out)."""
+        assert self.repo is not None and self.index is not None
+        i = self.index.find(as_bytes(top_path))
+        if i is None or self.index.stage(i) != 0:
+            return None
+        found = self.repo.store.read(self.index.entry(i).oid, RULE_FILE_BYTES)
+        return bytes(found[1]) if found is not None and found[0] == "blob" else None
+
+    def position(self, path: str) -> int | None:
+        """Where a workspace-relative path's (first) index entry is, or None."""
+        return self.index.find(as_bytes(self.top(path))) if self.index is not None else None
+
+    def tracked_dir(self, path: str) -> bool:
+        """Whether a workspace-relative folder holds tracked files."""
+        return self.index is not None and self.index.holds_folder(as_bytes(self.top(path)))
 
     def top(self, path: str) -> str:
         """A workspace-relative path as Git names it (relative to the top)."""
@@ -163,7 +169,7 @@ class Worktree:
                     if descend or (self.repo is not None and state != "ignored"):
                         child = self._open(folder.fd, name)
                     if child is not None and self.repo is not None and state != "ignored" \
-                            and path not in self.tracked_dirs and _has_git(child):
+                            and not self.tracked_dir(path) and _has_git(child):
                         state = "submodule"
                     if child is not None and not (descend and state != "submodule"):
                         os.close(child)
@@ -188,10 +194,11 @@ class Worktree:
     def _state(self, path: str, kind: str, folder: _Folder) -> str:
         if self.repo is None:
             return "untracked"
-        entry = self.tracked.get(path)
-        if entry is not None:
-            return "submodule" if entry.mode == MODE_GITLINK else "tracked"
-        if kind == "directory" and path in self.tracked_dirs:
+        assert self.index is not None
+        i = self.position(path)
+        if i is not None:
+            return "submodule" if self.index.mode(i) == MODE_GITLINK else "tracked"
+        if kind == "directory" and self.tracked_dir(path):
             return "tracked"
         if folder.ignored or folder.rules.ignored(self.top(path), kind == "directory"):
             return "ignored"
@@ -212,23 +219,34 @@ class Worktree:
 
     def filtered(self, path: str) -> bool:
         """Whether the attributes name a filter for a file the walk did not reach."""
-        rules, _ = self._rules_down_to(path.rpartition("/")[0] or ".")
+        folder = path.rpartition("/")[0] or "."
+        rules = self._rules_in.get(folder)
+        if rules is None:
+            rules = self._rules_down_to(folder)[0]
+            found = [self._read_rule_file(join(folder, name)) for name in _RULE_FILES]
+            rules = self._rules_in[folder] = rules.below(self._base(folder), found[0], found[1])
         return rules.any_filter and rules.filtered(self.top(path))
 
     def _rules_down_to(self, folder: str) -> tuple[Rules, bool]:
         """The rules in force in `folder` (workspace-relative) from the folders above it,
         and whether it, or a folder above it within the workspace, is ignored."""
-        rules = self.rules
         if self.repo is None:
-            return rules, False
+            return self.rules, False
+        known = self._rules_at.get(folder)
+        if known is not None:
+            return known
+        rules = self.rules
         here = "."
+        found_ignored = False
         for part in [p for p in folder.split("/") if p not in ("", ".")]:
             found = [self._read_rule_file(join(here, name)) for name in _RULE_FILES]
             rules = rules.below(self._base(here), found[0], found[1])
             here = join(here, part)
-            if here not in self.tracked_dirs and rules.ignored(self.top(here), True):
-                return rules, True
-        return rules, False
+            if not self.tracked_dir(here) and rules.ignored(self.top(here), True):
+                found_ignored = True
+                break
+        self._rules_at[folder] = (rules, found_ignored)
+        return rules, found_ignored
 
     def _base(self, folder: str) -> str:
         return self.top(folder) if folder == "." else self.top(folder) + "/"

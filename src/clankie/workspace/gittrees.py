@@ -1,0 +1,263 @@
+"""Trees and commits, parsed by us from the object store (SPEC W5, W7).
+
+Owns reading a tree's entries (mode, name, object ID) as they stream by, a commit's
+fields (tree, parents, author, dates, subject), the files of a tree flattened in Git's
+order beneath a folder, one path's entry in a tree, and the history walk `git_log` shows
+(`rev-list`'s default: newest commit date first, a path limiting it as Git's default
+history simplification does). Every name a tree gives must obey Git's path rules, else
+`unsafe_repository`; memory follows the depth of the walk, not the size of the tree, and
+the trees held at once are bounded; the deadline is checked as entries stream by.
+"""
+
+from __future__ import annotations
+
+import heapq
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+
+from .confine import Refusal
+from .gitfiles import too_large, unsafe
+from .gitobjects import Data, ObjectStore
+
+MODE_TREE = 0o040000
+MODE_GITLINK = 0o160000
+MODE_SYMLINK = 0o120000
+HELD_TREES = 32 * 1024 * 1024  # bytes of trees held at once by one walk (W5's memory)
+MAX_DEPTH = 1_024  # folders deep a tree may nest
+_BAD_NAMES = frozenset({b"", b".", b"..", b".git"})
+
+
+def canonical_mode(mode: int) -> int:
+    """A tree entry's mode as Git reads it (`canon_mode`): 100644 or 100755 for a file."""
+    if stat.S_ISREG(mode):
+        return 0o100755 if mode & 0o100 else 0o100644
+    if stat.S_ISLNK(mode):
+        return MODE_SYMLINK
+    if stat.S_ISDIR(mode):
+        return MODE_TREE
+    return MODE_GITLINK
+
+
+def missing() -> Refusal:
+    return Refusal("not_found", "an object the repository names is missing from its own "
+                   "store (an object of another repository is never read)")
+
+
+def tree_entries(data: Data, hash_size: int) -> Iterator[tuple[bytes, int, bytes]]:
+    """A tree's entries in their stored order: (name, canonical mode, object ID)."""
+    at, end = 0, len(data)
+    while at < end:
+        space = data.find(b" ", at, at + 8)
+        nul = data.find(b"\x00", space + 1) if space > at else -1
+        if nul < 0 or nul + 1 + hash_size > end:
+            raise unsafe("a tree in it is malformed")
+        mode_text = bytes(data[at:space])
+        if not mode_text.isdigit() or b"8" in mode_text or b"9" in mode_text:
+            raise unsafe("a tree in it is malformed")
+        name = bytes(data[space + 1:nul])
+        if name.lower() in _BAD_NAMES or b"/" in name:
+            raise unsafe("a commit names a path Git itself refuses")
+        yield name, canonical_mode(int(mode_text, 8)), bytes(data[nul + 1:nul + 1 + hash_size])
+        at = nul + 1 + hash_size
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    oid: bytes
+    tree: bytes
+    parents: tuple[bytes, ...]
+    author: str
+    author_date: str  # strict ISO 8601 in the author's zone, as `%aI`
+    committed: int  # the committer's time stamp (seconds), which orders the walk
+    subject: str
+
+
+def parse_commit(oid: bytes, data: Data, hash_size: int) -> Commit:
+    head, _, message = bytes(data).partition(b"\n\n")
+    tree = b""
+    parents: list[bytes] = []
+    author = b""
+    committed = 0
+    for line in head.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == b"tree" and not tree:
+            tree = _oid(value, hash_size)
+        elif key == b"parent":
+            parents.append(_oid(value, hash_size))
+        elif key == b"author" and not author:
+            author = value
+        elif key == b"committer":
+            committed = _stamp(value)[0]
+    if not tree:
+        raise unsafe("a commit in it is malformed")
+    name = author[:author.find(b"<")].strip() if b"<" in author else author.strip()
+    when, zone = _stamp(author)
+    return Commit(oid, tree, tuple(parents), name.decode("utf-8", "replace"),
+                  _iso(when, zone), committed, _subject(message))
+
+
+def _oid(text: bytes, hash_size: int) -> bytes:
+    try:
+        oid = bytes.fromhex(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise unsafe("a commit in it is malformed") from None
+    if len(oid) != hash_size:
+        raise unsafe("a commit in it is malformed")
+    return oid
+
+
+def _stamp(ident: bytes) -> tuple[int, int]:
+    """The time stamp and zone (minutes east) at the end of an ident line; (0, 0) if it
+    has none that reads (Git shows such a commit at the epoch too)."""
+    fields = ident[ident.rfind(b">") + 1:].split()
+    try:
+        when = int(fields[0])
+        zone = int(fields[1]) if len(fields) > 1 else 0
+    except (IndexError, ValueError):
+        return 0, 0
+    minutes = (abs(zone) // 100) * 60 + abs(zone) % 100
+    return when, (-minutes if zone < 0 else minutes)
+
+
+def _iso(when: int, minutes: int) -> str:
+    try:
+        zone = timezone(timedelta(minutes=minutes))
+        return datetime.fromtimestamp(when, zone).isoformat()
+    except (ValueError, OverflowError, OSError):
+        return datetime.fromtimestamp(0, UTC).isoformat()
+
+
+def _subject(message: bytes) -> str:
+    """Git's `%s`: the message's first paragraph, its lines joined by spaces."""
+    lines = message.split(b"\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    kept = []
+    for line in lines:
+        if not line.strip():
+            break
+        kept.append(line.rstrip())
+    return b" ".join(kept).decode("utf-8", "replace")[:300]
+
+
+class History:
+    """Trees and commits of one object store."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self.hash_size = store.hash_size
+
+    def object(self, oid: bytes, kind: str) -> Data:
+        found = self.store.read(oid)
+        if found is None:
+            raise missing()
+        if found[0] != kind:
+            raise unsafe(f"an object in it is not the {kind} it should be")
+        return found[1]
+
+    def commit(self, oid: bytes) -> Commit:
+        return parse_commit(oid, self.object(oid, "commit"), self.hash_size)
+
+    def entry(self, tree: bytes, parts: list[bytes]) -> tuple[int, bytes] | None:
+        """The (mode, object ID) at a path below a tree, or None if nothing is there."""
+        found = (MODE_TREE, tree)
+        for part in parts:
+            if found[0] != MODE_TREE:
+                return None
+            for name, mode, oid in tree_entries(self.object(found[1], "tree"), self.hash_size):
+                if name == part:
+                    found = (mode, oid)
+                    break
+            else:
+                return None
+        return found
+
+    def files(self, tree: bytes, base: str = "") -> Iterator[tuple[str, int, bytes]]:
+        """The files (blobs, symlinks, gitlinks) below a tree, depth first in Git's order,
+        named `base` + their path below it."""
+        data = self.object(tree, "tree")
+        held = len(data)
+        stack = [(base, tree_entries(data, self.hash_size), len(data))]
+        looked = 0
+        while stack:
+            folder, entries, size = stack[-1]
+            found = next(entries, None)
+            if found is None:
+                stack.pop()
+                held -= size
+                continue
+            looked += 1
+            if looked % 1024 == 0:
+                self.store.check_time()
+            name, mode, oid = found
+            path = folder + name.decode("utf-8", "surrogateescape")
+            if mode != MODE_TREE:
+                yield path, mode, oid
+                continue
+            if len(stack) == MAX_DEPTH:
+                raise too_large(f"its trees nest more than {MAX_DEPTH} folders deep")
+            data = self.object(oid, "tree")
+            held += len(data)
+            if held > HELD_TREES:
+                raise too_large(f"its trees need more than {HELD_TREES} bytes at once")
+            stack.append((path + "/", tree_entries(data, self.hash_size), len(data)))
+
+    def log(self, start: bytes, parts: list[bytes], limit: int) -> list[Commit]:
+        """Up to `limit` commits from `start`, newest commit date first (ties in the order
+        they were found); with `parts`, only those that changed that path, following a
+        merge's parent that did not change it, as `git rev-list -- PATH` does."""
+        shown: list[Commit] = []
+        queue: list[tuple[int, int, bytes]] = []
+        seen = {start}
+        order = 0
+        first = self._commit_or_none(start)
+        if first is None:
+            raise missing()
+        heapq.heappush(queue, (-first.committed, order, start))
+        commits = {start: first}
+        while queue and len(shown) < limit:
+            self.store.check_time()
+            _, _, oid = heapq.heappop(queue)
+            commit = commits.pop(oid)
+            parents = list(commit.parents)
+            if parts:
+                mine = self.entry(commit.tree, parts)
+                same = [p for p in parents if self._path_at(p, parts, commits) == mine]
+                if not parents:
+                    show = mine is not None
+                elif len(parents) == 1:
+                    show = not same
+                else:
+                    show = not same
+                    if same:
+                        parents = same[:1]
+            else:
+                show = True
+            if show:
+                shown.append(commit)
+            for parent in parents:
+                if parent in seen:
+                    continue
+                seen.add(parent)
+                found = commits.get(parent) or self._commit_or_none(parent)
+                if found is None:
+                    continue  # beyond a shallow clone's edge: its history ends there
+                commits[parent] = found
+                order += 1
+                heapq.heappush(queue, (-found.committed, order, parent))
+        return shown
+
+    def _commit_or_none(self, oid: bytes) -> Commit | None:
+        if self.store.info(oid) is None:
+            return None
+        return self.commit(oid)
+
+    def _path_at(self, oid: bytes, parts: list[bytes], commits: dict[bytes, Commit]
+                 ) -> tuple[int, bytes] | bool | None:
+        commit = commits.get(oid) or self._commit_or_none(oid)
+        if commit is None:
+            return False  # a missing parent is never the same
+        commits.setdefault(oid, commit)
+        return self.entry(commit.tree, parts)
