@@ -303,10 +303,14 @@ def _worktree_code(files: _Files, entry: IndexEntry, seen: Seen, walked: Worktre
         return " "
     if seen.filtered:
         return "filtered"
+    if entry.intent_to_add:
+        return "A"
+    if _kind(_mode(seen.st.st_mode)) != _kind(entry.mode):
+        return "T"
     if _mode(seen.st.st_mode) == entry.mode and \
             files.blob_id(seen.path, seen.st, walked) == entry.oid:
         return " "
-    return "A" if entry.intent_to_add else "M"
+    return "M"
 
 
 def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
@@ -328,7 +332,7 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
             yield path, "submodule"
             continue
         x = " " if old == (entry.mode, entry.oid) or entry.intent_to_add else \
-            ("A" if old is None else "M")
+            "A" if old is None else "T" if _kind(old[0]) != _kind(entry.mode) else "M"
         y = walked.changed.get(path, " ") if walked.seen[i - span[0]] else "D"
         if y == "filtered":
             yield path, "filtered"
@@ -436,17 +440,17 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
         if entry is None:
             assert old is not None
             yield path, old, None, None
-        elif args.staged:  # a commit against the index
-            if entry.stage == 0 and old != (entry.mode, entry.oid):
+        elif args.staged:  # a commit against the index (an intent to add is not in it)
+            if entry.stage == 0 and not entry.intent_to_add and old != (entry.mode, entry.oid):
                 yield path, old, (entry.mode, entry.oid), None
-        elif entry.stage != 0 or (entry.intent_to_add and args.revision is None):
+        elif entry.stage != 0:
             continue
         elif entry.mode == MODE_GITLINK:
             if args.revision is not None and old != (entry.mode, entry.oid):
                 yield path, old, (entry.mode, entry.oid), None
         else:  # the index (or a commit) against the working tree
-            if args.revision is None:
-                old = (entry.mode, entry.oid)
+            if args.revision is None:  # an intent to add: new in the working tree
+                old = None if entry.intent_to_add else (entry.mode, entry.oid)
             yield from _against_worktree(files, view, path, entry, old)
 
 
@@ -525,6 +529,11 @@ def _mode(st_mode: int) -> int:
     if stat.S_ISDIR(st_mode):
         return MODE_GITLINK
     return 0o100755 if st_mode & 0o100 else 0o100644
+
+
+def _kind(mode: int) -> int:
+    """A mode's type (file, symlink, gitlink), without its permission bits."""
+    return mode & 0o170000
 
 
 def _stat_matches(entry: IndexEntry, st: os.stat_result) -> bool:
