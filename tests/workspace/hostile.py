@@ -19,6 +19,8 @@ in its own `assert` so that Hypothesis reports distinct breaks separately.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -26,19 +28,25 @@ import shutil
 import stat
 import struct
 import subprocess
+import sys
+import tempfile
 import traceback
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.polling import eventually
+from tests.workspace.gitbombs import Pack, compressed, copy, delta, insert, zeros
 from tests.workspace.tooling import SECRET, Place, git, make_place
 from tests.workspace.watch import Watch
 
 DENIED = "DENIED-SECRET-7c2e"  # in files the deny list covers (`.env`, `*.pem`)
 DECOY = "decoy, not a secret\n"  # what hostile index/tree entries hold in the object store
 UNSAFE_ALLOWED = {"unsafe_repository", "invalid_argument", "invalid_path"}
+# while a second process moves its files, a repository can look absent or incomplete
+MOVED_ALLOWED = {"not_a_repository", "not_found"}
 GIT_TOOLS = ("git_status", "git_log", "git_diff")
 HOOKS = (
     "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",
@@ -185,6 +193,7 @@ class Built:
     victim: Path | None = None
     head: str = ""  # the commit HEAD names after prepare
     late: list[Callable[[], None]] = field(default_factory=list)  # armed after the index
+    mutating: list[str] = field(default_factory=list)  # what a second process swaps in .git
 
     @property
     def ws(self) -> Path:
@@ -706,6 +715,76 @@ def _parse_tree(data: bytes) -> list[tuple[str, bytes, str]]:
     return entries
 
 
+_ZEROS = 64 * 1024 * 1024
+
+
+@functools.cache
+def _zero_stream() -> bytes:
+    """64 MiB of zeros as one zlib stream (about 64 KB), made once."""
+    return compressed(zeros(_ZEROS))
+
+
+BOMBS = ("loose_declared", "loose_lying", "packed_declared", "packed_lying", "delta_chain",
+         "delta_loop", "delta_huge", "offset_outside")
+
+
+@kind("object_bomb")
+def _object_bomb(b: Built, a: Attack, i: int) -> None:
+    """HEAD names an object whose store lies (W5, W7): a size it does not have, a stream
+    that inflates past it, a delta chain of 60 or a loop, a 1 GiB result, an offset
+    outside its pack. Refused within the bounds, never inflated."""
+    form = a.get("form")
+    oid = hashlib.sha1(f"bomb {form} {i}".encode()).hexdigest()
+    stream = _zero_stream()
+    if form in ("loose_declared", "loose_lying"):  # 64 MiB of zeros, said or not
+        header = f"commit {_ZEROS if form == 'loose_declared' else 200}\0".encode()
+        (b.gitdir / "objects" / oid[:2]).mkdir(parents=True, exist_ok=True)
+        (b.gitdir / "objects" / oid[:2] / oid[2:]).write_bytes(_with_header(header))
+    else:
+        pack = Pack()
+        if form == "packed_declared":
+            pack.raw(oid, 1, 1 << 30, stream)
+        elif form == "packed_lying":
+            pack.raw(oid, 1, 300, stream)
+        elif form == "delta_huge":
+            _, at = pack.add("blob", b"base\n")
+            pack.ofs_delta(oid, at, delta(5, 1 << 30, [copy(0, 5)]))
+        elif form == "delta_chain":
+            data = read_object(b.gitdir, b.head)
+            _, at = pack.add("commit", data, oid=hashlib.sha1(f"c{i}".encode()).hexdigest())
+            for n in range(60):
+                last = oid if n == 59 else hashlib.sha1(f"c{i} {n}".encode()).hexdigest()
+                at = pack.ofs_delta(last, at, delta(len(data), len(data),
+                                                    [copy(0, len(data))]))
+        elif form == "delta_loop":
+            other = hashlib.sha1(f"loop {i}".encode()).hexdigest()
+            pack.ref_delta(oid, other, delta(5, 5, [insert(b"abcde")]))
+            pack.ref_delta(other, oid, delta(5, 5, [insert(b"abcde")]))
+        else:  # offset_outside
+            pack.add("commit", read_object(b.gitdir, b.head), oid=oid)
+        pack.save(b.gitdir, name=f"bomb{i}",
+                  offsets={oid: 1 << 30} if form == "offset_outside" else None)
+    _set_head(b, oid)
+    b.may_refuse.append(f"HEAD names an object bomb ({form})")
+
+
+def _with_header(header: bytes) -> bytes:
+    """A loose object's stream: the header, then 64 MiB of zeros (however few it says)."""
+    squeeze = zlib.compressobj(9)
+    return squeeze.compress(header) + squeeze.compress(b"\0" * _ZEROS) + squeeze.flush()
+
+
+@kind("mutator", prepare=_prepare_victim)
+def _mutator(b: Built, a: Attack, i: int) -> None:
+    """A second process swaps the git directory's files for symlinks to the outside secret
+    and back, and writes alternates and commondir naming the victim, while tools run."""
+    head = b.head or git("rev-parse", "HEAD", cwd=b.top).strip()
+    names = ["HEAD", "index", f"objects/{head[:2]}", "refs/heads/main", "packed-refs"]
+    names += [f"objects/pack/{p.name}" for p in (b.gitdir / "objects" / "pack").glob("*")]
+    b.mutating = [n for n in names if (b.gitdir / n).exists()][:a.get("most", 8)]
+    b.may_refuse.append("a second process changes the repository during calls")
+
+
 def build(root: Path, layout: str, attacks: tuple[Attack, ...]) -> Built:
     """The base repository with every attack prepared then armed; no Git runs after the
     first arm, and no marker exists yet (checked)."""
@@ -757,8 +836,13 @@ def fingerprint(root: Path) -> dict[str, tuple[Any, ...]]:
     return seen
 
 
-def changes(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[Any, ...]]
-            ) -> list[str]:
+def changes(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[Any, ...]],
+            folders_move: bool = False) -> list[str]:
+    """What differs; with `folders_move` (a second process renamed entries in them and
+    back), not a folder's mtime."""
+    if folders_move:
+        before, after = ({p: (v[0], v[1], None, v[3]) if stat.S_ISDIR(v[0]) else v
+                          for p, v in seen.items()} for seen in (before, after))
     found = [f"created {p}" for p in sorted(after.keys() - before.keys())]
     found += [f"removed {p}" for p in sorted(before.keys() - after.keys())]
     for path in sorted(before.keys() & after.keys()):
@@ -793,12 +877,95 @@ def _beyond(path: str) -> bool:
     return path.startswith("/") or ".." in path.split("/")
 
 
+# A second process that changes a git directory while tools read it (W7): each name in
+# turn becomes a symlink to the secret (or its folder) and comes back, each step a rename
+# as a concurrent writer would do it; alternates and commondir naming another repository
+# come and go. `CONTROL/pause` makes it stop in a restored state and say so
+# (`CONTROL/paused`) until the file is gone; `CONTROL/stop` ends it.
+MUTATOR = """
+import os, sys, time
+gitdir, secret, other, control = sys.argv[1:5]
+targets = sys.argv[5:]
+pause, paused, stop = (os.path.join(control, n) for n in ("pause", "paused", "stop"))
+
+def swap(path):
+    kept, link = path + ".kept", path + ".link"
+    folder = os.path.isdir(path) and not os.path.islink(path)
+    try:
+        os.symlink(os.path.dirname(secret) if folder else secret, link)
+        os.rename(path, kept)
+        os.rename(link, path)
+    finally:
+        if os.path.lexists(kept):
+            if os.path.islink(path):
+                os.unlink(path)
+            os.rename(kept, path)
+        if os.path.lexists(link):
+            os.unlink(link)
+
+rounds = 0
+while not os.path.exists(stop) and rounds < 1_000_000:
+    if os.path.exists(pause):
+        open(paused, "w").close()
+        deadline = time.monotonic() + 120
+        while os.path.exists(pause) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        os.unlink(paused)
+        continue
+    for name in targets:
+        swap(os.path.join(gitdir, name))
+    for name, text in (("objects/info/alternates", other + "/objects\\n"),
+                       ("commondir", other + "\\n")):
+        path = os.path.join(gitdir, name)
+        with open(path + ".new", "w") as new:
+            new.write(text)
+        os.rename(path + ".new", path)
+        os.unlink(path)
+    rounds += 1
+"""
+
+
+class Mutator:
+    """`MUTATOR` running over a git directory; `paused()` holds it still for a check."""
+
+    def __init__(self, gitdir: Path, secret: Path, other: Path, targets: list[str]) -> None:
+        self.control = Path(tempfile.mkdtemp(prefix="clankie-mutator-"))  # not fingerprinted
+        self.child = subprocess.Popen([sys.executable, "-c", MUTATOR, str(gitdir),
+                                       str(secret), str(other), str(self.control), *targets])
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        (self.control / "pause").touch()
+        try:
+            eventually(lambda: (self.control / "paused").exists()
+                       or self.child.poll() is not None, "the mutator to pause",
+                       timeout=30, every=0.001)
+            yield
+        finally:
+            (self.control / "pause").unlink()
+
+    def stop(self) -> int:
+        (self.control / "stop").touch()
+        try:
+            return self.child.wait(timeout=30)
+        finally:
+            if self.child.poll() is None:
+                self.child.kill()
+                self.child.wait()
+            shutil.rmtree(self.control, ignore_errors=True)
+
+
 class Checker:
     """Calls tools on a built scenario and checks every invariant after each call."""
 
     def __init__(self, built: Built) -> None:
         self.built = built
         self.before = fingerprint(built.root)
+        self.mutator = None
+        if built.mutating:
+            assert built.victim is not None
+            self.mutator = Mutator(built.gitdir, built.place.outside / "secret.txt",
+                                   built.victim / ".git", built.mutating)
         watched = [built.place.outside, built.place.outside / "dir"]
         if built.victim is not None:
             watched += [built.victim, built.victim / ".git"]
@@ -810,6 +977,8 @@ class Checker:
 
     def close(self) -> None:
         self.watch.close()
+        if self.mutator is not None:
+            assert self.mutator.stop() == 0, "the mutator failed"
 
     def describe(self) -> str:
         b = self.built
@@ -872,13 +1041,15 @@ class Checker:
         assert not entered and not inside_nested, (
             f"[W7 nested repositories are never entered] opened {entered[:6]}, "
             f"named {inside_nested[:6]}{where}")
-        after = fingerprint(b.root)
+        with self.mutator.paused() if self.mutator else contextlib.nullcontext():
+            after = fingerprint(b.root)
         self.watch.opened()  # our own fingerprint's reads
-        changed = changes(self.before, after)
+        changed = changes(self.before, after, folders_move=self.mutator is not None)
         assert not changed, (
             f"[W7/W10 nothing under .git or the workspace changes] {changed[:10]}{where}")
+        allowed = UNSAFE_ALLOWED | (MOVED_ALLOWED if self.mutator else set())
         if b.unsafe and tc.tool in GIT_TOOLS:
-            assert outcome.status == "refused" and outcome.code in UNSAFE_ALLOWED, (
+            assert outcome.status == "refused" and outcome.code in allowed, (
                 f"[W7 unsafe_repository] expected a refusal unsafe_repository, got "
                 f"{outcome.status} {outcome.code}:{where}\n  result: {text[:300]}")
         if (not b.unsafe and not b.may_refuse and tc.tool in ("git_status", "git_log")

@@ -211,29 +211,41 @@ def test_w1_read_file_arguments_are_strict(place: Place):
 
 
 _MEASURE = """
-import json, resource, sys, time
+import json, sys, tempfile, time
 sys.path.insert(0, {src!r})
 from clankie.workspace.tools import ToolSettings, call_tool
 from clankie.workspace.deny import DenyList
 from clankie.workspace.identity import identify
+
+def kib(field):
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field))
+
 settings = ToolSettings(DenyList())
 ws = identify({ws!r})
-call_tool("list_files", '{{}}', ws, settings)  # warm: imports, caches
+with tempfile.TemporaryDirectory() as empty:  # warm: imports and caches, not the workspace
+    for tool, args in {calls!r}:
+        call_tool(tool, json.dumps(args), identify(empty), settings)
 report = []
 for tool, args in {calls!r}:
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")  # the peak is now what the process holds: the call's own peak next
+    before = kib("VmRSS:")
     start = time.monotonic()
     out = call_tool(tool, json.dumps(args), ws, settings)
     seconds = time.monotonic() - start
-    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    grew = kib("VmHWM:") - before
     report.append({{"seconds": seconds, "grew_kib": grew, "status": out.status,
                     "result": out.result}})
+    del out
 print(json.dumps(report))
 """
 
 
 def _measured(place: Place, *calls: tuple[str, dict[str, object]]) -> list[dict[str, object]]:
-    """Each call made in a child process: its seconds, peak memory growth and result."""
+    """The calls made in turn in a child process warmed on an empty folder: each one's
+    seconds, the most memory it held beyond what the process held before it (the peak
+    is reset before each call, Linux's `clear_refs`), and its result."""
     probe = _MEASURE.format(src=str(ROOT / "src"), ws=str(place.ws), calls=list(calls))
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=300, check=True)

@@ -8,7 +8,9 @@ names named by `.gitattributes`, hooks and `core.hooksPath`, `gpg.program` with
 a `.git` file or symlink, `commondir`, alternates, `config.worktree`), index entries that
 break Git's path rules (written as a real version-2 index), nested repositories with
 their own hostile configuration and a denied `.env`, stat-dirty files, a partial clone
-that would fetch, configuration pointing at files outside. Then it calls every tool with
+that would fetch, configuration pointing at files outside, object stores that lie (zlib and
+delta bombs, offsets outside a pack), and a second process that swaps the git directory's
+files for symlinks to the secret (and back) while the tools run. Then it calls every tool with
 random valid arguments, pathspec magic and odd revisions among them. After every call:
 
 - no planted command ran (no `marker.*` file anywhere under the folder);
@@ -48,6 +50,7 @@ from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 from tests.workspace.hostile import (
+    BOMBS,
     COMMAND_STYLES,
     HOSTILE_NAMES,
     INCLUDE_PAYLOADS,
@@ -157,16 +160,18 @@ points_outside = st.builds(lambda key: attack("points_outside", key=key),
 symlinks = st.builds(lambda tracked: attack("symlinks", tracked=tracked), st.booleans())
 tree_names = st.builds(lambda name: attack("tree_names", name=name),
                        st.sampled_from(("..", ".git", ".GIT", ".", "")))
+object_bomb = st.builds(lambda form: attack("object_bomb", form=form), st.sampled_from(BOMBS))
+mutator = st.builds(lambda most: attack("mutator", most=most), st.integers(1, 8))
 
 # Command-running configuration first: Hypothesis shrinks toward the earlier choices.
 ATTACKS = st.one_of(config_command, filter_attack, diff_driver, hooks, stat_dirty, include,
                     nested, diff_submodule, index_writes, gpg_signature, index_names, worktree,
                     bare, worktree_config, gitfile, commondir, alternates, promisor,
-                    points_outside, symlinks, tree_names)
+                    points_outside, symlinks, tree_names, object_bomb, mutator)
 
 
 SINGLE = ("gitfile", "nested", "diff_submodule", "symlinks", "tree_names", "gpg_signature",
-          "promisor", "alternates", "commondir")
+          "promisor", "alternates", "commondir", "object_bomb", "mutator")
 
 
 def _compatible(attacks: list[Attack]) -> tuple[Attack, ...]:
@@ -176,8 +181,9 @@ def _compatible(attacks: list[Attack]) -> tuple[Attack, ...]:
         kinds = [k.kind for k in kept]
         if a.kind in SINGLE and a.kind in kinds:
             continue
-        if (a.kind in ("tree_names", "gpg_signature") and "gitfile" in kinds) or (
-                a.kind == "gitfile" and {"tree_names", "gpg_signature"} & set(kinds)):
+        heads = {"tree_names", "gpg_signature", "object_bomb"}  # each sets HEAD
+        if (a.kind in heads and ("gitfile" in kinds or heads & set(kinds))) or (
+                a.kind == "gitfile" and heads & set(kinds)):
             continue
         kept.append(a)
     return tuple(kept)
@@ -297,6 +303,8 @@ EACH = [
     attack("points_outside", key="mailmap.file"),
     attack("symlinks", tracked=True),
     attack("tree_names", name=".."),
+    *(attack("object_bomb", form=form) for form in BOMBS),
+    attack("mutator", most=8),
 ]
 
 

@@ -18,14 +18,14 @@ from clankie.workspace.tools import Outcome, ToolSettings, call_tool
 SECRET = "OUTSIDE-SECRET-4d1f"
 
 
-def git(*args: str, cwd: Path) -> str:
+def git(*args: str, cwd: Path, input: str | None = None) -> str:
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
            "HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
            # no automatic `git gc` in the background: it would change .git under a test
            "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "gc.auto", "GIT_CONFIG_VALUE_0": "0"}
     done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env=env)
+                          env=env, input=input)
     return done.stdout
 
 

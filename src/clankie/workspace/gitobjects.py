@@ -90,8 +90,9 @@ class ObjectStore:
         pack, offset = found
         return self._packed_info(pack, offset)
 
-    def read(self, oid: bytes, limit: int = OBJECT_BYTES) -> tuple[str, Data] | None:
-        """An object's type and bytes; None if it is missing or larger than `limit`."""
+    def read(self, oid: bytes, limit: int | None = None) -> tuple[str, Data] | None:
+        """An object's type and bytes; None if it is missing, or larger than `limit` when
+        one is given; `repository_too_large` past `OBJECT_BYTES`."""
         cached = self._cache.get(oid)
         if cached is not None:
             self._cache.move_to_end(oid)
@@ -100,13 +101,13 @@ class ObjectStore:
         if found is None:
             return None
         if isinstance(found, _Loose):
-            if found.info.size > limit:
+            if limit is not None and found.info.size > limit:
                 found.close()
                 return None
             kind, data = found.info.kind, found.rest(self)
             self._keep(oid, kind, data)  # a packed object is kept by where it is
             return kind, data
-        if self._packed_info(*found).size > limit:
+        if limit is not None and self._packed_info(*found).size > limit:
             return None
         return self._unpack(*found)
 
