@@ -111,7 +111,7 @@ class Worktree:
                     view.tracked_dirs.add(folder)
                     folder = folder.rpartition("/")[0]
         rules = Rules(repo.git_file("info/exclude", RULE_FILE_BYTES),
-                      repo.git_file("info/attributes", RULE_FILE_BYTES))
+                      repo.git_file("info/attributes", RULE_FILE_BYTES), root.check_time)
         parts = repo.prefix.split("/")[:-1]
         for end in range(len(parts)):  # the folders above the workspace, from the top down
             base = "".join(f"{p}/" for p in parts[:end])
