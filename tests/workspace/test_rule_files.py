@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from clankie.workspace.confine import Refusal
-from clankie.workspace.gitrules import Rules
+from clankie.workspace.gitrules import CALL_RULE_BYTES, Rules
 from tests.workspace.tooling import Place, git, make_place
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -95,6 +95,40 @@ def test_w5_the_backtracking_rule_cannot_stall_a_call_run_in_a_child(repo: Place
     assert names <= {e["path"] for e in status["entries"]}
 
 
+def test_w5_a_thousand_long_rules_are_compiled_up_to_the_bound_and_the_rest_counted(
+        repo: Place, rules_never_reach_re: list[str]):
+    lines = [f"{n:04d}-" + "y" * 985 for n in range(1_000)]  # 990 characters each
+    (repo.ws / ".gitignore").write_text("*.log\n" + "".join(f"{line}\n" for line in lines))
+    (repo.ws / "debug.log").write_text("content ignored\n")
+    (repo.ws / "kept.txt").write_text("content kept\n")
+    listing, search, status = _tools(repo)
+    at_most = (CALL_RULE_BYTES - len("*.log")) // 990  # rules the byte bound lets through
+    for result in (listing, search, status):
+        assert 1_000 - at_most <= result["rules_skipped"] < 1_000
+    assert listing["rules_skipped"] == search["rules_skipped"] == status["rules_skipped"]
+    assert "debug.log" not in {e["path"] for e in listing["entries"]}
+    assert "kept.txt" in {m["path"] for m in search["matches"]}
+    assert rules_never_reach_re == []
+
+
+@pytest.mark.parametrize("refused", [
+    "[[:nope:]]*",  # a class RE2 does not know (Python's `re` takes it; Git matches nothing)
+    "*a" + "?" * 900,  # a program past the bound on one rule: thousands of instructions
+], ids=["unknown-class", "too-big"])
+def test_w5_a_rule_re2_cannot_take_is_skipped_and_counted_and_the_others_apply(
+        repo: Place, refused: str):
+    (repo.ws / ".gitignore").write_text(f"*.log\n{refused}\nbuild/\n!keep.log\n")
+    for name in ("debug.log", "keep.log", "build/out.o", "kept.txt", "[nope]x", "ab"):
+        (repo.ws / name).parent.mkdir(exist_ok=True)
+        (repo.ws / name).write_text("content\n")
+    listing, search, status = _tools(repo)
+    shown = {e["path"] for e in listing["entries"]}
+    assert shown >= {"keep.log", "kept.txt", "[nope]x", "ab"}
+    assert not shown & {"debug.log", "build"}
+    for result in (listing, search, status):
+        assert result["rules_skipped"] == 1
+
+
 def test_w5_compiling_rules_stops_at_the_calls_deadline_and_so_does_matching():
     lines = b"".join(b"rule-%04d-*.tmp\n" % n for n in range(1_000))
     asked = 0
@@ -161,3 +195,4 @@ def test_w6_on_ordinary_rules_the_listing_hides_exactly_what_git_ignores(repo: P
                                           "--untracked-files=all", cwd=repo.ws).split("\0")
                  if item.startswith("??")}
     assert {e["path"] for e in status["entries"] if e["status"] == "??"} == untracked
+    assert listing["rules_skipped"] == 0

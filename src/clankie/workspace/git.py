@@ -200,7 +200,7 @@ def git_status(root: Root, git_timeout: float) -> GitStatusResult:
         branch = repo.branch()
     shown = [StatusEntry(path=p, status=s) for p, s in entries[:STATUS_ENTRIES]]
     return GitStatusResult(branch=branch, entries=shown, truncated=len(entries) > STATUS_ENTRIES,
-                           note=tree.view.partial)
+                           note=tree.view.partial, rules_skipped=tree.view.rules_skipped)
 
 
 def _status(tree: _Tree, head: _Commit) -> Iterator[tuple[str, str]]:

@@ -93,6 +93,11 @@ class Worktree:
                         "not entered")
         return "; ".join(said) or None
 
+    @property
+    def rules_skipped(self) -> int:
+        """Rule lines of the rule files this call read that it did not match with (W5)."""
+        return self.rules.skipped
+
     @classmethod
     def of(cls, root: Root, repo: Repository | None, objects: Objects | None) -> Worktree:
         view = cls(root, repo)
