@@ -82,6 +82,7 @@ class ListFilesResult(Out):
     truncated: bool
     hidden_by_ignore: int
     note: str | None = None
+    rules_skipped: int = 0  # rule lines past W5's bounds on rule files, or refused by RE2
 
 
 class ReadFileResult(Out):
@@ -111,6 +112,7 @@ class SearchTextResult(Out):
     hidden_by_ignore: int
     skipped_binary: int = 0
     note: str | None = None
+    rules_skipped: int = 0
 
 
 class StatusEntry(Out):
@@ -123,6 +125,7 @@ class GitStatusResult(Out):
     entries: list[StatusEntry]
     truncated: bool
     note: str | None = None
+    rules_skipped: int = 0
 
 
 class Commit(Out):

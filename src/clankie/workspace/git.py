@@ -243,7 +243,7 @@ def git_status(root: Root, denied: Callable[[str], bool]) -> GitStatusResult:
         branch = repo.branch()
     shown = [StatusEntry(path=p, status=s) for p, s in entries[:STATUS_ENTRIES]]
     return GitStatusResult(branch=branch, entries=shown, truncated=len(entries) > STATUS_ENTRIES,
-                           note=view.partial)
+                           note=view.partial, rules_skipped=view.rules_skipped)
 
 
 @dataclass

@@ -71,8 +71,9 @@ def list_files(root: Root, args: ListFilesArgs, deny: DenyList) -> ListFilesResu
                                  size=seen.st.st_size if kind == "file" else None,
                                  denied=deny.denies(seen.path)))
         said = "; ".join(n for n in (note, view.partial) if n) or None
+        skipped = view.rules_skipped
     return ListFilesResult(entries=entries, truncated=truncated, hidden_by_ignore=hidden,
-                           note=said)
+                           note=said, rules_skipped=skipped)
 
 
 def must_be_directory(root: Root, path: str) -> None:

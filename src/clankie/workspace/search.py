@@ -113,6 +113,7 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList) -> SearchTextR
         finally:
             files.close()
         said = [plain, view.partial]
+        rules_skipped = view.rules_skipped
     if unreadable:
         said.append(f"{unreadable} file(s) could not be opened")
     if budget.timed_out:
@@ -121,7 +122,8 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList) -> SearchTextR
     return SearchTextResult(pattern=args.pattern, matches=budget.matches,
                             truncated=budget.truncated or budget.timed_out,
                             skipped_denied=skipped_denied, hidden_by_ignore=hidden,
-                            skipped_binary=skipped_binary, note=note)
+                            skipped_binary=skipped_binary, note=note,
+                            rules_skipped=rules_skipped)
 
 
 def _search_file(fd: int, path: str, regex: re2._Regexp, budget: _Budget) -> bool:

@@ -94,6 +94,11 @@ class Worktree:
                         "not entered")
         return "; ".join(said) or None
 
+    @property
+    def rules_skipped(self) -> int:
+        """Rule lines of the rule files this call read that it did not match with (W5)."""
+        return self.rules.skipped
+
     @classmethod
     def of(cls, root: Root, repo: Repository | None) -> Worktree:
         view = cls(root, repo)
@@ -101,7 +106,7 @@ class Worktree:
             return view
         view.index = repo.index()
         rules = Rules(repo.gitdir.read("info/exclude", RULE_FILE_BYTES),
-                      repo.gitdir.read("info/attributes", RULE_FILE_BYTES))
+                      repo.gitdir.read("info/attributes", RULE_FILE_BYTES), root.check_time)
         parts = repo.prefix.split("/")[:-1]
         for end in range(len(parts)):  # the folders above the workspace, from the top down
             base = "".join(f"{p}/" for p in parts[:end])
