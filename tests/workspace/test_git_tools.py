@@ -199,3 +199,20 @@ def test_w10_every_tool_leaves_a_dirty_workspace_and_its_git_byte_identical(repo
                        ("read_file", {"path": ".git/index"})):
         repo.call(tool, **args)
     assert _fingerprint(repo.ws) == before
+
+
+def test_w1_a_file_name_that_is_not_utf8_is_shown_as_text_by_every_tool(repo: Place):
+    """Such a name reaches Python as lone surrogates; every result (and its summary) can
+    still be stored and sent: the bytes become U+FFFD."""
+    name = b"caf\xe9.txt"
+    with open(os.path.join(os.fsencode(repo.ws), name), "wb") as odd:
+        odd.write(b"needle\n")
+    git("add", "-A", cwd=repo.ws)
+    with open(os.path.join(os.fsencode(repo.ws), name), "wb") as odd:
+        odd.write(b"needle changed\n")
+    for tool, args in (("list_files", {}), ("search_text", {"pattern": "needle"}),
+                       ("git_status", {}), ("git_diff", {}), ("git_diff", {"staged": True})):
+        outcome = repo.call(tool, **args)
+        assert outcome.status == "ok", outcome.result
+        assert "caf\ufffd.txt" in outcome.text, (tool, outcome.text)
+        (outcome.text + outcome.summary).encode("utf-8")

@@ -471,7 +471,8 @@ def _against_worktree(files: _Files, view: Worktree, path: str, entry: IndexEntr
 
 def _file_diff(repo: Repository, files: _Files, path: str, old: Side, new: Side,
                present: _File | None) -> str:
-    head = header(path, old[0] if old else None, new[0] if new else None)
+    named = path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")  # as text
+    head = header(named, old[0] if old else None, new[0] if new else None)
     if (old and old[0] == MODE_GITLINK) or (new and new[0] == MODE_GITLINK):
         lines = [f"-Subproject commit {old[1].hex()}\n" if old and old[1] else "",
                  f"+Subproject commit {new[1].hex()}\n" if new and new[1] else ""]
@@ -493,7 +494,7 @@ def _file_diff(repo: Repository, files: _Files, path: str, old: Side, new: Side,
     if too_many_lines(before) or too_many_lines(after):
         return head + (f"(not diffed: more than {DIFF_LINES} lines; use read_file or "
                        "search_text)\n")
-    return head + "".join(patch(path, before, after, files.root.check_time))
+    return head + "".join(patch(named, before, after, files.root.check_time))
 
 
 def _side(repo: Repository, files: _Files, path: str, side: Side, present: _File | None

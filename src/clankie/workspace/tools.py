@@ -166,7 +166,7 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
                        f"{name}{target}: no workspace")
     try:
         with Root(workspace) as root:
-            result = tool.run(root, args, settings).model_dump()
+            result = _text_only(tool.run(root, args, settings).model_dump())
     except Refusal as refusal:  # the reason too: the owner reads the summary, not the result
         return refused(refusal.code, refusal.reason,
                        f"{name}{target}: refused {refusal.code}: {refusal.reason}")
@@ -176,6 +176,19 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
                                  reason=f"the file system said: {exc.strerror}").model_dump(),
                        "error", "io_error", f"{name}{target}: error")
     return Outcome(result, "ok", None, tool.summary(args, result)[:200])
+
+
+def _text_only(value: Any) -> Any:
+    """A result whose strings are all text: a file name that is not UTF-8 reaches us with
+    its bytes as lone surrogates, which no store, event or model request can carry; they
+    become U+FFFD, as `read_file` shows bytes that are not UTF-8."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {key: _text_only(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_text_only(item) for item in value]
+    return value
 
 
 def _target(args: Any) -> str:
