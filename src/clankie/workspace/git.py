@@ -19,6 +19,7 @@ import hashlib
 import heapq
 import os
 import stat
+import struct
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -35,12 +36,15 @@ from clankie.tool_dto import (
 )
 
 from .confine import Refusal, Root, check_path, open_regular, tidy
-from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, IndexEntry, as_bytes, as_text
+from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, as_bytes, as_text
 from .gitrepo import Repository, repository
 from .textdiff import DIFF_LINES, bounded, header, patch, too_many_lines
 from .worktree import Seen, Worktree, kind_of
 
 STATUS_ENTRIES = 200
+_STAT = struct.Struct(">10I")
+_NS = 1_000_000_000
+_LOW = 0xFFFFFFFF
 DIFF_SIDE_BYTES = 1024 * 1024  # a larger version is named with its size, not diffed
 KEPT_CHANGES = 1_024  # changes kept from each end of a diff: more than its bound shows
 _CHUNK = 256 * 1024
@@ -107,11 +111,17 @@ class _Files:
         except OSError:
             return None
 
-    def unchanged_quick(self, entry: IndexEntry, st: os.stat_result) -> bool:
+    def unchanged_quick(self, index: Index, i: int, st: os.stat_result) -> bool:
         """Whether the file is the index's by its stat data alone (no byte read): same
-        mode, same stat data, written before the index was (else it may be racy)."""
-        return (_mode(st.st_mode) == entry.mode and _stat_matches(entry, st)
-                and entry.mtime_ns < self.repo.index_mtime_ns)
+        mode, same stat data but the device, written before the index was (else it may be
+        racy). Compared as the index stores it: ten 32-bit big-endian numbers."""
+        ours = _STAT.pack(st.st_ctime_ns // _NS & _LOW, st.st_ctime_ns % _NS,
+                          st.st_mtime_ns // _NS & _LOW, st.st_mtime_ns % _NS, 0,
+                          st.st_ino & _LOW, _mode(st.st_mode), st.st_uid & _LOW,
+                          st.st_gid & _LOW, st.st_size & _LOW)
+        theirs = index.stat_data(i)
+        return (ours[:16] == theirs[:16] and ours[20:] == theirs[20:]
+                and st.st_mtime_ns < self.repo.index_mtime_ns)
 
     def blob_id(self, path: str, st: os.stat_result, walked: Worktree | None = None
                 ) -> bytes | None:
@@ -182,7 +192,7 @@ class _Files:
 
 
 def _paired(index: Index, span: tuple[int, int], cut: int,
-            tree: Iterator[tuple[str, int, bytes]]
+            tree: Iterator[tuple[bytes, int, bytes]]
             ) -> Iterator[tuple[str, int | None, tuple[int, bytes] | None]]:
     """The index's entries in `span` (the first entry of each path, its first `cut` bytes
     left out) and a commit's files (paths named alike), merged by path in Git's order:
@@ -191,18 +201,15 @@ def _paired(index: Index, span: tuple[int, int], cut: int,
     theirs = next(tree, None)
     while i < end or theirs is not None:
         mine = index.paths[i][cut:] if i < end else None
-        key = as_bytes(theirs[0]) if theirs is not None else None
-        if key is None or (mine is not None and mine < key):
+        if theirs is None or (mine is not None and mine < theirs[0]):
             assert mine is not None
             yield as_text(mine), i, None
             i = _next_path(index, i, end)
-        elif mine is None or key < mine:
-            assert theirs is not None
-            yield theirs[0], None, (theirs[1], theirs[2])
+        elif mine is None or theirs[0] < mine:
+            yield as_text(theirs[0]), None, (theirs[1], theirs[2])
             theirs = next(tree, None)
         else:
-            assert theirs is not None
-            yield theirs[0], i, (theirs[1], theirs[2])
+            yield as_text(mine), i, (theirs[1], theirs[2])
             i = _next_path(index, i, end)
             theirs = next(tree, None)
 
@@ -264,10 +271,10 @@ def _walk(view: Worktree, files: _Files) -> _Walked:
     others: list[tuple[str, str]] = []
     for seen in view.walk():
         if seen.state == "tracked" and seen.kind != "directory":
-            i = view.position(seen.path)
+            i = seen.at
             assert i is not None
             walked.seen[i - start] = 1
-            code = _worktree_code(files, index.entry(i), seen, view)
+            code = _worktree_code(files, index, i, seen, view)
             if code != " ":
                 walked.changed[seen.path] = code
         elif seen.state == "submodule" or (seen.state == "untracked"
@@ -287,19 +294,20 @@ def _walk(view: Worktree, files: _Files) -> _Walked:
             if st is not None and not stat.S_ISDIR(st.st_mode):
                 walked.seen[i - start] = 1
                 found = Seen(path, kind_of(st.st_mode), st, "tracked", 0, view.filtered(path))
-                code = _worktree_code(files, index.entry(i), found, None)
+                code = _worktree_code(files, index, i, found, None)
                 if code != " ":
                     walked.changed[path] = code
     return walked
 
 
-def _worktree_code(files: _Files, entry: IndexEntry, seen: Seen, walked: Worktree | None
+def _worktree_code(files: _Files, index: Index, i: int, seen: Seen, walked: Worktree | None
                    ) -> str:
     """The second letter of a tracked file's status (or `filtered`): how the working tree's
     file differs from the index."""
+    if index.stage(i) == 0 and files.unchanged_quick(index, i, seen.st):
+        return " "  # the common case first: no more is read
+    entry = index.brief(i)
     if entry.stage != 0 or entry.mode == MODE_GITLINK:
-        return " "
-    if files.unchanged_quick(entry, seen.st):
         return " "
     if seen.filtered:
         return "filtered"
@@ -324,7 +332,7 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
             assert old is not None
             yield path, "submodule" if old[0] == MODE_GITLINK else "D "
             continue
-        entry = index.entry(i)
+        entry = index.brief(i)
         if entry.stage != 0:
             yield path, "UU"
             continue
@@ -436,7 +444,7 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
         if files.denied(path):
             skipped[0] += 1  # never compared: whether it changed is not said (W4)
             continue
-        entry = index.entry(i) if i is not None else None
+        entry = index.brief(i) if i is not None else None
         if entry is None:
             assert old is not None
             yield path, old, None, None
@@ -451,17 +459,18 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
         else:  # the index (or a commit) against the working tree
             if args.revision is None:  # an intent to add: new in the working tree
                 old = None if entry.intent_to_add else (entry.mode, entry.oid)
-            yield from _against_worktree(files, view, path, entry, old)
+            assert i is not None
+            yield from _against_worktree(files, view, path, index, i, old)
 
 
-def _against_worktree(files: _Files, view: Worktree, path: str, entry: IndexEntry,
+def _against_worktree(files: _Files, view: Worktree, path: str, index: Index, i: int,
                       old: tuple[int, bytes] | None) -> Iterator[Change]:
     st = files.lstat(path)
     if st is None or stat.S_ISDIR(st.st_mode):
         if old is not None:
             yield path, old, None, None
         return
-    if old == (entry.mode, entry.oid) and files.unchanged_quick(entry, st):
+    if old == (index.mode(i), index.oid(i)) and files.unchanged_quick(index, i, st):
         return
     present = _File(path, st, view.filtered(path))
     if old is None or old[0] != _mode(st.st_mode) or present.filtered \
@@ -535,10 +544,3 @@ def _mode(st_mode: int) -> int:
 def _kind(mode: int) -> int:
     """A mode's type (file, symlink, gitlink), without its permission bits."""
     return mode & 0o170000
-
-
-def _stat_matches(entry: IndexEntry, st: os.stat_result) -> bool:
-    return (entry.mtime_ns == st.st_mtime_ns and entry.ctime_ns == st.st_ctime_ns
-            and entry.ino == st.st_ino & 0xFFFFFFFF and entry.uid == st.st_uid
-            and entry.gid == st.st_gid and entry.size == st.st_size & 0xFFFFFFFF)
-

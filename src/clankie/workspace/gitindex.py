@@ -20,6 +20,7 @@ import os
 import re
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .confine import Refusal
 from .gitfiles import READ, pread_exactly, too_large, unsafe
@@ -52,13 +53,9 @@ class IndexEntry:
     skip_worktree: bool = False
 
 
-# An empty, `.`, `..` or `.git` component (any case) anywhere, or an empty path.
-_BAD_COMPONENT = re.compile(r"(?:^|/)(?:\.|\.\.|\.git)?(?:/|$)", re.IGNORECASE)
-
-
-def path_breaks_git_rules(path: str) -> bool:
-    """Whether Git itself would refuse this path in an index or a tree."""
-    return "\x00" in path or _BAD_COMPONENT.search(path) is not None
+# A NUL, or an empty, `.`, `..` or `.git` component (any case) anywhere, or an empty path:
+# what Git itself refuses in an index or a tree.
+_BAD_BYTES = re.compile(rb"\x00|(?:^|/)(?:\.|\.\.|\.git)?(?:/|$)", re.IGNORECASE)
 
 
 def as_bytes(path: str) -> bytes:
@@ -69,14 +66,25 @@ def as_text(path: bytes) -> str:
     return path.decode("utf-8", "surrogateescape")
 
 
+class Brief(NamedTuple):
+    """What the Git tools compare of an entry (cheaper than a whole `IndexEntry`)."""
+
+    mode: int
+    oid: bytes
+    stage: int
+    intent_to_add: bool
+
+
 class Index:
-    """The entries of an index: `paths` in Git's order (bytes), the rest on demand."""
+    """The entries of an index: `paths` in Git's order (bytes), the rest on demand from
+    each entry's fixed fields as the file has them (stat data, object ID, flags)."""
 
     def __init__(self, hash_size: int) -> None:
         self.hash_size = hash_size
         self.paths: list[bytes] = []
-        self._fixed = bytearray()  # per entry: stat data, object ID, stage, extended flags
+        self._fixed = bytearray()
         self._size = 40 + hash_size + 2
+        self._extended = bytearray()  # per entry: 1 intent to add, 2 skip worktree
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -84,18 +92,31 @@ class Index:
     def entry(self, i: int) -> IndexEntry:
         at = i * self._size
         fields = _STAT.unpack_from(self._fixed, at)
-        oid = bytes(self._fixed[at + 40:at + 40 + self.hash_size])
-        stage, extended = self._fixed[at + 40 + self.hash_size:at + self._size]
-        return IndexEntry(as_text(self.paths[i]), fields[6], oid, stage,
+        extended = self._extended[i]
+        return IndexEntry(as_text(self.paths[i]), fields[6], self.oid(i), self.stage(i),
                           fields[0] * _NS + fields[1], fields[2] * _NS + fields[3], fields[5],
                           fields[7], fields[8], fields[9], bool(extended & 1),
                           bool(extended & 2))
 
+    def brief(self, i: int) -> Brief:
+        return Brief(self.mode(i), self.oid(i), self.stage(i), self.intent_to_add(i))
+
+    def stat_data(self, i: int) -> bytes:
+        """The entry's stat data as the file has it: ten 32-bit big-endian numbers."""
+        return bytes(self._fixed[i * self._size:i * self._size + 40])
+
     def mode(self, i: int) -> int:
         return int.from_bytes(self._fixed[i * self._size + 24:i * self._size + 28], "big")
 
+    def oid(self, i: int) -> bytes:
+        at = i * self._size + 40
+        return bytes(self._fixed[at:at + self.hash_size])
+
     def stage(self, i: int) -> int:
-        return self._fixed[i * self._size + 40 + self.hash_size]
+        return (self._fixed[i * self._size + 40 + self.hash_size] >> 4) & 3
+
+    def intent_to_add(self, i: int) -> bool:
+        return bool(self._extended[i] & 1)
 
     def find(self, path: bytes) -> int | None:
         """The position of the first entry for `path` (any stage), or None."""
@@ -120,15 +141,6 @@ class Index:
         """Whether any entry lies beneath `folder` (no trailing '/')."""
         start, end = self.below(folder + b"/")
         return start < end
-
-    def _add(self, path: bytes, stat_data: bytes, oid: bytes, stage: int,
-             extended: int) -> None:
-        self.paths.append(path)
-        self._fixed += stat_data
-        self._fixed += oid
-        self._fixed.append(stage)
-        self._fixed.append((1 if extended & _INTENT_TO_ADD else 0)
-                           | (2 if extended & _SKIP_WORKTREE else 0))
 
 
 class _Reader:
@@ -215,12 +227,12 @@ def read_index(fd: int, hash_size: int = 20) -> Index:
     fixed = 40 + hash_size + 2
     previous = (b"", -1)
     for _ in range(count):
-        reader.need(fixed + 2)
-        at = reader.at
-        data = reader.data
-        stat_data = data[at:at + 40]
-        oid = data[at + 40:at + 40 + hash_size]
-        (flags,) = struct.unpack_from(">H", data, at + 40 + hash_size)
+        at, data = reader.at, reader.data
+        if len(data) - at < fixed + 2:  # (the window is checked here, not per call: fast)
+            reader.need(fixed + 2)
+            at, data = reader.at, reader.data
+        head = data[at:at + fixed]
+        flags = (head[-2] << 8) | head[-1]
         used = fixed
         extended = 0
         if flags & _EXTENDED:
@@ -243,14 +255,18 @@ def read_index(fd: int, hash_size: int = 20) -> Index:
             if length < 0x0FFF and len(name) != length:
                 raise truncated()
             used = ((nul + 1 + 7) // 8) * 8  # 1-8 NULs of padding
-            reader.need(used)
+            if len(reader.data) - reader.at < used:
+                reader.need(used)
         stage = (flags >> 12) & 3
-        if path_breaks_git_rules(as_text(name)):
+        if _BAD_BYTES.search(name) is not None:
             raise unsafe("its index names a path Git itself refuses")
         if (name, stage) <= previous:
             raise unsafe("its index is not in Git's order")
         previous = (name, stage)
-        index._add(name, stat_data, oid, stage, extended)
+        index.paths.append(name)
+        index._fixed += head
+        index._extended.append((1 if extended & _INTENT_TO_ADD else 0)
+                               | (2 if extended & _SKIP_WORKTREE else 0))
         reader.at += used
     _extensions(reader)
     return index

@@ -100,10 +100,10 @@ class Repository:
         not a revision these tools take)."""
         return Refs(self.gitdir, self.store).commit(revision)
 
-    def files(self, commit: bytes | None, scope: str = ".") -> Iterator[tuple[str, int, bytes]]:
+    def files(self, commit: bytes | None, scope: str = ".") -> Iterator[tuple[bytes, int, bytes]]:
         """A commit's files beneath the workspace (and beneath `scope`, a workspace-relative
-        path), in Git's order: (path relative to the workspace, mode, object ID); gitlinks
-        included, never entered."""
+        path), in Git's order: (path relative to the workspace as bytes, mode, object ID);
+        gitlinks included, never entered."""
         if commit is None:
             return
         history = self.history
@@ -114,9 +114,9 @@ class Repository:
             return
         mode, oid = found
         if mode != MODE_TREE:
-            yield scope, mode, oid
+            yield as_bytes(scope), mode, oid
             return
-        yield from history.files(oid, "" if scope == "." else scope + "/")
+        yield from history.files(oid, b"" if scope == "." else as_bytes(scope) + b"/")
 
     def log(self, start: bytes, path: str, limit: int) -> list[Commit]:
         return self.history.log(start, [as_bytes(p) for p in path.split("/") if p], limit)

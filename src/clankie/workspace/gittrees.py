@@ -26,7 +26,7 @@ MODE_GITLINK = 0o160000
 MODE_SYMLINK = 0o120000
 HELD_TREES = 32 * 1024 * 1024  # bytes of trees held at once by one walk (W5's memory)
 MAX_DEPTH = 1_024  # folders deep a tree may nest
-_BAD_NAMES = frozenset({b"", b".", b"..", b".git"})
+_BAD_NAMES = frozenset({b"", b".", b"..", b".git"})  # and `.git` in any case
 
 
 def canonical_mode(mode: int) -> int:
@@ -48,19 +48,30 @@ def missing() -> Refusal:
 def tree_entries(data: Data, hash_size: int) -> Iterator[tuple[bytes, int, bytes]]:
     """A tree's entries in their stored order: (name, canonical mode, object ID)."""
     at, end = 0, len(data)
+    view = bytes(data)
     while at < end:
-        space = data.find(b" ", at, at + 8)
-        nul = data.find(b"\x00", space + 1) if space > at else -1
+        space = view.find(b" ", at, at + 8)
+        nul = view.find(b"\x00", space + 1) if space > at else -1
         if nul < 0 or nul + 1 + hash_size > end:
             raise unsafe("a tree in it is malformed")
-        mode_text = bytes(data[at:space])
-        if not mode_text.isdigit() or b"8" in mode_text or b"9" in mode_text:
-            raise unsafe("a tree in it is malformed")
-        name = bytes(data[space + 1:nul])
-        if name.lower() in _BAD_NAMES or b"/" in name:
+        mode = _MODES.get(view[at:space])
+        if mode is None:
+            mode = _mode(view[at:space])
+        name = view[space + 1:nul]
+        if name in _BAD_NAMES or b"/" in name or (len(name) == 4 and name.lower() == b".git"):
             raise unsafe("a commit names a path Git itself refuses")
-        yield name, canonical_mode(int(mode_text, 8)), bytes(data[nul + 1:nul + 1 + hash_size])
+        yield name, mode, view[nul + 1:nul + 1 + hash_size]
         at = nul + 1 + hash_size
+
+
+def _mode(text: bytes) -> int:
+    if not text.isdigit() or b"8" in text or b"9" in text:
+        raise unsafe("a tree in it is malformed")
+    return canonical_mode(int(text, 8))
+
+
+_MODES = {text: canonical_mode(int(text, 8))
+          for text in (b"100644", b"100755", b"40000", b"120000", b"160000")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +185,9 @@ class History:
                 return None
         return found
 
-    def files(self, tree: bytes, base: str = "") -> Iterator[tuple[str, int, bytes]]:
+    def files(self, tree: bytes, base: bytes = b"") -> Iterator[tuple[bytes, int, bytes]]:
         """The files (blobs, symlinks, gitlinks) below a tree, depth first in Git's order,
-        named `base` + their path below it."""
+        named `base` + their path below it (bytes, as Git orders them)."""
         data = self.object(tree, "tree")
         held = len(data)
         stack = [(base, tree_entries(data, self.hash_size), len(data))]
@@ -192,7 +203,7 @@ class History:
             if looked % 1024 == 0:
                 self.store.check_time()
             name, mode, oid = found
-            path = folder + name.decode("utf-8", "surrogateescape")
+            path = folder + name
             if mode != MODE_TREE:
                 yield path, mode, oid
                 continue
@@ -202,7 +213,7 @@ class History:
             held += len(data)
             if held > HELD_TREES:
                 raise too_large(f"its trees need more than {HELD_TREES} bytes at once")
-            stack.append((path + "/", tree_entries(data, self.hash_size), len(data)))
+            stack.append((path + b"/", tree_entries(data, self.hash_size), len(data)))
 
     def log(self, start: bytes, parts: list[bytes], limit: int) -> list[Commit]:
         """Up to `limit` commits from `start`, newest commit date first (ties in the order

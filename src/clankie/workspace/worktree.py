@@ -53,6 +53,7 @@ class Seen:
     state: str  # tracked, untracked, ignored, submodule
     level: int  # 1 for the entries of the folder the walk started in
     filtered: bool  # the attributes name a filter for it (which is never run)
+    at: int | None = None  # its (first) index entry, when it is tracked
 
 
 @dataclass
@@ -163,7 +164,7 @@ class Worktree:
                     self.root.check_time()
                 path = join(folder.path, name)
                 kind = kind_of(st.st_mode)
-                state = self._state(path, kind, folder)
+                state, at = self._state(path, kind, folder)
                 child = None
                 if kind == "directory" and state != "submodule":
                     descend = ((depth is None or folder.level < depth)
@@ -182,7 +183,7 @@ class Worktree:
                 filtered = (kind != "directory" and folder.rules.any_filter
                             and folder.rules.filtered(self.top(path)))
                 self.folder_fd = folder.fd
-                yield Seen(path, kind, st, state, folder.level, filtered)
+                yield Seen(path, kind, st, state, folder.level, filtered, at)
                 if child is not None:
                     stack.append(self._enter(child, path, folder.rules,
                                              state == "ignored", folder.level + 1))
@@ -196,18 +197,18 @@ class Worktree:
         file; the caller closes it."""
         return open_regular(self.folder_fd, seen.path.rpartition("/")[2])
 
-    def _state(self, path: str, kind: str, folder: _Folder) -> str:
-        if self.repo is None:
-            return "untracked"
-        assert self.index is not None
+    def _state(self, path: str, kind: str, folder: _Folder) -> tuple[str, int | None]:
+        """What the entry is to Git, and where its index entry is if it has one."""
+        if self.index is None:
+            return "untracked", None
         i = self.position(path)
         if i is not None:
-            return "submodule" if self.index.mode(i) == MODE_GITLINK else "tracked"
+            return ("submodule" if self.index.mode(i) == MODE_GITLINK else "tracked"), i
         if kind == "directory" and self.tracked_dir(path):
-            return "tracked"
+            return "tracked", None
         if folder.ignored or folder.rules.ignored(self.top(path), kind == "directory"):
-            return "ignored"
-        return "untracked"
+            return "ignored", None
+        return "untracked", None
 
     def _enter(self, fd: int, path: str, rules: Rules, ignored: bool, level: int) -> _Folder:
         self.root.check_time()
