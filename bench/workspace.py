@@ -141,62 +141,88 @@ def command_p50(argv: list[str], cwd: Path, runs: int) -> float:
     return p50(lambda: subprocess.run(argv, cwd=cwd, capture_output=True, check=False), runs)
 
 
+Case = tuple[str, Callable[[], object], list[str], list[str] | None]
+
+
+def cases(repo: Path, ignored: Path) -> list[Case]:
+    """Each measured call: (name, the call, its baseline command, ripgrep's if any)."""
+    saved, saved_ignored = identify(str(repo)), identify(str(ignored))
+    assert saved is not None and saved_ignored is not None
+    deny = DenyList()
+
+    def tool(fn: Callable[[Root], object], where: object = saved) -> Callable[[], object]:
+        def once() -> object:
+            with Root(where) as root:  # type: ignore[arg-type]
+                return fn(root)
+        return once
+
+    return [
+        ("search_text_rare_literal",
+         tool(lambda r: search_text(r, SearchTextArgs(pattern=RARE, fixed=True), deny)),
+         ["git", "grep", "-n", "-F", "-e", RARE], ["rg", "-n", "-F", RARE]),
+        ("search_text_common_word",
+         tool(lambda r: search_text(r, SearchTextArgs(pattern="handler"), deny)),
+         ["git", "grep", "-n", "-m", "20", "-e", "handler"],
+         ["rg", "-n", "-m", "20", "handler"]),
+        ("list_files_depth_3",
+         tool(lambda r: list_files(r, ListFilesArgs(depth=3), deny)),
+         ["git", "ls-files", "--cached", "--others", "--exclude-standard"], None),
+        ("read_file_window_in_50_MiB",
+         tool(lambda r: read_file(r, ReadFileArgs(path="big.txt", offset=1000), deny)),
+         ["git", "grep", "-c", "-F", "-e", RARE, "--", "big.txt"], None),
+        ("git_status_10_changed", tool(lambda r: git_status(r, deny.denies)),
+         ["git", "status", "--porcelain"], None),
+        ("git_diff_10_changed", tool(lambda r: git_diff(r, GitDiffArgs(), deny.denies)),
+         ["git", "diff"], None),
+        ("git_log_50_commits", tool(lambda r: git_log(r, GitLogArgs(limit=50))),
+         ["git", "log", "-n", "50", "--format=%H %an %aI %s"], None),
+        ("list_files_16000_ignored_folders",
+         tool(lambda r: list_files(r, ListFilesArgs(depth=3), deny), saved_ignored),
+         ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--directory"],
+         None),
+    ]
+
+
+def peak_in_child(name: str, repo: Path, ignored: Path) -> int | None:
+    """One call's peak (`peak_kib`) in a process of its own, warmed on an empty folder."""
+    done = subprocess.run([sys.executable, __file__, "--peak", name, "--repo", str(repo),
+                           "--ignored", str(ignored)], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--peak", help=argparse.SUPPRESS)  # a child's one call
+    parser.add_argument("--repo", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--ignored", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.peak:
+        with tempfile.TemporaryDirectory() as empty:
+            for _, fn, _, _ in cases(Path(empty), Path(empty)):
+                fn()  # imports and caches, not the repository's
+        chosen = {n: fn for n, fn, _, _ in cases(args.repo, args.ignored)}[args.peak]
+        print(json.dumps(peak_kib(chosen)))
+        return
     folder = Path(tempfile.mkdtemp(prefix="clankie-bench-ws-"))
     try:
         repo = folder / "repo"
         generate(repo, args.files)
         ignored = folder / "ignored"
         generate_ignored(ignored)
-        saved = identify(str(repo))
-        saved_ignored = identify(str(ignored))
-        assert saved is not None and saved_ignored is not None
-        deny = DenyList()
         figures: dict[str, dict[str, object]] = {}
-
-        def tool(fn: Callable[[Root], object], where: object = saved) -> Callable[[], object]:
-            def once() -> object:
-                with Root(where) as root:  # type: ignore[arg-type]
-                    return fn(root)
-            return once
-
         rg = shutil.which("rg")
-        cases = [
-            ("search_text_rare_literal",
-             tool(lambda r: search_text(r, SearchTextArgs(pattern=RARE, fixed=True), deny)),
-             ["git", "grep", "-n", "-F", "-e", RARE], ["rg", "-n", "-F", RARE]),
-            ("search_text_common_word",
-             tool(lambda r: search_text(r, SearchTextArgs(pattern="handler"), deny)),
-             ["git", "grep", "-n", "-m", "20", "-e", "handler"],
-             ["rg", "-n", "-m", "20", "handler"]),
-            ("list_files_depth_3",
-             tool(lambda r: list_files(r, ListFilesArgs(depth=3), deny)),
-             ["git", "ls-files", "--cached", "--others", "--exclude-standard"], None),
-            ("read_file_window_in_50_MiB",
-             tool(lambda r: read_file(r, ReadFileArgs(path="big.txt", offset=1000), deny)),
-             ["git", "grep", "-c", "-F", "-e", RARE, "--", "big.txt"], None),
-            ("git_status_10_changed", tool(lambda r: git_status(r, deny.denies)),
-             ["git", "status", "--porcelain"], None),
-            ("git_diff_10_changed", tool(lambda r: git_diff(r, GitDiffArgs(), deny.denies)),
-             ["git", "diff"], None),
-            ("git_log_50_commits", tool(lambda r: git_log(r, GitLogArgs(limit=50))),
-             ["git", "log", "-n", "50", "--format=%H %an %aI %s"], None),
-            ("list_files_16000_ignored_folders",
-             tool(lambda r: list_files(r, ListFilesArgs(depth=3), deny), saved_ignored),
-             ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--directory"],
-             None),
-        ]
-        for name, fn, baseline, ripgrep in cases:
+        measured = cases(repo, ignored)
+        for name, fn, baseline, ripgrep in measured:
             ours = p50(fn, args.runs)
             where = ignored if name.startswith("list_files_16000") else repo
             git = command_p50(baseline, where, args.runs)
             entry: dict[str, object] = {
                 "p50_ms": round(ours, 2), "baseline_cmd_p50_ms": round(git, 2),
-                "ratio_to_baseline": round(ours / git, 2), "peak_kib": peak_kib(fn)}
+                "ratio_to_baseline": round(ours / git, 2),
+                "peak_kib": peak_in_child(name, repo, ignored)}
             if ripgrep and rg:
                 entry["rg_p50_ms"] = round(command_p50(ripgrep, repo, args.runs), 2)
             if name in TARGETS:
@@ -205,7 +231,7 @@ def main() -> None:
                 entry["target_met"] = met(ours, git)
             figures[name] = entry
         print(json.dumps({"files": args.files, "runs": args.runs,
-                          "baselines": {n: " ".join(b) for n, _, b, _ in cases},
+                          "baselines": {n: " ".join(b) for n, _, b, _ in measured},
                           "figures": figures}, indent=2))
     finally:
         shutil.rmtree(folder, ignore_errors=True)

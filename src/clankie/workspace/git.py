@@ -35,7 +35,7 @@ from clankie.tool_dto import (
     StatusEntry,
 )
 
-from .confine import Refusal, Root, check_path, open_regular, tidy
+from .confine import Refusal, Root, check_path, open_listed, tidy
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, as_bytes, as_text
 from .gitrepo import Repository, repository
 from .textdiff import DIFF_LINES, bounded, header, patch, too_many_lines
@@ -151,7 +151,7 @@ class _Files:
 
     def _open(self, path: str, walked: Worktree | None) -> int | None:
         if walked is not None:
-            return open_regular(walked.folder_fd, path.rpartition("/")[2])
+            return open_listed(walked.folder_fd, path.rpartition("/")[2])
         try:
             return self.root.open_file(path, self.denied)[0]
         except Refusal as refusal:

@@ -20,7 +20,7 @@ import stat
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-from .confine import Refusal, Root, open_regular
+from .confine import Refusal, Root, open_listed, open_regular
 from .gitindex import MODE_GITLINK, Index, as_bytes
 from .gitrepo import Repository
 from .gitrules import RULE_FILE_BYTES, Rules
@@ -195,7 +195,7 @@ class Worktree:
         """The file the walk has just yielded, opened for reading through its folder's
         descriptor (no path resolved again, no symlink followed), if it is still a regular
         file; the caller closes it."""
-        return open_regular(self.folder_fd, seen.path.rpartition("/")[2])
+        return open_listed(self.folder_fd, seen.path.rpartition("/")[2])
 
     def _state(self, path: str, kind: str, folder: _Folder) -> tuple[str, int | None]:
         """What the entry is to Git, and where its index entry is if it has one."""
