@@ -36,6 +36,7 @@ class Place:
     root: Path
     deny: DenyList = field(default_factory=DenyList)
     git_timeout: float = 5.0
+    home: tuple[int, int] | None = None  # clankie's home, by (device, inode), if one is near
 
     @property
     def ws(self) -> Path:
@@ -54,7 +55,7 @@ class Place:
     def call(self, tool: str, identity: WorkspaceIdentity | None = None,
              **args: Any) -> Outcome:
         return call_tool(tool, json.dumps(args), identity or self.identity,
-                         ToolSettings(self.deny, self.git_timeout))
+                         ToolSettings(self.deny, self.git_timeout, self.home))
 
     def ok(self, tool: str, **args: Any) -> dict[str, Any]:
         outcome = self.call(tool, **args)
