@@ -9,6 +9,7 @@ nothing, is no open to inotify) and that no folder there was listed."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from clankie.workspace import confine
 from clankie.workspace.deny import DenyList
 from clankie.workspace.identity import identify
-from tests.workspace.tooling import Place, make_place
+from tests.workspace.tooling import Place, git, make_place
 from tests.workspace.watch import Watch
 
 TOKEN = "clk_HOME-TOKEN-7e2a91"  # the home's secret: no byte of it may reach a result
@@ -181,3 +182,76 @@ def test_w4_home_the_workspace_in_the_home_is_refused_whole(place: Place, home: 
             # The workspace's own folder is opened, to tell it is the conversation's (W8),
             # then refused: never listed, and nothing in it opened.
             assert set(watch.opened()) <= {f"{where} open"}
+
+
+git_only = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+@git_only
+@pytest.mark.parametrize("ignored", [False, True])
+def test_w4_home_git_tools_never_list_or_read_an_untracked_home(
+        place: Place, home: Home, ignored: bool):
+    ws = place.ws
+    if ignored:
+        (ws / ".gitignore").write_text("home/\n")
+    git("init", "-q", "-b", "main", cwd=ws)
+    git("add", "README.md", cwd=ws)
+    git("commit", "-q", "-m", "first", cwd=ws)
+    (ws / "README.md").write_text("# Demo\nchanged\n")
+    with home.watch() as watch:
+        status = place.ok("git_status")
+        shows_nothing_of_the_home(status)
+        assert [e["path"] for e in status["entries"]] == (
+            [".gitignore", "README.md"] if ignored else ["README.md"])
+        for args in ({}, {"revision": "HEAD"}, {"staged": True}):
+            diff = place.ok("git_diff", **args)
+            shows_nothing_of_the_home(diff)
+            assert "home/" not in diff["diff"]
+        for tool in ("git_diff", "git_log"):
+            for path in ("home", "home/operator.token"):
+                assert place.refused(tool, path=path) == "denied_path"
+        listed = place.ok("list_files", depth=3)
+        shows_nothing_of_the_home(listed)
+        found = place.ok("search_text", pattern=TOKEN, fixed=True, include_ignored=True)
+        assert found["matches"] == [] and found["skipped_denied"] == 1
+        assert watch.opened() == []
+
+
+@git_only
+def test_w4_home_git_tools_never_show_a_byte_of_a_tracked_home(place: Place, home: Home):
+    """Even a home whose files were committed (the blobs hold the token): the working
+    tree's files there are never opened or hashed, and no diff quotes them."""
+    ws = place.ws
+    git("init", "-q", "-b", "main", cwd=ws)
+    git("add", ".", cwd=ws)
+    git("commit", "-q", "-m", "everything, the home too", cwd=ws)
+    (home.path / "operator.token").write_text("clk_HOME-TOKEN-7e2a91 reissued\n")
+    (home.path / "sub" / "deep.txt").unlink()
+    (ws / "README.md").write_text("# Demo\nchanged\n")
+    with home.watch() as watch:
+        status = place.ok("git_status")
+        shows_nothing_of_the_home(status, None)
+        assert ("README.md", " M") in {(e["path"], e["status"]) for e in status["entries"]}
+        for args in ({}, {"revision": "HEAD"}, {"staged": True}):
+            diff = place.ok("git_diff", **args)
+            shows_nothing_of_the_home(diff, None)
+        for path in ("home", "home/operator.token", "home/sub/deep.txt"):
+            assert place.refused("git_diff", path=path) == "denied_path"
+        assert "+changed" in place.ok("git_diff")["diff"]
+        assert watch.opened() == []
+
+
+@git_only
+def test_w4_home_git_status_and_diff_name_no_tracked_path_beneath_the_home(
+        place: Place, home: Home):
+    """The walk never enters the home, so its tracked files are not seen; they are left
+    out, never called deleted (nor compared with anything)."""
+    git("init", "-q", "-b", "main", cwd=place.ws)
+    git("add", ".", cwd=place.ws)
+    git("commit", "-q", "-m", "everything, the home too", cwd=place.ws)
+    git("rm", "-q", "--cached", "home/clankie.db", cwd=place.ws)  # staged: "D " in HEAD only
+    with home.watch() as watch:
+        shows_nothing_of_the_home(place.ok("git_status"))
+        for args in ({}, {"revision": "HEAD"}, {"staged": True}):
+            assert "home/" not in place.ok("git_diff", **args)["diff"]
+        assert watch.opened() == []

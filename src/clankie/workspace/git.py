@@ -196,7 +196,8 @@ def git_status(root: Root, git_timeout: float) -> GitStatusResult:
     with _required(root, git_timeout) as repo, repo.objects() as objects:
         tree = _Tree.read(root, repo, objects)
         head = _Commit.of(repo, repo.commit("HEAD"), tree.view.tracked)
-        entries = heapq.nsmallest(STATUS_ENTRIES + 1, _status(tree, head))
+        entries = heapq.nsmallest(STATUS_ENTRIES + 1, (entry for entry in _status(tree, head)
+                                                       if not root.in_home(entry[0])))
         branch = repo.branch()
     shown = [StatusEntry(path=p, status=s) for p, s in entries[:STATUS_ENTRIES]]
     return GitStatusResult(branch=branch, entries=shown, truncated=len(entries) > STATUS_ENTRIES,
@@ -264,8 +265,9 @@ def git_diff(root: Root, args: GitDiffArgs, deny: DenyList, timeout: float) -> G
         elif args.staged:
             base = repo.commit("HEAD")
         changes = sorted(change for change in _changes(tree, base, args, repo)
-                         if scope == "." or change[0] == scope
-                         or change[0].startswith(scope + "/"))
+                         if (scope == "." or change[0] == scope
+                             or change[0].startswith(scope + "/"))
+                         and not root.in_home(change[0]))  # W4: never compared
 
         def render(change: tuple[str, Side, Side]) -> str:
             root.check_time()
