@@ -28,7 +28,7 @@ class RunTools:
         self._run_id = run_id
         self._left = settings.run_tool_budget
         self._settings = workspace_tools.ToolSettings(deny_list(settings.workspace_deny),
-                                                  settings.git_timeout)
+                                                      settings.git_timeout, service.home)
         self._unsaid: list[str] = []
 
     def say(self, text: str) -> None:
