@@ -53,7 +53,10 @@ class World:
     @classmethod
     def create(cls, root: Path, settings: Settings | None = None) -> World:
         clock = Clock()
-        store = Store(root / "clankie.db")
+        # The store in a home folder of its own, as `clankie init` makes it: the service's
+        # home (its store's folder) is denied to the tools in every workspace (SPEC W4)
+        (root / "home").mkdir()
+        store = Store(root / "home" / "clankie.db")
         service = Service(store, settings or Settings(), clock=clock)
         token = service.init_owner()
         assert token is not None

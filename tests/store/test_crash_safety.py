@@ -49,7 +49,7 @@ def test_sigkill_at_random_moments_loses_no_accepted_answer_and_reruns_nothing(t
     world = World.create(tmp_path)
     conversation_id = world.conversation()
     world.close()
-    db, log = str(tmp_path / "clankie.db"), tmp_path / "executed.log"
+    db, log = world.store.path, tmp_path / "executed.log"
     rng = random.Random(20261130)
     accepted: list[tuple[str, str, str]] = []
     for _ in range(KILLS):
@@ -95,7 +95,7 @@ def test_sigkill_during_batched_commits_keeps_every_acknowledged_write_whole(tmp
     world = World.create(tmp_path)
     conversations = [world.conversation() for _ in range(6)]
     world.close()
-    db = str(tmp_path / "clankie.db")
+    db = world.store.path
     rng = random.Random(20261201)
     sent: list[tuple[str, str]] = []
     accepted: list[tuple[str, str, str]] = []

@@ -35,6 +35,7 @@ class Place:
 
     root: Path
     deny: DenyList = field(default_factory=DenyList)
+    home: tuple[int, int] | None = None  # clankie's home, by (device, inode), if one is near
 
     @property
     def ws(self) -> Path:
@@ -53,7 +54,7 @@ class Place:
     def call(self, tool: str, identity: WorkspaceIdentity | None = None,
              **args: Any) -> Outcome:
         return call_tool(tool, json.dumps(args), identity or self.identity,
-                         ToolSettings(self.deny))
+                         ToolSettings(self.deny, self.home))
 
     def ok(self, tool: str, **args: Any) -> dict[str, Any]:
         outcome = self.call(tool, **args)

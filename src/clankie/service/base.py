@@ -10,6 +10,7 @@ failures as `storage_unavailable`, saving a `Change`, waking long-polls after a 
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,6 +37,7 @@ from clankie.core.vocabulary import Code
 from clankie.settings import Settings
 from clankie.store import ReadTx, Store, WriteTx
 from clankie.store.tx import ProjectRow
+from clankie.workspace.confine import FileId
 from clankie.workspace.identity import identify_saved
 from clankie.workspace.membership import Membership, membership
 
@@ -128,6 +130,15 @@ def storage() -> Iterator[None]:
                            ) from exc
 
 
+def home_of(store: Store) -> FileId | None:
+    """The service's own home by identity: the folder holding its store (where `clankie
+    init` puts it, beside `operator.token`); None for a store in memory."""
+    if store.path == ":memory:":
+        return None
+    st = os.stat(os.path.dirname(os.path.abspath(store.path)))
+    return st.st_dev, st.st_ino
+
+
 class Context:
     """What every part of the service shares: the store, the settings, the clock, new IDs,
     the long-polls to wake and the notifier to run after a commit, and how an operation
@@ -136,6 +147,10 @@ class Context:
     def __init__(self, store: Store, settings: Settings, clock: Callable[[], datetime],
                  new_id: Callable[[], str], notifier: Notifier | None) -> None:
         self.store = store
+        # Taken from the store, not given: no service can be made that forgets its home,
+        # which its tools deny in every workspace (SPEC W4). By identity, once: a rename
+        # of the folder does not lose it.
+        self.home = home_of(store)
         self.settings = settings
         self.clock = clock
         self.new_id = new_id

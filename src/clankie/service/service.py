@@ -34,6 +34,7 @@ from clankie.settings import Settings
 from clankie.settings import shown as settings_shown
 from clankie.store import Store
 from clankie.store.tx import PairingRow
+from clankie.workspace.confine import FileId
 from clankie.workspace.tools import Outcome
 
 from .base import (
@@ -90,6 +91,11 @@ class Service:
     @property
     def settings(self) -> Settings:
         return self.ctx.settings
+
+    @property
+    def home(self) -> FileId | None:
+        """The service's own home, by identity: denied to the tools in every workspace."""
+        return self.ctx.home
 
     @property
     def new_id(self) -> Callable[[], str]:

@@ -27,7 +27,8 @@ class RunTools:
         self._service = service
         self._run_id = run_id
         self._left = settings.run_tool_budget
-        self._settings = workspace_tools.ToolSettings(deny_list(settings.workspace_deny))
+        self._settings = workspace_tools.ToolSettings(deny_list(settings.workspace_deny),
+                                                      service.home)
         self._unsaid: list[str] = []
 
     def say(self, text: str) -> None:

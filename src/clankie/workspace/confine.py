@@ -1,11 +1,12 @@
-"""Opening paths beneath a workspace's directory handle, by the kernel (SPEC W2, W3, W8).
+"""Opening paths beneath a workspace's directory handle, by the kernel (SPEC W2-W4, W8).
 
 Owns the one way a workspace tool reaches a file: a relative path string, checked as
 given (never a normalised copy), opened relative to the workspace's directory descriptor
 with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` on Linux, or one component at a
 time with `O_NOFOLLOW` elsewhere (every symlink refused there). Nothing is judged by a
 string prefix or by a `realpath` computed before opening. It opens with `O_PATH` first so
-that a FIFO, socket or device is never opened for reading. It never writes.
+that a FIFO, socket or device is never opened for reading, and refuses what lies in
+clankie's own home (known by identity) before anything is read. It never writes.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
 _SYS_OPENAT2 = 437  # the same number on every Linux architecture
+
+FileId = tuple[int, int]  # (st_dev, st_ino): a file or folder as the kernel knows it
 
 
 class Refusal(Exception):
@@ -234,10 +237,19 @@ class Beneath:
 
 class Root(Beneath):
     """The workspace directory, opened once per tool call and checked against the identity
-    the conversation saved (W8): every path below is opened relative to this handle."""
+    the conversation saved (W8): every path below is opened relative to this handle.
 
-    def __init__(self, saved: WorkspaceIdentity, seconds: float = CALL_SECONDS) -> None:
+    Clankie's own home (`home`, by identity) is denied inside it whatever the patterns say
+    (W4): a workspace in the home is refused whole, and whatever `open` opens is looked at,
+    once the kernel has opened it, folder by folder up to the workspace by `..`, so that no
+    way in (a symlink, a bind mount, the home's own folder) reaches a file there. `in_home`
+    says the same of a path a tool names without opening it (the Git tools)."""
+
+    def __init__(self, saved: WorkspaceIdentity, seconds: float = CALL_SECONDS, *,
+                 home: FileId | None = None) -> None:
         self.saved = saved
+        self.home = home
+        self._homes: dict[str, bool] = {}
         self.deadline = time.monotonic() + seconds
         try:
             fd = os.open(saved.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -250,6 +262,113 @@ class Root(Beneath):
             os.close(self.fd)
             raise Refusal("workspace_replaced", "the workspace directory was replaced "
                           "since this conversation was bound to it; nothing was read")
+        self.top = file_id(os.fstat(self.fd))
+        if home is not None and _up_to_home(self.fd, home, None) is not False:  # and above
+            os.close(self.fd)
+            raise Refusal("denied_path", "the workspace lies in clankie's own home; nothing "
+                          "there is read")
+
+    def open(self, path: str, *, directory: bool = False) -> Opened:
+        """As `Beneath.open`; refused `denied_path` if what was opened lies in the home."""
+        opened = super().open(path, directory=directory)
+        try:
+            found = self._in_home(opened, path)
+        except BaseException:
+            os.close(opened.fd)
+            raise
+        if found is not False:
+            os.close(opened.fd)
+            if found is None:  # fail closed, as the race it is
+                raise Refusal("not_found", f"{shown(path)} changed while it was opened; it "
+                              "was not read")
+            raise Refusal("denied_path", f"{shown(path)} lies in clankie's own home; it is "
+                          "never read")
+        return opened
+
+    def lstat(self, path: str) -> os.stat_result | None:
+        """As `Beneath.lstat`; None for the home and what lies in it (never looked at)."""
+        st = super().lstat(path)
+        return None if st is not None and self.in_home(path) else st
+
+    def folder_in_home(self, folder: str) -> bool:
+        """`in_home` of a folder (checked, relative), remembered for the call: the Git tools
+        ask it of the folder of every path the index or a commit names."""
+        if self.home is None or tidy(folder) == ".":
+            return False
+        known = self._homes.get(folder)
+        if known is None:
+            known = self._homes[folder] = self.in_home(folder)
+        return known
+
+    def is_home(self, st: os.stat_result) -> bool:
+        """Whether a folder entry's status is the home's own folder (the walk's test)."""
+        return self.home is not None and file_id(st) == self.home
+
+    def in_home(self, path: str) -> bool:
+        """Whether the entry `path` (checked, relative) names is the home or lies in it, as
+        the kernel finds it now: the folder holding it, reached as `open` reaches it, every
+        folder above, and the entry itself (a final symlink is not followed: the Git tools
+        never follow one). A path the opener refuses (it leaves the workspace, say) reaches
+        nothing, so nothing of the home; a missing one is looked for in the folders above
+        it; True when it cannot be told (fail closed). For tools that name a path without
+        opening it: the Git tools, and every path argument."""
+        if self.home is None:
+            return False
+        where = tidy(path)
+        while where != ".":
+            folder, _, name = where.rpartition("/")
+            try:
+                parent = Beneath.open(self, folder or ".", directory=True)
+            except Refusal as refusal:
+                if refusal.code != "not_found":
+                    return False
+                where = folder or "."  # gone: the folder it would be in, and above
+                continue
+            try:
+                entry = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
+            except OSError:
+                entry = None
+            try:
+                return (entry is not None and self.is_home(entry)) or \
+                    _up_to_home(parent.fd, self.home, self.top) is not False
+            finally:
+                os.close(parent.fd)
+        return False  # the root itself: looked at when it was opened
+
+    def _in_home(self, opened: Opened, path: str) -> bool | None:
+        """Whether an opened file or folder lies in the home (None: it cannot be told, it
+        changed meanwhile). A folder is looked at itself, a file by the folder holding it:
+        found again by its resolved path, no symlink followed, and checked to hold that
+        very file."""
+        if self.home is None:
+            return False
+        if stat.S_ISDIR(opened.st.st_mode):
+            return _up_to_home(opened.fd, self.home, self.top)
+        where = self.resolved(opened) if opened.via_symlink else tidy(path)
+        if where is None:
+            self.without_symlinks(path)  # where it led is unknown: allow none
+            where = tidy(path)
+        folder, _, name = where.rpartition("/")
+        try:
+            parent = self._plain(folder or ".")
+        except Refusal:
+            return None
+        try:
+            if file_id(os.stat(name, dir_fd=parent, follow_symlinks=False)) != \
+                    file_id(opened.st):
+                return None
+            return _up_to_home(parent, self.home, self.top)
+        except OSError:
+            return None
+        finally:
+            os.close(parent)
+
+    def _plain(self, folder: str) -> int:
+        """A folder beneath the root reached through real folders only (no symlink)."""
+        flags = O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+        if _use_openat2 and folder != ".":
+            return self._openat2(folder, flags, no_symlinks=True)
+        return self._walk(folder, flags)
 
     def out_of_time(self) -> bool:
         return time.monotonic() > self.deadline
@@ -300,6 +419,43 @@ class Root(Beneath):
             return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK), handle.st
         finally:
             os.close(handle.fd)
+
+
+def file_id(st: os.stat_result) -> FileId:
+    return st.st_dev, st.st_ino
+
+
+_MAX_UP = 4_096  # folders above anything: more than any path the kernel resolves
+
+
+def _up_to_home(fd: int, home: FileId, stop: FileId | None) -> bool | None:
+    """Whether the open folder `fd`, or a folder above it, is `home`, going up by `..` (as
+    the kernel does, out of a mount too) until `stop` (a folder already known to be clear,
+    with all above it), or the top. None when the way up cannot be followed (a folder on
+    it went away meanwhile)."""
+    current = fd
+    try:
+        here = file_id(os.fstat(fd))
+        for _ in range(_MAX_UP):
+            if here == home:
+                return True
+            if here == stop:
+                return False
+            parent = os.open("..", (O_PATH or os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC,
+                             dir_fd=current)
+            if current != fd:
+                os.close(current)
+            current = parent
+            above = file_id(os.fstat(current))
+            if above == here:  # `..` of the top is itself
+                return False
+            here = above
+        return None
+    except OSError:
+        return None
+    finally:
+        if current != fd:
+            os.close(current)
 
 
 def _walk_refusal(code: int, name: str, parent: int, path: str) -> Refusal:

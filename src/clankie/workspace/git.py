@@ -222,6 +222,12 @@ def _next_path(index: Index, i: int, end: int) -> int:
     return i
 
 
+def _in_home(root: Root, path: str) -> bool:
+    """Whether a path the index or a commit names lies in clankie's own home (W4): by its
+    folders, as Git never looks past a symlink or into a nested repository."""
+    return root.folder_in_home(path.rpartition("/")[0] or ".")
+
+
 def _top(repo: Repository) -> bytes:
     """The workspace's folder in the index ('' when it is the top)."""
     return as_bytes(repo.prefix)
@@ -243,8 +249,9 @@ def git_status(root: Root, denied: Callable[[str], bool]) -> GitStatusResult:
         try:
             walked = _walk(view, files)
             head = repo.head()
-            entries = heapq.nsmallest(STATUS_ENTRIES + 1, _status(repo, view, files, walked,
-                                                                   head))
+            entries = heapq.nsmallest(STATUS_ENTRIES + 1, (
+                entry for entry in _status(repo, view, files, walked, head)
+                if not _in_home(root, entry[0])))
         finally:
             files.close()
         branch = repo.branch()
@@ -441,7 +448,7 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
         files.root.check_time()
         if scope != "." and path != scope and not path.startswith(scope + "/"):
             continue  # `scope.txt` lies between `scope` and `scope/x` in Git's order
-        if files.denied(path):
+        if files.denied(path) or _in_home(files.root, path):
             skipped[0] += 1  # never compared: whether it changed is not said (W4)
             continue
         entry = index.brief(i) if i is not None else None

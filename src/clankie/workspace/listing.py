@@ -5,7 +5,8 @@ Owns which entries of a folder are shown: in a Git workspace, tracked ones and u
 ones that the ignore rules do not exclude (those are counted in `hidden_by_ignore`, and an
 ignored folder is not entered); nested repositories appear with type `submodule`; outside
 Git, every entry but `.git`. The entries come from `worktree`'s confined walk, sorted,
-folder by folder. Secret-like paths are shown, marked `denied`. A repository the Git tools
+folder by folder. Secret-like paths are shown, marked `denied`, and so is clankie's own
+home (W4), with nothing beneath it. A repository the Git tools
 refuse (W7) is listed as a plain folder, and the result says so.
 """
 
@@ -69,7 +70,7 @@ def list_files(root: Root, args: ListFilesArgs, deny: DenyList) -> ListFilesResu
             kind = "submodule" if seen.state == "submodule" else seen.kind
             entries.append(Entry(path=seen.path, type=kind,
                                  size=seen.st.st_size if kind == "file" else None,
-                                 denied=deny.denies(seen.path)))
+                                 denied=seen.home or deny.denies(seen.path)))
         said = "; ".join(n for n in (note, view.partial) if n) or None
         skipped = view.rules_skipped
     return ListFilesResult(entries=entries, truncated=truncated, hidden_by_ignore=hidden,

@@ -3,7 +3,8 @@
 Owns searching. The confined walk (`worktree`) names the candidate files as Git would see
 them (tracked and untracked, not ignored unless asked); each file is opened beneath the
 workspace and read by us, in chunks, so no byte outside the workspace can reach a result.
-Secret-like paths are never opened (counted in `skipped_denied`), binary files are
+Secret-like paths and clankie's own home (W4) are never opened (counted in
+`skipped_denied`), binary files are
 skipped (counted), nested repositories are not entered. Patterns are RE2 regular
 expressions (linear time: a pattern chosen by a model cannot make a search run away) that
 never match across a newline. One call of the matcher sees at most `CHUNK` bytes and a
@@ -92,6 +93,9 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList) -> SearchTextR
                     break
                 if seen.state == "ignored" and not args.include_ignored:
                     hidden += 1
+                    continue
+                if seen.home:  # clankie's own home (W4): not entered, said as denied
+                    skipped_denied += 1
                     continue
                 if seen.kind != "file":
                     continue

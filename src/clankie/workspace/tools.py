@@ -2,7 +2,8 @@
 
 Owns dispatching a tool call (SPEC W1-W8): arguments validated strictly
 (`invalid_argument`), the workspace opened and checked against its saved identity on
-every call (W8), the tool run, and every refusal turned into the short result of W
+every call (W8), a path argument in clankie's own home refused whatever the tool (W4),
+the tool run, and every refusal turned into the short result of W
 (`{"status": "refused", "code", "reason"}`). It also writes the one-line summary of each
 call for the `tool_activity` event (W9): what was looked at, never file contents.
 Adding a tool means one shape in `clankie.tool_dto`, one function and one row here.
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from clankie import tool_dto as t
 from clankie.core.model import WorkspaceIdentity
 
-from .confine import Refusal, Root
+from .confine import FileId, Refusal, Root, check_path, shown
 from .deny import DenyList
 from .git import git_diff, git_log, git_status
 from .listing import list_files
@@ -37,6 +38,7 @@ class ToolSettings:
     by `service/tooling.py`)."""
 
     deny: DenyList
+    home: FileId | None = None  # clankie's own home, denied in every workspace (W4)
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,8 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
         return refused("workspace_missing", "this conversation has no workspace",
                        f"{name}{target}: no workspace")
     try:
-        with Root(workspace) as root:
+        with Root(workspace, home=settings.home) as root:
+            _not_in_home(root, args)
             result = _text_only(tool.run(root, args, settings).model_dump())
     except Refusal as refusal:  # the reason too: the owner reads the summary, not the result
         return refused(refusal.code, refusal.reason,
@@ -189,6 +192,13 @@ def _text_only(value: Any) -> Any:
     if isinstance(value, list):
         return [_text_only(item) for item in value]
     return value
+def _not_in_home(root: Root, args: Any) -> None:
+    """Refuse a path argument in clankie's own home, whatever the tool (W4): the Git tools
+    name paths without opening them, so the opener alone would not stop them."""
+    path = getattr(args, "path", None)
+    if isinstance(path, str) and root.in_home(check_path(path)):
+        raise Refusal("denied_path", f"{shown(path)} lies in clankie's own home; it is never "
+                      "read")
 
 
 def _target(args: Any) -> str:

@@ -7,7 +7,8 @@ to Git: `tracked` (in the index, or a folder holding tracked files), `untracked`
 aside) or `submodule` (a gitlink, or a folder with its own `.git`: listed, never entered).
 Git never walks the working tree: the index is read from the git directory, the ignore and
 attribute files beneath the workspace by this walk, those above it from the index's blobs.
-Outside Git every entry is `untracked` and `.git` is skipped. The walk is linear in the
+Outside Git every entry is `untracked` and `.git` is skipped. Clankie's own home (W4) is an
+entry marked `home`, never opened, let alone entered. The walk is linear in the
 entries it looks at (ignored ones included), stops with `time_limit` at the call's
 deadline, and holds bounded memory: at most `FOLDER_ENTRIES` entries of one folder and
 `MAX_LEVELS` folders deep (`partial` says what it left).
@@ -20,7 +21,7 @@ import stat
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-from .confine import Refusal, Root, open_listed, open_regular
+from .confine import Refusal, Root, file_id, open_listed, open_regular
 from .gitindex import MODE_GITLINK, Index, as_bytes
 from .gitrepo import Repository
 from .gitrules import RULE_FILE_BYTES, Rules
@@ -54,6 +55,7 @@ class Seen:
     level: int  # 1 for the entries of the folder the walk started in
     filtered: bool  # the attributes name a filter for it (which is never run)
     at: int | None = None  # its (first) index entry, when it is tracked
+    home: bool = False  # clankie's own home (W4): shown, never entered
 
 
 @dataclass
@@ -166,14 +168,15 @@ class Worktree:
                 kind = kind_of(st.st_mode)
                 state, at = self._state(path, kind, folder)
                 child = None
-                if kind == "directory" and state != "submodule":
+                home = self.root.is_home(st)  # W4: never opened, let alone entered
+                if kind == "directory" and state != "submodule" and not home:
                     descend = ((depth is None or folder.level < depth)
                                and (state != "ignored" or into_ignored))
                     if descend and folder.level >= MAX_LEVELS:
                         descend = False
                         self.not_entered += 1
                     if descend or (self.repo is not None and state != "ignored"):
-                        child = self._open(folder.fd, name)
+                        child = self._open(folder.fd, name, st)
                     if child is not None and self.repo is not None and state != "ignored" \
                             and not self.tracked_dir(path) and _has_git(child):
                         state = "submodule"
@@ -183,7 +186,7 @@ class Worktree:
                 filtered = (kind != "directory" and folder.rules.any_filter
                             and folder.rules.filtered(self.top(path)))
                 self.folder_fd = folder.fd
-                yield Seen(path, kind, st, state, folder.level, filtered, at)
+                yield Seen(path, kind, st, state, folder.level, filtered, at, home)
                 if child is not None:
                     stack.append(self._enter(child, path, folder.rules,
                                              state == "ignored", folder.level + 1))
@@ -268,11 +271,17 @@ class Worktree:
             os.close(fd)
 
     @staticmethod
-    def _open(parent: int, name: str) -> int | None:
+    def _open(parent: int, name: str, st: os.stat_result) -> int | None:
+        """The folder `name` as it was listed (`st`), or None: a folder put there since (the
+        home, say) is not the one the walk looked at, and is not entered."""
         try:
-            return os.open(name, _DIR, dir_fd=parent)
+            fd = os.open(name, _DIR, dir_fd=parent)
         except OSError:
             return None
+        if file_id(os.fstat(fd)) != file_id(st):
+            os.close(fd)
+            return None
+        return fd
 
 
 def _scan(fd: int) -> tuple[list[tuple[str, os.stat_result]], bool]:
