@@ -26,7 +26,9 @@ this run met it. Prints one JSON document.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
 import shutil
 import statistics
@@ -38,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clankie.tool_dto import GitDiffArgs, GitLogArgs, ListFilesArgs, ReadFileArgs, SearchTextArgs
-from clankie.workspace.confine import Root
+from clankie.workspace.confine import Refusal, Root, file_id
 from clankie.workspace.deny import DenyList
 from clankie.workspace.git import git_diff, git_log, git_status
 from clankie.workspace.identity import identify
@@ -149,10 +151,13 @@ def cases(repo: Path, ignored: Path) -> list[Case]:
     saved, saved_ignored = identify(str(repo)), identify(str(ignored))
     assert saved is not None and saved_ignored is not None
     deny = DenyList()
+    home_folder = repo.parent / "clankie-home"  # beside the workspace, as a service's is
+    home_folder.mkdir(exist_ok=True)
+    home = file_id(os.stat(home_folder))
 
     def tool(fn: Callable[[Root], object], where: object = saved) -> Callable[[], object]:
         def once() -> object:
-            with Root(where) as root:  # type: ignore[arg-type]
+            with Root(where, home=home) as root:  # type: ignore[arg-type]
                 return fn(root)
         return once
 
@@ -201,8 +206,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.peak:
         with tempfile.TemporaryDirectory() as empty:
-            for _, fn, _, _ in cases(Path(empty), Path(empty)):
-                fn()  # imports and caches, not the repository's
+            (Path(empty) / "ws").mkdir()
+            for _, fn, _, _ in cases(Path(empty) / "ws", Path(empty) / "ws"):
+                with contextlib.suppress(Refusal):
+                    fn()  # imports and caches, not the repository's
         chosen = {n: fn for n, fn, _, _ in cases(args.repo, args.ignored)}[args.peak]
         print(json.dumps(peak_kib(chosen)))
         return

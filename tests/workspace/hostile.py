@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clankie.workspace.tools import Outcome
 from tests.polling import eventually
 from tests.workspace.gitbombs import Pack, compressed, copy, delta, insert, zeros
 from tests.workspace.tooling import SECRET, Place, git, make_place
@@ -1011,6 +1012,13 @@ class Checker:
             raised = ""
         except Exception:  # the invariant is that nothing raises
             outcome, raised = None, traceback.format_exc(limit=-3)
+        with self.mutator.paused() if self.mutator else contextlib.nullcontext():
+            self._after(tc, args, where, outcome, raised)
+
+    def _after(self, tc: ToolCall, args: dict[str, Any], where: str,
+               outcome: Outcome | None, raised: str) -> None:
+        """The invariants after one call (a second process, if any, holds still)."""
+        b = self.built
         outside, entered = self._read_past()
         assert outcome is not None, f"[W7 never raises] the tool raised:{where}\n{raised}"
         text = _result_text(tc.tool, outcome.result)
@@ -1041,8 +1049,7 @@ class Checker:
         assert not entered and not inside_nested, (
             f"[W7 nested repositories are never entered] opened {entered[:6]}, "
             f"named {inside_nested[:6]}{where}")
-        with self.mutator.paused() if self.mutator else contextlib.nullcontext():
-            after = fingerprint(b.root)
+        after = fingerprint(b.root)
         self.watch.opened()  # our own fingerprint's reads
         changed = changes(self.before, after, folders_move=self.mutator is not None)
         assert not changed, (

@@ -80,13 +80,14 @@ class _Budget:
 
 def search_text(root: Root, args: SearchTextArgs, deny: DenyList) -> SearchTextResult:
     regex = compile_pattern(args.pattern, args.fixed)
+    literal = args.pattern.encode("utf-8") if args.fixed else None
     path = tidy(check_path(args.path))
     must_be_directory(root, path)
     budget = _Budget(args.max_results, root.deadline)
     skipped_denied = skipped_binary = hidden = 0
     unreadable = 0
     with worktree(root) as (view, plain):
-        files = view.walk(path, into_ignored=args.include_ignored)
+        files = view.walk(path, into_ignored=args.include_ignored, statuses=False)
         try:
             for seen in files:
                 if budget.full():
@@ -107,7 +108,7 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList) -> SearchTextR
                     unreadable += 1
                     continue
                 try:
-                    skipped_binary += not _search_file(fd, seen.path, regex, budget)
+                    skipped_binary += not _search_file(fd, seen.path, regex, literal, budget)
                 finally:
                     os.close(fd)
         except Refusal as refusal:
@@ -130,14 +131,15 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList) -> SearchTextR
                             rules_skipped=rules_skipped)
 
 
-def _search_file(fd: int, path: str, regex: re2._Regexp, budget: _Budget) -> bool:
+def _search_file(fd: int, path: str, regex: re2._Regexp, literal: bytes | None,
+                 budget: _Budget) -> bool:
     """Search one open file; False if it is binary (a NUL in its first 8 KiB)."""
     found = 0
     line_base = 1  # the line number of the first line of `region`
     carry = b""
     while True:
         chunk = os.read(fd, CHUNK)
-        if line_base == 1 and not carry and b"\x00" in chunk[:BINARY_PROBE]:
+        if line_base == 1 and not carry and chunk.find(b"\x00", 0, BINARY_PROBE) >= 0:
             return False
         if time.monotonic() > budget.deadline:
             budget.timed_out = True
@@ -153,7 +155,9 @@ def _search_file(fd: int, path: str, regex: re2._Regexp, budget: _Budget) -> boo
             if cut:
                 region, carry = data[:cut], data[cut:]
         position = counted = 0
-        while (match := regex.search(region, position)) is not None:
+        if literal is not None and literal not in region:
+            position = -1  # a plain literal: the bytes' own search rules it out, quicker
+        while position >= 0 and (match := regex.search(region, position)) is not None:
             start = region.rfind(b"\n", 0, match.start()) + 1
             end = region.find(b"\n", match.start())
             end = len(region) if end < 0 else end

@@ -50,12 +50,20 @@ def join(folder: str, name: str) -> str:
 class Seen:
     path: str  # relative to the workspace
     kind: str  # file, directory, symlink, other
-    st: os.stat_result
+    found: os.DirEntry[str] | os.stat_result  # its own (lstat) status, or how to ask
     state: str  # tracked, untracked, ignored, submodule
     level: int  # 1 for the entries of the folder the walk started in
     filtered: bool  # the attributes name a filter for it (which is never run)
     at: int | None = None  # its (first) index entry, when it is tracked
     home: bool = False  # clankie's own home (W4): shown, never entered
+
+    @property
+    def st(self) -> os.stat_result:
+        """Its own status. For an entry the walk found, asked through its folder: only
+        while the walk is at it (as `open_seen`), the answer kept."""
+        if isinstance(self.found, os.stat_result):
+            return self.found
+        return self.found.stat(follow_symlinks=False)
 
 
 @dataclass
@@ -65,7 +73,7 @@ class _Folder:
     rules: Rules
     ignored: bool
     level: int
-    children: list[tuple[str, os.stat_result]]
+    children: list[tuple[str, os.DirEntry[str]]]
     next: int = 0
 
 
@@ -141,11 +149,12 @@ class Worktree:
         prefix = self.repo.prefix if self.repo is not None else ""
         return prefix if path == "." else prefix + path
 
-    def walk(self, start: str = ".", depth: int | None = None,
-             into_ignored: bool = False) -> Generator[Seen, None, None]:
+    def walk(self, start: str = ".", depth: int | None = None, into_ignored: bool = False,
+             statuses: bool = True) -> Generator[Seen, None, None]:
         """The entries below `start` (a folder, already checked), folder by folder in name
         order, each before what is inside it; at most `depth` levels; ignored folders are
-        entered only when `into_ignored`."""
+        entered only when `into_ignored`. Without `statuses`, an entry but a folder has
+        its status asked only if `Seen.st` is read (a search needs only types)."""
         rules, ignored = self._rules_down_to(start)
         with_handle = self.root.open(start, directory=True)
         try:
@@ -159,17 +168,24 @@ class Worktree:
                 if folder.next == len(folder.children):
                     os.close(stack.pop().fd)
                     continue
-                name, st = folder.children[folder.next]
+                name, entry = folder.children[folder.next]
                 folder.next += 1
                 self.looked += 1
                 if self.looked % 256 == 0:
                     self.root.check_time()
                 path = join(folder.path, name)
-                kind = kind_of(st.st_mode)
+                kind = _kind_of_entry(entry)
+                st = None
+                if kind == "directory" or statuses:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # gone since the folder was listed
                 state, at = self._state(path, kind, folder)
                 child = None
-                home = self.root.is_home(st)  # W4: never opened, let alone entered
-                if kind == "directory" and state != "submodule" and not home:
+                home = st is not None and kind == "directory" and self.root.is_home(st)
+                if st is not None and kind == "directory" and state != "submodule" \
+                        and not home:  # W4: the home is never entered
                     descend = ((depth is None or folder.level < depth)
                                and (state != "ignored" or into_ignored))
                     if descend and folder.level >= MAX_LEVELS:
@@ -186,7 +202,7 @@ class Worktree:
                 filtered = (kind != "directory" and folder.rules.any_filter
                             and folder.rules.filtered(self.top(path)))
                 self.folder_fd = folder.fd
-                yield Seen(path, kind, st, state, folder.level, filtered, at, home)
+                yield Seen(path, kind, st or entry, state, folder.level, filtered, at, home)
                 if child is not None:
                     stack.append(self._enter(child, path, folder.rules,
                                              state == "ignored", folder.level + 1))
@@ -284,23 +300,40 @@ class Worktree:
         return fd
 
 
-def _scan(fd: int) -> tuple[list[tuple[str, os.stat_result]], bool]:
-    """An open folder's entries but `.git`, sorted by name, with their own (lstat) status:
-    at most `FOLDER_ENTRIES` of them (and whether there were more)."""
-    found: list[tuple[str, os.stat_result]] = []
+def _scan(fd: int) -> tuple[list[tuple[str, os.DirEntry[str]]], bool]:
+    """An open folder's entries but `.git`, sorted by name: at most `FOLDER_ENTRIES` of
+    them (and whether there were more). Their status is asked when it is needed (a
+    search needs only their type, which the folder itself tells)."""
+    found: list[tuple[str, os.DirEntry[str]]] = []
     with os.scandir(fd) as entries:
         for entry in entries:
             if entry.name == ".git":
                 continue
             if len(found) == FOLDER_ENTRIES:
-                found.sort()
+                found.sort(key=_name)
                 return found, True
-            try:
-                found.append((entry.name, entry.stat(follow_symlinks=False)))
-            except OSError:
-                continue
-    found.sort()
+            found.append((entry.name, entry))
+    found.sort(key=_name)
     return found, False
+
+
+def _name(child: tuple[str, os.DirEntry[str]]) -> str:
+    return child[0]
+
+
+def _kind_of_entry(entry: os.DirEntry[str]) -> str:
+    """An entry's type as its folder tells it (no status asked where the file system says
+    it in the listing)."""
+    try:
+        if entry.is_symlink():
+            return "symlink"
+        if entry.is_dir(follow_symlinks=False):
+            return "directory"
+        if entry.is_file(follow_symlinks=False):
+            return "file"
+    except OSError:
+        pass
+    return "other"
 
 
 def _has_git(fd: int) -> bool:
