@@ -216,3 +216,22 @@ def test_w1_a_file_name_that_is_not_utf8_is_shown_as_text_by_every_tool(repo: Pl
         assert outcome.status == "ok", outcome.result
         assert "caf\ufffd.txt" in outcome.text, (tool, outcome.text)
         (outcome.text + outcome.summary).encode("utf-8")
+
+
+@pytest.mark.parametrize("args", [{"revision": "HEAD~1", "path": ".env"}, {"revision": "HEAD~1"},
+                                  {"path": ".env"}, {}, {"staged": True}])
+def test_w4_git_diff_is_no_oracle_on_a_denied_path(repo: Place, args: dict[str, object]):
+    """SPEC W4: `git_diff` never compares a denied path's content against anything, so
+    its answer is the same whether the secret equals a revision's, the index's or not."""
+    (repo.ws / ".env").write_text("TOKEN=first\n")
+    git("add", "-f", ".env", cwd=repo.ws)
+    git("commit", "-q", "-m", "env", cwd=repo.ws)
+    git("commit", "-q", "--allow-empty", "-m", "later", cwd=repo.ws)
+    answers = []
+    for text in ("TOKEN=first\n", "TOKEN=other\n"):  # equal to HEAD~1's, then not
+        (repo.ws / ".env").write_text(text)
+        git("add", "-f", ".env", cwd=repo.ws)
+        (repo.ws / ".env").write_text(text.replace("TOKEN", "TOKEN2"))  # and the tree moves
+        answers.append(repo.ok("git_diff", **args))
+    assert answers[0] == answers[1]
+    assert ".env" not in answers[0]["diff"] and answers[0]["skipped_denied"] == 1

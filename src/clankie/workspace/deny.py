@@ -4,7 +4,6 @@ Owns the matching rule. A pattern matches a relative path when it matches the pa
 of its trailing parts starting at a component boundary, case-insensitively: `.env`
 matches `app/.env` and `APP/.ENV`; `.ssh/**` matches `.ssh`, `.ssh/id` and `home/.ssh/x`.
 In a pattern `*` and `?` stay inside one component and `**` crosses components.
-It also gives Git the same list as exclude pathspecs, so a diff never shows those files.
 """
 
 from __future__ import annotations
@@ -55,10 +54,6 @@ class DenyList:
     def denies(self, path: str) -> bool:
         """Whether `path` (relative, '/'-separated) is a secret-like path."""
         return path not in ("", ".") and self._compiled.match(path) is not None
-
-    def git_excludes(self) -> list[str]:
-        """The list as Git exclude pathspecs (`:(exclude,glob,icase)**/PATTERN`)."""
-        return [f":(exclude,glob,icase)**/{p.strip('/')}" for p in self.patterns if p.strip("/")]
 
 
 @functools.cache
