@@ -52,7 +52,8 @@ class Settings(BaseSettings):
     take_control_ttl: int = Field(3_600, ge=1, le=YEAR_S, json_schema_extra=Seconds,
                                   description="Default seconds of a Take Control lease.")
     git_timeout: float = Field(2.0, ge=0.1, le=60, json_schema_extra=Seconds,
-                               description="Seconds a read-only git command may take.")
+                               description="Seconds the project-membership fact may take to "
+                                           "read a project's Git worktrees (SPEC M3).")
     max_steps: int = Field(24, ge=1, le=1_000, description="Model calls a run may make.")
     run_tool_budget: int = Field(262_144, ge=1_024, le=64 * 1024 * 1024,
                                  json_schema_extra={"unit": "bytes"},
