@@ -133,7 +133,7 @@ class Worktree:
         i = self.index.find(as_bytes(top_path))
         if i is None or self.index.stage(i) != 0:
             return None
-        found = self.repo.store.read(self.index.entry(i).oid, RULE_FILE_BYTES)
+        found = self.repo.store.read(self.index.oid(i), RULE_FILE_BYTES)
         return bytes(found[1]) if found is not None and found[0] == "blob" else None
 
     def position(self, path: str) -> int | None:
