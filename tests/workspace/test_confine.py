@@ -17,20 +17,14 @@ import pytest
 
 from clankie.workspace import confine
 from clankie.workspace.deny import DenyList
-from tests.workspace.tooling import SECRET, Place, make_place
+from tests.workspace.tooling import SECRET, Place, make_place, opener
 from tests.workspace.watch import Watch
 
 
 @pytest.fixture(params=["openat2", "walk"])
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
-    old = confine.use_openat2(request.param == "openat2")
-    if request.param == "openat2" and not confine.openat2_in_use():
-        confine.use_openat2(old)
-        pytest.skip("this platform has no openat2")
-    try:
+    with opener(request.param):
         yield make_place(tmp_path)
-    finally:
-        confine.use_openat2(old)
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from tests.workspace.gitbombs import (
     zeros,
 )
 from tests.workspace.test_bounds import W5_MEMORY_KIB, W5_SECONDS, _measured
-from tests.workspace.tooling import Place, git, make_place
+from tests.workspace.tooling import Place, committed, git, make_place
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -41,11 +41,7 @@ BOMB = 512 * 1024 * 1024
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Place:
-    place = make_place(tmp_path)
-    git("init", "-q", "-b", "main", cwd=place.ws)
-    git("add", ".", cwd=place.ws)
-    git("commit", "-q", "-m", "first", cwd=place.ws)
-    return place
+    return committed(make_place(tmp_path))
 
 
 def _head(place: Place, commit: str) -> None:

@@ -20,7 +20,7 @@ import pytest
 from clankie.workspace import confine
 from clankie.workspace.deny import DenyList
 from clankie.workspace.identity import identify
-from tests.workspace.tooling import Place, git, make_place
+from tests.workspace.tooling import Place, git, make_place, opener
 from tests.workspace.watch import Watch
 
 TOKEN = "clk_HOME-TOKEN-7e2a91"  # the home's secret: no byte of it may reach a result
@@ -59,14 +59,8 @@ class Home:
 
 @pytest.fixture(params=["openat2", "walk"])
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
-    old = confine.use_openat2(request.param == "openat2")
-    if request.param == "openat2" and not confine.openat2_in_use():
-        confine.use_openat2(old)
-        pytest.skip("this platform has no openat2")
-    try:
+    with opener(request.param):
         yield make_place(tmp_path)
-    finally:
-        confine.use_openat2(old)
 
 
 @pytest.fixture

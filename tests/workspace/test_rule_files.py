@@ -17,7 +17,7 @@ import pytest
 
 from clankie.workspace.confine import Refusal
 from clankie.workspace.gitrules import CALL_RULE_BYTES, Rules
-from tests.workspace.tooling import Place, git, make_place
+from tests.workspace.tooling import Place, committed, git, make_place
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -30,11 +30,7 @@ LONG_LINES = "".join(f"{n:03d}-" + "x" * 990 + "\n" for n in range(100))  # RE2 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Place:
-    place = make_place(tmp_path)
-    git("init", "-q", "-b", "main", cwd=place.ws)
-    git("add", ".", cwd=place.ws)
-    git("commit", "-q", "-m", "first", cwd=place.ws)
-    return place
+    return committed(make_place(tmp_path))
 
 
 @pytest.fixture

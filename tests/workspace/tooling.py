@@ -6,11 +6,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from clankie.core.model import WorkspaceIdentity
+from clankie.workspace import confine
 from clankie.workspace.deny import DenyList
 from clankie.workspace.identity import identify
 from clankie.workspace.tools import Outcome, ToolSettings, call_tool
@@ -80,3 +85,25 @@ def make_place(root: Path) -> Place:
     (place.outside / "dir" / "inner.txt").write_text(f"{SECRET} inner\n")
     (place.ws / "README.md").write_text("# Demo\nhello\n")
     return place
+
+
+def committed(place: Place, message: str = "first") -> Place:
+    """The place with its workspace a Git repository holding one commit of what is there."""
+    git("init", "-q", "-b", "main", cwd=place.ws)
+    git("add", ".", cwd=place.ws)
+    git("commit", "-q", "-m", message, cwd=place.ws)
+    return place
+
+
+@contextmanager
+def opener(kind: str) -> Iterator[None]:
+    """The confined opener of `kind` (`openat2`, or the portable `walk`) for the block;
+    skips the test where the platform has no openat2."""
+    old = confine.use_openat2(kind == "openat2")
+    if kind == "openat2" and not confine.openat2_in_use():
+        confine.use_openat2(old)
+        pytest.skip("this platform has no openat2")
+    try:
+        yield
+    finally:
+        confine.use_openat2(old)
