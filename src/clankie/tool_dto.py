@@ -125,6 +125,7 @@ class GitStatusResult(Out):
     entries: list[StatusEntry]
     truncated: bool
     note: str | None = None
+    skipped_denied: int = 0  # tracked secret-like paths never compared (W4)
     rules_skipped: int = 0
 
 
@@ -143,6 +144,7 @@ class GitDiffResult(Out):
     diff: str
     truncated: bool
     skipped_denied: int = 0  # secret-like paths never compared (W4): not said if they changed
+    note: str | None = None
 
 
 class Refused(Out):

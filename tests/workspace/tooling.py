@@ -41,6 +41,7 @@ class Place:
     root: Path
     deny: DenyList = field(default_factory=DenyList)
     home: tuple[int, int] | None = None  # clankie's home, by (device, inode), if one is near
+    home_files: frozenset[tuple[int, int]] = frozenset()  # the home's files, by identity
 
     @property
     def ws(self) -> Path:
@@ -59,7 +60,7 @@ class Place:
     def call(self, tool: str, identity: WorkspaceIdentity | None = None,
              **args: Any) -> Outcome:
         return call_tool(tool, json.dumps(args), identity or self.identity,
-                         ToolSettings(self.deny, self.home))
+                         ToolSettings(self.deny, self.home, self.home_files))
 
     def ok(self, tool: str, **args: Any) -> dict[str, Any]:
         outcome = self.call(tool, **args)

@@ -37,7 +37,7 @@ from clankie.core.vocabulary import Code
 from clankie.settings import Settings
 from clankie.store import ReadTx, Store, WriteTx
 from clankie.store.tx import ProjectRow
-from clankie.workspace.confine import FileId
+from clankie.workspace.confine import FileId, file_id
 from clankie.workspace.identity import identify_saved
 from clankie.workspace.membership import Membership, membership
 
@@ -137,6 +137,29 @@ def home_of(store: Store) -> FileId | None:
         return None
     st = os.stat(os.path.dirname(os.path.abspath(store.path)))
     return st.st_dev, st.st_ino
+
+
+def files_of(store: Store, home: FileId | None) -> frozenset[FileId]:
+    """The files directly in the home now, by identity (the token, the store, its log),
+    so that a hard link or a bind mount of one elsewhere is denied too (SPEC W4); none
+    when the folder at the store's path is no longer the home."""
+    if home is None:
+        return frozenset()
+    folder = os.path.dirname(os.path.abspath(store.path))
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return frozenset()
+    try:
+        if file_id(os.fstat(fd)) != home:
+            return frozenset()
+        with os.scandir(fd) as entries:
+            return frozenset(file_id(entry.stat(follow_symlinks=False)) for entry in entries
+                             if entry.is_file(follow_symlinks=False))
+    except OSError:
+        return frozenset()
+    finally:
+        os.close(fd)
 
 
 class Context:

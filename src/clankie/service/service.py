@@ -42,6 +42,7 @@ from .base import (
     Caller,
     Context,
     Executor,
+    files_of,
     invalid_request,
     new_uuid,
     op,
@@ -96,6 +97,10 @@ class Service:
     def home(self) -> FileId | None:
         """The service's own home, by identity: denied to the tools in every workspace."""
         return self.ctx.home
+
+    def home_files(self) -> frozenset[FileId]:
+        """The files in the home now, by identity: denied wherever they are linked."""
+        return files_of(self.ctx.store, self.ctx.home)
 
     @property
     def new_id(self) -> Callable[[], str]:

@@ -11,6 +11,8 @@ a tool call (before a workspace tool starts, since it may take a while), or its 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from clankie.agent.tools import ASK_QUESTION
 from clankie.agent.transcript import ToolCall
 from clankie.settings import Settings
@@ -63,9 +65,9 @@ class RunTools:
     def _workspace(self, call: ToolCall) -> Outcome:
         if self._left <= 0:
             return self._exhausted(call)
+        settings = replace(self._settings, home_files=self._service.home_files())  # as now
         outcome = workspace_tools.call_tool(call.name, call.arguments,
-                                            self._service.workspace_of(self._run_id),
-                                            self._settings)
+                                            self._service.workspace_of(self._run_id), settings)
         size = len(outcome.text.encode("utf-8"))
         if size > self._left:
             self._left = 0

@@ -165,10 +165,17 @@ class Beneath:
     @staticmethod
     def reopen(opened: Opened, flags: int) -> int:
         """An `O_PATH` descriptor reopened for reading: the same file (the kernel's magic
-        link names the open file itself, not a path), never another."""
+        link names the open file itself, not a path), never another. Refused
+        `permission_denied` when the user may not read it."""
         if not O_PATH:
             return os.dup(opened.fd)  # without O_PATH it was opened for reading already
-        return os.open(f"/proc/self/fd/{opened.fd}", flags | os.O_CLOEXEC)
+        try:
+            return os.open(f"/proc/self/fd/{opened.fd}", flags | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                raise Refusal("permission_denied", "it cannot be read (permission "
+                              "denied)") from None
+            raise
 
     def _openat2(self, path: str, flags: int, *, no_symlinks: bool = False) -> int:
         assert _syscall is not None
@@ -246,9 +253,11 @@ class Root(Beneath):
     says the same of a path a tool names without opening it (the Git tools)."""
 
     def __init__(self, saved: WorkspaceIdentity, seconds: float = CALL_SECONDS, *,
-                 home: FileId | None = None) -> None:
+                 home: FileId | None = None,
+                 home_files: frozenset[FileId] = frozenset()) -> None:
         self.saved = saved
         self.home = home
+        self.home_files = home_files  # the files in the home, by identity (hard links too)
         self._homes: dict[str, bool] = {}
         self.deadline = time.monotonic() + seconds
         try:
@@ -269,10 +278,11 @@ class Root(Beneath):
                           "there is read")
 
     def open(self, path: str, *, directory: bool = False) -> Opened:
-        """As `Beneath.open`; refused `denied_path` if what was opened lies in the home."""
+        """As `Beneath.open`; refused `denied_path` if what was opened lies in the home, or
+        is one of the home's files by identity (a hard link or a bind mount of it)."""
         opened = super().open(path, directory=directory)
         try:
-            found = self._in_home(opened, path)
+            found = file_id(opened.st) in self.home_files or self._in_home(opened, path)
         except BaseException:
             os.close(opened.fd)
             raise
@@ -416,7 +426,11 @@ class Root(Beneath):
                 elif denied(resolved):
                     raise Refusal("denied_path", f"{shown(path)} leads to a secret-like path; "
                                   "it is never read (setting workspace_deny)")
-            return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK), handle.st
+            try:
+                return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK), handle.st
+            except Refusal as refusal:  # the reason names the path
+                raise Refusal(refusal.code, f"{shown(path)} cannot be read (permission "
+                              "denied)") from None
         finally:
             os.close(handle.fd)
 
@@ -485,18 +499,21 @@ def _refusal(code: int, path: str) -> Refusal:
     return Refusal("not_found", f"{shown(path)} cannot be opened ({name})")
 
 
-def open_listed(folder: int, name: str) -> int | None:
+def open_listed(folder: int, name: str, refused: frozenset[FileId] = frozenset()
+                ) -> int | None:
     """`name` in an open folder, which a walk has just seen (`lstat`) as a regular file,
     opened for reading in one step: without following a symlink, without blocking (a
     FIFO swapped in since is opened and closed at once, never read), never as our
-    terminal; None unless it is still a regular file. One open instead of
-    `open_regular`'s two: a search opens every file of the workspace."""
+    terminal; None unless it is still a regular file, and not one of `refused` (the
+    home's files, by identity). One open instead of `open_regular`'s two: a search opens
+    every file of the workspace."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY
                      | os.O_CLOEXEC, dir_fd=folder)
     except OSError:
         return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or file_id(st) in refused:
         os.close(fd)
         return None
     return fd

@@ -77,6 +77,10 @@ class _File:
     filtered: bool
 
 
+class CannotTell(Exception):
+    """A tracked file the user may not look at: whether it changed is not known."""
+
+
 class _Files:
     """The working tree's tracked files, read as one tool call needs them: stat data
     through the folder each lies in (kept open while its neighbours are looked at), bytes
@@ -86,6 +90,14 @@ class _Files:
                  denied: Callable[[str], bool]) -> None:
         self.root, self.repo, self.view, self.denied = root, repo, view, denied
         self._folder: tuple[str, int] | None = None
+        self.untold = 0  # tracked files that could not be read or looked at (permission)
+
+    @property
+    def note(self) -> str | None:
+        if not self.untold:
+            return None
+        return (f"{self.untold} tracked file(s) could not be read (permission denied): "
+                "whether they changed is not said")
 
     def close(self) -> None:
         if self._folder is not None:
@@ -94,13 +106,16 @@ class _Files:
 
     def lstat(self, path: str) -> os.stat_result | None:
         """A tracked path's own status, reached through real folders only; None if absent
-        (or beyond a symlink, where Git sees no file either)."""
+        (or beyond a symlink, where Git sees no file either); `CannotTell` where the user
+        may not look (a folder without permission: absent or not is not known)."""
         folder, _, name = path.rpartition("/")
         if self._folder is None or self._folder[0] != folder:
             self.close()
             try:
                 handle = self.root.open(folder or ".", directory=True)
-            except Refusal:
+            except Refusal as refusal:
+                if refusal.code == "permission_denied":
+                    raise CannotTell from None
                 return None
             if handle.via_symlink:
                 os.close(handle.fd)
@@ -108,6 +123,8 @@ class _Files:
             self._folder = (folder, handle.fd)
         try:
             return os.stat(name, dir_fd=self._folder[1], follow_symlinks=False)
+        except PermissionError:
+            raise CannotTell from None
         except OSError:
             return None
 
@@ -151,7 +168,8 @@ class _Files:
 
     def _open(self, path: str, walked: Worktree | None) -> int | None:
         if walked is not None:
-            return open_listed(walked.folder_fd, path.rpartition("/")[2])
+            return open_listed(walked.folder_fd, path.rpartition("/")[2],
+                               self.root.home_files)
         try:
             return self.root.open_file(path, self.denied)[0]
         except Refusal as refusal:
@@ -256,8 +274,10 @@ def git_status(root: Root, denied: Callable[[str], bool]) -> GitStatusResult:
             files.close()
         branch = repo.branch()
     shown = [StatusEntry(path=p, status=s) for p, s in entries[:STATUS_ENTRIES]]
+    note = "; ".join(n for n in (view.partial, files.note) if n) or None
     return GitStatusResult(branch=branch, entries=shown, truncated=len(entries) > STATUS_ENTRIES,
-                           note=view.partial, rules_skipped=view.rules_skipped)
+                           note=note, rules_skipped=view.rules_skipped,
+                           skipped_denied=walked.skipped_denied)
 
 
 @dataclass
@@ -268,6 +288,7 @@ class _Walked:
     seen: bytearray  # per index entry beneath the workspace: 1 when the walk found it
     changed: dict[str, str]
     others: list[tuple[str, str]]
+    skipped_denied: int = 0  # tracked denied paths (W4): never compared, not said
 
 
 def _walk(view: Worktree, files: _Files) -> _Walked:
@@ -281,6 +302,8 @@ def _walk(view: Worktree, files: _Files) -> _Walked:
             i = seen.at
             assert i is not None
             walked.seen[i - start] = 1
+            if files.denied(seen.path):
+                continue  # never hashed: whether it changed is not said (W4)
             code = _worktree_code(files, index, i, seen, view)
             if code != " ":
                 walked.changed[seen.path] = code
@@ -297,7 +320,14 @@ def _walk(view: Worktree, files: _Files) -> _Walked:
                 continue
             files.root.check_time()
             path = as_text(index.paths[i][cut:])
-            st = files.lstat(path)
+            if files.denied(path) or view.unread(path):
+                continue  # never compared (W4), or beyond a folder that cannot be read
+            try:
+                st = files.lstat(path)
+            except CannotTell:
+                walked.seen[i - start] = 1  # not "deleted": not known
+                files.untold += 1
+                continue
             if st is not None and not stat.S_ISDIR(st.st_mode):
                 walked.seen[i - start] = 1
                 found = Seen(path, kind_of(st.st_mode), st, "tracked", 0, view.filtered(path))
@@ -322,10 +352,13 @@ def _worktree_code(files: _Files, index: Index, i: int, seen: Seen, walked: Work
         return "A"
     if _kind(_mode(seen.st.st_mode)) != _kind(entry.mode):
         return "T"
-    if _mode(seen.st.st_mode) == entry.mode and \
-            files.blob_id(seen.path, seen.st, walked) == entry.oid:
+    if _mode(seen.st.st_mode) != entry.mode:
+        return "M"
+    found = files.blob_id(seen.path, seen.st, walked)
+    if found is None:  # it cannot be read now: not said either way
+        files.untold += 1
         return " "
-    return "M"
+    return " " if found == entry.oid else "M"
 
 
 def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
@@ -335,6 +368,11 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
     span = _span(repo, index, ".")
     for path, i, old in _paired(index, span, len(_top(repo)), repo.files(head)):
         files.root.check_time()
+        if files.denied(path):
+            walked.skipped_denied += 1  # neither compared nor said (W4)
+            continue
+        if view.unread(path):
+            continue  # in a folder that could not be read: what it holds is not said
         if i is None:
             assert old is not None
             yield path, "submodule" if old[0] == MODE_GITLINK else "D "
@@ -435,7 +473,8 @@ def git_diff(root: Root, args: GitDiffArgs, denied: Callable[[str], bool]) -> Gi
             text, truncated = bounded(changes, render)
         finally:
             files.close()
-    return GitDiffResult(diff=text, truncated=truncated, skipped_denied=skipped[0])
+    return GitDiffResult(diff=text, truncated=truncated, skipped_denied=skipped[0],
+                         note=files.note)
 
 
 def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None,
@@ -472,7 +511,11 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
 
 def _against_worktree(files: _Files, view: Worktree, path: str, index: Index, i: int,
                       old: tuple[int, bytes] | None) -> Iterator[Change]:
-    st = files.lstat(path)
+    try:
+        st = files.lstat(path)
+    except CannotTell:
+        files.untold += 1
+        return
     if st is None or stat.S_ISDIR(st.st_mode):
         if old is not None:
             yield path, old, None, None

@@ -23,6 +23,11 @@ def unsafe(reason: str) -> Refusal:
     return Refusal("unsafe_repository", f"{reason}; the Git tools do not read this repository")
 
 
+def unreadable() -> Refusal:
+    return Refusal("permission_denied", "a file or folder in its git directory cannot be read "
+                   "(permission denied); the Git tools do not read this repository")
+
+
 def too_large(what: str) -> Refusal:
     return Refusal("repository_too_large", f"{what}; the Git tools do not read a repository "
                    "this large")
@@ -47,7 +52,10 @@ class GitDir(Beneath):
         try:
             if not stat.S_ISREG(handle.st.st_mode):
                 raise unsafe("a file in its git directory is not a regular file")
-            return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK)
+            except (OSError, Refusal):
+                raise unreadable() from None
         finally:
             os.close(handle.fd)
 
@@ -68,28 +76,33 @@ class GitDir(Beneath):
     def names(self, folder: str, limit: int) -> list[str]:
         """The names in a folder of the git directory, sorted (empty if it is absent);
         `repository_too_large` past `limit` names."""
+        return sorted(self.each_name(folder, limit))
+
+    def each_name(self, folder: str, limit: int) -> Iterator[str]:
+        """The names in a folder of the git directory as they are read (none if it is
+        absent), none kept; `repository_too_large` past `limit` names."""
         try:
             handle = self.open(folder, directory=True)
         except Refusal as refusal:
             if refusal.code == "not_found":
-                return []
+                return
             raise unsafe("a folder in its git directory is a symbolic link or cannot be "
                          "opened") from None
         try:
             fd = self.reopen(handle, os.O_RDONLY | os.O_DIRECTORY)
+        except (OSError, Refusal):
+            raise unreadable() from None
         finally:
             os.close(handle.fd)
-        found: list[str] = []
         try:
             with os.scandir(fd) as entries:
-                for entry in entries:
-                    found.append(entry.name)
-                    if len(found) > limit:
+                for count, entry in enumerate(entries):
+                    if count == limit:
                         raise too_large(f"a folder of its git directory holds more than "
                                         f"{limit} entries")
+                    yield entry.name
         finally:
             os.close(fd)
-        return sorted(found)
 
     def __enter__(self) -> GitDir:
         return self

@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -29,6 +30,10 @@ MODE_GITLINK = 0o160000
 MODE_SYMLINK = 0o120000
 INDEX_ENTRIES = 250_000  # about 40 MiB held: W5's 64 MiB with room for the rest of a call
 INDEX_BYTES = 128 * 1024 * 1024  # the most of an index file read (and hashed) by one call
+INDEX_HELD = 40 * 1024 * 1024  # what its entries may hold in memory, counted as they are read
+ENTRY_BYTES = 110  # an entry's memory besides its path's bytes (measured: list slot, bytes
+# object header, fixed fields)
+PATH_BYTES = 4_096  # the longest path an entry may name (W2's bound on a path)
 _HEADER = struct.Struct(">4sII")
 _STAT = struct.Struct(">10I")
 _EXTENDED = 0x4000
@@ -204,14 +209,20 @@ class _Reader:
             raise truncated()
 
 
+def _long_path() -> Refusal:
+    return too_large(f"its index names a path longer than {PATH_BYTES} bytes")
+
+
 def truncated() -> Refusal:
     return unsafe("its index is truncated or malformed")
 
 
-def read_index(fd: int, hash_size: int = 20) -> Index:
+def read_index(fd: int, hash_size: int = 20,
+               check_time: Callable[[], None] = lambda: None) -> Index:
     """Every entry of the index file open as `fd`, in its order; `unsafe_repository` if it
     is malformed, out of Git's order, split or sparse, or names a path Git refuses;
-    `repository_too_large` past `INDEX_ENTRIES` entries."""
+    `repository_too_large` past `INDEX_ENTRIES` entries, a path past `PATH_BYTES` or
+    `INDEX_HELD` bytes held; `check_time` asked as entries are read."""
     reader = _Reader(fd, hash_size)
     if reader.end > INDEX_BYTES:
         raise too_large(f"its index is more than the {INDEX_BYTES} bytes these tools read")
@@ -226,7 +237,10 @@ def read_index(fd: int, hash_size: int = 20) -> Index:
     index = Index(hash_size)
     fixed = 40 + hash_size + 2
     previous = (b"", -1)
-    for _ in range(count):
+    held = 0
+    for number in range(count):
+        if number % 1024 == 0:
+            check_time()
         at, data = reader.at, reader.data
         if len(data) - at < fixed + 2:  # (the window is checked here, not per call: fast)
             reader.need(fixed + 2)
@@ -245,6 +259,8 @@ def read_index(fd: int, hash_size: int = 20) -> Index:
             if strip > len(previous[0]):
                 raise truncated()
             nul = reader.until_nul(used)
+            if len(previous[0]) - strip + nul - used > PATH_BYTES:  # before it is built
+                raise _long_path()
             name = previous[0][:len(previous[0]) - strip] + reader.data[reader.at + used:
                                                                          reader.at + nul]
             used = nul + 1
@@ -258,6 +274,12 @@ def read_index(fd: int, hash_size: int = 20) -> Index:
             if len(reader.data) - reader.at < used:
                 reader.need(used)
         stage = (flags >> 12) & 3
+        if len(name) > PATH_BYTES:
+            raise _long_path()
+        held += len(name) + ENTRY_BYTES
+        if held > INDEX_HELD:
+            raise too_large(f"its index needs more than the {INDEX_HELD} bytes of memory these "
+                            f"tools give it ({number + 1} of {count} entries read)")
         if _BAD_BYTES.search(name) is not None:
             raise unsafe("its index names a path Git itself refuses")
         if (name, stage) <= previous:

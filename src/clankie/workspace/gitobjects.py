@@ -115,8 +115,10 @@ class ObjectStore:
         """The IDs of the objects whose hex ID starts with `prefix` (4 or more lowercase hex
         digits): at most `PREFIX_CANDIDATES` + 1 of them, in no particular order."""
         found: set[bytes] = set()
-        for name in self.gitdir.names(f"objects/{prefix[:2]}", 1 << 20):
-            rest = prefix[2:]
+        rest = prefix[2:]
+        for looked, name in enumerate(self.gitdir.each_name(f"objects/{prefix[:2]}", 1 << 20)):
+            if looked % 1024 == 0:
+                self.check_time()
             if len(name) == 2 * self.hash_size - 2 and name.startswith(rest) and _hex(name):
                 found.add(bytes.fromhex(prefix[:2] + name))
                 if len(found) > PREFIX_CANDIDATES:
@@ -506,7 +508,8 @@ def apply_delta(base: Data, delta: Data, store: ObjectStore) -> bytearray:
         raise corrupt()
     if size > OBJECT_BYTES:
         raise too_large(f"an object is over {OBJECT_BYTES} bytes")
-    out = bytearray()
+    out = bytearray(size)  # filled in place: never grown, so never copied while growing
+    written = 0
     source = memoryview(base)
     end = len(delta)
     steps = 0
@@ -525,16 +528,18 @@ def apply_delta(base: Data, delta: Data, store: ObjectStore) -> bytearray:
                         length |= delta[at] << shift
                         at += 1
                 length = length or 0x10000
-                if offset + length > len(base) or len(out) + length > size:
+                if offset + length > len(base) or written + length > size:
                     raise corrupt()
-                out += source[offset:offset + length]
+                out[written:written + length] = source[offset:offset + length]
             elif op:
-                if at + op > end or len(out) + op > size:
+                length = op
+                if at + length > end or written + length > size:
                     raise corrupt()
-                out += delta[at:at + op]
-                at += op
+                out[written:written + length] = delta[at:at + length]
+                at += length
             else:
                 raise corrupt()
+            written += length
             steps += 1
             if steps % 65536 == 0:
                 store.check_time()
@@ -542,7 +547,7 @@ def apply_delta(base: Data, delta: Data, store: ObjectStore) -> bytearray:
         raise corrupt() from None
     finally:
         source.release()
-    if len(out) != size:
+    if written != size:
         raise corrupt()
     return out
 

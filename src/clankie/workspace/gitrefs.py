@@ -108,6 +108,7 @@ class Refs:
                 return None
             if sign == "~":
                 for _ in range(count):
+                    self.store.check_time()  # a commit may be its own parent: no end
                     parents = self._parents(oid)
                     oid = parents[0] if parents else None
                     if oid is None:
@@ -142,7 +143,7 @@ class Refs:
             kind, data = found
             if kind == "commit":
                 return oid
-            if kind != "tag" or not bytes(data).startswith(b"object "):
+            if kind != "tag" or data[:7] != b"object ":
                 return None
             target = self._hex(bytes(data[7:7 + 2 * self.hash_size]).decode("ascii", "replace"))
             if target is None:

@@ -75,7 +75,7 @@ class Repository:
                 return self._index
             try:
                 self.index_mtime_ns = os.fstat(fd).st_mtime_ns
-                self._index = read_index(fd, self.hash_size)
+                self._index = read_index(fd, self.hash_size, self.store.check_time)
             finally:
                 os.close(fd)
         return self._index
@@ -169,11 +169,15 @@ def find_repository(top_fd: int, path: str, deadline: float) -> Repository | Non
 
 
 def _git_directory(folder: int) -> int | None:
-    """`.git` in this folder, opened, if it is a git directory; refuses any other `.git`."""
+    """`.git` in this folder, opened, if it is a git directory; refuses any other `.git`,
+    and one that is not the user's own (with the folder it lies in): what Git calls
+    "dubious ownership", someone else's repository above a workspace in a shared folder."""
     try:
         st = os.stat(".git", dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
         return None
+    except OSError:
+        raise unsafe("its .git cannot be looked at") from None
     if stat.S_ISLNK(st.st_mode):
         raise unsafe("its .git is a symbolic link")
     if stat.S_ISREG(st.st_mode):
@@ -181,7 +185,14 @@ def _git_directory(folder: int) -> int | None:
                      "submodule checkout: for Git, open the main checkout)")
     if not stat.S_ISDIR(st.st_mode):
         raise unsafe("its .git is not a directory")
-    fd = os.open(".git", _DIR, dir_fd=folder)
+    try:
+        fd = os.open(".git", _DIR, dir_fd=folder)
+    except OSError:  # swapped for a symlink or a file since it was looked at
+        raise unsafe("its .git changed while it was opened") from None
+    me = os.geteuid()
+    if os.fstat(fd).st_uid != me or os.fstat(folder).st_uid != me:
+        os.close(fd)
+        raise unsafe("its .git, or the folder holding it, belongs to another user")
     if not all(_exists(fd, name) for name in ("HEAD", "objects", "refs")):
         os.close(fd)
         return None  # not a git directory: Git would look further up too

@@ -19,6 +19,7 @@ read nothing outside the repository). Pure: no I/O.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,6 +158,10 @@ def _decide(found: list[tuple[int, bool, bool]]) -> tuple[bool | None, int | Non
     return include, (index if index >= 0 else None)
 
 
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
 @dataclass
 class _Call:
     """What one tool call's rules share: the compiled files, the macros, the budgets."""
@@ -166,6 +171,7 @@ class _Call:
     memory: int = CALL_RULE_MEMORY
     skipped: int = 0
     macros: set[str] = field(default_factory=set)
+    # by a digest of the file's bytes, never the bytes (400 ignore files of 1 MiB each)
     ignores: dict[bytes, _Matcher | None] = field(default_factory=dict)
     filters: dict[tuple[bytes, frozenset[str]], tuple[_Matcher | None, tuple[bool, ...]]] = \
         field(default_factory=dict)
@@ -174,18 +180,19 @@ class _Call:
         """An ignore file compiled, once per content in a call."""
         if not data:
             return None
-        if data not in self.ignores:
+        key = _digest(data)
+        if key not in self.ignores:
             lines, past = _lines(data)
             self.skipped += past
-            self.ignores[data] = self.compile(lines)
-        return self.ignores[data]
+            self.ignores[key] = self.compile(lines)
+        return self.ignores[key]
 
     def filter_lines(self, data: bytes | None) -> tuple[_Matcher | None, tuple[bool, ...]]:
         """The lines of an attributes file that decide `filter`, and how. Lines that define
         a macro (`[attr]name filter=x`) add to `macros`."""
         if not data:
             return None, ()
-        key = (data, frozenset(self.macros))
+        key = (_digest(data), frozenset(self.macros))
         if key in self.filters:
             return self.filters[key]
         patterns: list[str] = []

@@ -26,6 +26,8 @@ MODE_GITLINK = 0o160000
 MODE_SYMLINK = 0o120000
 HELD_TREES = 32 * 1024 * 1024  # bytes of trees held at once by one walk (W5's memory)
 MAX_DEPTH = 1_024  # folders deep a tree may nest
+PARENTS = 1_000  # parents a commit may name (an octopus merge has tens)
+SUBJECT_BYTES = 16 * 1024  # of a commit's message read for its subject (300 characters)
 _BAD_NAMES = frozenset({b"", b".", b"..", b".git"})  # and `.git` in any case
 
 
@@ -48,19 +50,19 @@ def missing() -> Refusal:
 def tree_entries(data: Data, hash_size: int) -> Iterator[tuple[bytes, int, bytes]]:
     """A tree's entries in their stored order: (name, canonical mode, object ID)."""
     at, end = 0, len(data)
-    view = bytes(data)
-    while at < end:
-        space = view.find(b" ", at, at + 8)
-        nul = view.find(b"\x00", space + 1) if space > at else -1
+    while at < end:  # the data itself is searched, never copied whole (a tree may be 16 MiB)
+        space = data.find(b" ", at, at + 8)
+        nul = data.find(b"\x00", space + 1) if space > at else -1
         if nul < 0 or nul + 1 + hash_size > end:
             raise unsafe("a tree in it is malformed")
-        mode = _MODES.get(view[at:space])
+        text = bytes(data[at:space])
+        mode = _MODES.get(text)
         if mode is None:
-            mode = _mode(view[at:space])
-        name = view[space + 1:nul]
+            mode = _mode(text)
+        name = bytes(data[space + 1:nul])
         if name in _BAD_NAMES or b"/" in name or (len(name) == 4 and name.lower() == b".git"):
             raise unsafe("a commit names a path Git itself refuses")
-        yield name, mode, view[nul + 1:nul + 1 + hash_size]
+        yield name, mode, bytes(data[nul + 1:nul + 1 + hash_size])
         at = nul + 1 + hash_size
 
 
@@ -86,25 +88,34 @@ class Commit:
 
 
 def parse_commit(oid: bytes, data: Data, hash_size: int) -> Commit:
-    head, _, message = bytes(data).partition(b"\n\n")
-    tree = b""
+    """A commit's fields, its lines read one by one in place (a commit may be 16 MiB):
+    the header up to the first blank line, then only as much of the message as the
+    subject needs."""
+    view = data
+    tree = author = b""
     parents: list[bytes] = []
-    author = b""
     committed = 0
-    for line in head.split(b"\n"):
-        key, _, value = line.partition(b" ")
+    at = 0
+    while (end := view.find(b"\n", at)) > at:  # a blank line ends the header
+        space = view.find(b" ", at, end)
+        key, value = ((bytes(view[at:space]), bytes(view[space + 1:end])) if space > 0
+                      else (b"", b""))
         if key == b"tree" and not tree:
             tree = _oid(value, hash_size)
         elif key == b"parent":
+            if len(parents) == PARENTS:
+                raise too_large(f"a commit in it names more than {PARENTS} parents")
             parents.append(_oid(value, hash_size))
         elif key == b"author" and not author:
             author = value
         elif key == b"committer":
             committed = _stamp(value)[0]
+        at = end + 1
     if not tree:
         raise unsafe("a commit in it is malformed")
     name = author[:author.find(b"<")].strip() if b"<" in author else author.strip()
     when, zone = _stamp(author)
+    message = bytes(view[at + 1:at + 1 + SUBJECT_BYTES]) if end == at else b""
     return Commit(oid, tree, tuple(parents), name.decode("utf-8", "replace"),
                   _iso(when, zone), committed, _subject(message))
 
@@ -249,6 +260,7 @@ class History:
             if show:
                 shown.append(commit)
             for parent in parents:
+                self.store.check_time()  # a commit may name very many parents
                 if parent in seen:
                     continue
                 seen.add(parent)
@@ -267,6 +279,7 @@ class History:
 
     def _path_at(self, oid: bytes, parts: list[bytes], commits: dict[bytes, Commit]
                  ) -> tuple[int, bytes] | bool | None:
+        self.store.check_time()
         commit = commits.get(oid) or self._commit_or_none(oid)
         if commit is None:
             return False  # a missing parent is never the same

@@ -27,7 +27,7 @@ MAX_ENTRIES = 200
 
 
 # Why a repository is read as a plain folder by the listing and the search
-_PLAIN = ("unsafe_repository", "repository_too_large", "not_found")
+_PLAIN = ("unsafe_repository", "repository_too_large", "not_found", "permission_denied")
 
 
 @contextmanager

@@ -64,8 +64,22 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8", "replace"))
 
 
+_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v",
+            "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+def quoted(name: str) -> str:
+    """A path as Git's diff writes it (`core.quotePath=false`): as it is, or, when it holds
+    a control character, a quote or a backslash, in quotes with C escapes, so that a file
+    name can never start a line of the diff of its own (`a\ndiff --git ...`)."""
+    if not any(c < " " or c in '"\\\x7f' for c in name):
+        return name
+    return '"' + "".join(_ESCAPES.get(c) or (f"\\{ord(c):03o}" if c < " " or c == "\x7f"
+                                             else c) for c in name) + '"'
+
+
 def header(path: str, old_mode: int | None, new_mode: int | None) -> str:
-    lines = [f"diff --git a/{path} b/{path}\n"]
+    lines = [f"diff --git {quoted('a/' + path)} {quoted('b/' + path)}\n"]
     if old_mode is None and new_mode is not None:
         lines.append(f"new file mode {new_mode:o}\n")
     elif new_mode is None and old_mode is not None:
@@ -88,15 +102,15 @@ def patch(path: str, old: bytes | None, new: bytes | None,
     """The `---`/`+++` lines and hunks between two versions (None: the file is absent);
     `tick` is called now and then while matching (it may raise to stop)."""
     if is_binary(old) or is_binary(new):
-        yield (f"Binary files {'a/' + path if old is not None else '/dev/null'} and "
-               f"{'b/' + path if new is not None else '/dev/null'} differ\n")
+        yield (f"Binary files {quoted('a/' + path) if old is not None else '/dev/null'} and "
+               f"{quoted('b/' + path) if new is not None else '/dev/null'} differ\n")
         return
     a = _lines(old)
     b = _lines(new)
     if a == b:
         return
-    yield f"--- {'a/' + path if old is not None else '/dev/null'}\n"
-    yield f"+++ {'b/' + path if new is not None else '/dev/null'}\n"
+    yield f"--- {quoted('a/' + path) if old is not None else '/dev/null'}\n"
+    yield f"+++ {quoted('b/' + path) if new is not None else '/dev/null'}\n"
     for group in _groups(_opcodes(matching_blocks(a, b, tick), len(a), len(b))):
         i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
         yield f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n"
@@ -109,9 +123,15 @@ def patch(path: str, old: bytes | None, new: bytes | None,
 
 
 def _lines(data: bytes | None) -> list[str]:
+    """The lines as Git's diff sees them: ended by `\n` only (a `\r`, a form feed or a
+    U+2028 is part of its line), each keeping its end."""
     if not data:
         return []
-    return data.decode("utf-8", "replace").splitlines(keepends=True)
+    pieces = data.decode("utf-8", "replace").split("\n")
+    lines = [piece + "\n" for piece in pieces[:-1]]
+    if pieces[-1]:
+        lines.append(pieces[-1])
+    return lines
 
 
 def _shown(sign: str, line: str) -> str:

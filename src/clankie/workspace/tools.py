@@ -39,6 +39,7 @@ class ToolSettings:
 
     deny: DenyList
     home: FileId | None = None  # clankie's own home, denied in every workspace (W4)
+    home_files: frozenset[FileId] = frozenset()  # its files by identity (hard links too)
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
         return refused("workspace_missing", "this conversation has no workspace",
                        f"{name}{target}: no workspace")
     try:
-        with Root(workspace, home=settings.home) as root:
+        with Root(workspace, home=settings.home, home_files=settings.home_files) as root:
             _not_in_home(root, args)
             result = _text_only(tool.run(root, args, settings).model_dump())
     except Refusal as refusal:  # the reason too: the owner reads the summary, not the result

@@ -30,6 +30,7 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _RULE_FILES = (".gitignore", ".gitattributes")
 FOLDER_ENTRIES = 50_000  # entries of one folder looked at (W5: memory, whatever the folder)
 MAX_LEVELS = 256  # folders deep below where a walk starts (W5: memory and descriptors)
+UNREADABLE = 1_000  # folders the walk could not read that it names (W5: memory)
 
 
 def kind_of(mode: int) -> str:
@@ -91,6 +92,7 @@ class Worktree:
     looked: int = 0
     folder_fd: int = -1  # while the walk has just yielded an entry: its folder, open
     cut_folders: int = 0  # folders holding more than FOLDER_ENTRIES entries
+    unreadable: set[str] = field(default_factory=set)  # folders whose entries it could not read
     not_entered: int = 0  # folders deeper than MAX_LEVELS below the start
 
     @property
@@ -103,6 +105,9 @@ class Worktree:
         if self.not_entered:
             said.append(f"{self.not_entered} folder(s) deeper than {MAX_LEVELS} levels were "
                         "not entered")
+        if self.unreadable:
+            said.append(f"{len(self.unreadable)} folder(s) could not be read (permission "
+                        "denied): what they hold is not said")
         return "; ".join(said) or None
 
     @property
@@ -135,6 +140,17 @@ class Worktree:
             return None
         found = self.repo.store.read(self.index.oid(i), RULE_FILE_BYTES)
         return bytes(found[1]) if found is not None and found[0] == "blob" else None
+
+    def unread(self, path: str) -> bool:
+        """Whether a workspace-relative path lies in a folder the walk could not read."""
+        if not self.unreadable:
+            return False
+        folder = path.rpartition("/")[0]
+        while folder:
+            if folder in self.unreadable:
+                return True
+            folder = folder.rpartition("/")[0]
+        return "." in self.unreadable
 
     def position(self, path: str) -> int | None:
         """Where a workspace-relative path's (first) index entry is, or None."""
@@ -193,6 +209,10 @@ class Worktree:
                         self.not_entered += 1
                     if descend or (self.repo is not None and state != "ignored"):
                         child = self._open(folder.fd, name, st)
+                        if child is None and descend and not os.access(
+                                name, os.R_OK | os.X_OK, dir_fd=folder.fd,
+                                follow_symlinks=False) and len(self.unreadable) < UNREADABLE:
+                            self.unreadable.add(path)  # its entries cannot be read
                     if child is not None and self.repo is not None and state != "ignored" \
                             and not self.tracked_dir(path) and _has_git(child):
                         state = "submodule"
@@ -214,7 +234,7 @@ class Worktree:
         """The file the walk has just yielded, opened for reading through its folder's
         descriptor (no path resolved again, no symlink followed), if it is still a regular
         file; the caller closes it."""
-        return open_listed(self.folder_fd, seen.path.rpartition("/")[2])
+        return open_listed(self.folder_fd, seen.path.rpartition("/")[2], self.root.home_files)
 
     def _state(self, path: str, kind: str, folder: _Folder) -> tuple[str, int | None]:
         """What the entry is to Git, and where its index entry is if it has one."""
@@ -235,6 +255,8 @@ class Worktree:
             children, more = _scan(fd)
         except OSError:
             children, more = [], False
+            if len(self.unreadable) < UNREADABLE:
+                self.unreadable.add(path)
         self.cut_folders += more
         if self.repo is not None and not ignored:
             names = {name for name, _ in children}
