@@ -44,16 +44,44 @@ def _regex(pattern: str) -> str:
 @dataclass(frozen=True)
 class DenyList:
     patterns: tuple[str, ...] = DEFAULT_DENY
-    _compiled: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    # Three matchers, one rule: a pattern with no `/` can only match the last component
+    # (`.env`); `X/**` matches where a component is X (`.ssh/**`); any other pattern is
+    # tried on each trailing part of the path. Split so that the common cases look at a
+    # short string: the Git tools ask this of every path the index names.
+    _names: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _folders: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _others: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        alternatives = "|".join(f"(?:{_regex(p)})" for p in self.patterns if p.strip("/"))
-        regex = f"(?:^|.*/)(?:{alternatives})$" if alternatives else r"(?!)"
-        object.__setattr__(self, "_compiled", re.compile(regex, re.IGNORECASE | re.DOTALL))
+        names, folders, others = [], [], []
+        for pattern in self.patterns:
+            body = pattern.strip("/")
+            if not body:
+                continue
+            if body.endswith("/**") and "/" not in body[:-3] and "**" not in body[:-3]:
+                folders.append(_regex(body[:-3]))
+            elif "/" not in body and "**" not in body:
+                names.append(_regex(body))
+            else:
+                others.append(_regex(body))
+        flags = re.IGNORECASE | re.DOTALL
+        object.__setattr__(self, "_names", re.compile(_any(names), flags))
+        object.__setattr__(self, "_folders",
+                           re.compile(f"(?:^|/)(?:{_any(folders)})(?:/|$)", flags))
+        object.__setattr__(self, "_others", re.compile(f"(?:^|.*/)(?:{_any(others)})$", flags))
 
     def denies(self, path: str) -> bool:
         """Whether `path` (relative, '/'-separated) is a secret-like path."""
-        return path not in ("", ".") and self._compiled.match(path) is not None
+        if path in ("", "."):
+            return False
+        return (self._names.fullmatch(path.rpartition("/")[2]) is not None
+                or self._folders.search(path) is not None
+                or self._others.match(path) is not None)
+
+
+def _any(alternatives: list[str]) -> str:
+    """One regular expression of the alternatives; one that matches nothing if none."""
+    return "|".join(f"(?:{a})" for a in alternatives) if alternatives else "(?!)"
 
 
 @functools.cache
