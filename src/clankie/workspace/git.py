@@ -15,6 +15,7 @@ workspace.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import os
@@ -38,6 +39,7 @@ from clankie.tool_dto import (
 from .confine import Refusal, Root, check_path, open_listed, tidy
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, as_bytes, as_text
 from .gitrepo import Repository, repository
+from .gittrees import MODE_TREE
 from .textdiff import DIFF_LINES, bounded, header, patch, too_many_lines
 from .worktree import Seen, Worktree, kind_of
 
@@ -209,13 +211,16 @@ class _Files:
             os.close(fd)
 
 
-def _paired(index: Index, span: tuple[int, int], cut: int,
+def _paired(index: Index, span: tuple[int, int], top: bytes,
             tree: Iterator[tuple[bytes, int, bytes]]
             ) -> Iterator[tuple[str, int | None, tuple[int, bytes] | None]]:
-    """The index's entries in `span` (the first entry of each path, its first `cut` bytes
-    left out) and a commit's files (paths named alike), merged by path in Git's order:
-    (path, position in the index or None, the commit's (mode, object ID) or None)."""
+    """The index's entries in `span` (the first entry of each path, named without `top`)
+    and a commit's files (paths named alike), merged by path in Git's order: (path,
+    position in the index or None, the commit's (mode, object ID) or None). A folder the
+    commit's walk was spared (`MODE_TREE`, its path) comes as itself, its index entries
+    passed over."""
     i, end = span
+    cut = len(top)
     theirs = next(tree, None)
     while i < end or theirs is not None:
         mine = index.paths[i][cut:] if i < end else None
@@ -223,6 +228,10 @@ def _paired(index: Index, span: tuple[int, int], cut: int,
             assert mine is not None
             yield as_text(mine), i, None
             i = _next_path(index, i, end)
+        elif theirs[1] == MODE_TREE:
+            yield as_text(theirs[0][:-1]), None, (theirs[1], theirs[2])
+            i = max(i, index.below(top + theirs[0])[1])
+            theirs = next(tree, None)
         elif mine is None or theirs[0] < mine:
             yield as_text(theirs[0]), None, (theirs[1], theirs[2])
             theirs = next(tree, None)
@@ -286,9 +295,15 @@ class _Walked:
     (`M`, `A`, `filtered`), and the first untracked files and nested repositories."""
 
     seen: bytearray  # per index entry beneath the workspace: 1 when the walk found it
-    changed: dict[str, str]
+    changed: dict[int, str]  # by index position
     others: list[tuple[str, str]]
-    skipped_denied: int = 0  # tracked denied paths (W4): never compared, not said
+    skipped_denied: int = 0  # denied paths the index or HEAD names (W4): never compared
+    _sorted: list[int] | None = None
+
+    def sorted_changes(self) -> list[int]:
+        if self._sorted is None:
+            self._sorted = sorted(self.changed)
+        return self._sorted
 
 
 def _walk(view: Worktree, files: _Files) -> _Walked:
@@ -306,7 +321,7 @@ def _walk(view: Worktree, files: _Files) -> _Walked:
                 continue  # never hashed: whether it changed is not said (W4)
             code = _worktree_code(files, index, i, seen, view)
             if code != " ":
-                walked.changed[seen.path] = code
+                walked.changed[i] = code
         elif seen.state == "submodule" or (seen.state == "untracked"
                                            and seen.kind != "directory"):
             others.append((seen.path, "??" if seen.state == "untracked" else "submodule"))
@@ -333,7 +348,7 @@ def _walk(view: Worktree, files: _Files) -> _Walked:
                 found = Seen(path, kind_of(st.st_mode), st, "tracked", 0, view.filtered(path))
                 code = _worktree_code(files, index, i, found, None)
                 if code != " ":
-                    walked.changed[path] = code
+                    walked.changed[i] = code
     return walked
 
 
@@ -365,11 +380,19 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
             head: bytes | None) -> Iterator[tuple[str, str]]:
     index = view.index
     assert index is not None
-    span = _span(repo, index, ".")
-    for path, i, old in _paired(index, span, len(_top(repo)), repo.files(head)):
+    top, span = _top(repo), _span(repo, index, ".")
+    walked.skipped_denied = _denied_entries(index, span, top, files.denied)
+    for link in _within(index.gitlinks, span):  # nested repositories, whatever changed
+        path = as_text(index.paths[link][len(top):])
+        if not files.denied(path) and not view.unread(path):
+            yield path, "submodule"
+    for path, i, old in _paired(index, span, top, repo.files(head, prune=_pruner(index, top))):
         files.root.check_time()
+        if old is not None and old[0] == MODE_TREE:  # a folder as HEAD has it: its files
+            yield from _in_worktree(index, view, files, walked, span, top, path)
+            continue
         if files.denied(path):
-            walked.skipped_denied += 1  # neither compared nor said (W4)
+            walked.skipped_denied += i is None  # (the index's are counted already)
             continue
         if view.unread(path):
             continue  # in a folder that could not be read: what it holds is not said
@@ -378,20 +401,71 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
             yield path, "submodule" if old[0] == MODE_GITLINK else "D "
             continue
         entry = index.brief(i)
+        if entry.mode == MODE_GITLINK:
+            continue  # said above
         if entry.stage != 0:
             yield path, "UU"
             continue
-        if entry.mode == MODE_GITLINK or (old and old[0] == MODE_GITLINK):
+        if old and old[0] == MODE_GITLINK:
             yield path, "submodule"
             continue
         x = " " if old == (entry.mode, entry.oid) or entry.intent_to_add else \
             "A" if old is None else "T" if _kind(old[0]) != _kind(entry.mode) else "M"
-        y = walked.changed.get(path, " ") if walked.seen[i - span[0]] else "D"
+        y = walked.changed.get(i, " ") if walked.seen[i - span[0]] else "D"
         if y == "filtered":
             yield path, "filtered"
         elif x + y != "  ":
             yield path, x + y
     yield from walked.others
+
+
+def _in_worktree(index: Index, view: Worktree, files: _Files, walked: _Walked,
+                 span: tuple[int, int], top: bytes, folder: str) -> Iterator[tuple[str, str]]:
+    """The status of the files in a folder whose index entries are what HEAD holds (its
+    cache-tree says so): only how the working tree differs, found without a look at
+    each entry (the walk's findings, by position)."""
+    start = span[0]
+    lo, hi = index.below(top + as_bytes(folder) + b"/")
+    lo, hi = max(lo, span[0]), min(hi, span[1])
+    gone = walked.seen.find(0, lo - start, hi - start)
+    while gone >= 0:  # not found by the walk: deleted
+        i = start + gone
+        if index.mode(i) != MODE_GITLINK:
+            path = as_text(index.paths[i][len(top):])
+            if not files.denied(path) and not view.unread(path):
+                yield path, " D"
+        gone = walked.seen.find(0, gone + 1, hi - start)
+    for i in _within(walked.sorted_changes(), (lo, hi)):
+        code = walked.changed[i]
+        yield as_text(index.paths[i][len(top):]), "filtered" if code == "filtered" else " " + code
+
+
+def _within(positions: list[int], span: tuple[int, int]) -> list[int]:
+    """The sorted positions in [start, end)."""
+    return positions[bisect.bisect_left(positions, span[0]):bisect.bisect_left(positions,
+                                                                                span[1])]
+
+
+def _pruner(index: Index, top: bytes) -> Callable[[bytes, bytes], bool]:
+    """Which folders of a commit need not be read: those Git's cache-tree says the index
+    holds as they are (the same tree ID, covering every entry beneath, none an intent to
+    add), so that a commit and the index are compared folder by folder, as Git does."""
+    def known(path: bytes, oid: bytes) -> bool:
+        found = index.trees.get(top + path)
+        if found is None or found[1] != oid:
+            return False
+        lo, hi = index.below(top + path + b"/")
+        return hi - lo == found[0] and index.plain(lo, hi)
+    return known
+
+
+def _denied_entries(index: Index, span: tuple[int, int], top: bytes,
+                    denied: Callable[[str], bool]) -> int:
+    """How many of the index's paths in `span` are denied: counted whatever changed, so
+    that the count says nothing of whether a secret did (W4)."""
+    cut = len(top)
+    return sum(1 for i in range(*span) if i == span[0] or index.paths[i] != index.paths[i - 1]
+               if denied(as_text(index.paths[i][cut:])))
 
 
 # --- git_log ------------------------------------------------------------------------------
@@ -481,15 +555,20 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
              args: GitDiffArgs, scope: str, skipped: list[int]) -> Iterator[Change]:
     index = view.index
     assert index is not None
-    span, cut = _span(repo, index, scope), len(_top(repo))
-    tree = repo.files(base, scope) if args.revision is not None or args.staged else iter(())
-    for path, i, old in _paired(index, span, cut, tree):
+    top, span = _top(repo), _span(repo, index, scope)
+    prune = _pruner(index, top) if args.staged else None  # folders the index has unchanged
+    tree = repo.files(base, scope, prune) if args.revision is not None or args.staged \
+        else iter(())
+    skipped[0] = _denied_entries(index, span, top, files.denied)  # whatever changed (W4)
+    for path, i, old in _paired(index, span, top, tree):
         files.root.check_time()
+        if old is not None and old[0] == MODE_TREE:
+            continue  # the same in the commit and the index: nothing staged there
         if scope != "." and path != scope and not path.startswith(scope + "/"):
             continue  # `scope.txt` lies between `scope` and `scope/x` in Git's order
         if files.denied(path) or _in_home(files.root, path):
-            skipped[0] += 1  # never compared: whether it changed is not said (W4)
-            continue
+            skipped[0] += i is None and files.denied(path)  # (the index's are counted)
+            continue  # never compared: whether it changed is not said (W4)
         entry = index.brief(i) if i is not None else None
         if entry is None:
             assert old is not None

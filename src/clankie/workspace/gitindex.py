@@ -90,6 +90,10 @@ class Index:
         self._fixed = bytearray()
         self._size = 40 + hash_size + 2
         self._extended = bytearray()  # per entry: 1 intent to add, 2 skip worktree
+        self.gitlinks: list[int] = []  # the positions of nested repositories' entries
+        # Git's cache-tree (the TREE extension), where it is valid: a folder ('' for the
+        # top, else 'a/b') -> (how many entries it covers, the tree ID they make)
+        self.trees: dict[bytes, tuple[int, bytes]] = {}
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -122,6 +126,10 @@ class Index:
 
     def intent_to_add(self, i: int) -> bool:
         return bool(self._extended[i] & 1)
+
+    def plain(self, start: int, end: int) -> bool:
+        """Whether the entries in [start, end) carry no intent to add nor skip-worktree."""
+        return not self._extended[start:end].strip(b"\x00")
 
     def find(self, path: bytes) -> int | None:
         """The position of the first entry for `path` (any stage), or None."""
@@ -209,6 +217,10 @@ class _Reader:
             raise truncated()
 
 
+_GITLINK = MODE_GITLINK.to_bytes(4, "big")
+TREE_BYTES = 16 * 1024 * 1024  # a cache-tree larger than this is not read (it only saves work)
+
+
 def _long_path() -> Refusal:
     return too_large(f"its index names a path longer than {PATH_BYTES} bytes")
 
@@ -285,19 +297,21 @@ def read_index(fd: int, hash_size: int = 20,
         if (name, stage) <= previous:
             raise unsafe("its index is not in Git's order")
         previous = (name, stage)
+        if head[24:28] == _GITLINK:
+            index.gitlinks.append(len(index.paths))
         index.paths.append(name)
         index._fixed += head
         index._extended.append((1 if extended & _INTENT_TO_ADD else 0)
                                | (2 if extended & _SKIP_WORKTREE else 0))
         reader.at += used
-    _extensions(reader)
+    _extensions(reader, index)
     return index
 
 
-def _extensions(reader: _Reader) -> None:
-    """Go past the extensions to the checksum. A split index keeps entries in another file,
-    a sparse one collapses directories: neither is read here, so neither is mistaken for a
-    complete list."""
+def _extensions(reader: _Reader, index: Index) -> None:
+    """Go past the extensions to the checksum, reading the cache-tree on the way. A split
+    index keeps entries in another file, a sparse one collapses directories: neither is
+    read here, so neither is mistaken for a complete list."""
     while reader.position < reader.end:
         reader.need(8)
         signature, size = struct.unpack_from(">4sI", reader.data, reader.at)
@@ -305,11 +319,46 @@ def _extensions(reader: _Reader) -> None:
             raise unsafe("its index is split (core.splitIndex); these tools read only a "
                          "whole index")
         if signature == b"sdir":
-            raise unsafe("its index is sparse (sparse-checkout); these tools read only a "
-                         "whole index")
+            raise unsafe("its index is sparse (sparse-checkout); these tools read only "
+                         "a whole index")
         reader.at += 8
-        reader.skip(size)
+        if signature == b"TREE" and size <= TREE_BYTES:
+            reader.need(size)
+            index.trees = _cache_tree(reader.data[reader.at:reader.at + size], index)
+            reader.at += size
+        else:
+            reader.skip(size)
     reader.checked()
+
+
+def _cache_tree(data: bytes, index: Index) -> dict[bytes, tuple[int, bytes]]:
+    """The valid folders of Git's cache-tree: depth first, each `name NUL entries SP
+    subtrees LF` then its tree ID when `entries` is not -1, then its subtrees. A
+    malformed one is left out whole: it only ever saves work."""
+    trees: dict[bytes, tuple[int, bytes]] = {}
+    at, stack = 0, [(b"", 1)]  # (the parent folder's path, its subtrees still to read)
+    try:
+        while at < len(data):
+            while stack and stack[-1][1] == 0:
+                stack.pop()
+            if not stack:
+                return {}  # more than the tree says it holds
+            parent, left = stack.pop()
+            stack.append((parent, left - 1))
+            nul = data.index(b"\x00", at)
+            end = data.index(b"\n", nul)
+            counts = data[nul + 1:end].split(b" ")
+            entries, subtrees = int(counts[0]), int(counts[1])
+            name = data[at:nul]
+            path = parent + b"/" + name if parent and name else parent or name
+            at = end + 1
+            if entries >= 0:
+                trees[path] = (entries, data[at:at + index.hash_size])
+                at += index.hash_size
+            stack.append((path, subtrees))
+    except (ValueError, IndexError):
+        return {}
+    return trees
 
 
 def _varint(reader: _Reader, used: int) -> tuple[int, int]:

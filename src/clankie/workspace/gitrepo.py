@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .confine import Root
@@ -100,10 +100,12 @@ class Repository:
         not a revision these tools take)."""
         return Refs(self.gitdir, self.store).commit(revision)
 
-    def files(self, commit: bytes | None, scope: str = ".") -> Iterator[tuple[bytes, int, bytes]]:
+    def files(self, commit: bytes | None, scope: str = ".",
+              prune: Callable[[bytes, bytes], bool] | None = None
+              ) -> Iterator[tuple[bytes, int, bytes]]:
         """A commit's files beneath the workspace (and beneath `scope`, a workspace-relative
         path), in Git's order: (path relative to the workspace as bytes, mode, object ID);
-        gitlinks included, never entered."""
+        gitlinks included, never entered; `prune` as `History.files` has it."""
         if commit is None:
             return
         history = self.history
@@ -116,7 +118,7 @@ class Repository:
         if mode != MODE_TREE:
             yield as_bytes(scope), mode, oid
             return
-        yield from history.files(oid, b"" if scope == "." else as_bytes(scope) + b"/")
+        yield from history.files(oid, b"" if scope == "." else as_bytes(scope) + b"/", prune)
 
     def log(self, start: bytes, path: str, limit: int) -> list[Commit]:
         return self.history.log(start, [as_bytes(p) for p in path.split("/") if p], limit)

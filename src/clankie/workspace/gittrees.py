@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -196,9 +196,13 @@ class History:
                 return None
         return found
 
-    def files(self, tree: bytes, base: bytes = b"") -> Iterator[tuple[bytes, int, bytes]]:
+    def files(self, tree: bytes, base: bytes = b"",
+              prune: Callable[[bytes, bytes], bool] | None = None
+              ) -> Iterator[tuple[bytes, int, bytes]]:
         """The files (blobs, symlinks, gitlinks) below a tree, depth first in Git's order,
-        named `base` + their path below it (bytes, as Git orders them)."""
+        named `base` + their path below it (bytes, as Git orders them). A subtree that
+        `prune(path, tree ID)` says is known already is not read: it is yielded as itself
+        (its path and `/`, `MODE_TREE`, its ID)."""
         data = self.object(tree, "tree")
         held = len(data)
         stack = [(base, tree_entries(data, self.hash_size), len(data))]
@@ -217,6 +221,9 @@ class History:
             path = folder + name
             if mode != MODE_TREE:
                 yield path, mode, oid
+                continue
+            if prune is not None and prune(path, oid):
+                yield path + b"/", MODE_TREE, oid
                 continue
             if len(stack) == MAX_DEPTH:
                 raise too_large(f"its trees nest more than {MAX_DEPTH} folders deep")
