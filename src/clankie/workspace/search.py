@@ -134,13 +134,19 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList) -> SearchTextR
 def _search_file(fd: int, path: str, regex: re2._Regexp, literal: bytes | None,
                  budget: _Budget) -> bool:
     """Search one open file; False if it is binary (a NUL in its first 8 KiB)."""
+    chunk = os.read(fd, CHUNK)
+    if chunk.find(b"\x00", 0, BINARY_PROBE) >= 0:
+        return False
+    if len(chunk) < CHUNK and literal is not None and literal not in chunk:
+        return True  # the common case, first: the whole file, and no match
     found = 0
     line_base = 1  # the line number of the first line of `region`
     carry = b""
+    first = True
     while True:
-        chunk = os.read(fd, CHUNK)
-        if line_base == 1 and not carry and chunk.find(b"\x00", 0, BINARY_PROBE) >= 0:
-            return False
+        if not first:
+            chunk = os.read(fd, CHUNK)
+        first = False
         if time.monotonic() > budget.deadline:
             budget.timed_out = True
             return True
