@@ -292,3 +292,128 @@ def test_w7_a_file_name_never_forges_a_line_of_the_diff(repo: Place):
     assert not any(line.startswith(("diff --git a b", "+TOKEN"))
                    for line in diff.splitlines()), diff
     assert '"a/x\\ndiff --git a b\\n+TOKEN=forged"' in diff
+
+
+# --- the second pass, against the fixes ----------------------------------------------------
+
+def _index_with(place: Place, entries: list[tuple[int, str, bytes, int]],
+                extensions: list[tuple[bytes, bytes]]) -> None:
+    """A version-2 index of (mode, blob ID, path, stage) entries, stat data all zero, and
+    the extensions given (a hand-made cache-tree, say)."""
+    body = bytearray(b"DIRC" + struct.pack(">II", 2, len(entries)))
+    for mode, oid, name, stage in sorted(entries, key=lambda e: (e[2], e[3])):
+        entry = (struct.pack(">10I", 0, 0, 0, 0, 0, 0, mode, 0, 0, 0) + bytes.fromhex(oid)
+                 + struct.pack(">H", (stage << 12) | min(len(name), 0xFFF)) + name)
+        body += entry + b"\0" * (8 - len(entry) % 8)
+    for signature, data in extensions:
+        body += signature + struct.pack(">I", len(data)) + data
+    (place.ws / ".git" / "index").write_bytes(bytes(body) + hashlib.sha1(body).digest())
+
+
+def test_w5_a_deep_or_wide_cache_tree_is_read_within_the_bounds(repo: Place):
+    """A cache-tree 30,000 folders deep (each path one step longer) or naming far more
+    folders than the index has entries is left out: it only saves work."""
+    for data in (b"\0-1 1\n" + b"a\0-1 1\n" * 30_000,
+                 b"\0-1 200000\n" + b"".join(b"d%06d\0-1 0\n" % n for n in range(200_000))):
+        _index_with(repo, [], [(b"TREE", data)])
+        _bounded(_measured(repo, ("git_status", {}), ("git_log", {})))
+
+
+def test_w5_many_attribute_macros_stay_within_the_bounds(repo: Place):
+    for n in range(150):
+        folder = repo.ws / f"d{n:03d}"
+        folder.mkdir()
+        (folder / ".gitattributes").write_text("".join(
+            f"[attr]m{n:03d}_{j:04d}_{'x' * 200} filter=x\n" for j in range(1_000)))
+        (folder / "f.txt").write_text("hi\n")
+    report = _measured(repo, ("search_text", {"pattern": "zzz"}), ("git_status", {}))
+    _bounded(report, "time_limit")
+    assert report[0]["status"] == "ok"
+
+
+def test_w5_git_status_with_a_home_ends_within_the_bound_on_deep_folders(repo: Place):
+    """1,000 deleted files 300 folders deep, their folder unchanged by the cache-tree, in
+    a workspace checked against a home: every folder looked at once, the deadline asked
+    as the files are said."""
+    gitdir = repo.ws / ".git"
+    blob = write(gitdir, "blob", b"x\n")
+    tree = write(gitdir, "tree", tree_of([("100644", "x", blob)]))
+    for _ in range(300):
+        tree = write(gitdir, "tree", tree_of([("40000", "a", tree)]))
+    names = [f"{n:04d}" for n in range(1_000)]
+    folder = write(gitdir, "tree", tree_of([("40000", name, tree) for name in names]))
+    root = write(gitdir, "tree", tree_of([("40000", "d", folder)]))
+    _head(repo, write(gitdir, "commit", commit_of(root)))
+    deep = "a/" * 300
+    _index_with(repo, [(0o100644, blob, f"d/{name}/{deep}x".encode(), 0) for name in names],
+                [(b"TREE", b"\0" + b"1000 1\n" + bytes.fromhex(root)
+                  + b"d\0" + b"1000 0\n" + bytes.fromhex(folder))])
+    home = repo.root / "home"
+    home.mkdir()
+    repo.home = (home.stat().st_dev, home.stat().st_ino)
+    outcome = repo.call("git_status")
+    assert outcome.status == "ok" or outcome.code == "time_limit", outcome.result
+    if outcome.status == "ok":
+        assert outcome.result["truncated"]
+        assert {e["status"] for e in outcome.result["entries"]} == {" D", "??"}
+
+
+def test_w5_long_identity_lines_are_never_held_whole(repo: Place):
+    gitdir = repo.ws / ".git"
+    tree = write(gitdir, "tree", b"")
+    parent = ""
+    for _ in range(20):
+        body = (f"tree {tree}\n" + (f"parent {parent}\n" if parent else "")).encode()
+        body += b"author " + b"\xff" * 4_000_000 + b" <a@example.invalid> 1 +0000\n"
+        body += b"committer " + b"ab " * 1_000_000 + b"\n\nlong identities\n"
+        parent = write(gitdir, "commit", body)
+    _head(repo, parent)
+    report = _measured(repo, ("git_log", {}), ("git_status", {}))
+    _bounded(report, "time_limit")
+    assert report[0]["status"] == "ok"
+    assert len(report[0]["result"]["commits"][0]["author"]) <= 200  # type: ignore[index]
+
+
+def test_w7_conflict_stages_in_a_folder_the_cache_tree_vouches_for_are_not_deleted(
+        repo: Place):
+    """A hand-made cache-tree may claim a folder whose entries are a conflict: its stages
+    are never taken for deleted files (the folder is compared entry by entry)."""
+    gitdir = repo.ws / ".git"
+    (repo.ws / "sub").mkdir()
+    (repo.ws / "sub" / "a.txt").write_text("ours\n")
+    blob = write(gitdir, "blob", b"ours\n")
+    sub = write(gitdir, "tree", tree_of([("100644", "a.txt", blob)]))
+    readme = git("hash-object", "-w", "README.md", cwd=repo.ws).strip()
+    root = write(gitdir, "tree", tree_of([("100644", "README.md", readme), ("40000", "sub", sub)]))
+    _head(repo, write(gitdir, "commit", commit_of(root)))
+    _index_with(repo, [(0o100644, readme, b"README.md", 0), (0o100644, blob, b"sub/a.txt", 2),
+                       (0o100644, blob, b"sub/a.txt", 3)],
+                [(b"TREE", b"\0" + b"3 1\n" + bytes.fromhex(root)
+                  + b"sub\0" + b"2 0\n" + bytes.fromhex(sub))])
+    entries = repo.ok("git_status")["entries"]
+    assert {(e["path"], e["status"]) for e in entries} == {("sub/a.txt", "UU")}, entries
+
+
+def test_w7_a_checked_out_submodule_is_said_once(repo: Place):
+    nested = repo.root / "nested-source"
+    nested.mkdir()
+    (nested / "f.txt").write_text("n\n")
+    git("init", "-q", "-b", "main", cwd=nested)
+    git("add", ".", cwd=nested)
+    git("commit", "-q", "-m", "nested", cwd=nested)
+    git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(nested), "mod",
+        cwd=repo.ws)
+    entries = repo.ok("git_status")["entries"]
+    assert [e for e in entries if e["path"] == "mod"] == [{"path": "mod",
+                                                          "status": "submodule"}], entries
+
+
+def test_w7_a_refusal_inside_a_diff_never_forges_a_line(repo: Place):
+    name = "n\n+++ fake\n@@ -0,0 +1 @@\n+INJECTED"
+    (repo.ws / name).write_text("one\n")
+    git("add", "-A", cwd=repo.ws)
+    (repo.ws / name).unlink()
+    os.mkfifo(repo.ws / name)
+    diff = repo.ok("git_diff")["diff"]
+    assert not any(line.startswith(("+++ fake", "@@ -0,0", "+INJECTED"))
+                   for line in diff.splitlines()), diff

@@ -301,14 +301,25 @@ class Root(Beneath):
         return None if st is not None and self.in_home(path) else st
 
     def folder_in_home(self, folder: str) -> bool:
-        """`in_home` of a folder (checked, relative), remembered for the call: the Git tools
-        ask it of the folder of every path the index or a commit names."""
-        if self.home is None or tidy(folder) == ".":
+        """Whether a folder a path of the index or a commit names (relative, '/'-separated)
+        is the home or lies in it, as Git would reach it: through real folders, never past
+        a symlink. Each folder is looked at once in a call (one `lstat`), its answer
+        remembered: the folders above it first, from the top down."""
+        if self.home is None:
             return False
-        known = self._homes.get(folder)
-        if known is None:
-            known = self._homes[folder] = self.in_home(folder)
-        return known
+        chain = []
+        where = tidy(folder)
+        while where != "." and where not in self._homes:
+            chain.append(where)
+            where = where.rpartition("/")[0] or "."
+        inside = self._homes.get(where, False)
+        for where in reversed(chain):
+            self.check_time()
+            if not inside:
+                st = Beneath.lstat(self, where)
+                inside = st is not None and self.is_home(st)
+            self._homes[where] = inside
+        return inside
 
     def is_home(self, st: os.stat_result) -> bool:
         """Whether a folder entry's status is the home's own folder (the walk's test)."""

@@ -40,7 +40,7 @@ from .confine import Refusal, Root, check_path, open_listed, tidy
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, as_bytes, as_text
 from .gitrepo import Repository, repository
 from .gittrees import MODE_TREE
-from .textdiff import DIFF_LINES, bounded, header, patch, too_many_lines
+from .textdiff import DIFF_LINES, bounded, escaped, header, patch, too_many_lines
 from .worktree import Seen, Worktree, kind_of
 
 STATUS_ENTRIES = 200
@@ -322,8 +322,9 @@ def _walk(view: Worktree, files: _Files) -> _Walked:
             code = _worktree_code(files, index, i, seen, view)
             if code != " ":
                 walked.changed[i] = code
-        elif seen.state == "submodule" or (seen.state == "untracked"
-                                           and seen.kind != "directory"):
+        elif (seen.state == "submodule" and seen.at is None) or (
+                seen.state == "untracked" and seen.kind != "directory"):  # (a gitlink of
+            # the index is said from the index)
             others.append((seen.path, "??" if seen.state == "untracked" else "submodule"))
             if len(others) > 4 * STATUS_ENTRIES:  # keep the first ones only
                 others = heapq.nsmallest(STATUS_ENTRIES + 1, others)
@@ -383,6 +384,7 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
     top, span = _top(repo), _span(repo, index, ".")
     walked.skipped_denied = _denied_entries(index, span, top, files.denied)
     for link in _within(index.gitlinks, span):  # nested repositories, whatever changed
+        files.root.check_time()
         path = as_text(index.paths[link][len(top):])
         if not files.denied(path) and not view.unread(path):
             yield path, "submodule"
@@ -429,6 +431,7 @@ def _in_worktree(index: Index, view: Worktree, files: _Files, walked: _Walked,
     lo, hi = max(lo, span[0]), min(hi, span[1])
     gone = walked.seen.find(0, lo - start, hi - start)
     while gone >= 0:  # not found by the walk: deleted
+        files.root.check_time()
         i = start + gone
         if index.mode(i) != MODE_GITLINK:
             path = as_text(index.paths[i][len(top):])
@@ -436,6 +439,7 @@ def _in_worktree(index: Index, view: Worktree, files: _Files, walked: _Walked,
                 yield path, " D"
         gone = walked.seen.find(0, gone + 1, hi - start)
     for i in _within(walked.sorted_changes(), (lo, hi)):
+        files.root.check_time()
         code = walked.changed[i]
         yield as_text(index.paths[i][len(top):]), "filtered" if code == "filtered" else " " + code
 
@@ -624,7 +628,7 @@ def _file_diff(repo: Repository, files: _Files, path: str, old: Side, new: Side,
     except Refusal as refusal:
         if refusal.code == "time_limit":
             raise
-        return head + f"(not read: {refusal.reason})\n"
+        return head + f"(not read: {escaped(refusal.reason)})\n"
     if (old and before is None) or (new and after is None):
         sizes = " -> ".join(str(_size(repo, side, present)) for side in (old, new) if side)
         return head + (f"(not diffed: {sizes} bytes, more than the {DIFF_SIDE_BYTES} a "

@@ -89,7 +89,7 @@ class Index:
         self.paths: list[bytes] = []
         self._fixed = bytearray()
         self._size = 40 + hash_size + 2
-        self._extended = bytearray()  # per entry: 1 intent to add, 2 skip worktree
+        self._extended = bytearray()  # per entry: 1 intent to add, 2 skip worktree, 4 a stage
         self.gitlinks: list[int] = []  # the positions of nested repositories' entries
         # Git's cache-tree (the TREE extension), where it is valid: a folder ('' for the
         # top, else 'a/b') -> (how many entries it covers, the tree ID they make)
@@ -128,7 +128,8 @@ class Index:
         return bool(self._extended[i] & 1)
 
     def plain(self, start: int, end: int) -> bool:
-        """Whether the entries in [start, end) carry no intent to add nor skip-worktree."""
+        """Whether the entries in [start, end) are all plain: no intent to add, no
+        skip-worktree, no conflict stage."""
         return not self._extended[start:end].strip(b"\x00")
 
     def find(self, path: bytes) -> int | None:
@@ -219,6 +220,9 @@ class _Reader:
 
 _GITLINK = MODE_GITLINK.to_bytes(4, "big")
 TREE_BYTES = 16 * 1024 * 1024  # a cache-tree larger than this is not read (it only saves work)
+_TREE_DEPTH = 1_024  # folders deep a cache-tree may go (as a commit's trees)
+_TREE_FOLDERS = 65_536  # folders it may name (about 10 MiB; a repository of 100,000 files
+# has a few thousand)
 
 
 def _long_path() -> Refusal:
@@ -302,7 +306,7 @@ def read_index(fd: int, hash_size: int = 20,
         index.paths.append(name)
         index._fixed += head
         index._extended.append((1 if extended & _INTENT_TO_ADD else 0)
-                               | (2 if extended & _SKIP_WORKTREE else 0))
+                               | (2 if extended & _SKIP_WORKTREE else 0) | (4 if stage else 0))
         reader.at += used
     _extensions(reader, index)
     return index
@@ -334,11 +338,15 @@ def _extensions(reader: _Reader, index: Index) -> None:
 def _cache_tree(data: bytes, index: Index) -> dict[bytes, tuple[int, bytes]]:
     """The valid folders of Git's cache-tree: depth first, each `name NUL entries SP
     subtrees LF` then its tree ID when `entries` is not -1, then its subtrees. A
-    malformed one is left out whole: it only ever saves work."""
+    malformed one, or one larger than the index can need (more folders than entries,
+    deeper or with longer paths than an entry may have), is left out whole: it only ever
+    saves work, and it costs no more than the index itself."""
     trees: dict[bytes, tuple[int, bytes]] = {}
     at, stack = 0, [(b"", 1)]  # (the parent folder's path, its subtrees still to read)
     try:
         while at < len(data):
+            if len(stack) > _TREE_DEPTH or len(trees) > min(len(index.paths), _TREE_FOLDERS):
+                return {}
             while stack and stack[-1][1] == 0:
                 stack.pop()
             if not stack:
@@ -351,6 +359,8 @@ def _cache_tree(data: bytes, index: Index) -> dict[bytes, tuple[int, bytes]]:
             entries, subtrees = int(counts[0]), int(counts[1])
             name = data[at:nul]
             path = parent + b"/" + name if parent and name else parent or name
+            if len(path) > PATH_BYTES:
+                return {}
             at = end + 1
             if entries >= 0:
                 trees[path] = (entries, data[at:at + index.hash_size])

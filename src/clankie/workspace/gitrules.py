@@ -38,6 +38,7 @@ RULE_LINE_CHARS = 1_000  # (Git has no such bounds; W5 does: a file of 10,000 pa
 RULE_PROGRAM = 10_000  # the size (`_size`) of one rule: an ordinary rule is under 500, and
 # a `?` alone is 8 RE2 instructions (any UTF-8 character but `/`)
 CALL_RULE_BYTES = 256 * 1024  # rule text one call compiles, all its rule files together
+MACROS = 1_000  # attribute macros one call keeps (a name each: `[attr]NAME filter=x`)
 CALL_RULE_MEMORY = 32 * 1024 * 1024  # what RE2 may use for them (half of W5's 64 MiB): about
 # 50 KiB of ordinary rules (`_SET_MEMORY`); past that, rules are skipped and counted
 _SET_SIZE = 10_000  # rules share an RE2 set up to this size: a small set keeps its automaton
@@ -173,7 +174,7 @@ class _Call:
     macros: set[str] = field(default_factory=set)
     # by a digest of the file's bytes, never the bytes (400 ignore files of 1 MiB each)
     ignores: dict[bytes, _Matcher | None] = field(default_factory=dict)
-    filters: dict[tuple[bytes, frozenset[str]], tuple[_Matcher | None, tuple[bool, ...]]] = \
+    filters: dict[tuple[bytes, int], tuple[_Matcher | None, tuple[bool, ...]]] = \
         field(default_factory=dict)
 
     def ignore(self, data: bytes | None) -> _Matcher | None:
@@ -192,7 +193,7 @@ class _Call:
         a macro (`[attr]name filter=x`) add to `macros`."""
         if not data:
             return None, ()
-        key = (_digest(data), frozenset(self.macros))
+        key = (_digest(data), len(self.macros))  # macros only grow: their count says which
         if key in self.filters:
             return self.filters[key]
         patterns: list[str] = []
@@ -205,7 +206,10 @@ class _Call:
                 continue
             if words[0].startswith("[attr]"):
                 if any(_sets_filter(w, self.macros) for w in words[1:]):
-                    self.macros.add(words[0][len("[attr]"):])
+                    if len(self.macros) < MACROS:
+                        self.macros.add(words[0][len("[attr]"):])
+                    else:
+                        self.skipped += 1  # past the call's bound on macros
                 continue
             if words[0].startswith("!"):
                 continue  # negative patterns are not allowed in attribute files

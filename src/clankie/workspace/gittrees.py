@@ -28,6 +28,7 @@ HELD_TREES = 32 * 1024 * 1024  # bytes of trees held at once by one walk (W5's m
 MAX_DEPTH = 1_024  # folders deep a tree may nest
 PARENTS = 1_000  # parents a commit may name (an octopus merge has tens)
 SUBJECT_BYTES = 16 * 1024  # of a commit's message read for its subject (300 characters)
+AUTHOR_BYTES = 1_024  # of an author's name kept (200 characters are shown)
 _BAD_NAMES = frozenset({b"", b".", b"..", b".git"})  # and `.git` in any case
 
 
@@ -90,31 +91,33 @@ class Commit:
 def parse_commit(oid: bytes, data: Data, hash_size: int) -> Commit:
     """A commit's fields, its lines read one by one in place (a commit may be 16 MiB):
     the header up to the first blank line, then only as much of the message as the
-    subject needs."""
+    subject needs; of an identity line, only its name's start and its time stamp."""
     view = data
-    tree = author = b""
+    tree = name = b""
     parents: list[bytes] = []
-    committed = 0
+    committed = when = zone = 0
+    authored = False
     at = 0
     while (end := view.find(b"\n", at)) > at:  # a blank line ends the header
         space = view.find(b" ", at, end)
-        key, value = ((bytes(view[at:space]), bytes(view[space + 1:end])) if space > 0
-                      else (b"", b""))
+        key = bytes(view[at:space]) if space > 0 else b""
         if key == b"tree" and not tree:
-            tree = _oid(value, hash_size)
+            tree = _oid(bytes(view[space + 1:end]), hash_size)
         elif key == b"parent":
             if len(parents) == PARENTS:
                 raise too_large(f"a commit in it names more than {PARENTS} parents")
-            parents.append(_oid(value, hash_size))
-        elif key == b"author" and not author:
-            author = value
+            parents.append(_oid(bytes(view[space + 1:end]), hash_size))
+        elif key == b"author" and not authored:
+            authored = True
+            lt = view.find(b"<", space + 1, end)
+            name = bytes(view[space + 1:min(lt if lt > 0 else end,
+                                            space + 1 + AUTHOR_BYTES)]).strip()
+            when, zone = _stamp(bytes(view[max(space + 1, end - 64):end]))
         elif key == b"committer":
-            committed = _stamp(value)[0]
+            committed = _stamp(bytes(view[max(space + 1, end - 64):end]))[0]
         at = end + 1
     if not tree:
         raise unsafe("a commit in it is malformed")
-    name = author[:author.find(b"<")].strip() if b"<" in author else author.strip()
-    when, zone = _stamp(author)
     message = bytes(view[at + 1:at + 1 + SUBJECT_BYTES]) if end == at else b""
     return Commit(oid, tree, tuple(parents), name.decode("utf-8", "replace"),
                   _iso(when, zone), committed, _subject(message))

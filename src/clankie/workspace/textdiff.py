@@ -68,6 +68,13 @@ _ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v",
             "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
 
+def escaped(text: str) -> str:
+    """Text put on a line of its own in a diff (a refusal's reason, which may name a
+    file), its control characters written as C escapes: it stays one line."""
+    return "".join(_ESCAPES.get(c) or f"\\{ord(c):03o}" if c < " " or c == "\x7f" else c
+                   for c in text)
+
+
 def quoted(name: str) -> str:
     """A path as Git's diff writes it (`core.quotePath=false`): as it is, or, when it holds
     a control character, a quote or a backslash, in quotes with C escapes, so that a file
