@@ -27,6 +27,7 @@ from .errors import ClankieError
 from .model import (
     Actor,
     Answer,
+    Asker,
     Author,
     Conversation,
     ConversationKind,
@@ -182,11 +183,13 @@ class AskArgs:
 
 @dataclass(frozen=True, slots=True)
 class Asked:
-    """The tool's result (Q2): the change to commit, and the request or the refusal reason."""
+    """The tool's result (Q2): the change to commit, and the request or the refusal reason
+    (with `question_pending`, an agent's ask names the pending request; P4)."""
 
     change: Change | None
     request_id: str | None = None
     refused: AskRefusal | None = None
+    duplicate: bool = False  # an agent asked the pending question again (P4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +341,81 @@ def ask(
     return Asked(change, question.request_id)
 
 
+def agent_ask(
+    conversation: Conversation,
+    pending: Question | None,
+    asker: Asker,
+    args: AskArgs,
+    facts: Facts,
+    new_id: NewId,
+    ttl: timedelta,
+) -> Asked:
+    """SPEC P3-P4: an agent's question, stored as Q2-Q5 say with no run behind it. The
+    same ask as the pending one (kind, prompt, options, `allow_text`) is that question
+    again (`Asked.duplicate`); a different one while one is pending is refused
+    `question_pending`, naming it. A pending question found ended on use is ended first."""
+    ended: list[Question] = []
+    ended_events: list[Event] = []
+    found = _found_on_use(pending, conversation, facts) if pending else None
+    if pending is not None and found is not None:
+        command, reason = found
+        closed, resolved = _end(conversation, pending, transition(pending.status, command),
+                                reason, facts.now, new_id)
+        ended, ended_events, pending = [closed], [resolved], None
+    change = _change(conversation, questions=ended, events=ended_events) if ended else None
+    refusal = _agent_refusal(conversation, asker, facts)
+    if refusal is not None:
+        return Asked(change, refused=refusal)
+    if pending is not None:
+        if _same_ask(pending, args):
+            return Asked(change, pending.request_id, duplicate=True)
+        return Asked(change, pending.request_id, refused=AskRefusal.QUESTION_PENDING)
+    assert conversation.workspace is not None
+    options = tuple(Option(new_id(), label, description) for label, description in args.options)
+    question = Question(
+        request_id=new_id(),
+        conversation_id=conversation.conversation_id,
+        kind=args.kind,
+        prompt=args.prompt,
+        options=options,
+        allow_text=args.allow_text or args.kind is QuestionKind.TEXT,
+        status=QuestionStatus.PENDING,
+        incarnation=conversation.incarnation,
+        workspace=conversation.workspace,
+        asked_at=facts.now,
+        expires_at=facts.now + ttl,
+        asked_by_run=None,
+        asker=asker,
+    )
+    event = InputRequested(conversation.conversation_id, question.request_id, args.prompt,
+                           tuple(o.label for o in options), facts.now)
+    return Asked(_change(conversation, questions=[*ended, question],
+                         events=[*ended_events, event]), question.request_id)
+
+
+def _same_ask(question: Question, args: AskArgs) -> bool:
+    return (question.kind is args.kind and question.prompt == args.prompt
+            and tuple((o.label, o.description) for o in question.options) == args.options
+            and question.allow_text == (args.allow_text or args.kind is QuestionKind.TEXT))
+
+
+def _agent_refusal(conversation: Conversation, asker: Asker, facts: Facts) -> AskRefusal | None:
+    """SPEC Q3 as P3 reads it for an agent's conversation."""
+    if conversation.kind is not ConversationKind.AGENT or \
+            conversation.agent != asker.credential_id:
+        return AskRefusal.NOT_OWNER_CONVERSATION
+    if facts.owner_revoked:
+        return AskRefusal.OWNER_REVOKED
+    if facts.workspace is None:
+        return AskRefusal.WORKSPACE_MISSING
+    if conversation.workspace is None or not conversation.workspace.same_directory(
+            facts.workspace):
+        return AskRefusal.WORKSPACE_REPLACED
+    if conversation.native_owner is not None:
+        return AskRefusal.NATIVE_OWNED
+    return None
+
+
 def _ask_refusal(conversation: Conversation, pending: Question | None, run: Run,
                  facts: Facts) -> AskRefusal | None:
     """SPEC Q3, in its order."""
@@ -385,6 +463,12 @@ def answer(
         return ended
     _check_valid(question, given)
     actor = Actor(principal.credential_id, principal.kind)
+    if question.asker is not None:  # an agent asked: its answer starts no run (P3)
+        answered, event = _end(conversation, question,
+                               transition(question.status, Command.ANSWER), None, facts.now,
+                               new_id, answer=given, actor=actor)
+        return Decision(_change(conversation, questions=[answered], events=[event]),
+                        answered.receipt)
     run_id = new_id()
     answered, event = _end(conversation, question, transition(question.status, Command.ANSWER),
                            None, facts.now, new_id, answer=given, actor=actor, run_id=run_id)
@@ -410,9 +494,12 @@ def cancel(
     submission: Submission,
     facts: Facts,
     new_id: NewId,
+    op: str = "input_cancel",
 ) -> Decision:
-    """SPEC A12: the checks of A1, A3, A6, A7, then `cancelled`/`explicit` with no run."""
-    question = _which(conversation, question, principal, "input_cancel", submission)
+    """SPEC A12: the checks of A1, A3, A6, A7, then `cancelled`/`explicit` with no run.
+    As `agent_cancel` (P4), an agent's own question, which only it may cancel so: the
+    submission is made from the current state (an agent decides nothing a person reads)."""
+    question = _which(conversation, question, principal, op, submission)
     if question.status is not QuestionStatus.PENDING:
         receipt = question.receipt
         assert receipt is not None

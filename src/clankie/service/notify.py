@@ -175,6 +175,8 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
     if isinstance(event, InputResolved):
         return dict(doc, outcome=event.outcome.value)
     assert question is not None
+    if question.asker is not None:  # an agent asks, not Clankie (P3)
+        doc["asker"] = {"name": question.asker.name, "client": question.asker.client}
     return dict(doc, kind=question.kind.value, prompt=question.prompt,
                 options=[o.label for o in question.options],
                 expires_at=iso(question.expires_at))

@@ -200,7 +200,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         try:
             payload = {"conversation_id": conversation_id, "wait_ms": LONG_POLL_MS,
                        "after": int(after) if re.fullmatch(r"[0-9]{1,18}", after) else 0}
-            with service.open_tail(token, payload, wake) as tail:
+            with service.open_poll("events_tail", token, payload, wake) as tail:
                 while True:
                     woken.clear()
                     page_ = await run(tail.read)
