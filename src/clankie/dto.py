@@ -141,8 +141,11 @@ class InputCancel(Strict):
 
 
 class ConversationCreate(Strict):
+    """An agent's conversation is made only by its first ask (P3), never here."""
+
     workspace: PathText | None = None
-    kind: ConversationKindField = ConversationKind.OWNER
+    kind: Annotated[Literal["owner", "native_seat", "room", "global", "side"],
+                    AfterValidator(ConversationKind)] = ConversationKind.OWNER
 
 
 class ConversationRef(Strict):
