@@ -144,8 +144,7 @@ class ConversationCreate(Strict):
     """An agent's conversation is made only by its first ask (P3), never here."""
 
     workspace: PathText | None = None
-    kind: Annotated[Literal["owner", "native_seat", "room", "global", "side"],
-                    AfterValidator(ConversationKind)] = ConversationKind.OWNER
+    kind: Literal["owner", "native_seat", "room", "global", "side"] = "owner"
 
 
 class ConversationRef(Strict):

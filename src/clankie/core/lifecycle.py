@@ -402,7 +402,8 @@ def _same_ask(question: Question, args: AskArgs) -> bool:
 def _agent_refusal(conversation: Conversation, asker: Asker, facts: Facts) -> AskRefusal | None:
     """SPEC Q3 as P3 reads it for an agent's conversation."""
     if conversation.kind is not ConversationKind.AGENT or \
-            conversation.agent != asker.credential_id:
+            conversation.agent is None or \
+            conversation.agent.credential_id != asker.credential_id:
         return AskRefusal.NOT_OWNER_CONVERSATION
     if facts.owner_revoked:
         return AskRefusal.OWNER_REVOKED

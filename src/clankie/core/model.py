@@ -112,6 +112,16 @@ class Principal:
 
 
 @dataclass(frozen=True, slots=True)
+class Asker:
+    """Who asked a question that Clankie did not (SPEC P3): the agent credential and the
+    MCP client it asked through (`clientInfo.name`, when the client said one)."""
+
+    credential_id: str
+    client: str | None = None
+    name: str = ""  # the credential's name (what the owner is shown)
+
+
+@dataclass(frozen=True, slots=True)
 class Conversation:
     conversation_id: str
     kind: ConversationKind
@@ -121,7 +131,7 @@ class Conversation:
     revision: int
     native_owner: str | None
     created_at: datetime
-    agent: str | None = None  # the agent credential whose questions these are (kind agent)
+    agent: Asker | None = None  # whose questions these are (kind agent), and its last client
 
     def __post_init__(self) -> None:
         if self.revision < 1:
@@ -185,16 +195,6 @@ class Receipt:
             raise ValueError("a receipt carries an answer exactly when the outcome is answered")
         if self.run_id is not None and self.outcome is not QuestionStatus.ANSWERED:
             raise ValueError("only an answered receipt names a continuation run")
-
-
-@dataclass(frozen=True, slots=True)
-class Asker:
-    """Who asked a question that Clankie did not (SPEC P3): the agent credential and the
-    MCP client it asked through (`clientInfo.name`, when the client said one)."""
-
-    credential_id: str
-    client: str | None = None
-    name: str = ""  # the credential's name (what the owner is shown)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ and an answer starts no run. When the agent first reads how a question ended is 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from clankie import dto
@@ -60,11 +61,9 @@ class Agents:
         args = AskArgs(r.kind, r.prompt, tuple((o.label, o.description) for o in r.options),
                        r.allow_text)
         with self.ctx.write(caller) as c:
-            conversation = self._conversation_for(c, workspace)
-            if r.client is not None:
-                c.tx.set_agent_client(conversation.conversation_id, r.client)
             row = c.tx.credential(c.principal.credential_id)
             asker = Asker(c.principal.credential_id, r.client, row.name if row else "")
+            conversation = self._conversation_for(c, workspace, asker)
             asked = lifecycle.agent_ask(
                 conversation, c.tx.pending_question(conversation.conversation_id), asker,
                 args, self.ctx.facts(c.tx, conversation, c.now), self.ctx.new_id,
@@ -86,15 +85,18 @@ class Agents:
                          for o in question.options],
                 expires_at=iso(question.expires_at), duplicate=asked.duplicate)
 
-    def _conversation_for(self, c: Call[WriteTx], workspace: WorkspaceIdentity
-                          ) -> Conversation:
-        """The agent's conversation of this workspace, made by its first ask (P3)."""
-        found = c.tx.agent_conversation(c.principal.credential_id, workspace)
+    def _conversation_for(self, c: Call[WriteTx], workspace: WorkspaceIdentity,
+                          asker: Asker) -> Conversation:
+        """The agent's conversation of this workspace, made by its first ask (P3), with
+        the client it is asked through now (who asks, shown to the owner)."""
+        found = c.tx.agent_conversation(asker.credential_id, workspace)
         if found is not None:
+            if asker.client is not None and found.agent != asker:
+                c.tx.set_agent_client(found.conversation_id, asker.client)
+                found = replace(found, agent=asker)
             return found
         made = Conversation(self.ctx.new_id(), ConversationKind.AGENT, c.principal.owner_id,
-                            workspace, self.ctx.new_id(), 1, None, c.now,
-                            agent=c.principal.credential_id)
+                            workspace, self.ctx.new_id(), 1, None, c.now, agent=asker)
         c.tx.insert_conversation(made)
         return made
 

@@ -51,15 +51,6 @@ def asker(a: Asker | None) -> dto.AskerOut | None:
                                                client=a.client)
 
 
-def conversation_asker(tx: ReadTx, c: Conversation) -> dto.AskerOut | None:
-    """Who asks in an agent conversation: its agent, and the client it last asked through."""
-    if c.agent is None:
-        return None
-    row = tx.credential(c.agent)
-    return dto.AskerOut(credential_id=c.agent, name=row.name if row else "",
-                        client=tx.agent_client(c.conversation_id))
-
-
 def agent_question(tx: ReadTx, q: Question) -> dto.AgentQuestionOut:
     """An agent's question as the agent reads it (P4)."""
     r = q.receipt
@@ -102,10 +93,9 @@ def question(tx: ReadTx, q: Question) -> dto.QuestionOut:
 
 
 def conversation(c: Conversation, fact: Membership | None = None,
-                 unfinished: list[Run] | None = None,
-                 asked_by: dto.AskerOut | None = None) -> dto.ConversationOut:
+                 unfinished: list[Run] | None = None) -> dto.ConversationOut:
     return dto.ConversationOut(
-        asker=asked_by,
+        asker=asker(c.agent),
         unfinished_runs=None if unfinished is None else [run(r) for r in unfinished],
         membership=None if fact is None else dto.MembershipOut(**fact.as_dict()),
         conversation_id=c.conversation_id,

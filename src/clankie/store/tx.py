@@ -134,7 +134,10 @@ class ProjectRow:
 
 _CONVERSATION_COLUMNS = (
     "conversation_id, kind, owner_id, workspace_path, workspace_dev, workspace_ino, "
-    "incarnation, revision, native_owner, created_at, workspace_birth, agent")
+    "incarnation, revision, native_owner, created_at, workspace_birth, agent, agent_client")
+_CONVERSATION_READ = (f"{_CONVERSATION_COLUMNS}, (SELECT name FROM credentials "
+                      "WHERE credential_id = agent) AS agent_name")
+_CONVERSATION = f"SELECT {_CONVERSATION_READ} FROM conversations "
 _NEXT_ACTIVITY = "(SELECT coalesce(max(activity), 0) + 1 FROM conversations)"
 _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at, receipt_id, "
                 "error, started_at, finished_at")
@@ -209,14 +212,12 @@ class ReadTx:
     # ------------------------------------------------------------------------ conversations
 
     def conversation(self, conversation_id: str) -> Conversation | None:
-        row = self._one(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
-                        "WHERE conversation_id = ?", conversation_id)
+        row = self._one(_CONVERSATION + "WHERE conversation_id = ?", conversation_id)
         return None if row is None else _as_conversation(row)
 
     def conversations(self, owner_id: str) -> list[Conversation]:
         return [_as_conversation(r) for r in self._all(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE owner_id = ? "
-            "ORDER BY rowid", owner_id)]
+            _CONVERSATION + "WHERE owner_id = ? ORDER BY rowid", owner_id)]
 
     def conversation_page(self, owner_id: str, limit: int, after: int | None,
                           prefix: str | None) -> list[tuple[int, Conversation]]:
@@ -231,7 +232,7 @@ class ReadTx:
         if prefix:
             where.append("conversation_id >= ? AND conversation_id < ?")
             args += [prefix, prefix + "\U0010ffff"]
-        rows = self._all(f"SELECT activity, {_CONVERSATION_COLUMNS} FROM conversations "
+        rows = self._all(f"SELECT activity, {_CONVERSATION_READ} FROM conversations "
                          f"WHERE {' AND '.join(where)} ORDER BY activity DESC LIMIT ?",
                          *args, limit)
         return [(r["activity"], _as_conversation(r)) for r in rows]
@@ -256,17 +257,11 @@ class ReadTx:
     def agent_conversation(self, agent: str, workspace: WorkspaceIdentity
                            ) -> Conversation | None:
         """The agent conversation of this agent credential and workspace identity (P3)."""
-        rows = self._all(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE "
-                         "kind = 'agent' AND agent = ? AND workspace_path = ? "
-                         "AND workspace_dev = ? AND workspace_ino = ?", agent, workspace.path,
-                         workspace.dev, workspace.ino)
+        rows = self._all(_CONVERSATION + "WHERE kind = 'agent' AND agent = ? "
+                         "AND workspace_path = ? AND workspace_dev = ? AND workspace_ino = ?",
+                         agent, workspace.path, workspace.dev, workspace.ino)
         return next((c for c in map(_as_conversation, rows)
                      if c.workspace is not None and c.workspace.same_directory(workspace)), None)
-
-    def agent_client(self, conversation_id: str) -> str | None:
-        row = self._one("SELECT agent_client FROM conversations WHERE conversation_id = ?",
-                        conversation_id)
-        return None if row is None else row["agent_client"]
 
     def question_by_id(self, request_id: str) -> Question | None:
         """A question by its ID alone (an agent names only that, P4)."""
@@ -464,11 +459,12 @@ class WriteTx(ReadTx):
     def insert_conversation(self, c: Conversation) -> None:
         ws = c.workspace
         self._execute(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}, activity) "
-                      f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})",
+                      f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})",
                       c.conversation_id, c.kind.value, c.owner_id, ws.path if ws else None,
                       ws.dev if ws else None, ws.ino if ws else None, c.incarnation,
                       c.revision, c.native_owner, iso(c.created_at), ws.birth if ws else None,
-                      c.agent)
+                      c.agent.credential_id if c.agent else None,
+                      c.agent.client if c.agent else None)
 
     def set_agent_client(self, conversation_id: str, client: str | None) -> None:
         """The MCP client an agent conversation was last asked through (who asks, P3)."""
@@ -779,7 +775,8 @@ def _as_conversation(row: sqlite3.Row) -> Conversation:
         row["workspace_birth"])
     return Conversation(row["conversation_id"], ConversationKind(row["kind"]), row["owner_id"],
                         ws, row["incarnation"], row["revision"], row["native_owner"],
-                        _when(row["created_at"]), row["agent"])
+                        _when(row["created_at"]), None if row["agent"] is None else Asker(
+                            row["agent"], row["agent_client"], row["agent_name"] or ""))
 
 
 def _as_run(row: sqlite3.Row) -> Run:
