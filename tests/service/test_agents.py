@@ -272,3 +272,22 @@ def test_p3_the_client_name_is_kept_and_shown_with_the_question(world: World):
     assert snap["pending"]["asker"]["client"] == "claude-code"
     got = world.call("conversation_get", {"conversation_id": asked["conversation_id"]})
     assert got["asker"]["client"] == "claude-code" and got["asker"]["name"] == "coder"
+
+
+def test_p3_r1_an_evicted_receipt_is_gone_from_the_list_and_unknown_to_a_read(make_world):
+    from clankie.settings import Settings
+
+    world = make_world(Settings(receipt_limit=2))
+    token = agent(world)
+    ids = []
+    for n in range(3):
+        asked = ask(world, token, {**TEXT, "prompt": f"Question {n}?"})
+        ids.append(asked["request_id"])
+        owner_answers(world, asked["conversation_id"], text=str(n))
+        world.call("agent_wait", {"request_id": asked["request_id"], "wait_s": 0}, token)
+    listed = world.call("agent_list", {"workspace": str(world.workspace)}, token)
+    assert [q["request_id"] for q in listed["questions"]] == [ids[2], ids[1]]
+    assert refused(world, "agent_wait", {"request_id": ids[0], "wait_s": 0},
+                   token) == "unknown_request"
+    with world.db() as db:  # its note of collection went with it
+        assert db.execute("SELECT count(*) FROM collections").fetchone() == (2,)
