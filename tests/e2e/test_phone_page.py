@@ -296,3 +296,41 @@ def test_a1_h5_take_control_then_the_lease_expires_and_the_answer_is_refused(
     finally:
         context.close()
         short.stop()
+
+
+def test_p3_h5_an_agents_question_says_who_asks_and_is_answered_by_a_tap(
+        web: Served, phone: Any, workspace: Path):
+    """Section 13 on the page in a real browser: an agent's question shows who asks (its
+    credential's name and its MCP client's, both chosen by others: markup in them is text,
+    no element and no script) and that the agent is told an answer is a preference; a tap
+    answers it as any other (A1), and the agent reads the answer (P4)."""
+    from clankie import wording
+
+    name, client = '<img src=x onerror="alert(1)">coder', "<script>alert(2)</script>cc"
+    dialogs: list[str] = []
+    phone.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    pair(web, phone)
+    take_control(phone)
+    with web.client() as operator:
+        made = operator.call("credential_issue", {"kind": "agent", "name": name})
+    with web.client(token=made["token"]) as agent:
+        asked = agent.call("agent_ask", {
+            "workspace": str(workspace), "client": client, "kind": "choice",
+            "prompt": "Which licence do you prefer?",
+            "options": [{"label": "MIT"}, {"label": "Apache-2.0"}]})
+    c, r = asked["conversation_id"], asked["request_id"]
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("heading", name="Which licence do you prefer?")).to_be_visible(
+        timeout=WAIT_MS)
+    expect(phone.locator("#asker")).to_have_text(
+        f'Asked by agent "{name.replace(chr(34), chr(92) + chr(34))}" through "{client}"')
+    expect(phone.get_by_text(wording.AGENT_ANSWER)).to_be_visible()
+    expect(phone.locator("nav a[aria-current=page]")).to_contain_text('agent "<img')
+    assert phone.locator("#view img, #view script").count() == 0 and dialogs == []
+    phone.get_by_role("button", name="Answer: MIT").tap()
+    expect(phone.locator("#status")).to_have_text(
+        "Accepted: MIT. " + wording.accepted({"run_id": None}), timeout=WAIT_MS)
+    with web.client(token=made["token"]) as agent:
+        read = agent.call("agent_wait", {"request_id": r, "wait_s": 0})
+    assert (read["status"], read["answer"]["label"]) == ("answered", "MIT")
+    assert read["answered_by"]["kind"] == "device" and dialogs == []
