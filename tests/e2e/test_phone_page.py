@@ -334,3 +334,37 @@ def test_p3_h5_an_agents_question_says_who_asks_and_is_answered_by_a_tap(
         read = agent.call("agent_wait", {"request_id": r, "wait_s": 0})
     assert (read["status"], read["answer"]["label"]) == ("answered", "MIT")
     assert read["answered_by"]["kind"] == "device" and dialogs == []
+
+
+def test_h6_a_live_update_keeps_the_focus_and_the_cancel_step_where_the_owner_left_them(
+        web: Served, phone: Any, workspace: Path):
+    """H6 (keyboard use): the page's first live update redrew the view it was served with,
+    so a keyboard user who had opened the cancel step lost it and the focus (the flaky
+    run of the cancel test). A redraw of the same question keeps both."""
+    pair(web, phone)
+    take_control(phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        ask(operator, c)
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)  # no live update until released
+
+    phone.route("**/api/events*", hold)
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+    phone.get_by_role("button", name="Cancel the question").focus()
+    phone.keyboard.press("Enter")
+    confirm = phone.get_by_role("button", name="Really cancel the question")
+    expect(confirm).to_be_focused()
+    assert held, "the page did not ask for live updates"
+    phone.evaluate("document.getElementById('state').dataset.before = 'yes'")
+    phone.unroute("**/api/events*")  # the held request goes on to the service
+    expect(phone.locator("#state")).not_to_have_attribute("data-before", "yes",
+                                                          timeout=WAIT_MS)  # redrawn
+    expect(confirm).to_be_visible()
+    expect(confirm).to_be_focused()
+    expect(phone.locator("#cancel-question")).to_have_attribute("aria-expanded", "true")
+    with web.client() as operator:
+        assert operator.input_get(c).pending is not None
