@@ -123,3 +123,69 @@ def test_p3_the_chat_screen_with_an_agents_question(snap_compare: Any):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(100, 30), run_before=shown)
+
+
+# `clankie chat` in a project's directory opens the owner's conversation there; an agent's
+# question waiting in the same directory is in another conversation (P3), so the TUI says so
+# (new-user trial: the owner, told an agent asked, ran `clankie chat` there and saw nothing).
+
+OWNER_C = "11111111-1111-4111-8111-111111111111"
+AGENT_C = "22222222-2222-4222-8222-222222222222"
+QUIET_C = "33333333-3333-4333-8333-333333333333"
+ELSEWHERE_C = "44444444-4444-4444-8444-444444444444"
+
+
+def listed(c: str, kind: str, path: str, asker: dict[str, Any] | None) -> dict[str, Any]:
+    return {"conversation_id": c, "kind": kind, "workspace": {"path": path},
+            "native_owner": None, "asker": asker}
+
+
+def test_p3_clankie_chat_in_a_directory_names_the_agents_waiting_there(
+        monkeypatch: Any, tmp_path: Any):
+    from clankie.cli import chat as chat_command
+    from clankie.cli.main import main
+    from clankie.tui.app import ChatApp
+
+    here = str(tmp_path.resolve())
+    quiet = {**AGENT, "name": "quiet"}
+
+    class Connected:
+        url, token = "unix:///run/clankie.sock", "clk_x"
+
+        def __enter__(self) -> Connected:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+            if op == "conversation_list":
+                return {"next_after": None, "conversations": [
+                    listed(AGENT_C, "agent", here, AGENT),
+                    listed(OWNER_C, "owner", here, None),
+                    listed(QUIET_C, "agent", here, quiet),
+                    listed(ELSEWHERE_C, "agent", "/elsewhere", AGENT)]}
+            assert op == "input_get", op
+            waiting = payload["conversation_id"] == AGENT_C
+            return {"conversation_id": payload["conversation_id"], "incarnation": "i",
+                    "revision": 2, "request": None,
+                    "pending": {"request_id": "r", "asker": AGENT} if waiting else None}
+
+    opened: list[ChatApp] = []
+    monkeypatch.setattr(chat_command, "connect", Connected)
+    monkeypatch.setattr(ChatApp, "run", lambda self: opened.append(self))
+    monkeypatch.chdir(tmp_path)
+    assert main(["chat"]) == 0
+    (app,) = opened
+    assert app.conversation_id == OWNER_C  # the owner's conversation, as before
+    assert app.notes == ['Agent "coder" asks, through "claude-code", in this directory too: '
+                         f"open it with clankie chat {AGENT_C[:8]}"]
+
+
+async def test_p3_the_tui_says_its_notes_in_the_log_on_start():
+    fake = FakeService()
+    note = 'Agent "coder" asks in this directory too: open it with clankie chat 22222222'
+    app = chat(fake)
+    app.notes = [note]
+    async with app.run_test(size=(110, 40)) as pilot:
+        await until(pilot, lambda: note in " ".join(app.transcript().split()), "the note")

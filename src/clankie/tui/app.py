@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -224,9 +224,13 @@ class ChatApp(App[None]):
     asker: var[dict[str, Any] | None] = var(None)
 
     def __init__(self, api: Api, conversation_id: str, service: str,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 notes: Sequence[str] = ()) -> None:
+        """`notes`: lines said in the log on start (`clankie chat` names the agents whose
+        questions wait in the same directory, in conversations of their own)."""
         super().__init__()
         self.api = api
+        self.notes = list(notes)
         self.clock = clock
         self.conversation_id = conversation_id
         self.service = service
@@ -252,6 +256,8 @@ class ChatApp(App[None]):
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)  # the expiry countdown
         self.query_one(Input).focus()
+        for note in self.notes:
+            self.say(note, style="bold")
         self.about()
         self.tail()
 
