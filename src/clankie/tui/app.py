@@ -13,6 +13,11 @@ T2) was sent nothing; the app says so with the fix and stops following, rather t
 knocking again and again: its status line says "not yours: stopped", and quitting then
 exits 5, as the CLI does.
 
+In a coding agent's conversation (kind `agent`, SPEC section 13) the app says who asks (the
+agent's name, its MCP client, the workspace) in the header, the log, the toast and the
+panel, answers with the same `/question` commands, and sends no chat message: the agent
+reads only answers.
+
 The question state and what the status line and header say are reactive attributes of
 the app (`snapshot`, `now`, `connected`, `workspace`, ...): setting one redraws, through
 Textual's data binding, the widgets that show it, `QuestionPanel` (in its `QuestionBox`),
