@@ -79,6 +79,8 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
                                    finalize=lambda v: visible(v) if isinstance(v, str) else v)
     templates.filters["local"] = when.local  # the page adds "(in 5 min)" by its own clock
     templates.filters["folders"] = _folders
+    templates.filters["who"] = _who  # who asks (SPEC P3), as the CLI and TUI say it
+    templates.globals["AGENT_ANSWER"] = wording.AGENT_ANSWER
 
     def csrf(session: str) -> str:
         return hmac.new(secret, session.encode(), hashlib.sha256).hexdigest()
@@ -180,10 +182,14 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         if reply.duplicate:
             return JSONResponse({"outcome": "duplicate", "message": "The same answer again: it "
                                  "was already accepted, and nothing changed."})
-        done = (f"Accepted: {await run(partial(_chosen, service, token, payload))}"
-                if action == "answer" else "Cancelled")
-        return JSONResponse({"outcome": "accepted", "message": f"{done}. Clankie has not "
-                             "necessarily run yet."})
+        if action == "answer":
+            chosen = await run(partial(_chosen, service, token, payload))
+            return JSONResponse({"outcome": "accepted", "message": f"Accepted: {chosen}. "
+                                 f"{wording.accepted(reply.receipt.model_dump())}"})
+        agent = await run(partial(_asked_by_agent, service, token, payload))
+        return JSONResponse({"outcome": "accepted", "message": "Cancelled. " + (
+            "The agent reads that it has no answer." if agent else
+            "Clankie has not necessarily run yet.")})
 
     async def events(request: Request) -> Response:
         """A long-poll on `events_tail` (H6); its reply says only whether to look again."""
@@ -323,6 +329,20 @@ def _chosen(service: Service, token: str | None, answer: dict[str, Any]) -> str:
             if option.option_id == option_id:
                 return option.label
     return "the option you chose"
+
+
+def _who(asker: dto.AskerOut | None) -> str:
+    return wording.who(None if asker is None else asker.model_dump())
+
+
+def _asked_by_agent(service: Service, token: str | None, cancel: dict[str, Any]) -> bool:
+    """Whether the question just cancelled was an agent's (SPEC P3): its receipt, unlike an
+    answer's, does not tell."""
+    with contextlib.suppress(ClankieError):
+        shown = _snapshot(service, token, str(cancel.get("conversation_id")),
+                          str(cancel.get("request_id"))).request
+        return shown is not None and shown.asker is not None
+    return False
 
 
 def _folders(path: str) -> str:
