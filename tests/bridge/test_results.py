@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+
 from clankie.bridge import results
 from clankie.bridge.results import (
     ANSWERED,
@@ -57,7 +58,8 @@ def test_p4_a_pending_question_says_the_owner_has_not_answered():
 def test_p4_an_ended_question_without_answer_is_not_consent(status: str, reason: str):
     got = results.question({**QUESTION, "status": status, "reason": reason,
                             "receipt_id": "5d0b3a3e-1f6e-4c1b-8f3a-0e2d9c8b7a61"})
-    assert got.structured["note"].startswith(NO_ANSWER == "No answer: this is not consent.")
+    assert NO_ANSWER == "No answer: this is not consent."
+    assert got.structured["note"].startswith(NO_ANSWER)
     assert (got.structured["status"], got.structured["reason"]) == (status, reason)
     assert not got.is_error
     text_is_note_then_compact_json(got)

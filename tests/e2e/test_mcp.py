@@ -66,18 +66,20 @@ def operator(served: Served) -> Client:
     return served.client()
 
 
-def conversation_of(served: Served, request_id: str) -> dict[str, Any]:
-    """The agent conversation whose pending question is `request_id` (the owner's view)."""
+def conversation_of(served: Served, request_id: str) -> str:
+    """The agent conversation that holds the question `request_id` (the owner's view)."""
     with operator(served) as op:
         listed = op.call("conversation_list", {"limit": 500})["conversations"]
-    found = [c for c in listed if (c.get("pending") or {}).get("request_id") == request_id]
+        found = [c["conversation_id"] for c in listed if c["kind"] == "agent"
+                 and (op.call("input_get", {"conversation_id": c["conversation_id"]})
+                      ["pending"] or {}).get("request_id") == request_id]
     assert len(found) == 1, listed
-    return dict(found[0])
+    return str(found[0])
 
 
 def owner_answers(served: Served, request_id: str, **how: Any) -> dict[str, Any]:
     """The owner answers through the service with the operator token, as the CLI does."""
-    conversation_id = conversation_of(served, request_id)["conversation_id"]
+    conversation_id = conversation_of(served, request_id)
     with operator(served) as op:
         snap = op.input_get(conversation_id, request_id)
         if "choice" in how:
@@ -124,13 +126,14 @@ async def test_p1_both_handshakes_serve_the_five_tools_with_output_schemas_and_h
             assert {"status", "note"} <= set(schema["properties"]), name
             assert "status" in schema["required"] and "note" in schema["required"], name
             assert listed.input_schema["type"] == "object", name
+            assert "$ref" not in json.dumps(listed.input_schema), name  # inlined for hosts
             hint = listed.annotations.read_only_hint if listed.annotations else None
             assert hint is (name in READS), name
         assert set(tools["ask_owner"].input_schema["properties"]) == {
             "kind", "prompt", "options", "allow_text", "expires_in_s"}
         asked, is_error = await tool(session, "ask_owner", CHOICE)
         assert (asked["status"], is_error) == ("pending", False)
-    conversation_id = conversation_of(served, asked["request_id"])["conversation_id"]
+    conversation_id = conversation_of(served, asked["request_id"])
     with operator(served) as op:
         pending = op.call("input_get", {"conversation_id": conversation_id})["pending"]
     assert pending["asker"]["client"] == HOST and pending["asker"]["name"] == "coder"
@@ -175,7 +178,8 @@ async def test_p4_the_owner_answers_and_wait_answer_returns_it_as_a_preference(
         started = time.monotonic()
         waiting = asyncio.create_task(tool(session, "wait_answer",
                                            {"request_id": request_id, "wait_s": 25}))
-        await session.send_ping()  # sent after the wait: the bridge has read the wait
+        now, _ = await tool(session, "get_question", {"request_id": request_id})
+        assert now["status"] == "pending" and not waiting.done()  # the bridge read the wait
         owner_answers(served, request_id, choice=1)
         got, is_error = await asyncio.wait_for(waiting, 20)
         assert time.monotonic() - started < 20
