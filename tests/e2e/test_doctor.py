@@ -147,7 +147,7 @@ def test_t2_a_service_that_is_not_yours_fails_the_check_and_gets_no_token(
 
 
 EVERY_CHECK = {"parents", "home", "files", "store", "token", "service", "settings", "model",
-               "git"}
+               "git", "agents"}
 
 
 @pytest.mark.parametrize("url", ["http://::1:18901", "http://[::1]:abc", "http://127.0.0.1"])
