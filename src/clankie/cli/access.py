@@ -33,7 +33,7 @@ from .common import (
 )
 
 devices = Group("devices", help="Paired devices and Take Control.")
-credentials = Group("credentials", help="Operator and captain credentials.")
+credentials = Group("credentials", help="Operator, captain and agent credentials.")
 
 
 def _token(made: dict[str, Any], as_json: bool, what: str) -> None:
@@ -174,10 +174,10 @@ def release(as_json: bool) -> None:
 @credentials.command()
 @click.argument("name", cls=Arg, metavar="NAME", help="A name for the credential.")
 @click.option("--kind", metavar="KIND", default="operator", show_default=True,
-              help="operator or captain.")
+              help="operator, captain or agent (a coding agent's, for `clankie mcp`).")
 @json_option
 def issue(name: str, kind: str, as_json: bool) -> None:
-    """Issue an operator or captain credential and print its token."""
+    """Issue an operator, captain or agent credential and print its token."""
     with connect() as client:
         made = call(client, "credential_issue", {"kind": kind, "name": name}, as_json=as_json)
     _token(made, as_json, kind)
