@@ -91,3 +91,8 @@ def test_p2_an_unknown_client_is_a_usage_error(capsys: pytest.CaptureFixture[str
     assert main(["mcp", "config", "vim"]) == USAGE
     err = capsys.readouterr().err
     assert "claude, codex, gemini, opencode or generic" in err and "Traceback" not in err
+
+
+def test_workspace_belongs_to_the_bridge_not_to_config(capsys: pytest.CaptureFixture[str]):
+    assert main(["mcp", "--workspace", ".", "config", "codex"]) == USAGE
+    assert "--workspace" in capsys.readouterr().err

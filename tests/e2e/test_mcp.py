@@ -23,7 +23,7 @@ from mcp_types import CallToolResult
 
 from clankie.client import Client
 from tests.e2e.bridged import HOST, RawBridge, connect, run_bridge, structured
-from tests.e2e.served import Served, init_home
+from tests.e2e.served import Served, clankie, init_home
 
 CHOICE = {"kind": "choice", "prompt": "Which licence do you prefer?",
           "options": [{"label": "MIT", "description": "short"}, {"label": "Apache-2.0"}]}
@@ -326,6 +326,24 @@ async def test_p2_another_agents_request_id_is_unknown_request_never_forbidden(
 
 
 # ------------------------------------------------------------- start: token, workspace (P2)
+
+
+def test_p2_the_readmes_way_an_agent_token_from_the_cli_starts_the_bridge(
+        home: Path, workspace: Path):
+    """P2 as the README says it: `clankie credentials issue --kind agent NAME` prints the
+    token; the bridge started with it serves."""
+    done = clankie("credentials", "issue", "--kind", "agent", "claude-code", "--json",
+                   home=home)
+    assert done.returncode == 0, done
+    token = json.loads(done.stdout)["token"]
+    raw = RawBridge(home, token, workspace)
+    try:
+        assert raw.initialize()["result"]["serverInfo"]["name"] == "clankie"
+        listed = raw.tool("list_questions", {})
+        assert (listed["isError"], listed["structuredContent"]["status"]) == (False, "ok")
+    finally:
+        assert raw.close() == 0
+    assert token not in "".join(raw.stderr)
 
 
 def test_p2_no_agent_token_exits_2_and_the_operator_token_is_never_used(
