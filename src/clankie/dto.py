@@ -614,12 +614,10 @@ class Problem(BaseModel):
 # ------------------------------------------------------------- agents (SPEC section 13)
 
 
-class AgentAsk(Strict):
-    """`agent_ask`: an agent's question, asked in its conversation of this workspace (made
-    by the first ask): never waits (P4's `ask_owner`). Q's bounds."""
+class AskOwner(Strict):
+    """An agent's question as its MCP tool `ask_owner` takes it (P4), with Q's bounds: the
+    bridge checks a tool call's arguments against this before anything is sent."""
 
-    workspace: PathText
-    client: Name | None = None  # the MCP client's `clientInfo.name`
     kind: QuestionKindField
     prompt: Prompt
     options: Annotated[list[OptionIn], Field(max_length=10)] = []
@@ -627,12 +625,21 @@ class AgentAsk(Strict):
     expires_in_s: Annotated[int, Field(ge=1, le=31_536_000)] | None = None
 
     @model_validator(mode="after")
-    def _options_fit_the_kind(self) -> AgentAsk:
+    def _options_fit_the_kind(self) -> AskOwner:
         if self.kind is QuestionKind.TEXT and (self.options or self.allow_text):
             raise ValueError("a text question has no options (and always takes text)")
         if self.kind is QuestionKind.CHOICE and len(self.options) < 2:
             raise ValueError("a choice question has 2 to 10 options")
         return self
+
+
+class AgentAsk(AskOwner):
+    """`agent_ask`: an agent's question, asked in its conversation of this workspace (made
+    by the first ask): never waits (P4's `ask_owner`, with where and through which client).
+    Q's bounds."""
+
+    workspace: PathText
+    client: Name | None = None  # the MCP client's `clientInfo.name`
 
 
 class AgentRequest(Strict):
