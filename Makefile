@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint bench bench-cli chaos soak docs lock clean
+.PHONY: demo test check lint bench bench-cli chaos soak docs lock clean hosts
 
 # constraints.txt pins every package that a fresh install resolves (`make lock` makes it
 # anew); the package's own ranges in pyproject.toml stay open for library users.
@@ -42,7 +42,23 @@ test: $(STAMP) lint
 check: $(STAMP) lint
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile \
 		-p no:schemathesis -p no:textual-snapshot -p no:syrupy \
-		--ignore=tests/e2e --ignore=tests/tui -m "not e2e and not tui and not slow"
+		--ignore=tests/e2e --ignore=tests/tui --ignore=tests/hosts \
+		-m "not e2e and not tui and not slow and not hosts"
+
+# The coding agents of SPEC section 13, for real (docs/hosts.md): Claude Code, Codex CLI,
+# Gemini CLI and OpenCode, pinned by hosts/package-lock.json and installed with `npm ci` into
+# hosts/node_modules (again only when the lock changes), each made to ask through `clankie mcp`
+# and get the owner's answer. HOSTS_BRIDGE_SRC=DIR runs the bridge from another source tree.
+HOSTS_STAMP := hosts/node_modules/.installed
+
+$(HOSTS_STAMP): hosts/package.json hosts/package-lock.json
+	@start=$$(date +%s); cd hosts && npm ci --no-audit --no-fund && \
+		echo "npm ci took $$(( $$(date +%s) - start )) s"
+	touch $(HOSTS_STAMP)
+
+hosts: $(STAMP) $(HOSTS_STAMP)
+	REQUIRE_HOSTS=1 HOSTS_REPORT=hosts/last-run.json $(VENV)/bin/python -m pytest -q \
+		-p no:cacheprovider tests/hosts
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/accept.py

@@ -1,0 +1,269 @@
+"""SPEC section 13's rule, with real hosts: "`clankie mcp` is done when an agent in each of
+Claude Code, Codex CLI, Gemini CLI and OpenCode asks and gets the owner's answer."
+
+For each host (pinned in hosts/package.json, installed by `make hosts`): a real
+`clankie serve` in a temporary home; an `agent` credential issued by the operator; the
+host, headless, in its own temporary home, registering `clankie mcp --workspace DIR` with
+that credential (as `clankie mcp config HOST` prints it, where the bridge has that
+command); the scripted model (tests/hosts/fake_model.py) on 127.0.0.1 as the host's model;
+and the owner, who answers through the service (`input_get`, `input_answer`, operator
+token) once the model has called `wait_answer`. The test then reads what the model was sent:
+the ask's pending result with "The owner has not answered yet. Do not assume an answer.",
+the `request_id`, and the owner's answer; and the host's own output, which ends with the
+model's final text quoting the answer's label.
+
+The hosts are not in `make test`'s reach unless installed: without hosts/node_modules the
+tests skip (loudly), and `make hosts` (which sets REQUIRE_HOSTS=1) fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.served import Served
+from tests.hosts.fake_model import FINAL_PREFIX, FakeModel, Recorded, tool_named
+from tests.hosts.hosts import HOSTS, bridge_for, installed
+
+PENDING = "The owner has not answered yet. Do not assume an answer."
+ANSWER = "four spaces"  # the owner's choice: the second option, so no default passes for it
+RUN_S = 150  # a host's whole run, at most (each scripted wait holds up to 25 s)
+
+# What each host hands its model of a tool result (SPEC P4, measured): the structured
+# content's JSON, or the one line of text (the sentence, then the compact JSON).
+SEES = {"claude": "structuredContent", "codex": "structuredContent", "gemini": "text",
+        "opencode": "text"}
+
+
+@dataclass
+class Outcome:
+    host: str
+    seconds: float = 0.0
+    returncode: int | None = None
+    tool_names: list[str] = field(default_factory=list)
+    model_saw: str = ""
+    client_info: str | None = None
+    registration: str = ""
+    stray: list[str] = field(default_factory=list)
+    leftovers: int = 0
+
+
+OUTCOMES: list[Outcome] = []
+
+
+def requirement(host: str) -> None:
+    if not installed(host):
+        message = (f"HOST TESTS SKIPPED: {host} is not installed in hosts/node_modules "
+                   "(`make hosts` installs the pinned hosts with npm ci)")
+        if os.environ.get("REQUIRE_HOSTS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    server = Served.start(tmp_path / "clankie-home", script=None)
+    try:
+        yield server
+    finally:
+        assert server.stop() == 0
+
+
+class Owner:
+    """The owner at another screen: once the model has called `wait_answer`, answers the
+    agent's pending question with the option labelled `label` (operator token, the
+    dispatcher's `input_get` and `input_answer`), within a deadline."""
+
+    def __init__(self, served: Served, fake: FakeModel, label: str, timeout: float) -> None:
+        self.served, self.fake, self.label = served, fake, label
+        self.deadline = time.monotonic() + timeout
+        self.stop = threading.Event()
+        self.answered: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with self.served.client() as client:
+                while not self.stop.is_set() and time.monotonic() < self.deadline:
+                    if self.fake.waited.wait(0.05) and self._answer(client):
+                        return
+        except BaseException as exc:  # reported by `close`
+            self.error = exc
+
+    def _answer(self, client: Any) -> bool:
+        for conversation in client.call("conversation_list", {})["conversations"]:
+            if conversation["kind"] != "agent":
+                continue
+            snapshot = client.input_get(conversation["conversation_id"])
+            pending = snapshot.pending
+            if pending is None:
+                continue
+            option = next(o for o in pending.options if o.label == self.label)
+            reply = client.input_answer(snapshot.conversation_id, pending.request_id,
+                                        incarnation=snapshot.incarnation,
+                                        revision=snapshot.revision,
+                                        option_id=option.option_id)
+            self.answered = {"conversation": conversation, "receipt": reply.receipt}
+            return True
+        return False
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "the owner's thread did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+def run_host(argv: list[str], env: dict[str, str], cwd: Path, outcome: Outcome,
+             ) -> subprocess.CompletedProcess[str]:
+    """The host to its end (at most RUN_S), in a session of its own; whatever of that
+    session is still running after it (an MCP server it left) is counted and stopped."""
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, text=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=RUN_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=10)
+        raise AssertionError(f"{argv[0]} did not finish in {RUN_S} s:\n{out[-4000:]}\n"
+                             f"{err[-4000:]}") from None
+    finally:
+        outcome.seconds = round(time.monotonic() - started, 2)
+        outcome.leftovers = _stop_group(proc.pid)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _stop_group(pgid: int) -> int:
+    """Stop what is left of the host's own process group (it made it; nothing else is in
+    it): SIGTERM, up to 5 s, then SIGKILL. Returns how many processes were left."""
+    left = _members(pgid)
+    if not left:
+        return 0
+    os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while _members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _members(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+    return len(left)
+
+
+def _members(pgid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(entry))
+    return found
+
+
+def agent_turns(fake: FakeModel) -> list[Recorded]:
+    turns = fake.scripted()
+    assert turns, f"the host never offered clankie's tools to the model: {fake.requests!r}"
+    return turns
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_an_agent_in_the_host_asks_and_gets_the_owners_answer(host: str, served: Served,
+                                                              tmp_path: Path):
+    requirement(host)
+    outcome = Outcome(host)
+    OUTCOMES.append(outcome)
+    with served.client() as operator:
+        token = operator.call("credential_issue", {"kind": "agent",
+                                                   "name": f"{host}-agent"})["token"]
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    home = tmp_path / "host-home"
+    home.mkdir()
+    with FakeModel() as fake:
+        bridge = bridge_for(workspace, token, served.home.path)
+        prepared = HOSTS[host](home, workspace, fake.url, bridge)
+        outcome.registration = prepared.registration.source
+        owner = Owner(served, fake, ANSWER, RUN_S)
+        try:
+            done = run_host(prepared.argv, prepared.env, prepared.cwd, outcome)
+        finally:
+            owner.close()
+        outcome.returncode = done.returncode
+        outcome.stray = list(fake.stray)
+        turns = agent_turns(fake)
+        outcome.tool_names = sorted(n for n in turns[0].turn.tools if "clankie" in n)
+        failure = (f"{host} exited {done.returncode}\nstdout: {done.stdout[-4000:]}\n"
+                   f"stderr: {done.stderr[-4000:]}")
+        assert done.returncode == 0, failure
+
+        # The model called ask_owner first, was handed a pending result with the sentence
+        # and the request_id, called wait_answer with that id, and was handed the answer.
+        first = turns[0].action
+        assert first is not None and first.__class__.__name__ == "Call"
+        ask = tool_named(turns[0].turn.tools, "ask_owner")
+        wait = tool_named(turns[0].turn.tools, "wait_answer")
+        assert ask is not None and wait is not None
+        results = [r for t in turns for r in t.turn.results if r.name in (ask, wait)]
+        assert results, failure
+        asked = results[0]
+        assert asked.name == ask and PENDING in asked.seen, asked
+        assert owner.answered is not None, "the owner never saw the question pending"
+        request_id = owner.answered["receipt"].request_id
+        assert request_id in asked.seen
+        waits = [t.action for t in turns if t.action is not None and
+                 getattr(t.action, "name", None) == wait]
+        assert waits and all(w.args["request_id"] == request_id for w in waits)  # type: ignore[union-attr]
+        last = turns[-1].turn.results[-1]
+        assert last.name == wait and '"answered"' in last.seen.replace('\\"', '"'), last
+        assert ANSWER in last.seen
+
+        # What form the model read (P4): the structured content, or the line of text.
+        outcome.model_saw = form_seen(asked.seen)
+        assert outcome.model_saw == SEES[host], asked.seen
+
+        # The final text quotes the answer, and the host printed it.
+        final = turns[-1].action
+        assert final is not None and getattr(final, "text", "") == f"{FINAL_PREFIX} {ANSWER}."
+        assert f"{FINAL_PREFIX} {ANSWER}." in done.stdout, failure
+
+        # The service: one agent conversation, asked by this credential; the answer's
+        # receipt, answered by the operator, collected by the agent's read.
+        conversation = owner.answered["conversation"]
+        assert conversation["asker"]["name"] == f"{host}-agent"
+        outcome.client_info = conversation["asker"].get("client")
+        with served.client() as operator:
+            ended = operator.input_get(conversation["conversation_id"])
+        assert ended.pending is None
+
+    # Nothing went anywhere but the fake model.
+    assert outcome.stray == [], f"{host} tried to reach: {outcome.stray}"
+
+
+def form_seen(seen: str) -> str:
+    """"text" when the model was handed the line of text (the sentence, then the JSON),
+    "structuredContent" when only the structured content's JSON (the sentence inside it,
+    as `note`)."""
+    plain = seen.replace('\\"', '"')
+    if f'{PENDING} {{"status"' in plain:
+        return "text"
+    if '"note":"' + PENDING in plain.replace('": "', '":"'):
+        return "structuredContent"
+    return "neither"
+
