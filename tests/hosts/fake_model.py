@@ -44,6 +44,7 @@ FINAL_PREFIX = "The owner chose:"
 _REQUEST_ID = re.compile(r'request_id\\*"\s*:\s*\\*"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-'
                          r'[0-9a-f]{4}-[0-9a-f]{12})')
 _STATUS = re.compile(r'status\\*"\s*:\s*\\*"([a-z_]+)')
+_DEFERRED = re.compile(r"^(mcp__clankie__\w+)$", re.MULTILINE)  # a deferred tool's line
 _LABEL = re.compile(r'answer\\*"\s*:\s*\{[^}]*?label\\*"\s*:\s*\\*"((?:[^"\\]|\\.)*?)\\*"')
 
 
@@ -57,6 +58,7 @@ class ToolResult:
 class Turn:
     tools: tuple[str, ...]
     results: tuple[ToolResult, ...]
+    deferred: tuple[str, ...] = ()  # tools named to the model but not loaded (ToolSearch)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,11 @@ def tool_named(tools: tuple[str, ...], tool: str) -> str | None:
 def decide(turn: Turn) -> Action:
     ask, wait = tool_named(turn.tools, "ask_owner"), tool_named(turn.tools, "wait_answer")
     if ask is None or wait is None:
+        later = [tool_named(turn.deferred, t) for t in ("ask_owner", "wait_answer")]
+        if "ToolSearch" in turn.tools and None not in later and not turn.results:
+            # Claude Code defers MCP tools: only their names are listed until the model
+            # loads their schemas with ToolSearch, as a real model would.
+            return Call("ToolSearch", {"query": "select:" + ",".join(map(str, later))})
         return Final("OK")  # a side request (title, summary, check): no tools of ours
     ours = [r for r in turn.results if r.name in (ask, wait)]
     if not ours:
@@ -123,7 +130,12 @@ def _text(content: Any) -> str:
 
 
 def anthropic_turn(body: dict[str, Any]) -> Turn:
-    tools = tuple(t.get("name", "") for t in body.get("tools") or [])
+    """Claude Code's request. Its MCP tools are deferred (`defer_loading`, or only named in a
+    reminder) until a ToolSearch result references them (`tool_reference`)."""
+    offered = body.get("tools") or []
+    loaded = [t.get("name", "") for t in offered if not t.get("defer_loading")]
+    deferred = {t.get("name", "") for t in offered if t.get("defer_loading")}
+    referenced: set[str] = set()
     names: dict[str, str] = {}
     results: list[ToolResult] = []
     for message in body.get("messages") or []:
@@ -131,12 +143,19 @@ def anthropic_turn(body: dict[str, Any]) -> Turn:
         if not isinstance(content, list):
             continue
         for block in content:
-            if block.get("type") == "tool_use":
+            if block.get("type") == "text" and message.get("role") == "user":
+                deferred.update(_DEFERRED.findall(block.get("text", "")))
+            elif block.get("type") == "tool_use":
                 names[block["id"]] = block["name"]
             elif block.get("type") == "tool_result":
+                inner = block.get("content")
+                referenced.update(b.get("tool_name", "") for b in
+                                  (inner if isinstance(inner, list) else [])
+                                  if b.get("type") == "tool_reference")
                 results.append(ToolResult(names.get(block.get("tool_use_id"), "?"),
-                                          _text(block.get("content"))))
-    return Turn(tools, tuple(results))
+                                          _text(inner)))
+    tools = tuple(loaded + sorted(deferred & referenced))
+    return Turn(tools, tuple(results), tuple(sorted(deferred - referenced)))
 
 
 def responses_turn(body: dict[str, Any]) -> Turn:

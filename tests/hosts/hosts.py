@@ -158,18 +158,17 @@ def claude(home: Path, workspace: Path, fake_url: str, bridge: Bridge) -> Prepar
         "DISABLE_BUG_COMMAND": "1",
         "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
         "IS_SANDBOX": "1",  # running as root: no refusal for it
-        "ENABLE_TOOL_SEARCH": "false",
     })
-    # The settings that let the tools run unprompted: `permissions.allow` (P2); with -p,
-    # --allowedTools mcp__clankie does the same and is passed too.
+    # The settings that let the tools run unprompted: `permissions.allow` (P2). Without it
+    # `claude -p` refuses each call ("Claude requested permissions to use ..."); the flag
+    # --allowedTools mcp__clankie would do the same as the setting.
     reg = registration("claude", bridge, {"permissions": {"allow": ["mcp__clankie"]}})
     (config_dir / "settings.json").write_text(json.dumps(reg.entry))
     mcp = home / "mcp.json"
     mcp.write_text(json.dumps({"mcpServers": {"clankie": {
         "type": "stdio", "command": bridge.command, "args": bridge.args, "env": bridge.env}}}))
     argv = [str(BIN / "claude"), "-p", PROMPT, "--mcp-config", str(mcp), "--strict-mcp-config",
-            "--allowedTools", "mcp__clankie", "--output-format", "json",
-            "--model", MODEL["claude"]]
+            "--output-format", "json", "--model", MODEL["claude"]]
     return Prepared(argv, env, workspace, reg)
 
 
