@@ -86,7 +86,8 @@ def printed_config(host: str, bridge: Bridge) -> str | None:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
-    return done.stdout if done.returncode == 0 else None
+    printed = done.returncode == 0 and "CLANKIE_AGENT_TOKEN" in done.stdout
+    return done.stdout if printed else None
 
 
 def block(text: str, opening: str) -> str:
