@@ -46,19 +46,25 @@ check: $(STAMP) lint
 		-m "not e2e and not tui and not slow and not hosts"
 
 # The coding agents of SPEC section 13, for real (docs/hosts.md): Claude Code, Codex CLI,
-# Gemini CLI and OpenCode, pinned by hosts/package-lock.json and installed with `npm ci` into
+# Gemini CLI and OpenCode, pinned by hosts/package-lock.json and installed into
 # hosts/node_modules (again only when the lock changes), each made to ask through `clankie mcp`
-# and get the owner's answer. HOSTS_BRIDGE_SRC=DIR runs the bridge from another source tree.
+# and get the owner's answer. HOSTS_BRIDGE_SRC=DIR runs the bridge (and serve) from another
+# source tree. Not `npm ci`: the registry serves none of opencode-ai's packages for other
+# platforms, so the lock lacks them and `npm ci` calls it out of sync; a clean `npm install`
+# from the lock, failing if it would change the lock, installs the same.
 HOSTS_STAMP := hosts/node_modules/.installed
 
 $(HOSTS_STAMP): hosts/package.json hosts/package-lock.json
-	@start=$$(date +%s); cd hosts && npm ci --no-audit --no-fund && \
-		echo "npm ci took $$(( $$(date +%s) - start )) s"
+	@cd hosts && rm -rf node_modules && locked="$$(sha256sum package-lock.json)" && \
+		start=$$(date +%s) && npm install --no-audit --no-fund && \
+		echo "npm install took $$(( $$(date +%s) - start )) s" && \
+		echo "$$locked" | sha256sum --check --quiet - || \
+		{ echo "hosts/package-lock.json is not what npm installs: make it anew with npm install"; exit 1; }
 	touch $(HOSTS_STAMP)
 
 hosts: $(STAMP) $(HOSTS_STAMP)
-	REQUIRE_HOSTS=1 HOSTS_REPORT=hosts/last-run.json $(VENV)/bin/python -m pytest -q \
-		-p no:cacheprovider tests/hosts
+	REQUIRE_HOSTS=1 HOSTS_REPORT=hosts/last-run.json PYTHONPATH=$${HOSTS_BRIDGE_SRC:-src} \
+		$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/hosts
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/accept.py

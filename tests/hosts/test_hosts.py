@@ -109,16 +109,17 @@ class Owner:
         for conversation in client.call("conversation_list", {})["conversations"]:
             if conversation["kind"] != "agent":
                 continue
-            snapshot = client.input_get(conversation["conversation_id"])
-            pending = snapshot.pending
+            snapshot = client.call("input_get",
+                                   {"conversation_id": conversation["conversation_id"]})
+            pending = snapshot["pending"]
             if pending is None:
                 continue
-            option = next(o for o in pending.options if o.label == self.label)
-            reply = client.input_answer(snapshot.conversation_id, pending.request_id,
-                                        incarnation=snapshot.incarnation,
-                                        revision=snapshot.revision,
-                                        option_id=option.option_id)
-            self.answered = {"conversation": conversation, "receipt": reply.receipt}
+            option = next(o for o in pending["options"] if o["label"] == self.label)
+            reply = client.call("input_answer", {
+                "conversation_id": snapshot["conversation_id"],
+                "request_id": pending["request_id"], "incarnation": snapshot["incarnation"],
+                "revision": snapshot["revision"], "option_id": option["option_id"]})
+            self.answered = {"conversation": conversation, "receipt": reply["receipt"]}
             return True
         return False
 
@@ -130,25 +131,31 @@ class Owner:
             raise self.error
 
 
-def run_host(argv: list[str], env: dict[str, str], cwd: Path, outcome: Outcome,
-             ) -> subprocess.CompletedProcess[str]:
-    """The host to its end (at most RUN_S), in a session of its own; whatever of that
-    session is still running after it (an MCP server it left) is counted and stopped."""
+def run_host(argv: list[str], env: dict[str, str], cwd: Path, outcome: Outcome, owner: Owner,
+             logs: Path) -> subprocess.CompletedProcess[str]:
+    """The host to its end (at most RUN_S, or until the owner's thread fails), in a session
+    of its own, its output in files under `logs`; whatever of that session is still running
+    after it (an MCP server it left) is counted and stopped."""
     started = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, text=True, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    out_path, err_path = logs / f"{outcome.host}.stdout", logs / f"{outcome.host}.stderr"
+    with out_path.open("w") as out, err_path.open("w") as err:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, text=True, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=err, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=RUN_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate(timeout=10)
-        raise AssertionError(f"{argv[0]} did not finish in {RUN_S} s:\n{out[-4000:]}\n"
-                             f"{err[-4000:]}") from None
+        while proc.poll() is None:
+            if time.monotonic() - started > RUN_S or owner.error is not None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+                owner.close()  # raises the owner's error, if that is why
+                raise AssertionError(f"{argv[0]} did not finish in {RUN_S} s:\n"
+                                     f"{out_path.read_text()[-4000:]}\n"
+                                     f"{err_path.read_text()[-4000:]}")
+            time.sleep(0.05)
     finally:
         outcome.seconds = round(time.monotonic() - started, 2)
         outcome.leftovers = _stop_group(proc.pid)
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    return subprocess.CompletedProcess(argv, proc.returncode, out_path.read_text(),
+                                       err_path.read_text())
 
 
 def _stop_group(pgid: int) -> int:
@@ -206,7 +213,8 @@ def test_an_agent_in_the_host_asks_and_gets_the_owners_answer(host: str, served:
         outcome.registration = prepared.registration.source
         owner = Owner(served, fake, ANSWER, RUN_S)
         try:
-            done = run_host(prepared.argv, prepared.env, prepared.cwd, outcome)
+            done = run_host(prepared.argv, prepared.env, prepared.cwd, outcome, owner,
+                            tmp_path)
         finally:
             owner.close()
         outcome.returncode = done.returncode
@@ -229,7 +237,7 @@ def test_an_agent_in_the_host_asks_and_gets_the_owners_answer(host: str, served:
         asked = results[0]
         assert asked.name == ask and PENDING in asked.seen, asked
         assert owner.answered is not None, "the owner never saw the question pending"
-        request_id = owner.answered["receipt"].request_id
+        request_id = owner.answered["receipt"]["request_id"]
         assert request_id in asked.seen
         waits = [t.action for t in turns if t.action is not None and
                  getattr(t.action, "name", None) == wait]
@@ -251,10 +259,10 @@ def test_an_agent_in_the_host_asks_and_gets_the_owners_answer(host: str, served:
         # receipt, answered by the operator, collected by the agent's read.
         conversation_id = owner.answered["conversation"]["conversation_id"]
         with served.client() as operator:
-            ended = operator.input_get(conversation_id)
+            ended = operator.call("input_get", {"conversation_id": conversation_id})
             conversation = operator.call("conversation_get",
                                          {"conversation_id": conversation_id})
-        assert ended.pending is None
+        assert ended["pending"] is None
         assert conversation["asker"]["name"] == f"{host}-agent"
         outcome.client_info = conversation["asker"].get("client")
 
