@@ -61,17 +61,21 @@ class Outcome:
 OUTCOMES: list[Outcome] = []
 
 
-def requirement(host: str) -> None:
-    if not installed(host):
-        message = (f"HOST TESTS SKIPPED: {host} is not installed in hosts/node_modules "
-                   "(`make hosts` installs the pinned hosts with npm ci)")
+@pytest.fixture
+def host(request: pytest.FixtureRequest) -> str:
+    """The host's name, once it is known to be installed (before anything is started)."""
+    name: str = request.param
+    if not installed(name):
+        message = (f"HOST TESTS SKIPPED: {name} is not installed in hosts/node_modules "
+                   "(`make hosts` installs the pinned hosts)")
         if os.environ.get("REQUIRE_HOSTS") == "1":
             pytest.fail(message)
         pytest.skip(message)
+    return name
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
+def served(host: str, tmp_path: Path) -> Iterator[Served]:
     """`clankie serve` of the bridge's own code (HOSTS_BRIDGE_SRC, where set): one version."""
     src = os.environ.get("HOSTS_BRIDGE_SRC")
     server = Served.start(tmp_path / "clankie-home", script=None,
@@ -194,10 +198,9 @@ def agent_turns(fake: FakeModel) -> list[Recorded]:
     return turns
 
 
-@pytest.mark.parametrize("host", sorted(HOSTS))
+@pytest.mark.parametrize("host", sorted(HOSTS), indirect=True)
 def test_an_agent_in_the_host_asks_and_gets_the_owners_answer(host: str, served: Served,
                                                               tmp_path: Path):
-    requirement(host)
     outcome = Outcome(host)
     OUTCOMES.append(outcome)
     with served.client() as operator:
