@@ -1,17 +1,20 @@
 """The four coding hosts, each run headless against the fake model and `clankie mcp`.
 
-`Host.prepare` writes one run's configuration into a fresh temporary home (nothing of the
-machine user's configuration is read or written: HOME, XDG_* and each host's own config
-variable point into it) and returns the command line and the environment. The environment
-is built from nothing but PATH and the locale, so no key or setting of the caller leaks in.
-Each host is told, by its own settings, to make no call but to the fake model: no update
-check, no telemetry, no error reports, no feedback. Belt and braces: its HTTP(S) proxy is
-the fake model itself, which records and refuses whatever a host tries to reach elsewhere.
+`HOSTS[name](home, workspace, fake_url, bridge)` writes one run's configuration into a
+fresh temporary home (nothing of the machine user's configuration is read or written: HOME,
+XDG_* and each host's own config variable point into it) and returns the command line and
+the environment. The environment is built from nothing but PATH and the locale, so no key
+or setting of the caller leaks in. Each host is told, by its own settings, to make no call
+but to the fake model: no update check, no telemetry, no error reports, no feedback. Belt
+and braces: its HTTP(S) proxy is the fake model itself, which records and refuses whatever
+a host tries to reach elsewhere.
 
-The MCP server is registered the way SPEC P2 says each host needs so that its tools run
-without a prompt nobody sees: Claude Code's `--allowedTools mcp__clankie`, Codex's
-`default_tools_approval_mode = "approve"`, Gemini CLI's `"trust": true`, OpenCode's
-`mcp.clankie` (`type: "local"`) with a `timeout` above 30 s.
+The MCP server's host-specific keys are those `clankie mcp config HOST` prints (SPEC P2:
+what each host needs so that its tools run without a prompt nobody sees): Claude Code's
+`permissions.allow: ["mcp__clankie"]`, Codex's `default_tools_approval_mode = "approve"`,
+Gemini CLI's `"trust": true`, OpenCode's `mcp.clankie` (`type: "local"`) with a `timeout`
+above 30 s. Where the bridge cannot print them (a stand-in given by HOSTS_BRIDGE_ARGV), the
+harness's own copies of the same keys are used. docs/hosts.md tells what each host needed.
 """
 
 from __future__ import annotations
