@@ -46,6 +46,9 @@ def test_p2_codex_gets_default_tools_approval_mode_approve(capsys: pytest.Captur
     assert table["default_tools_approval_mode"] == "approve"
     assert table["args"] == ["mcp"] and "CLANKIE_AGENT_TOKEN" in table["env"]
     assert table["tool_timeout_sec"] > 30  # a wait holds up to 30 s
+    # Codex leaves out an optional server not ready within 1 s (the bridge's start takes
+    # longer): its tools would be missing from the model's first turn (docs/hosts.md).
+    assert table["required"] is True
 
 
 def test_p2_gemini_gets_trust_true(capsys: pytest.CaptureFixture[str]):

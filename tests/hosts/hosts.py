@@ -210,11 +210,11 @@ def codex(home: Path, workspace: Path, fake_url: str, bridge: Bridge) -> Prepare
         # Each of these otherwise reaches github.com or chatgpt.com at start (0.169).
         "features": {"plugins": False, "remote_plugin": False, "apps": False,
                      "plugin_sharing": False},
-        # `required`: Codex leaves out an optional server not ready within
-        # `mcp_optional_startup_grace_ms` (1 s), and the bridge's start (the mcp SDK's
-        # import) can take longer: its tools would be missing from the model's first turn.
+        # `required = true` comes from `clankie mcp config codex` (in reg.entry): Codex
+        # leaves out an optional server not ready within `mcp_optional_startup_grace_ms`
+        # (1 s), and the bridge's start (the mcp SDK's import) can take longer.
         "mcp_servers.clankie": {"command": bridge.command, "args": bridge.args,
-                                "env": bridge.env, **reg.entry, "required": True},
+                                "env": bridge.env, **reg.entry},
     }
     text = "".join(f"{k} = {_toml(v)}\n" for k, v in settings.items())
     for name, table in tables.items():

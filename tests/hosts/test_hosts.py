@@ -12,8 +12,8 @@ the ask's pending result with "The owner has not answered yet. Do not assume an 
 the `request_id`, and the owner's answer; and the host's own output, which ends with the
 model's final text quoting the answer's label.
 
-The hosts are not in `make test`'s reach unless installed: without hosts/node_modules the
-tests skip (loudly), and `make hosts` (which sets REQUIRE_HOSTS=1) fails instead.
+`make test` and `make hosts` install the pinned hosts first; a host missing from
+hosts/node_modules is a failure that says so, never a skip (`make check` leaves them out).
 """
 
 from __future__ import annotations
@@ -66,11 +66,8 @@ def host(request: pytest.FixtureRequest) -> str:
     """The host's name, once it is known to be installed (before anything is started)."""
     name: str = request.param
     if not installed(name):
-        message = (f"HOST TESTS SKIPPED: {name} is not installed in hosts/node_modules "
-                   "(`make hosts` installs the pinned hosts)")
-        if os.environ.get("REQUIRE_HOSTS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        pytest.fail(f"{name} is not installed in hosts/node_modules (`make test` and "
+                    "`make hosts` install the pinned hosts)")
     return name
 
 

@@ -90,6 +90,8 @@ def codex(exe: str, env: Mapping[str, str]) -> str:
         f"env = {_toml_table(env)}",
         'default_tools_approval_mode = "approve"',
         f"tool_timeout_sec = {TIMEOUT_S}",
+        "# required: Codex leaves out a server that is not ready within 1 s otherwise",
+        "required = true",
     ])
 
 
