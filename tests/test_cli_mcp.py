@@ -51,11 +51,20 @@ def test_p2_codex_gets_default_tools_approval_mode_approve(capsys: pytest.Captur
     assert table["required"] is True
 
 
+@pytest.mark.parametrize("host", HOSTS)
+def test_p2_every_config_says_how_to_see_why_the_bridge_did_not_start(
+        host: str, capsys: pytest.CaptureFixture[str]):
+    """New-user trial: with the placeholder left in, Claude Code said only "Failed to
+    connect"; the bridge's reason is on its standard error, which hosts do not show."""
+    assert "run its command by hand" in config(host, capsys)
+
+
 def test_p2_gemini_gets_trust_true(capsys: pytest.CaptureFixture[str]):
     out = config("gemini", capsys)
     server = json.loads(block(out, "{"))["mcpServers"]["clankie"]
     assert server["trust"] is True and server["args"] == ["mcp"]
     assert server["timeout"] > 30_000 and "CLANKIE_AGENT_TOKEN" in server["env"]
+    assert "only in a folder you trust" in out  # new-user trial: else "Disabled"
 
 
 def test_p2_opencode_gets_a_local_entry_with_a_timeout_above_30_s(

@@ -75,6 +75,7 @@ def test_p2_credentials_revoke_refuses_an_agents_token_from_its_next_request(
     agent_asks(served, token, workspace)
     done = cli(served, "credentials", "revoke", credential_id[:8])
     assert done.returncode == 0 and f"revoked {credential_id}" in done.stdout, done
+    assert "the agent can no longer read your answer" in done.stdout
     with served.client(token=token) as agent:
         try:
             agent.call("whoami", {})

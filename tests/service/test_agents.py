@@ -238,6 +238,9 @@ def test_p2_an_agent_never_answers_nor_reads_the_owners_conversations(world: Wor
     with pytest.raises(ClankieError) as err:
         owner_answers(world, asked["conversation_id"], option=0, token=token)
     assert err.value.code == "forbidden"
+    # New-user trial: "a agent credential cannot call ...", and no word on which token to use.
+    assert err.value.detail.startswith("an agent credential cannot call input_answer: ")
+    assert "the owner's token" in err.value.detail
     for op, payload in [("input_get", {"conversation_id": asked["conversation_id"]}),
                         ("conversation_list", {}), ("service_info", {}),
                         ("credential_rotate", {}),
@@ -291,3 +294,18 @@ def test_p3_r1_an_evicted_receipt_is_gone_from_the_list_and_unknown_to_a_read(ma
                    token) == "unknown_request"
     with world.db() as db:  # its note of collection went with it
         assert db.execute("SELECT count(*) FROM collections").fetchone() == (2,)
+
+
+def test_p3_a_message_to_an_agents_conversation_is_refused_and_changes_nothing(world: World):
+    """The agent reads only answers (P4 has no tool that reads messages): a message sent
+    there would reach nobody, look like a reply in the log, and move the revision the
+    owner's answer is bound to. It is `not_eligible`, with nothing stored."""
+    c = ask(world, agent(world))["conversation_id"]
+    before = world.snapshot(c)
+    assert refused(world, "conversation_send", {"conversation_id": c, "text": "8080"},
+                   world.operator) == "not_eligible"
+    assert world.snapshot(c) == before
+    assert not [e for e in world.call("events_tail", {"conversation_id": c, "after": 0,
+                                                       "wait_ms": 0})["events"]
+                if e["type"] == "message_posted"]
+    owner_answers(world, c, option=0)  # the answer bound before the attempt still lands

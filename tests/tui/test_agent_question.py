@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from textual.content import Content
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from clankie import wording
 from tests.tui.fake import WORKSPACE, FakeService
@@ -88,6 +88,41 @@ async def test_p3_a_chat_line_in_an_agents_conversation_is_sent_nowhere():
         assert [op for op, _ in fake.calls[before:] if op == "conversation_send"] == []
         assert "/question answer N" in app.transcript()
         assert fake.pending is not None
+        # Kept where it was typed: the owner turns it into `/question text ...`, not anew.
+        assert app.query_one(Input).value == "yes"
+
+
+async def test_p3_help_and_stop_in_an_agents_conversation_speak_of_the_agent():
+    """New-user trial: `/help` said "a chat message to Clankie" and offered `/stop` where no
+    run of Clankie exists and no chat line is sent."""
+    fake = FakeService(asker=AGENT)
+    fake.ask("May I push to main?")
+    app = chat(fake)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await settled(app, pilot, fake, "start")
+        await type_line(app, pilot, "/help")
+        await until(pilot, lambda: "The agent reads only your answer" in app.transcript(),
+                    "the agent's help")
+        assert "chat message to Clankie" not in app.transcript()
+        before = len(fake.calls)
+        await type_line(app, pilot, "/stop")
+        await until(pilot, lambda: "nothing to stop" in app.transcript(), "the stop line")
+        assert [op for op, _ in fake.calls[before:] if op == "run_cancel"] == []
+
+
+async def test_a_an_option_number_for_a_text_question_says_to_answer_in_words():
+    fake = FakeService(asker=AGENT)
+    fake.ask("What should the module be called?")
+    assert fake.pending is not None
+    fake.pending.update(kind="text", options=[], allow_text=True)
+    app = chat(fake)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await until(pilot, lambda: app.snapshot is not None and app.snapshot["pending"]
+                    is not None, "the question")
+        await type_line(app, pilot, "/question answer 1")
+        await until(pilot, lambda: "takes words, not an option" in app.transcript(),
+                    "the hint")
+        assert "There is no option 1" not in app.transcript()
 
 
 async def test_p3_names_an_agent_or_its_client_chose_are_visible_and_literal_in_the_tui():

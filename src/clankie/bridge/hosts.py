@@ -55,7 +55,9 @@ def _head(host: str) -> str:
             "# 1. The agent's credential, once (its token is printed once):\n"
             "#      clankie credentials issue --kind agent NAME\n"
             f"# 2. Below, replace {PLACEHOLDER} with that token. The bridge's workspace is the\n"
-            "#    folder the client starts it in; add --workspace DIR to fix one.")
+            "#    folder the client starts it in; add --workspace DIR to fix one.\n"
+            "#    If the client says the server failed or closed, run its command by hand\n"
+            "#    with the token set: clankie mcp says why on standard error.")
 
 
 def _json(value: object) -> str:
@@ -99,7 +101,8 @@ def gemini(exe: str, env: Mapping[str, str]) -> str:
     return "\n".join([
         _head("Gemini CLI"),
         "# 3. In ~/.gemini/settings.json (trust: its tools run without a prompt; timeout in",
-        "#    milliseconds):",
+        "#    milliseconds). Gemini CLI starts it only in a folder you trust (`gemini mcp",
+        "#    list` says \"Disabled because this folder is untrusted\" until you do):",
         _json({"mcpServers": {"clankie": {"command": exe, "args": ["mcp"], "env": dict(env),
                                           "timeout": TIMEOUT_S * 1000, "trust": True}}}),
     ])

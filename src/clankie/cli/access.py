@@ -234,9 +234,9 @@ def revoke_credential(credential_id: str, as_json: bool) -> None:
     next request."""
     given = id_or_prefix(credential_id, "a credential", "ID")
     with connect() as client:
-        known = [c["credential_id"] for c in call(client, "credential_list", {},
-                                                   as_json=as_json)["credentials"]]
-        found = [k for k in known if k.startswith(given)]
+        listed = call(client, "credential_list", {}, as_json=as_json)["credentials"]
+        kinds = {c["credential_id"]: c["kind"] for c in listed}
+        found = [k for k in kinds if k.startswith(given)]
         if len(found) != 1:
             raise click.BadParameter(
                 f"no credential starts with {given!r}; list them with `clankie credentials "
@@ -244,4 +244,10 @@ def revoke_credential(credential_id: str, as_json: bool) -> None:
                 + ", ".join(found), param_hint="ID")
         done = call(client, "credential_revoke", {"credential_id": found[0]},
                     as_json=as_json, inspect="clankie credentials list")
-    print_json(done) if as_json else say(f"revoked {found[0]}")
+    if as_json:
+        print_json(done)
+        return
+    say(f"revoked {found[0]}")
+    if kinds[found[0]] == "agent":  # new-user trial: its question looked still read later
+        say("A question of this agent still waiting stays until you answer or cancel it, or "
+            "it expires; the agent can no longer read your answer.")

@@ -117,4 +117,7 @@ def _why_forbidden(op: str, p: Principal) -> str:
         return f"{op} needs the active Take Control lease; this device does not hold it"
     if p.kind is CredentialKind.DEVICE and p.mode is DeviceMode.READ_ONLY:
         return f"a read-only device cannot call {op}"
+    if p.kind is CredentialKind.AGENT:  # its token in CLANKIE_TOKEN, say, for the CLI
+        return (f"an agent credential cannot call {op}: it only asks, through `clankie "
+                "mcp`; the owner's commands take the owner's token")
     return f"a {p.kind.value} credential cannot call {op}"

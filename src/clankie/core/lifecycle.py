@@ -719,7 +719,12 @@ def _invalidate(conversation: Conversation, pending: Question | None, reason: Re
 def post_message(conversation: Conversation, author: Author, text: str, now: datetime,
                  new_id: NewId, *, start_turn: bool) -> tuple[Change, Message, Run | None]:
     """A message; an owner's message in an owner conversation that no native seat owns
-    queues a turn run. Text is never an answer (A2), whatever it says."""
+    queues a turn run. Text is never an answer (A2), whatever it says. An agent's
+    conversation takes none: the agent reads only answers (P4), so a message there would
+    reach nobody and look like a reply."""
+    if conversation.kind is ConversationKind.AGENT:
+        raise ClankieError(Code.NOT_ELIGIBLE, "an agent's conversation takes no messages: the "
+                           "agent reads only the answer to its question")
     message = Message(new_id(), conversation.conversation_id, author, text, now)
     turn = None
     if (start_turn and conversation.kind is ConversationKind.OWNER

@@ -66,6 +66,7 @@ from clankie.text import visible
 
 from . import render
 from .commands import (
+    AGENT_USAGE,
     USAGE,
     AnswerOption,
     AnswerText,
@@ -468,19 +469,24 @@ class ChatApp(App[None]):
                                   if q and self.snapshot else ("", 0))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        against, self.typed_against = self.typed_against, None
-        event.input.value = ""
         command = parse(event.value)
-        if command is None:
-            return
-        if isinstance(command, Help):
-            self.say(USAGE)
-        elif isinstance(command, Usage):
-            self.say(command.message)
-        elif isinstance(command, Chat) and self.asker is not None:
+        if isinstance(command, Chat) and self.asker is not None:
+            # Kept in the input line: the owner may turn it into `/question text ...`.
             self.say("Not sent: the agent reads only your answer to its question, never a "
                      "message. Answer with /question answer N (or /question text WORDS); "
                      "/question shows it.")
+            return
+        against, self.typed_against = self.typed_against, None
+        event.input.value = ""
+        if command is None:
+            return
+        if isinstance(command, Help):
+            self.say(AGENT_USAGE if self.asker is not None else USAGE)
+        elif isinstance(command, Usage):
+            self.say(command.message)
+        elif isinstance(command, Stop) and self.asker is not None:
+            self.say("No run of Clankie works in an agent's conversation: there is nothing to "
+                     "stop. /question cancel cancels the agent's question.")
         elif isinstance(command, Chat):
             self.send(command.text)
         elif isinstance(command, ShowQuestion):
@@ -515,6 +521,9 @@ class ChatApp(App[None]):
         payload = {"conversation_id": self.conversation_id, "request_id": q["request_id"],
                    "incarnation": shown["incarnation"], "revision": shown["revision"]}
         if isinstance(command, AnswerOption):
+            if not q["options"]:
+                self.say("This question takes words, not an option: /question text WORDS.")
+                return
             if command.number > len(q["options"]):
                 self.say(f"There is no option {command.number}; the question shows "
                          f"{len(q['options'])}.")
