@@ -214,7 +214,8 @@ def checked(model: type[M], arguments: dict[str, Any] | None) -> M | ToolResult:
     try:
         return model.model_validate(arguments or {})
     except ValidationError as exc:
-        said = [f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+        said = [f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: "
+                f"{e['msg'].removeprefix('Value error, ')}"  # our own words, as they are
                 for e in exc.errors()[:MAX_ERRORS_SAID]]
         more = exc.error_count() - len(said)
         return results.refused("invalid_request", "; ".join(said)

@@ -224,6 +224,9 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
             return page("message.html", 404, title="Not found", text="There is no such page.")
         return Response(_asset(name), media_type=STATIC[name])
 
+    async def no_icon(request: Request) -> Response:  # a browser asks; none, and no 404
+        return Response(status_code=204)
+
     async def not_found(request: Request) -> Response:
         return page("message.html", 404, title="Not found", text="There is no such page.")
 
@@ -231,7 +234,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         Route("/", home), Route("/view", fragment),
         Route("/pair", pair_form, methods=["GET"]), Route("/pair", pair, methods=["POST"]),
         Route("/api/events", events), Route("/api/{action}", act, methods=["POST"]),
-        Route("/static/{name}", static),
+        Route("/static/{name}", static), Route("/favicon.ico", no_icon),
         Route("/{rest:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
     ])
     return _Guard(app, origins)
