@@ -241,6 +241,19 @@ async def test_p4_an_expired_question_is_no_answer_and_the_agent_may_ask_again(
         assert again["status"] == "pending" and again["request_id"] != asked["request_id"]
 
 
+async def test_p4_a_wait_ends_when_the_question_expires_not_at_wait_s(
+        home: Path, agent_token: str, workspace: Path, stderr: Path):
+    """P4: wait_answer "returns as soon as the question has ended"; expiry is an ending
+    (red team: a 30 s wait on a question expiring in 2 s came back after the 30 s)."""
+    async with connect(home, agent_token, workspace, stderr) as session:
+        asked, _ = await tool(session, "ask_owner", {**TEXT, "expires_in_s": 2})
+        began = time.monotonic()
+        got, _ = await tool(session, "wait_answer",
+                            {"request_id": asked["request_id"], "wait_s": 30})
+        assert got["status"] == "expired", got
+        assert time.monotonic() - began < 20  # not held to wait_s (30 s)
+
+
 async def test_p4_cancel_repeats_with_the_same_receipt_and_an_answered_one_is_refused(
         served: Served, home: Path, agent_token: str, workspace: Path, stderr: Path):
     """P4, A12: cancel ends the own pending question `cancelled`/`explicit` (no answer: not

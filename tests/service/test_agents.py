@@ -309,3 +309,62 @@ def test_p3_a_message_to_an_agents_conversation_is_refused_and_changes_nothing(w
                                                        "wait_ms": 0})["events"]
                 if e["type"] == "message_posted"]
     owner_answers(world, c, option=0)  # the answer bound before the attempt still lands
+
+
+@pytest.mark.parametrize("op,extra", [("conversation_set_workspace", "workspace"),
+                                      ("native_takeover", "seat")])
+def test_p3_an_agents_conversation_keeps_its_workspace_and_takes_no_native_seat(
+        world: World, op: str, extra: str):
+    """Red team: moving agent conversation A into the workspace of its conversation B made
+    two conversations of one agent there, a second pending question (beside Q4's one per
+    conversation) and a list that no longer showed B's; a native seat then refused every
+    later ask there. Both are `not_eligible` and change nothing."""
+    token = agent(world)
+    other = world.workspace.parent / "other"
+    other.mkdir()
+    a = ask(world, token)["conversation_id"]
+    ask(world, token, TEXT, workspace=other)
+    before = world.dump()
+    value = str(other) if extra == "workspace" else "seat-1"
+    assert refused(world, op, {"conversation_id": a, extra: value},
+                   world.operator) == "not_eligible"
+    assert world.dump() == before
+
+
+def test_p4_a_cancel_by_the_owner_reads_as_no_answer_with_nobody_who_answered(world: World):
+    """Red team: the owner's cancel came to the agent with `answered_by: {operator}`, and
+    Claude Code and Codex show their model only the structured result (P4: no answer must
+    never read like one)."""
+    token = agent(world)
+    asked = ask(world, token)
+    world.cancel(asked["conversation_id"], world.snapshot(asked["conversation_id"]))
+    got = world.call("agent_wait", {"request_id": asked["request_id"], "wait_s": 0}, token)
+    assert (got["status"], got["reason"], got["answer"], got["answered_by"]) == (
+        "cancelled", "explicit", None, None)
+
+
+def test_p3_one_agent_cannot_flood_the_owner_with_pending_questions(world: World):
+    """Red team: 400 asks in 400 workspaces stored 400 conversations, each with a pending
+    question (and a notification each). At most AGENT_PENDING_MAX are pending at once for
+    one agent credential; past that a new ask is `too_many_pending`, with no conversation
+    made; the pending ones still read, repeat as duplicates and end as before."""
+    from clankie.core.lifecycle import AGENT_PENDING_MAX
+
+    token = agent(world)
+    asked = []
+    for n in range(AGENT_PENDING_MAX + 1):
+        where = world.workspace.parent / f"w{n}"
+        where.mkdir()
+        asked.append((where, ask(world, token, workspace=where)))
+    assert [a["status"] for _, a in asked] == ["pending"] * AGENT_PENDING_MAX + ["refused"]
+    assert asked[-1][1]["reason"] == "too_many_pending"
+    assert asked[-1][1]["conversation_id"] is None
+    assert len([c for c in world.call("conversation_list", {"limit": 500})["conversations"]
+                if c["kind"] == "agent"]) == AGENT_PENDING_MAX
+    first_where, first = asked[0]
+    assert ask(world, token, workspace=first_where)["duplicate"] is True
+    world.call("agent_cancel", {"request_id": first["request_id"]}, token)
+    again = ask(world, token, workspace=asked[-1][0])
+    assert again["status"] == "pending"
+    # Another agent is not crowded by this one.
+    assert ask(world, agent(world, "other"))["status"] == "pending"

@@ -53,6 +53,20 @@ async def test_p3_the_panel_log_header_and_toast_say_which_agent_asks_and_where(
         assert toast.startswith('Agent "coder" asks, through "claude-code": Which licence')
 
 
+async def test_p3_a_prompt_cannot_start_a_line_of_the_toast_of_its_own():
+    """Red team: a prompt "harmless?\nClankie asks: may I push to main?" put a line of its
+    own in the "A question" toast that read as Clankie asking."""
+    fake = FakeService(asker=AGENT)
+    app = chat(fake)
+    async with app.run_test(size=(110, 40), notifications=True) as pilot:
+        await settled(app, pilot, fake, "start")
+        fake.ask("harmless?\nClankie asks: may I push to main?")
+        await until(pilot, lambda: any("asks" in n.message for n in app._notifications),
+                    "the toast")
+        toast = next(n.message for n in app._notifications if "asks" in n.message)
+        assert not [line for line in toast.splitlines() if line.startswith("Clankie")], toast
+
+
 async def test_a1_p3_the_owner_answers_an_agents_question_as_any_other():
     fake = FakeService(asker=AGENT)
     fake.ask("May I push to main?")

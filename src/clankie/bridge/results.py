@@ -207,6 +207,10 @@ def asked(out: Mapping[str, Any]) -> ToolResult:
         note = (f"Not asked: your question {pending} is still pending, and the owner has not "
                 "answered it yet (do not assume an answer). Wait for it with wait_answer, "
                 "or cancel it with cancel_question before asking another.")
+    elif reason == "too_many_pending":
+        note = ("Not asked: you have the most questions pending that clankie keeps for one "
+                "agent, in all workspaces, and the owner has not answered them yet (do not "
+                "assume an answer). Collect or cancel one of them first.")
     else:
         note = f"Not asked ({reason}). Do not assume an answer."
     return ToolResult({"status": "refused", "note": note, **given})

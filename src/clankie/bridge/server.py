@@ -197,7 +197,7 @@ class Bridge:
                     log.info("the service is reachable; serving as agent %r",
                                 visible(str(who.get("name"))))
                 else:
-                    log.error("CLANKIE_AGENT_TOKEN holds a %s token, not an agent's: every "
+                    log.error("CLANKIE_AGENT_TOKEN holds a token of kind %s, not an agent's: every "
                               "call is refused", visible(self.kind))
         return None if self.kind == "agent" else results.not_an_agent(self.kind)
 

@@ -341,6 +341,9 @@ def ask(
     return Asked(change, question.request_id)
 
 
+AGENT_PENDING_MAX: Final = 10  # an agent credential's pending questions, all workspaces
+
+
 def agent_ask(
     conversation: Conversation,
     pending: Question | None,
@@ -349,11 +352,15 @@ def agent_ask(
     facts: Facts,
     new_id: NewId,
     ttl: timedelta,
+    crowded: bool = False,
 ) -> Asked:
     """SPEC P3-P4: an agent's question, stored as Q2-Q5 say with no run behind it. The
     same ask as the pending one (kind, prompt, options, `allow_text`) is that question
     again (`Asked.duplicate`); a different one while one is pending is refused
-    `question_pending`, naming it. A pending question found ended on use is ended first."""
+    `question_pending`, naming it. A pending question found ended on use is ended first.
+    `crowded`: the agent has `AGENT_PENDING_MAX` questions pending in its other
+    conversations, so a new one is refused `too_many_pending` (one token cannot flood the
+    owner's lists and notifications)."""
     ended: list[Question] = []
     ended_events: list[Event] = []
     found = _found_on_use(pending, conversation, facts) if pending else None
@@ -370,6 +377,8 @@ def agent_ask(
         if _same_ask(pending, args):
             return Asked(change, pending.request_id, duplicate=True)
         return Asked(change, pending.request_id, refused=AskRefusal.QUESTION_PENDING)
+    if crowded:
+        return Asked(change, refused=AskRefusal.TOO_MANY_PENDING)
     assert conversation.workspace is not None
     options = tuple(Option(new_id(), label, description) for label, description in args.options)
     question = Question(
@@ -591,12 +600,19 @@ def reset(conversation: Conversation, pending: Question | None, runs: Iterable[R
 
 def native_takeover(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
                     seat: str, now: datetime, new_id: NewId) -> Change:
-    """Persist the native owner; the pending question and every queued run are cancelled."""
+    """Persist the native owner; the pending question and every queued run are cancelled.
+    An agent's conversation has no native seat: its agent asks in it, nobody else (P3)."""
+    _not_an_agents(conversation, "takes no native seat")
     questions, events = _invalidate(conversation, pending, Reason.NATIVE_TAKEOVER, now, new_id)
     cancelled = _cancel_queued(runs, now)
     events += _run_events(cancelled, now)
     return _change(replace(conversation, native_owner=seat), questions=questions, runs=cancelled,
                    events=events)
+
+
+def _not_an_agents(conversation: Conversation, what: str) -> None:
+    if conversation.kind is ConversationKind.AGENT:
+        raise ClankieError(Code.NOT_ELIGIBLE, f"an agent's conversation {what}")
 
 
 def owner_revoked(conversation: Conversation, pending: Question | None, now: datetime,
@@ -608,7 +624,10 @@ def owner_revoked(conversation: Conversation, pending: Question | None, now: dat
 
 def set_workspace(conversation: Conversation, pending: Question | None,
                   workspace: WorkspaceIdentity, now: datetime, new_id: NewId) -> Change | None:
-    """Rebind the workspace; a different identity invalidates the pending question."""
+    """Rebind the workspace; a different identity invalidates the pending question. An
+    agent's conversation keeps its workspace: it is the agent's one conversation of that
+    workspace (P3), and a second one there would split its questions."""
+    _not_an_agents(conversation, "keeps the workspace it was asked in")
     if conversation.workspace is not None and conversation.workspace.same_directory(workspace):
         return None
     questions, events = _invalidate(conversation, pending, Reason.WORKSPACE_REPLACED, now, new_id)

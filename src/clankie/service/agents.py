@@ -36,6 +36,8 @@ from .base import Call, Caller, Context, op
 from .conversations import existing_dir
 from .longpoll import Poll, Wake, waited
 
+EXPIRY_MARGIN_S = 0.05  # a wait ends this long after the question's expiry, so it reads it
+
 
 class Agents:
     def __init__(self, ctx: Context) -> None:
@@ -63,11 +65,16 @@ class Agents:
         with self.ctx.write(caller) as c:
             row = c.tx.credential(c.principal.credential_id)
             asker = Asker(c.principal.credential_id, r.client, row.name if row else "")
+            crowded = c.tx.agent_pending_count(asker.credential_id) >= \
+                lifecycle.AGENT_PENDING_MAX
+            if crowded and c.tx.agent_conversation(asker.credential_id, workspace) is None:
+                return dto.AgentAskOut(status="refused",  # and no conversation made for it
+                                       reason=AskRefusal.TOO_MANY_PENDING.value)
             conversation = self._conversation_for(c, workspace, asker)
             asked = lifecycle.agent_ask(
                 conversation, c.tx.pending_question(conversation.conversation_id), asker,
                 args, self.ctx.facts(c.tx, conversation, c.now), self.ctx.new_id,
-                timedelta(seconds=r.expires_in_s or ttl))
+                timedelta(seconds=r.expires_in_s or ttl), crowded=crowded)
             self.ctx.save(c.tx, asked.change)
             if asked.refused is not None:
                 return dto.AgentAskOut(
@@ -111,7 +118,11 @@ class Agents:
     def poll(self, caller: Caller, r: dto.AgentWait, wake: Wake) -> Poll:
         """`agent_wait` for a caller that waits in its own way (the HTTP edge)."""
         with self.ctx.read(caller) as c:
-            conversation_id = self._own(c, r.request_id).conversation_id
+            asked = self._own(c, r.request_id)
+            conversation_id, wait_s = asked.conversation_id, float(r.wait_s)
+            if asked.status is QuestionStatus.PENDING:  # its expiry ends it (S5): no later
+                due = (asked.expires_at - c.now).total_seconds() + EXPIRY_MARGIN_S
+                wait_s = min(wait_s, max(0.0, due))
 
         def read() -> tuple[str, dto.AgentQuestionOut, bool]:
             with self.ctx.read(caller) as c:
@@ -128,7 +139,7 @@ class Agents:
                 return (w.principal.credential_id, views.agent_question(w.tx, question),
                         question.status is not QuestionStatus.PENDING)
 
-        return Poll(self.ctx.long_polls, conversation_id, r.wait_s, read, wake)
+        return Poll(self.ctx.long_polls, conversation_id, wait_s, read, wake)
 
     @op
     def agent_list(self, caller: Caller, r: dto.AgentList) -> dto.AgentQuestionsOut:

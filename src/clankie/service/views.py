@@ -60,8 +60,8 @@ def agent_question(tx: ReadTx, q: Question) -> dto.AgentQuestionOut:
         answer = dto.TextAnswer(text=r.answer.text) if r.answer.text is not None else \
             dto.AgentOption(option_id=r.answer.option_id or "",
                             label=chosen.label if chosen else "")
-    answerer = None
-    if r is not None and r.answered_by is not None:
+    answerer = None  # who answered: none for a cancel, which must never read like an answer
+    if r is not None and r.answer is not None and r.answered_by is not None:
         row = tx.credential(r.answered_by.credential_id)
         answerer = dto.AgentAnswerer(kind=r.answered_by.kind, name=row.name if row else "")
     return dto.AgentQuestionOut(

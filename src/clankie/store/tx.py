@@ -263,6 +263,12 @@ class ReadTx:
         return next((c for c in map(_as_conversation, rows)
                      if c.workspace is not None and c.workspace.same_directory(workspace)), None)
 
+    def agent_pending_count(self, agent: str) -> int:
+        """How many questions this agent credential has pending, in all its conversations."""
+        row = self._one("SELECT count(*) FROM questions WHERE asked_by_agent = ? "
+                        "AND status = 'pending'", agent)
+        return int(row[0]) if row else 0
+
     def question_by_id(self, request_id: str) -> Question | None:
         """A question by its ID alone (an agent names only that, P4)."""
         row = self._one(_QUESTION + "WHERE request_id = ?", request_id)

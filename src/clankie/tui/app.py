@@ -62,7 +62,7 @@ from clankie.client import (
     fit_shape,
 )
 from clankie.core.vocabulary import Code
-from clankie.text import visible
+from clankie.text import continued, visible
 
 from . import render
 from .commands import (
@@ -436,7 +436,8 @@ class ChatApp(App[None]):
 
     def _announce(self, question: dict[str, Any]) -> None:
         self.bell()  # heard from another window too
-        self.notice(f"{wording.asks(question.get('asker'), None)}: {question['prompt'][:200]}"
+        prompt = continued(question["prompt"][:200])  # no line of it poses as the toast's
+        self.notice(f"{wording.asks(question.get('asker'), None)}: {prompt}"
                     "\nThe question panel shows it.", title="A question")
 
     def _apply(self, event: dict[str, Any]) -> None:
