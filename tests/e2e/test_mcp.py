@@ -514,6 +514,34 @@ def test_p1_t5_stdout_carries_only_json_rpc_and_stderr_no_token_nor_answer_text(
     assert "Traceback" not in err
 
 
+def test_p1_a_lone_surrogate_from_a_host_still_gets_its_reply(
+        served: Served, home: Path, agent_token: str, workspace: Path):
+    """Red team: Node hosts write half an emoji as a lone `\\ud83d` escape; the SDK's
+    reader dropped such a call unanswered (the host waited to its own time-out). The
+    bridge reads it with U+FFFD in its place, as it reads invalid UTF-8 bytes."""
+    raw = RawBridge(home, agent_token, workspace)
+    try:
+        raw.initialize()
+        raw.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                  "params": {"name": "ask_owner",
+                             "arguments": {"kind": "text", "prompt": "half \ud83d emoji?"}}})
+        got = raw.response(99)["result"]["structuredContent"]
+        assert got["status"] == "pending", got
+        mine = raw.tool("get_question", {"request_id": got["request_id"]})
+        assert mine["structuredContent"]["prompt"] == "half \ufffd emoji?"
+        # A whole pair stays the character it is.
+        raw.send({"jsonrpc": "2.0", "id": 100, "method": "tools/call",
+                  "params": {"name": "cancel_question",
+                             "arguments": {"request_id": got["request_id"]}}})
+        assert raw.response(100)["result"]["structuredContent"]["status"] == "cancelled"
+        pair = raw.tool("ask_owner", {"kind": "text", "prompt": "whole \U0001F600?"})
+        assert pair["structuredContent"]["status"] == "pending"
+        read = raw.tool("get_question", {"request_id": pair["structuredContent"]["request_id"]})
+        assert read["structuredContent"]["prompt"] == "whole \U0001F600?"
+    finally:
+        assert raw.close() == 0
+
+
 # ----------------------------------------------------- abandoned calls, kills, restarts (P5)
 
 

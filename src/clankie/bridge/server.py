@@ -24,8 +24,13 @@ answer's text (T5): only what happened and the service's reasons.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+import os
+import re
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Final, TypeVar
 
@@ -316,9 +321,56 @@ def quiet_logging() -> None:
     log.setLevel(logging.INFO)  # the bridge's own events: start, the service gone and back
 
 
+_LONE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def mended(line: bytes) -> bytes:
+    """A line of JSON-RPC with each lone surrogate (`"\\ud83d"`: half an emoji, as Node
+    hosts write it) made U+FFFD, as invalid UTF-8 already is; any other line as it came.
+    The SDK's reader drops a message it cannot validate, unanswered, and such a string
+    is no text (red team)."""
+    if not _LONE_ESCAPE.search(line):
+        return line
+    try:
+        message = json.loads(line.decode("utf-8", "replace"))
+        return json.dumps(_whole(message), ensure_ascii=False).encode("utf-8") + b"\n"
+    except (ValueError, RecursionError):
+        return line
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)  # a whole pair is one character by now
+    if isinstance(value, list):
+        return [_whole(item) for item in value]
+    if isinstance(value, dict):
+        return {_whole(key): _whole(item) for key, item in value.items()}
+    return value
+
+
+def _mend_stdin() -> None:
+    """Standard input becomes a pipe that a thread fills with the real one's lines,
+    `mended`; its end is the real one's end."""
+    source = os.dup(0)
+    read_end, write_end = os.pipe()
+    os.dup2(read_end, 0)
+    os.close(read_end)
+
+    def pump() -> None:
+        with contextlib.suppress(OSError), os.fdopen(source, "rb") as lines, \
+                os.fdopen(write_end, "wb") as out:
+            for line in lines:
+                out.write(mended(line))
+                out.flush()
+
+    threading.Thread(target=pump, name="stdin", daemon=True).start()
+
+
 def serve(workspace: str, token: str, identity: Identity | None) -> None:
     """Serve on stdin and stdout until the client closes stdin."""
     quiet_logging()
+    _mend_stdin()
 
     async def main() -> None:
         async with AsyncClient(token=token, timeout=SERVICE_TIMEOUT_S) as client:
