@@ -319,24 +319,7 @@ def ask(
     if refusal is not None:
         change = _change(conversation, questions=ended, events=ended_events) if ended else None
         return Asked(change, refused=refusal)
-    assert conversation.workspace is not None
-    options = tuple(Option(new_id(), label, description) for label, description in args.options)
-    question = Question(
-        request_id=new_id(),
-        conversation_id=conversation.conversation_id,
-        kind=args.kind,
-        prompt=args.prompt,
-        options=options,
-        allow_text=args.allow_text or args.kind is QuestionKind.TEXT,
-        status=QuestionStatus.PENDING,
-        incarnation=conversation.incarnation,
-        workspace=conversation.workspace,
-        asked_at=facts.now,
-        expires_at=facts.now + ttl,
-        asked_by_run=run.run_id,
-    )
-    event = InputRequested(conversation.conversation_id, question.request_id, args.prompt,
-                           tuple(o.label for o in options), facts.now)
+    question, event = _new_question(conversation, args, facts, new_id, ttl, run.run_id, None)
     change = _change(conversation, questions=[*ended, question], events=[*ended_events, event])
     return Asked(change, question.request_id)
 
@@ -379,6 +362,16 @@ def agent_ask(
         return Asked(change, pending.request_id, refused=AskRefusal.QUESTION_PENDING)
     if crowded:
         return Asked(change, refused=AskRefusal.TOO_MANY_PENDING)
+    question, event = _new_question(conversation, args, facts, new_id, ttl, None, asker)
+    return Asked(_change(conversation, questions=[*ended, question],
+                         events=[*ended_events, event]), question.request_id)
+
+
+def _new_question(conversation: Conversation, args: AskArgs, facts: Facts, new_id: NewId,
+                  ttl: timedelta, run_id: str | None, asker: Asker | None
+                  ) -> tuple[Question, InputRequested]:
+    """Q5: the question as stored, asked by a run of Clankie's or by an agent, and its
+    `input_requested` event."""
     assert conversation.workspace is not None
     options = tuple(Option(new_id(), label, description) for label, description in args.options)
     question = Question(
@@ -393,13 +386,11 @@ def agent_ask(
         workspace=conversation.workspace,
         asked_at=facts.now,
         expires_at=facts.now + ttl,
-        asked_by_run=None,
+        asked_by_run=run_id,
         asker=asker,
     )
-    event = InputRequested(conversation.conversation_id, question.request_id, args.prompt,
-                           tuple(o.label for o in options), facts.now)
-    return Asked(_change(conversation, questions=[*ended, question],
-                         events=[*ended_events, event]), question.request_id)
+    return question, InputRequested(conversation.conversation_id, question.request_id,
+                                    args.prompt, tuple(o.label for o in options), facts.now)
 
 
 def _same_ask(question: Question, args: AskArgs) -> bool:
