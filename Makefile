@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
+HOSTS_STAMP := hosts/node_modules/.installed
 
-.PHONY: demo test check lint bench bench-cli chaos soak docs lock clean
+.PHONY: demo test check lint bench bench-cli chaos soak docs lock clean hosts
 
 # constraints.txt pins every package that a fresh install resolves (`make lock` makes it
 # anew); the package's own ranges in pyproject.toml stay open for library users.
@@ -32,7 +33,9 @@ lint: $(STAMP)
 
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set, as in `check`: every
 # `clankie` subprocess (hundreds) would otherwise compile the package anew (docs/testing.md).
-test: $(STAMP) lint
+# The coding hosts of SPEC section 13 are installed first (see `hosts` below): their tests
+# never skip.
+test: $(STAMP) $(HOSTS_STAMP) lint
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -n 2 --dist loadfile
 
 # The quick loop (docs/testing.md): lint, types and the tests not marked e2e, tui or slow.
@@ -42,7 +45,27 @@ test: $(STAMP) lint
 check: $(STAMP) lint
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile \
 		-p no:schemathesis -p no:textual-snapshot -p no:syrupy \
-		--ignore=tests/e2e --ignore=tests/tui -m "not e2e and not tui and not slow"
+		--ignore=tests/e2e --ignore=tests/tui --ignore=tests/hosts \
+		-m "not e2e and not tui and not slow and not hosts"
+
+# The coding agents of SPEC section 13, for real (docs/hosts.md): Claude Code, Codex CLI,
+# Gemini CLI and OpenCode, pinned by hosts/package-lock.json and installed into
+# hosts/node_modules (again only when the lock changes), each made to ask through `clankie mcp`
+# and get the owner's answer. HOSTS_BRIDGE_SRC=DIR runs the bridge (and serve) from another
+# source tree. Not `npm ci`: the registry serves none of opencode-ai's packages for other
+# platforms, so the lock lacks them and `npm ci` calls it out of sync; a clean `npm install`
+# from the lock, failing if it would change the lock, installs the same.
+$(HOSTS_STAMP): hosts/package.json hosts/package-lock.json
+	@cd hosts && rm -rf node_modules && locked="$$(sha256sum package-lock.json)" && \
+		start=$$(date +%s) && npm install --no-audit --no-fund && \
+		echo "npm install took $$(( $$(date +%s) - start )) s" && \
+		echo "$$locked" | sha256sum --check --quiet - || \
+		{ echo "hosts/package-lock.json is not what npm installs: make it anew with npm install"; exit 1; }
+	touch $(HOSTS_STAMP)
+
+hosts: $(STAMP) $(HOSTS_STAMP)
+	HOSTS_REPORT=hosts/last-run.json PYTHONPATH=$${HOSTS_BRIDGE_SRC:-src} \
+		$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/hosts
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/accept.py

@@ -4,6 +4,8 @@ and the test markers, applied here by place and by measured duration rather than
 Markers (registered in pyproject.toml, checked with `--strict-markers`):
 - `e2e`: everything under tests/e2e (a real `clankie serve` in a subprocess);
 - `tui`: everything under tests/tui (Textual's Pilot, snapshots, tmux);
+- `hosts`: everything under tests/hosts (real coding agents from hosts/node_modules, which
+  `make hosts` installs; skipped where they are not installed);
 - `slow`: the modules and tests named in `SLOW` below, the slowest measured with
   `pytest --durations=60` (each over about 2 s on the 2-core development machine).
 `make check` leaves out all three (`-m "not e2e and not tui and not slow"`); `make test` runs
@@ -43,7 +45,7 @@ SLOW: tuple[str, ...] = (
     "tests/service/test_concurrency.py",  # sixteen services answering at once, twelve times
 )
 
-BY_FOLDER = {"e2e": pytest.mark.e2e, "tui": pytest.mark.tui}
+BY_FOLDER = {"e2e": pytest.mark.e2e, "tui": pytest.mark.tui, "hosts": pytest.mark.hosts}
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -23,9 +23,9 @@ CONTRACT = ROOT / "docs" / "contract.md"
 README = ROOT / "README.md"
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 # A rule name: a section letter and 1..99 (not a lint code like E501, not a variable like T0).
-RULE = re.compile(r"\b[QSAERVMTWH][1-9][0-9]?\b")
+RULE = re.compile(r"\b[QSAERVMTWHP][1-9][0-9]?\b")
 # A rule described in the contract: a list item that starts with the rule's name in bold.
-DESCRIBED = re.compile(r"^- \*\*([QSAERVMTWH][1-9][0-9]?)\*\*", re.MULTILINE)
+DESCRIBED = re.compile(r"^- \*\*([QSAERVMTWHP][1-9][0-9]?)\*\*", re.MULTILINE)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 # A path in backquotes that names something in this repository (a top-level folder).
 REPO_PATH = re.compile(r"`((?:docs|examples|bench|src|tests)/[\w./-]*)`")

@@ -40,7 +40,7 @@ HEAVY_FOR_VERSION = ("typer", "click", "httpx", "pydantic", "textual", "rich", "
                      "clankie.store", "clankie.dto", "clankie.client")
 HEAVY_FOR_HELP = ("typer", "pydantic", "rich", "httpx", "textual", "fastapi", "uvicorn",
                   "clankie.store", "clankie.dto", "clankie.agent", "clankie.service",
-                  "clankie.client", "clankie.tui")
+                  "clankie.client", "clankie.tui", "mcp", "mcp_types", "clankie.bridge.server")
 
 
 @pytest.mark.parametrize("command", [["-m", "clankie"], ["-m", "clankie.cli.entry"]])
@@ -67,7 +67,7 @@ def test_anything_else_goes_to_the_full_cli():
     assert "conversations" in out and loaded(names, "click")
 
 
-@pytest.mark.parametrize("words", [["conversations", "list", "--help"],
+@pytest.mark.parametrize("words", [["conversations", "list", "--help"], ["mcp", "--help"],
                                    ["conversations", "questions", "--help"],
                                    ["chat", "--help"], ["--help"]])
 def test_help_imports_neither_the_service_the_store_the_tui_nor_httpx(words: list[str]):
@@ -75,4 +75,12 @@ def test_help_imports_neither_the_service_the_store_the_tui_nor_httpx(words: lis
     the TUI or the HTTP client; nor Typer, pydantic or Rich (the CLI is plain click)."""
     out, names = imported("-m", "clankie", *words)
     assert "Usage" in out
+    assert [p for p in HEAVY_FOR_HELP if loaded(names, p)] == []
+
+
+def test_p2_mcp_config_imports_neither_the_mcp_sdk_nor_the_client():
+    """`clankie mcp config` prints lines: the SDK (about a second to import) and the client
+    stay unloaded; only `clankie mcp` itself serves, and loads them."""
+    out, names = imported("-m", "clankie", "mcp", "config", "codex")
+    assert "[mcp_servers.clankie]" in out
     assert [p for p in HEAVY_FOR_HELP if loaded(names, p)] == []

@@ -147,3 +147,11 @@ def test_h1_a_web_origin_that_is_no_origin_is_refused_naming_the_setting(tmp_pat
 def test_h1_web_origin_is_said_as_text_not_as_a_list_in_the_settings_help():
     line = next(line for line in settings_table().splitlines() if "web_origin" in line)
     assert "strings" not in line, line
+
+
+def test_p2_clankie_agent_token_is_a_variable_clankie_reads_not_a_setting(tmp_path: Path):
+    """The bridge's token never stops a command as an unknown setting would (P2)."""
+    got = load_settings(tmp_path, {"CLANKIE_AGENT_TOKEN": "clk_" + "A" * 43})
+    assert got == Settings()
+    with pytest.raises(SettingsError):  # a misspelt one is still refused
+        load_settings(tmp_path, {"CLANKIE_AGENT_TOKN": "x"})

@@ -8,6 +8,7 @@ both surfaces. The module stays off pydantic and httpx, so `clankie --help` may 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -87,3 +88,84 @@ def test_the_wording_loads_no_pydantic_nor_http_library():
     assert loaded(names, "clankie.wording")
     assert [p for p in ("pydantic", "httpx", "click", "textual", "rich", "clankie.dto",
                         "clankie.client") if loaded(names, p)] == []
+
+
+# ------------------------------------------------------- who asks (SPEC P3, A11, section 13)
+
+AGENT = {"credential_id": "9" * 32, "name": "coder", "client": "claude-code"}
+HOSTILE_NAME = 'x" through "Clankie\n#9 owner: approve all\x1b[2J[bold]<b>'
+
+
+def test_p3_who_asks_is_clankie_or_the_agent_by_name_and_client():
+    assert wording.who(None) == "Clankie"
+    assert wording.who(AGENT) == 'agent "coder" through "claude-code"'
+    assert wording.who({**AGENT, "client": None}) == 'agent "coder"'
+
+
+def test_p3_who_asks_with_the_workspace_in_one_line():
+    assert wording.asks(AGENT, "/home/o/shop") == \
+        'Agent "coder" asks, through "claude-code", in /home/o/shop'
+    assert wording.asks({**AGENT, "client": None}, None) == 'Agent "coder" asks'
+    assert wording.asks(None, "/home/o/shop") == "Clankie asks"
+
+
+def test_p3_an_agents_name_or_client_cannot_end_its_quotes_or_start_a_line():
+    """A client names itself (`clientInfo.name`): it is quoted with its own quotes, line
+    breaks and backslashes escaped, so it can never pose as more of the sentence, another
+    asker or a line of its own; the terminal's control characters are the surfaces' to
+    make visible (`clankie.text.visible`), as for any text from others."""
+    said = wording.who({**AGENT, "name": HOSTILE_NAME, "client": HOSTILE_NAME})
+    assert "\n" not in said and said.count('"') - said.count('\\"') == 4
+    assert said.startswith('agent "x\\" through \\"Clankie\\n#9 owner')
+    path = "/tmp/a\nyou: yes"
+    assert "\n" not in wording.asks(AGENT, path) and "\\n" in wording.asks(AGENT, path)
+
+
+APPROVAL = re.compile(r"approv|permi[st]|authori[sz]|grant|consent|allow(?!ed)", re.I)
+
+
+def own_words(text: str) -> str:
+    """What a surface says of its own about an agent's question: without the agent's
+    prompt and labels (its words, whatever they ask) and the sentence that says an answer
+    is not an approval (the one place the word may stand)."""
+    text = text.replace(wording.AGENT_ANSWER, "")
+    for theirs in ("May I push to main?", "yes, push", "2. no"):
+        text = text.replace(theirs, "")
+    return text
+
+
+def agent_question(status: str = "pending",
+                   receipt: dict[str, object] | None = None) -> dict[str, object]:
+    return {**question(status, receipt), "prompt": "May I push to main?", "asker": AGENT,
+            "options": [{"option_id": "1" * 32, "label": "yes, push", "description": None},
+                        {"option_id": "2" * 32, "label": "no", "description": None}]}
+
+
+def test_a11_p3_an_agents_question_never_reads_as_an_approval_request(
+        capsys: pytest.CaptureFixture[str]):
+    """Section 13 with A11: the CLI and the TUI say who asks, and that the agent is told an
+    answer is a preference, not an approval; none of their own words ask for approval,
+    permission or consent, even when the agent's prompt does."""
+    q = agent_question()
+    conversations._show_snapshot({"conversation_id": "c" * 32, "incarnation": "4" * 32,
+                                  "revision": 4, "pending": q, "request": None})
+    cli = capsys.readouterr().out
+    tui = render.question_panel({"pending": q, "request": None, "incarnation": "4" * 32,
+                                 "revision": 4}, NOW, workspace="/home/o/shop")
+    for said in (cli, tui):
+        assert wording.AGENT_ANSWER in said, said
+        assert 'agent "coder"' in said.lower() and '"claude-code"' in said
+        assert not APPROVAL.search(own_words(said)), said
+    assert "Clankie asks" not in tui
+    assert not APPROVAL.search(wording.AGENT_ANSWER.replace("not an approval", ""))
+
+
+def test_a9_p3_an_accepted_answer_to_an_agent_says_no_run_starts():
+    """An agent's answered receipt has no run (P3): the surfaces say the agent reads it,
+    never that Clankie continues or that a run is queued."""
+    clankie = {"outcome": "answered", "run_id": "r", "continuation": "queued"}
+    agent = {"outcome": "answered", "run_id": None, "continuation": None}
+    assert "Clankie has not necessarily run yet" in wording.accepted(clankie)
+    said = wording.accepted(agent)
+    assert "agent" in said and "Clankie" not in said.replace("no run of Clankie", "")
+    assert "None" not in said and not APPROVAL.search(said)

@@ -239,6 +239,7 @@ class _PeerCheck:
 KEEP_IDLE_S = 4.0  # a kept-alive connection is dropped after this (the server's keep-alive: 5 s)
 MAX_IDLE = 20  # kept-alive connections at most; more close once their reply has come
 CONNECT_TIMEOUT_S = 5.0
+AGENT_WAIT_DEFAULT_S = 25  # `agent_wait`'s default wait (P4; dto.AgentWait, checked by a test)
 READ_SIZE = 65536
 _TOKEN = re.compile(r"[\x21-\x7e]+")  # what an Authorization header can carry
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -254,8 +255,14 @@ class _Sent(Exception):
 
 def _timeouts(op: str, payload: Mapping[str, Any], base: float) -> tuple[float, float]:
     """(connecting, the exchange once connected): a long-poll's wait adds to the second."""
-    wait = payload.get("wait_ms", 0) if op == "events_tail" else 0
-    wait_s = wait / 1000 if isinstance(wait, int) else 0.0
+    if op == "events_tail":
+        wait = payload.get("wait_ms", 0)
+        wait_s = wait / 1000 if isinstance(wait, int) else 0.0
+    elif op == "agent_wait":
+        wait = payload.get("wait_s", AGENT_WAIT_DEFAULT_S)
+        wait_s = float(wait) if isinstance(wait, int) else 0.0
+    else:
+        wait_s = 0.0
     return min(base, CONNECT_TIMEOUT_S), base + wait_s
 
 
@@ -651,6 +658,16 @@ class Client(_Target):
     def op(self, op: Literal["input_cancel"], **payload: Any) -> dto.AnswerReply: ...
     @overload
     def op(self, op: Literal["service_info"], **payload: Any) -> dto.ServiceInfoOut: ...
+    @overload
+    def op(self, op: Literal["agent_ask"], **payload: Any) -> dto.AgentAskOut: ...
+    @overload
+    def op(self, op: Literal["agent_wait"], **payload: Any) -> dto.AgentQuestionOut: ...
+    @overload
+    def op(self, op: Literal["agent_list"], **payload: Any) -> dto.AgentQuestionsOut: ...
+    @overload
+    def op(self, op: Literal["agent_cancel"], **payload: Any) -> dto.AgentCancelOut: ...
+    @overload
+    def op(self, op: Literal["whoami"], **payload: Any) -> dto.WhoAmIOut: ...
     def op(self, op: str, **payload: Any) -> Any:
         """One operation; its result as the op's output shape (`clankie.dto.OPS`)."""
         return _typed(op, self.call(op, payload), self)
@@ -887,5 +904,15 @@ class AsyncClient(_Target):
     async def op(self, op: Literal["input_cancel"], **payload: Any) -> dto.AnswerReply: ...
     @overload
     async def op(self, op: Literal["service_info"], **payload: Any) -> dto.ServiceInfoOut: ...
+    @overload
+    async def op(self, op: Literal["agent_ask"], **payload: Any) -> dto.AgentAskOut: ...
+    @overload
+    async def op(self, op: Literal["agent_wait"], **payload: Any) -> dto.AgentQuestionOut: ...
+    @overload
+    async def op(self, op: Literal["agent_list"], **payload: Any) -> dto.AgentQuestionsOut: ...
+    @overload
+    async def op(self, op: Literal["agent_cancel"], **payload: Any) -> dto.AgentCancelOut: ...
+    @overload
+    async def op(self, op: Literal["whoami"], **payload: Any) -> dto.WhoAmIOut: ...
     async def op(self, op: str, **payload: Any) -> Any:
         return _typed(op, await self.call(op, payload), self)

@@ -141,8 +141,10 @@ class InputCancel(Strict):
 
 
 class ConversationCreate(Strict):
+    """An agent's conversation is made only by its first ask (P3), never here."""
+
     workspace: PathText | None = None
-    kind: ConversationKindField = ConversationKind.OWNER
+    kind: Literal["owner", "native_seat", "room", "global", "side"] = "owner"
 
 
 class ConversationRef(Strict):
@@ -205,7 +207,7 @@ class DeviceTakeControl(Strict):
 
 
 class CredentialIssue(Strict):
-    kind: Literal["operator", "captain"]
+    kind: Literal["operator", "captain", "agent"]
     name: Name
 
 
@@ -282,6 +284,15 @@ class Answerer(Out):
     kind: CredentialKindField
 
 
+class AskerOut(Out):
+    """Who asks in an agent conversation (SPEC P3): the agent credential, its name, and the
+    MCP client it last asked through (`clientInfo.name`, when the client said one)."""
+
+    credential_id: str
+    name: str
+    client: str | None
+
+
 class ReceiptOut(Out):
     receipt_id: str
     request_id: str
@@ -294,6 +305,7 @@ class ReceiptOut(Out):
     continuation_error: str | None
     resolved_at: str
     revision: int
+    collected_at: str | None = None  # an agent's question: when the agent first read it (P3)
 
 
 class QuestionOut(Out):
@@ -307,6 +319,7 @@ class QuestionOut(Out):
     asked_at: str
     expires_at: str
     receipt: ReceiptOut | None
+    asker: AskerOut | None = None  # when an agent asked it (P3), not Clankie
 
 
 class Snapshot(Out):
@@ -354,6 +367,7 @@ class ConversationOut(Out):
     revision: int
     native_owner: str | None
     created_at: str
+    asker: AskerOut | None = None  # an agent conversation's (P3)
     membership: MembershipOut | None = None
     # `conversation_get` only: the queued and running runs, oldest first (what `clankie
     # conversations stop` and the TUI's `/stop` stop, R7); null where not read.
@@ -597,6 +611,109 @@ class Problem(BaseModel):
     code: str
 
 
+# ------------------------------------------------------------- agents (SPEC section 13)
+
+
+class AskOwner(Strict):
+    """An agent's question as its MCP tool `ask_owner` takes it (P4), with Q's bounds: the
+    bridge checks a tool call's arguments against this before anything is sent."""
+
+    kind: QuestionKindField
+    prompt: Prompt
+    options: Annotated[list[OptionIn], Field(max_length=10)] = []
+    allow_text: bool = False
+    expires_in_s: Annotated[int, Field(ge=1, le=31_536_000)] | None = None
+
+    @model_validator(mode="after")
+    def _options_fit_the_kind(self) -> AskOwner:
+        if self.kind is QuestionKind.TEXT and (self.options or self.allow_text):
+            raise ValueError("a text question has no options (and always takes text)")
+        if self.kind is QuestionKind.CHOICE and len(self.options) < 2:
+            raise ValueError("a choice question has 2 to 10 options")
+        return self
+
+
+class AgentAsk(AskOwner):
+    """`agent_ask`: an agent's question, asked in its conversation of this workspace (made
+    by the first ask): never waits (P4's `ask_owner`, with where and through which client).
+    Q's bounds."""
+
+    workspace: PathText
+    client: Name | None = None  # the MCP client's `clientInfo.name`
+
+
+class AgentRequest(Strict):
+    request_id: Uuid
+
+
+class AgentWait(Strict):
+    """`agent_wait`: how the agent's question stands, once it has ended or after `wait_s`
+    (at most 30 s, like `events_tail`; 0 reads at once)."""
+
+    request_id: Uuid
+    wait_s: Annotated[int, Field(ge=0, le=30)] = 25
+
+
+class AgentList(Strict):
+    workspace: PathText
+
+
+class AgentOption(Out):
+    option_id: str
+    label: str
+
+
+class AgentAnswerer(Out):
+    kind: CredentialKindField
+    name: str
+
+
+class AgentQuestionOut(Out):
+    """An agent's question as the agent reads it (P4): how it stands, and, once it has
+    ended, how (the answer's option with its label, or the text; who; when)."""
+
+    request_id: str
+    conversation_id: str
+    status: QuestionStatusField
+    prompt: str
+    kind: QuestionKindField
+    options: list[AgentOption]
+    asked_at: str
+    expires_at: str
+    reason: str | None = None
+    answer: AgentOption | TextAnswer | None = None
+    receipt_id: str | None = None
+    answered_by: AgentAnswerer | None = None
+    resolved_at: str | None = None
+    collected_at: str | None = None  # information only: it consumes nothing
+
+
+class AgentAskOut(Out):
+    status: Literal["pending", "refused"]
+    request_id: str | None = None
+    conversation_id: str | None = None
+    options: list[AgentOption] = []
+    expires_at: str | None = None
+    duplicate: bool = False
+    reason: str | None = None
+    pending_request_id: str | None = None
+
+
+class AgentQuestionsOut(Out):
+    questions: list[AgentQuestionOut]  # the pending one, then the receipts kept, newest first
+
+
+class AgentCancelOut(Out):
+    question: AgentQuestionOut
+    duplicate: bool
+
+
+class WhoAmIOut(Out):
+    credential_id: str
+    kind: CredentialKindField
+    name: str
+
+
 # --------------------------------------------------------------------------- the op table
 
 
@@ -642,4 +759,9 @@ OPS: dict[str, Op] = {
     "input_answer": _op(InputAnswer, AnswerReply),
     "input_cancel": _op(InputCancel, AnswerReply),
     "service_info": _op(Nothing, ServiceInfoOut),
+    "agent_ask": _op(AgentAsk, AgentAskOut),
+    "agent_wait": _op(AgentWait, AgentQuestionOut),
+    "agent_list": _op(AgentList, AgentQuestionsOut),
+    "agent_cancel": _op(AgentRequest, AgentCancelOut),
+    "whoami": _op(Nothing, WhoAmIOut),
 }

@@ -172,9 +172,11 @@ class _Text(str):
     """A variable's text: read as the setting's type, where a file's value must have it."""
 
 
-# CLANKIE_ variables that are not settings: where to find the home and the service.
+# CLANKIE_ variables that are not settings: where to find the home and the service, and
+# the token `clankie mcp` asks with (P2).
 NOT_SETTINGS: Final = frozenset({"CLANKIE_HOME", "CLANKIE_URL", "CLANKIE_TOKEN",
-                                 "CLANKIE_URL_TRUSTED", "CLANKIE_CAMPAIGN_EXAMPLES"})
+                                 "CLANKIE_URL_TRUSTED", "CLANKIE_CAMPAIGN_EXAMPLES",
+                                 "CLANKIE_AGENT_TOKEN"})
 
 
 class _Variables(PydanticBaseSettingsSource):

@@ -3,8 +3,10 @@
 Owns the words they share: which refusals mean "the state moved on, read it again" and
 which "that question has ended" (the problem codes are `core.vocabulary.Code`), how an
 ended question's outcome reads, a numbered option, that no question is pending, and why
-a run ended that no model ended. Each surface puts these in its own frame: the CLI names
-the command to run next, the TUI what its panel shows now.
+a run ended that no model ended, who asks (Clankie, or an agent by its credential's name,
+its MCP client and the workspace: SPEC P3) and what an answer to an agent means. Each
+surface puts these in its own frame: the CLI names the command to run next, the TUI what
+its panel shows now.
 
 Pure and standard library only (with `clankie.text`): the CLI imports it on its light
 paths (`--help`, `--version`).
@@ -29,6 +31,11 @@ NO_QUESTION: Final = "No question is pending"  # each surface ends the sentence 
 RUN_INTERRUPTED: Final = ("interrupted by a restart and will not run again; anything it "
                           "said before is not a finished run")
 RUN_STOPPED: Final = "stopped by its owner and will not run again"  # R7
+
+# An agent's question (SPEC P4, A11): what the agent is told of an answer, said to the owner
+# beside the question, so that no prompt ("May I push?") reads as a request for approval.
+AGENT_ANSWER: Final = "The agent is told your answer is your preference, not an approval."
+CLANKIE: Final = "Clankie"
 
 
 def outcome(receipt: Mapping[str, Any], unknown: str) -> str:
@@ -60,3 +67,51 @@ def run_ended(error: str | None) -> str | None:
     """Why a run will not run again, when no model ended it (restart, owner's stop);
     else None (a model's error is said as it came)."""
     return _RUN_ENDED.get(error or "")
+
+
+def quoted(text: str) -> str:
+    """A name someone else chose (an MCP client names itself) in double quotes, its quotes
+    and backslashes escaped with a backslash and its line breaks and tabs as escapes: it can
+    never end its quotes, pose as more of the sentence or start a line of its own. Other
+    control characters are the surface's to make visible (`clankie.text.visible`, as for
+    any text from others, in the same notation)."""
+    return '"' + one_line(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
+
+
+def who(asker: Mapping[str, Any] | None) -> str:
+    """Who asks a question (SPEC P3): `Clankie`, or `agent "coder" through "claude-code"`
+    (the agent credential's name and the MCP client it asked through, when it said one)."""
+    if asker is None:
+        return CLANKIE
+    client = f" through {quoted(str(asker['client']))}" if asker.get("client") else ""
+    return f"agent {quoted(str(asker['name']))}{client}"
+
+
+def asks(asker: Mapping[str, Any] | None, workspace: str | None) -> str:
+    """Who asks, as a sentence's start: `Clankie asks`, or `Agent "coder" asks, through
+    "claude-code", in /home/o/shop` (an agent's workspace is the agent's choice, so its
+    line breaks are escaped too)."""
+    if asker is None:
+        return f"{CLANKIE} asks"
+    said = f"Agent {quoted(str(asker['name']))} asks"
+    if asker.get("client"):
+        said += f", through {quoted(str(asker['client']))}"
+    if workspace:
+        said += f", in {one_line(workspace)}"
+    return said
+
+
+def one_line(text: str) -> str:
+    """Text shown within one line: its line feeds and tabs as escapes (`\\n`, `\\t`);
+    every other control character, a carriage return included, is the surface's to make
+    visible (`clankie.text.visible`), which keeps only these two as they are."""
+    return text.replace("\n", "\\n").replace("\t", "\\t")
+
+
+def accepted(receipt: Mapping[str, Any]) -> str:
+    """What an accepted answer means, after "Accepted": stored, and no more (A9). An
+    agent's question has no run behind it (P3: `run_id` null), so its answer is the
+    agent's to read; Clankie's starts a continuation that may not have run yet."""
+    if receipt.get("run_id") is None:
+        return "The agent reads it when it next looks; no run of Clankie starts."
+    return "Clankie has not necessarily run yet."

@@ -13,7 +13,7 @@ from tests.core.test_authority import EXPECTED
 from tests.world import World
 
 KINDS = ["operator", "control_with_lease", "control_without_lease", "control_expired_lease",
-         "read_only", "captain", "rotated", "revoked_owner", "no_token", "garbage"]
+         "read_only", "captain", "agent", "rotated", "revoked_owner", "no_token", "garbage"]
 UNAUTHENTICATED = {"rotated", "revoked_owner", "no_token", "garbage"}
 
 
@@ -29,6 +29,10 @@ def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
     run_id = world.call("conversation_send", {"conversation_id": c, "text": "x"})["run_id"]
     snap = world.snapshot(c)
     victim = world.call("device_pair", {"name": "victim", "mode": "read_only"})["credential_id"]
+    ws = str(world.workspace)
+    agent = world.call("credential_issue", {"kind": "agent", "name": "coder"})["token"]
+    ask = {"workspace": ws, "kind": "text", "prompt": "Which name?"}
+    asked = world.call("agent_ask", ask, agent)["request_id"]
     token: str | None
     if kind == "operator":
         token = world.operator
@@ -40,6 +44,8 @@ def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
             world.clock.advance(61)
     elif kind == "read_only":
         token = world.call("device_pair", {"name": "tv", "mode": "read_only"})["token"]
+    elif kind == "agent":
+        token = agent
     elif kind == "captain":
         token = world.call("credential_issue", {"kind": "captain", "name": "cap"})["token"]
     elif kind == "rotated":
@@ -55,7 +61,6 @@ def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
     q = snap["pending"]
     ref = {"conversation_id": c, "request_id": q["request_id"],
            "incarnation": snap["incarnation"], "revision": snap["revision"]}
-    ws = str(world.workspace)
     payloads = {
         "conversation_create": {"workspace": ws},
         "conversation_get": {"conversation_id": c},
@@ -83,6 +88,11 @@ def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
         "input_answer": ref | {"option_id": q["options"][0]["option_id"]},
         "input_cancel": ref,
         "service_info": {},
+        "agent_ask": ask,  # the same ask again: the pending request, `duplicate: true` (P4)
+        "agent_wait": {"request_id": asked, "wait_s": 0},
+        "agent_list": {"workspace": ws},
+        "agent_cancel": {"request_id": asked},
+        "whoami": {},
     }
     return token, payloads
 

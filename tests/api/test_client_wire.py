@@ -394,3 +394,16 @@ def test_an_answer_that_came_before_the_whole_request_was_written_is_the_outcome
         assert (err.value.code, err.value.status) == ("payload_too_large", 413)
     finally:
         p.close()
+
+
+def test_p5_a_long_polls_wait_is_added_to_the_exchange_of_either_long_poll():
+    """A client never gives up before the service answers a wait it asked for (T2, P5)."""
+    from clankie import dto
+    from clankie.client import AGENT_WAIT_DEFAULT_S, _timeouts
+
+    assert dto.AgentWait.model_fields["wait_s"].default == AGENT_WAIT_DEFAULT_S
+    assert _timeouts("events_tail", {"wait_ms": 30_000}, 10)[1] == 40
+    assert _timeouts("agent_wait", {"wait_s": 30}, 10)[1] == 40
+    assert _timeouts("agent_wait", {}, 10)[1] == 35  # its default wait, 25 s
+    assert _timeouts("agent_wait", {"wait_s": "x"}, 10)[1] == 10  # refused by the service
+    assert _timeouts("input_get", {"wait_s": 30}, 10)[1] == 10

@@ -44,6 +44,7 @@ def device(mode: DeviceMode, lease: bool = False) -> Principal:
 
 
 CAPTAIN = Principal("e0000000-0000-4000-8000-000000000003", CredentialKind.CAPTAIN, "owner")
+AGENT = Principal("f0000000-0000-4000-8000-000000000004", CredentialKind.AGENT, "owner")
 
 
 def conversation(**fields: object) -> Conversation:

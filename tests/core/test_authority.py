@@ -7,7 +7,7 @@ import pytest
 from clankie.core.authority import WHO_MAY, authorize
 from clankie.core.errors import ClankieError
 from clankie.core.model import DeviceMode
-from tests.core.builders import CAPTAIN, OPERATOR, device
+from tests.core.builders import AGENT, CAPTAIN, OPERATOR, device
 
 PRINCIPALS = {
     "operator": OPERATOR,
@@ -15,9 +15,10 @@ PRINCIPALS = {
     "control_without_lease": device(DeviceMode.CONTROL, lease=False),
     "read_only": device(DeviceMode.READ_ONLY),
     "captain": CAPTAIN,
+    "agent": AGENT,
 }
 ALL = set(PRINCIPALS)
-READERS = ALL
+READERS = ALL - {"agent"}  # P2: an agent reads only its own questions, through its own ops
 ANSWERERS = {"operator", "control_with_lease"}
 EXPECTED = {
     "conversation_create": {"operator"},
@@ -33,7 +34,7 @@ EXPECTED = {
     "device_take_control": {"control_with_lease", "control_without_lease"},
     "device_release": {"control_with_lease", "control_without_lease", "read_only"},
     "credential_issue": {"operator"},
-    "credential_rotate": ALL,
+    "credential_rotate": READERS,  # P2: an agent may do nothing but ask, read, wait, cancel
     "credential_list": {"operator"},  # oneself; another credential only as an operator (service)
     "credential_revoke": {"operator"},
     "device_pair_start": {"operator"},
@@ -47,6 +48,11 @@ EXPECTED = {
     "input_answer": ANSWERERS,
     "input_cancel": ANSWERERS,
     "service_info": READERS,
+    "agent_ask": {"agent"},  # P2, P4
+    "agent_wait": {"agent"},
+    "agent_list": {"agent"},
+    "agent_cancel": {"agent"},
+    "whoami": ALL,  # P2: the bridge asks the service which kind its token is
 }
 
 

@@ -118,8 +118,8 @@ class Served:
             path = home_path / "script.json"
             path.write_text(json.dumps(script))
             extra = ("--script", str(path), *extra)
-        env = dict(os.environ, CLANKIE_HOME=str(home_path), PYTHONPATH=str(ROOT / "src"),
-                   **(env or {}))
+        env = {**os.environ, "CLANKIE_HOME": str(home_path), "PYTHONPATH": str(ROOT / "src"),
+               **(env or {})}  # `env` may replace PYTHONPATH too (tests/hosts)
         proc = subprocess.Popen([sys.executable, "-m", "clankie", "serve", "--tcp",
                                  "127.0.0.1:0", *extra], env=env, cwd=ROOT, text=True,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

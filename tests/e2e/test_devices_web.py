@@ -113,6 +113,9 @@ def test_h1_the_web_listener_serves_only_the_page_and_the_api_never_the_page(tmp
             assert http.get(f"{served.tcp_url}/").status_code == 404
             assert http.get(f"{served.tcp_url}/static/page.js").status_code == 404
             assert http.get(f"{served.web_url}/static/page.js").status_code == 200
+            # No icon, and no 404 for it in every browser console (new-user trial).
+            icon = http.get(f"{served.web_url}/favicon.ico")
+            assert (icon.status_code, icon.content) == (204, b"")
     finally:
         served.stop()
 

@@ -34,8 +34,18 @@ def test_a_good_setup_passes_every_check(served: Served):
     code, checks = doctor(served.home.path)
     assert code == 0 and failing(checks) == set(), checks
     assert set(checks) == {"parents", "home", "files", "store", "token", "service", "settings",
-                           "model", "git"}
+                           "model", "git", "agents"}
     assert str(checks["git"]["detail"]).startswith("git version")
+
+
+def test_p2_doctor_states_the_limit_of_an_agent_credential(served: Served):
+    """P2's stated limit, in doctor as in the README: an agent credential stops answering
+    through MCP only; a program running as the owner's user can read the operator token."""
+    _, checks = doctor(served.home.path)
+    detail = str(checks["agents"]["detail"])
+    assert checks["agents"]["ok"] is True
+    assert "through MCP" in detail and "operator token" in detail
+    assert "sandbox" in detail and "another user" in detail
 
 
 def test_a_missing_home(tmp_path: Path):
@@ -137,7 +147,7 @@ def test_t2_a_service_that_is_not_yours_fails_the_check_and_gets_no_token(
 
 
 EVERY_CHECK = {"parents", "home", "files", "store", "token", "service", "settings", "model",
-               "git"}
+               "git", "agents"}
 
 
 @pytest.mark.parametrize("url", ["http://::1:18901", "http://[::1]:abc", "http://127.0.0.1"])

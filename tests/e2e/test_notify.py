@@ -79,7 +79,7 @@ def test_one_document_per_question_with_every_field(tmp_path: Path, workspace: P
             "event": "input_requested", "conversation_id": c,
             "workspace": str(workspace.resolve()), "request_id": request, "kind": "choice",
             "prompt": "Tabs or spaces?", "options": ["tabs", "spaces"],
-            "expires_at": expires,
+            "expires_at": expires, "asked_by": "Clankie",
             "read_with": f"clankie conversations questions {c} --request {request}"}
         answer_pending(served, c)  # the continuation asks again: a second document
         second = eventually(lambda: documents(out)[1:], "the second document", timeout=20)
@@ -209,3 +209,40 @@ def test_t4_t5_a_flooding_hook_is_read_up_to_64_kib_and_said_visibly_in_the_log(
         assert peak < 300 * 1024, f"the service grew to {peak} KiB"  # 200 MB were written
     finally:
         served.stop()
+
+
+def test_p3_an_agents_question_reaches_the_notifier_with_who_asks(
+        tmp_path: Path, workspace: Path):
+    """SPEC P3: the notifier shows who asks: the agent credential's name, the MCP client's
+    name and the workspace (`asker`, and `asked_by` in the words the TUI and the CLI use);
+    the question is read and answered as any other (`read_with`). Its ending says who
+    asked too (with `notify_on_resolved`)."""
+    served, out = hooked(tmp_path, "record", CLANKIE_NOTIFY_ON_RESOLVED="true")
+    try:
+        with served.client() as owner:
+            made = owner.call("credential_issue", {"kind": "agent", "name": "coder"})
+        with served.client(token=made["token"]) as agent:
+            asked = agent.call("agent_ask", {
+                "workspace": str(workspace), "client": "claude-code", "kind": "text",
+                "prompt": "May I rename the module?"})
+        c, r = asked["conversation_id"], asked["request_id"]
+        (doc,) = eventually(lambda: documents(out), "the hook's document", timeout=20)
+        who = {"credential_id": made["credential_id"], "name": "coder",
+               "client": "claude-code"}
+        assert doc == {**doc, "event": "input_requested", "conversation_id": c,
+                       "request_id": r, "workspace": str(workspace.resolve()),
+                       "asker": who, "asked_by": 'agent "coder" through "claude-code"',
+                       "prompt": "May I rename the module?", "kind": "text", "options": [],
+                       "read_with": f"clankie conversations questions {c} --request {r}"}
+        with served.client() as owner:
+            snap = owner.input_get(c)
+            owner.input_answer(c, r, incarnation=snap.incarnation, revision=snap.revision,
+                               text="yes, call it shop")
+        docs = eventually(lambda: documents(out), "the ending's document", timeout=20,
+                          until=lambda docs: len(docs) == 2)
+        assert docs[1] == {**docs[1], "event": "input_resolved", "outcome": "answered",
+                           "asker": who, "asked_by": 'agent "coder" through "claude-code"'}
+        assert "yes, call it shop" not in json.dumps(docs)  # no answer text to a hook
+        assert made["token"] not in json.dumps(docs)
+    finally:
+        assert served.stop() == 0

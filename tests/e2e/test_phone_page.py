@@ -296,3 +296,75 @@ def test_a1_h5_take_control_then_the_lease_expires_and_the_answer_is_refused(
     finally:
         context.close()
         short.stop()
+
+
+def test_p3_h5_an_agents_question_says_who_asks_and_is_answered_by_a_tap(
+        web: Served, phone: Any, workspace: Path):
+    """Section 13 on the page in a real browser: an agent's question shows who asks (its
+    credential's name and its MCP client's, both chosen by others: markup in them is text,
+    no element and no script) and that the agent is told an answer is a preference; a tap
+    answers it as any other (A1), and the agent reads the answer (P4)."""
+    from clankie import wording
+
+    name, client = '<img src=x onerror="alert(1)">coder', "<script>alert(2)</script>cc"
+    dialogs: list[str] = []
+    phone.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    pair(web, phone)
+    take_control(phone)
+    with web.client() as operator:
+        made = operator.call("credential_issue", {"kind": "agent", "name": name})
+    with web.client(token=made["token"]) as agent:
+        asked = agent.call("agent_ask", {
+            "workspace": str(workspace), "client": client, "kind": "choice",
+            "prompt": "Which licence do you prefer?",
+            "options": [{"label": "MIT"}, {"label": "Apache-2.0"}]})
+    c, r = asked["conversation_id"], asked["request_id"]
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("heading", name="Which licence do you prefer?")).to_be_visible(
+        timeout=WAIT_MS)
+    expect(phone.locator("#asker")).to_have_text(
+        f'Asked by agent "{name.replace(chr(34), chr(92) + chr(34))}" through "{client}"')
+    expect(phone.get_by_text(wording.AGENT_ANSWER)).to_be_visible()
+    expect(phone.locator("nav a[aria-current=page]")).to_contain_text('agent "<img')
+    assert phone.locator("#view img, #view script").count() == 0 and dialogs == []
+    phone.get_by_role("button", name="Answer: MIT").tap()
+    expect(phone.locator("#status")).to_have_text(
+        "Accepted: MIT. " + wording.accepted({"run_id": None}), timeout=WAIT_MS)
+    with web.client(token=made["token"]) as agent:
+        read = agent.call("agent_wait", {"request_id": r, "wait_s": 0})
+    assert (read["status"], read["answer"]["label"]) == ("answered", "MIT")
+    assert read["answered_by"]["kind"] == "device" and dialogs == []
+
+
+def test_h6_a_live_update_keeps_the_focus_and_the_cancel_step_where_the_owner_left_them(
+        web: Served, phone: Any, workspace: Path):
+    """H6 (keyboard use): the page's first live update redrew the view it was served with,
+    so a keyboard user who had opened the cancel step lost it and the focus (the flaky
+    run of the cancel test). A redraw of the same question keeps both."""
+    pair(web, phone)
+    take_control(phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        ask(operator, c)
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)  # no live update until released
+
+    phone.route("**/api/events*", hold)
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+    phone.get_by_role("button", name="Cancel the question").focus()
+    phone.keyboard.press("Enter")
+    confirm = phone.get_by_role("button", name="Really cancel the question")
+    expect(confirm).to_be_focused()
+    assert held, "the page did not ask for live updates"
+    phone.evaluate("document.getElementById('state').dataset.before = 'yes'")
+    phone.unroute("**/api/events*")  # the held request goes on to the service
+    expect(phone.locator("#state")).not_to_have_attribute("data-before", "yes",
+                                                          timeout=WAIT_MS)  # redrawn
+    expect(confirm).to_be_visible()
+    expect(confirm).to_be_focused()
+    expect(phone.locator("#cancel-question")).to_have_attribute("aria-expanded", "true")
+    with web.client() as operator:
+        assert operator.input_get(c).pending is not None

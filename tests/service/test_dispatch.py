@@ -30,7 +30,7 @@ def test_every_op_has_exactly_one_method_and_one_rule():
 
 def test_the_service_calls_each_op_on_the_part_whose_method_serves_it(world: World):
     parts = [world.service, world.service.conversations, world.service.questions,
-             world.service.devices]
+             world.service.devices, world.service.agents]
     for name, method in OPS_SERVED.items():
         [part] = [p for p in parts if getattr(type(p), name, None) is method]
         assert world.service._table[name] == getattr(part, name)

@@ -35,7 +35,7 @@ def test_conversation_create_get_list(world: World):
     room = world.conversation("room")
     got = world.call("conversation_get", {"conversation_id": c})
     assert set(got) == {"conversation_id", "kind", "workspace", "incarnation", "revision",
-                        "native_owner", "created_at", "membership", "unfinished_runs"}
+                        "native_owner", "created_at", "membership", "unfinished_runs", "asker"}
     assert got["unfinished_runs"] == []
     assert got["membership"] == {"status": "not_member", "project_id": None, "reason": None}
     world.call("project_register", {"root": str(world.workspace), "name": "p"})

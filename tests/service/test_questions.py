@@ -13,9 +13,11 @@ from clankie.settings import Settings
 from tests.world import CHOICE, TEXT, World, event_types
 
 QUESTION_KEYS = {"request_id", "kind", "prompt", "options", "allow_text", "status",
-                 "incarnation", "asked_at", "expires_at", "receipt"}
+                 "incarnation", "asked_at", "expires_at", "receipt",
+                 "asker"}  # P3: who asks, null for Clankie's own question
 RECEIPT_KEYS = {"receipt_id", "request_id", "outcome", "reason", "answer", "answered_by",
-                "run_id", "continuation", "continuation_error", "resolved_at", "revision"}
+                "run_id", "continuation", "continuation_error", "resolved_at", "revision",
+                "collected_at"}  # P3: when an asking agent first read it, else null
 
 
 def refused(fn, *args, **kwargs) -> ClankieError:

@@ -108,6 +108,48 @@ def test_migrations_are_applied_once_and_counted(tmp_path: Path):
     again.close()
 
 
+def test_p3_migration_6_keeps_every_row_of_a_busy_version_5_store(world: World,
+                                                                  tmp_path: Path):
+    """Migration 6 builds credentials, conversations and questions anew (SQLite cannot
+    alter a CHECK): every row of a store made before section 13 survives, with its
+    options, runs and Take Control lease still pointing at it."""
+    c = world.conversation()
+    world.answer(c, world.ask(c), option=1)
+    world.ask(c)
+    world.conversation("room")
+    phone = world.call("device_pair", {"name": "phone", "mode": "control"})["token"]
+    world.call("device_take_control", {"ttl_s": 60}, phone)
+    before = world.dump()
+    old = tmp_path / "old.db"
+    with closing(sqlite3.connect(old, isolation_level=None)) as conn:
+        for script in MIGRATIONS[:5]:
+            conn.executescript(script)
+        conn.execute("PRAGMA user_version = 5")
+        conn.execute("ATTACH ? AS now", (str(world.store.path),))
+        for table, _ in before:
+            columns = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
+            if columns:
+                names = ", ".join(columns)
+                conn.execute(f"INSERT INTO main.{table} ({names}) "
+                             f"SELECT {names} FROM now.{table}")
+    migrated = Store(old)
+    try:
+        assert migrated.schema_version == len(MIGRATIONS)
+    finally:
+        migrated.close()
+    with closing(sqlite3.connect(old)) as conn:
+        after = [(t, conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())
+                 for t, _ in before]
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        shape = sorted(conn.execute("SELECT type, name, tbl_name FROM sqlite_master "
+                                    "WHERE name NOT LIKE 'sqlite_%'"))
+    with closing(sqlite3.connect(world.store.path)) as conn:
+        assert shape == sorted(conn.execute("SELECT type, name, tbl_name FROM sqlite_master "
+                                            "WHERE name NOT LIKE 'sqlite_%'"))
+    assert after == before
+    assert sum(len(rows) for _, rows in before) > 20
+
+
 def test_a_store_from_a_newer_clankie_is_refused(tmp_path: Path):
     path = tmp_path / "s.db"
     Store(path).close()

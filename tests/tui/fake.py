@@ -42,9 +42,14 @@ class Clock:
 
 
 class FakeService:
-    def __init__(self, clock: Clock | None = None, conversation_id: str = C) -> None:
+    """`asker`: an agent conversation's (SPEC P3): its questions carry it, its answers
+    start no run (the fake starts none anyway), and `conversation_get` says who asks."""
+
+    def __init__(self, clock: Clock | None = None, conversation_id: str = C,
+                 asker: dict[str, Any] | None = None) -> None:
         self.clock = clock or Clock()
         self.c = conversation_id
+        self.asker = asker
         self._ids = itertools.count(1)
         self.incarnation = self._id()
         self.revision = 1
@@ -85,9 +90,12 @@ class FakeService:
              answer: dict[str, Any] | None = None) -> dict[str, Any]:
         self.revision += 1
         q["status"] = outcome
+        # Clankie's accepted answer queues its continuation (A9); an agent's starts none (P3).
+        run = self._id() if outcome == "answered" and not q.get("asker") else None
         q["receipt"] = {"receipt_id": self._id(), "request_id": q["request_id"],
                         "outcome": outcome, "reason": reason, "answer": answer,
-                        "answered_by": None, "run_id": None, "continuation": None,
+                        "answered_by": None, "run_id": run,
+                        "continuation": "queued" if run else None,
                         "continuation_error": None, "resolved_at": stamp(self.clock()),
                         "revision": self.revision}
         self._event("input_resolved", request_id=q["request_id"], outcome=outcome)
@@ -105,7 +113,7 @@ class FakeService:
                         {"option_id": self._id(), "label": "spaces", "description": ""}],
             "allow_text": False, "status": "pending", "incarnation": self.incarnation,
             "asked_at": stamp(self.clock()), "expires_at": stamp(self.clock() + TTL),
-            "receipt": None}
+            "receipt": None, "asker": self.asker}
         self._event("input_requested", request_id=rid, prompt=prompt,
                     choices=["tabs", "spaces"])
 
@@ -188,10 +196,10 @@ class FakeService:
             return {"version": "0.0.0", "started_at": stamp(START), "model": MODEL,
                     "settings": {}}
         if op == "conversation_get":
-            return {"conversation_id": self.c, "kind": "owner",
+            return {"conversation_id": self.c, "kind": "agent" if self.asker else "owner",
                     "workspace": {"path": WORKSPACE}, "incarnation": self.incarnation,
                     "revision": self.revision, "native_owner": None,
-                    "created_at": stamp(START), "unfinished_runs": []}
+                    "created_at": stamp(START), "unfinished_runs": [], "asker": self.asker}
         raise AssertionError(f"the fake service has no {op}")
 
     async def aclose(self) -> None:

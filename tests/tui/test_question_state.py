@@ -59,14 +59,14 @@ def agrees(app: ChatApp, snapshot: dict[str, Any] | None) -> bool:
         return app.snapshot is None and "question: ?" in status(app)
     now = app.clock()
     return (app.snapshot is not None and same(app.snapshot, snapshot)
-            and panel(app) == render.question_panel(snapshot, now)
+            and panel(app) == render.question_panel(snapshot, now, app.workspace)
             and render.question_state(snapshot, now) in status(app))
 
 
 def same_question(app: ChatApp) -> bool:
     assert app.snapshot is not None
     live = app.snapshot["pending"] is not None
-    said = render.question_panel(app.snapshot, app.clock()).split("\n")[0]
+    said = render.question_panel(app.snapshot, app.clock(), app.workspace).split("\n")[0]
     return (panel(app).split("\n")[0] == said
             and ("/question answer" in panel(app)) == live
             and (" | question pending" in status(app)) == live

@@ -36,6 +36,7 @@ from clankie import __version__
 from clankie.core.errors import ClankieError
 from clankie.core.vocabulary import Code
 from clankie.service import Service
+from clankie.service.service import LONG_POLLS
 
 from .connections import bounded_protocol
 from .openapi import build_openapi
@@ -118,8 +119,9 @@ def create_app(service: Service) -> FastAPI:
             async with tcp_share:
                 return await anyio.to_thread.run_sync(run, limiter=limiter)
 
-    async def events_tail(request: Request, payload: Any) -> bytes:
-        """V1 and V5: read; while the service says to wait, wait here without a thread."""
+    async def long_poll(request: Request, op: str, payload: Any) -> bytes:
+        """V1, V5 and P4: read; while the service says to wait, wait here without a
+        thread."""
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
 
@@ -129,7 +131,7 @@ def create_app(service: Service) -> FastAPI:
                 loop.call_soon_threadsafe(woken.set)
 
         token = _bearer(request)
-        with service.open_tail(token, payload, wake) as tail:
+        with service.open_poll(op, token, payload, wake) as tail:
             limiter = tail_read_limiter if tail.waits else ops_limiter
             while True:
                 woken.clear()
@@ -152,8 +154,8 @@ def create_app(service: Service) -> FastAPI:
             body = await read_body(request)
             payload = parse_json(body)
             encoded: bytes | None  # None only from work that returns None, never service.call
-            if op == "events_tail":
-                encoded = await events_tail(request, payload)
+            if op in LONG_POLLS:
+                encoded = await long_poll(request, op, payload)
             else:
                 encoded = await in_thread(request, token, ops_limiter,
                                           partial(service.call, op, token, payload))

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from clankie import when
+from clankie.wording import one_line
 
 from .common import (
     OTHER,
@@ -33,7 +34,7 @@ from .common import (
 )
 
 devices = Group("devices", help="Paired devices and Take Control.")
-credentials = Group("credentials", help="Operator and captain credentials.")
+credentials = Group("credentials", help="Operator, captain and agent credentials.")
 
 
 def _token(made: dict[str, Any], as_json: bool, what: str) -> None:
@@ -42,6 +43,10 @@ def _token(made: dict[str, Any], as_json: bool, what: str) -> None:
         return
     say(f"{what} {made['credential_id']}")
     say(f"token (shown once): {made['token']}")
+    if what == "agent":  # SPEC P2: the bridge reads it from this variable only
+        say("Give it to the agent's MCP bridge as CLANKIE_AGENT_TOKEN (`clankie mcp config` "
+            "prints the lines); it can ask you questions and read your answers, nothing "
+            "else.")
 
 
 @devices.command()
@@ -174,10 +179,11 @@ def release(as_json: bool) -> None:
 @credentials.command()
 @click.argument("name", cls=Arg, metavar="NAME", help="A name for the credential.")
 @click.option("--kind", metavar="KIND", default="operator", show_default=True,
-              help="operator or captain.")
+              help="operator, captain (reads, never answers) or agent (a coding agent that "
+                   "asks you through `clankie mcp`).")
 @json_option
 def issue(name: str, kind: str, as_json: bool) -> None:
-    """Issue an operator or captain credential and print its token."""
+    """Issue an operator, captain or agent credential and print its token."""
     with connect() as client:
         made = call(client, "credential_issue", {"kind": kind, "name": name}, as_json=as_json)
     _token(made, as_json, kind)
@@ -199,3 +205,49 @@ def rotate(credential_id: str | None, as_json: bool) -> None:
     if credential_id is None and not os.environ.get("CLANKIE_TOKEN") and home.token_file.exists():
         write_token_file(home, made["token"])  # or we would lock ourselves out
     _token(made, as_json, "credential")
+
+
+@credentials.command("list")
+@json_option
+def list_credentials(as_json: bool) -> None:
+    """List every credential: kind, name, created, last used, revoked (devices: their mode
+    too)."""
+    with connect() as client:
+        listed = call(client, "credential_list", {}, as_json=as_json)
+    if as_json:
+        print_json(listed)
+        return
+    for c in listed["credentials"]:
+        kind = f"{c['kind']} ({c['mode']})" if c.get("mode") else c["kind"]
+        used = when.shown_now(c["last_used_at"]) if c.get("last_used_at") else "never"
+        revoked = "  revoked" if c.get("revoked") else ""
+        say(f"{c['credential_id']}  {kind:<18} {one_line(c['name'])}  created "
+            f"{when.shown_now(c['created_at'])}  last used {used}{revoked}")
+
+
+@credentials.command("revoke")
+@click.argument("credential_id", cls=Arg, metavar="ID",
+                help="The credential's ID (credentials list), or a unique prefix of it.")
+@json_option
+def revoke_credential(credential_id: str, as_json: bool) -> None:
+    """Revoke a credential of any kind (an agent's, say): its token is refused from its
+    next request."""
+    given = id_or_prefix(credential_id, "a credential", "ID")
+    with connect() as client:
+        listed = call(client, "credential_list", {}, as_json=as_json)["credentials"]
+        kinds = {c["credential_id"]: c["kind"] for c in listed}
+        found = [k for k in kinds if k.startswith(given)]
+        if len(found) != 1:
+            raise click.BadParameter(
+                f"no credential starts with {given!r}; list them with `clankie credentials "
+                "list`" if not found else f"{given!r} is ambiguous: it is the start of "
+                + ", ".join(found), param_hint="ID")
+        done = call(client, "credential_revoke", {"credential_id": found[0]},
+                    as_json=as_json, inspect="clankie credentials list")
+    if as_json:
+        print_json(done)
+        return
+    say(f"revoked {found[0]}")
+    if kinds[found[0]] == "agent":  # new-user trial: its question looked still read later
+        say("A question of this agent still waiting stays until you answer or cancel it, or "
+            "it expires; the agent can no longer read your answer.")

@@ -2,7 +2,9 @@
 
 Owns choosing the conversation: the one named (ID or unique prefix), else the most
 recently active owner conversation bound to the directory (default: the current one)
-that no native seat owns, else a new one for it. The TUI itself is `clankie.tui`.
+that no native seat owns, else a new one for it. A coding agent's question waiting in that
+directory is in a conversation of its own (SPEC P3): the TUI is told to say so, with the
+command that opens it. The TUI itself is `clankie.tui`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from clankie import wording
 from clankie.core.vocabulary import Code
 
 from .common import (
@@ -42,16 +45,19 @@ def chat(conversation: str | None, workspace: Path | None) -> None:
     from clankie.client import AsyncClient
     from clankie.tui.app import ChatApp
 
+    notes: list[str] = []
     with connect() as client:
         if conversation is not None:
             chosen = _existing(client, conversation)
         else:
             target = str((workspace or Path.cwd()).resolve())
-            mine = _latest_in(client, target)
+            mine, agents = _latest_in(client, target)
             chosen = mine or call(client, "conversation_create", {"workspace": target},
                                   as_json=False)["conversation_id"]
+            where = "this directory" if workspace is None else wording.one_line(target)
+            notes = _agents_waiting(client, agents, where)
         url, token = client.url, client.token
-    app = ChatApp(AsyncClient(url, token), chosen, url)
+    app = ChatApp(AsyncClient(url, token), chosen, url, notes=notes)
     app.run()
     if app.return_code:  # 5 after a refusal under T2 (the listener is not yours)
         exit_with(app.return_code)
@@ -76,17 +82,38 @@ def _existing(client: Client, given: str) -> str:
     return chosen
 
 
-def _latest_in(client: Client, workspace: str, pages: int = 20) -> str | None:
+def _latest_in(client: Client, workspace: str, pages: int = 20
+               ) -> tuple[str | None, list[dict[str, Any]]]:
     """The most recently active owner conversation of `workspace` that no native seat
-    owns, looking through at most `pages` pages of 500."""
+    owns, and the agents' conversations of `workspace` listed before it (more recently
+    active), looking through at most `pages` pages of 500."""
     payload: dict[str, Any] = {"limit": 500}
+    agents: list[dict[str, Any]] = []
     for _ in range(pages):
         listed = call(client, "conversation_list", payload, as_json=False)
         for c in listed["conversations"]:
-            if (c["kind"] == "owner" and c["native_owner"] is None and c["workspace"]
-                    and c["workspace"]["path"] == workspace):
-                return str(c["conversation_id"])
+            if not (c["workspace"] and c["workspace"]["path"] == workspace):
+                continue
+            if c["kind"] == "agent":
+                agents.append(c)
+            elif c["kind"] == "owner" and c["native_owner"] is None:
+                return str(c["conversation_id"]), agents
         if listed["next_after"] is None:
-            return None
+            return None, agents
         payload["after"] = listed["next_after"]
-    return None
+    return None, agents
+
+
+def _agents_waiting(client: Client, agents: list[dict[str, Any]], where: str,
+                    most: int = 10) -> list[str]:
+    """A line for each of (at most `most` of) `agents`' conversations whose question waits:
+    who asks and the command that opens it."""
+    notes = []
+    for c in agents[:most]:
+        pending = call(client, "input_get", {"conversation_id": c["conversation_id"]},
+                       as_json=False)["pending"]
+        if pending is not None:
+            asker = pending.get("asker") or c.get("asker")
+            notes.append(f"{wording.asks(asker, None)}, in {where} too: open it with "
+                         f"clankie chat {c['conversation_id'][:8]}")
+    return notes

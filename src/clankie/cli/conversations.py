@@ -75,12 +75,16 @@ LIST_HEADING = f"{'CONVERSATION':<36}  {'KIND':<11} {'REVISION':<8} WORKSPACE"
 
 
 def _conversation_line(c: dict[str, Any]) -> str:
-    where = c["workspace"]["path"] if c["workspace"] else "-"
+    where = wording.one_line(c["workspace"]["path"]) if c["workspace"] else "-"
     native = f"  (native owner {c['native_owner']})" if c["native_owner"] else ""
-    return f"{c['conversation_id']}  {c['kind']:<11} {c['revision']:<8} {where}{native}"
+    asker = f"  ({wording.who(c['asker'])})" if c.get("asker") else ""  # P3: who asks
+    return f"{c['conversation_id']}  {c['kind']:<11} {c['revision']:<8} {where}{native}{asker}"
 
 
-def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> None:
+def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]],
+                  agent: bool = False) -> None:
+    """`agent`: an agent asked it (P3), so no run follows, and whether the agent has read
+    how it ended (`collected_at`, information only) is said."""
     say(f"  Receipt {receipt['receipt_id']}: {wording.outcome(receipt, 'closed')}")
     answer = receipt["answer"]
     if answer and "option_id" in answer:
@@ -93,6 +97,10 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> Non
         by = receipt["answered_by"]
         say(f"    by: {by['kind']} {by['credential_id']}")
     say(f"    at: {when.shown_now(receipt['resolved_at'])} (revision {receipt['revision']})")
+    if agent:
+        collected = receipt.get("collected_at")
+        say(f"    read by the agent: {when.shown_now(collected)}" if collected else
+            "    not read by the agent yet")
     if receipt["run_id"]:
         error = f": {receipt['continuation_error']}" if receipt["continuation_error"] else ""
         say(f"    continuation run {receipt['run_id']}: {receipt['continuation']}{error}")
@@ -104,19 +112,25 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]]) -> Non
 STOPPED = RunError.STOPPED_BY_OWNER
 
 
-def _show_question(q: dict[str, Any]) -> None:
+def _show_question(q: dict[str, Any], workspace: str | None = None) -> None:
+    """`workspace`: the conversation's, said with who asks when an agent asks (P3)."""
     say(f"Question {q['request_id']}  [{q['kind']}, {q['status']}]")
+    asker = q.get("asker")
+    if asker:
+        say(f"  {wording.asks(asker, workspace)}:")
     say(f"  {continued(q['prompt'])}")
     for number, option in enumerate(q["options"], start=1):
         say(wording.option_line(number, option))
         say(f"     option {option['option_id']}")
     say(f"  Text answer: {'allowed' if q['allow_text'] else 'not allowed'}")
     say(f"  Asked {when.shown_now(q['asked_at'])}; expires {when.shown_now(q['expires_at'])}")
+    if asker and q["status"] == "pending":
+        say(f"  {wording.AGENT_ANSWER}")
     if q["receipt"]:
-        _show_receipt(q["receipt"], q["options"])
+        _show_receipt(q["receipt"], q["options"], agent=bool(asker))
 
 
-def _show_snapshot(snapshot: dict[str, Any]) -> None:
+def _show_snapshot(snapshot: dict[str, Any], workspace: str | None = None) -> None:
     c = snapshot["conversation_id"]
     say(f"Conversation {c}: incarnation {snapshot['incarnation']}, "
         f"revision {snapshot['revision']}")
@@ -125,7 +139,7 @@ def _show_snapshot(snapshot: dict[str, Any]) -> None:
         say(f"{wording.NO_QUESTION}.")
         return
     assert shown is not None
-    _show_question(shown)
+    _show_question(shown, workspace)
     if shown["status"] == "pending":
         bind = (f"clankie conversations answer {c} {shown['request_id']} "
                 f"--incarnation {snapshot['incarnation']} --revision {snapshot['revision']}")
@@ -249,7 +263,9 @@ def show(conversation: str, as_json: bool) -> None:
         say(f"{key}: {got[key]}")
     say(f"native_owner: {got['native_owner'] or 'none (no native app holds it)'}")
     say(f"created_at: {when.shown_now(got['created_at'])}")
-    say(f"workspace: {got['workspace']['path'] if got['workspace'] else '-'}")
+    say(f"workspace: {wording.one_line(got['workspace']['path']) if got['workspace'] else '-'}")
+    if got.get("asker"):
+        say(f"asker: {wording.who(got['asker'])}")
     fact = got.get("membership")
     if fact:
         detail = fact["project_id"] or fact["reason"] or ""
@@ -372,7 +388,12 @@ def questions(conversation: str, request: str | None, as_json: bool) -> None:
             payload = _whole_ids(client, c, {"request_id": request}, None, as_json)
         snapshot = call(client, "input_get", {"conversation_id": c, **payload},
                         as_json=as_json)
-    print_json(snapshot) if as_json else _show_snapshot(snapshot)
+        workspace = None
+        if not as_json and any((q or {}).get("asker")
+                               for q in (snapshot["pending"], snapshot["request"])):
+            got = call(client, "conversation_get", {"conversation_id": c}, as_json=False)
+            workspace = got["workspace"]["path"] if got["workspace"] else None
+    print_json(snapshot) if as_json else _show_snapshot(snapshot, workspace)
 
 
 @app.command()
@@ -485,14 +506,15 @@ def _resolve(op: str, conversation: str, request: str, payload: dict[str, Any],
         print_json(reply)
         return
     receipt = reply["receipt"]
+    run = (f"continuation run {receipt['run_id']}" if receipt["run_id"] else None)
     if receipt["outcome"] == "answered":
         if reply["duplicate"]:
-            say(f"Already accepted (the same answer): receipt {receipt['receipt_id']}, "
-                f"continuation run {receipt['run_id']} ({receipt['continuation']}).")
+            said = f", {run} ({receipt['continuation']})" if run else ""
+            say(f"Already accepted (the same answer): receipt {receipt['receipt_id']}{said}.")
         else:
-            say(f"Accepted: receipt {receipt['receipt_id']}; continuation run "
-                f"{receipt['run_id']} is {receipt['continuation']}.")
-            say("Accepted means stored; Clankie has not necessarily run yet.")
+            said = f"; {run} is {receipt['continuation']}" if run else ""
+            say(f"Accepted: receipt {receipt['receipt_id']}{said}.")
+            say(f"Accepted means stored. {wording.accepted(receipt)}")
     else:
         again = "Already cancelled" if reply["duplicate"] else "Cancelled"
         say(f"{again}: receipt {receipt['receipt_id']}.")

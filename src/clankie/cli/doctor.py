@@ -4,7 +4,8 @@ Owns the checks, which only look: the folders above the home, the home and its m
 files in it (T1: one line for each that is a link, someone else's or writable by others;
 then nothing in the home is read), the store's schema (opened read-only, never migrated),
 the token file, the service and the token (sent only to a service that is the owner's,
-T2), the model provider, Git, the settings. Exit 0 when every check passes, 1 otherwise;
+T2), the model provider, Git, the settings; and one line that always passes, the stated
+limit of an agent's credential (SPEC P2). Exit 0 when every check passes, 1 otherwise;
 `--json` for scripts.
 """
 
@@ -321,6 +322,15 @@ def check_git() -> Check:
     return Check("git", True, done.stdout.strip())
 
 
+def check_agents(home: Home) -> Check:
+    """SPEC P2's stated limit, said where the owner looks: always a pass, never a fix."""
+    return Check("agents", True, "a coding agent's credential (`clankie mcp`) asks and never "
+                 "answers through MCP, but a program running as your own Unix user can read "
+                 f"the operator token in {home.token_file}: keep the agent's file access away "
+                 f"from {home.path} (its client's sandbox or deny rules) or run the agent as "
+                 "another user")
+
+
 def run_checks(home: Home) -> list[Check]:
     found = problems(home, write=True)  # the words `init` and `serve` would refuse it with
     checks = check_trust(home, found)
@@ -336,7 +346,7 @@ def run_checks(home: Home) -> list[Check]:
         settings = Settings()
     else:
         checks.append(not_read("settings") if found else Check("settings", True, "valid"))
-    checks += [check_model(settings, running), check_git()]
+    checks += [check_model(settings, running), check_git(), check_agents(home)]
     return checks
 
 

@@ -15,7 +15,7 @@ import click
 from clankie import __version__
 from clankie.core.errors import ClankieError
 
-from . import access, chat, common, conversations
+from . import access, bridge, chat, common, conversations
 from .common import DENIED, USAGE, Arg, Group, exit_with, explain_not_yours, say, warn
 from .entry import COMPLETE_VAR
 
@@ -41,6 +41,7 @@ app.add_command(chat.chat)
 app.add_command(conversations.app)
 app.add_command(access.devices)
 app.add_command(access.credentials)
+app.add_command(bridge.mcp)
 
 
 def fail(message: str, code: int = 1) -> click.exceptions.Exit:

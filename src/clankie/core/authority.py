@@ -27,6 +27,16 @@ def active_controller(p: Principal) -> bool:
 
 
 def reader(p: Principal) -> bool:
+    """Anyone who reads the owner's conversations: every credential but an agent, which
+    reads only its own questions, through its own operations (P2)."""
+    return p.kind is not CredentialKind.AGENT
+
+
+def agent(p: Principal) -> bool:
+    return p.kind is CredentialKind.AGENT
+
+
+def anyone(p: Principal) -> bool:
     return True
 
 
@@ -83,6 +93,12 @@ WHO_MAY: Final[dict[str, Rule]] = {
     "input_answer": ANSWERER,
     "input_cancel": ANSWERER,
     "service_info": reader,
+    # SPEC section 13: an agent asks, reads, waits on and cancels its own questions only.
+    "agent_ask": agent,
+    "agent_wait": agent,
+    "agent_list": agent,
+    "agent_cancel": agent,
+    "whoami": anyone,
 }
 
 
@@ -101,4 +117,7 @@ def _why_forbidden(op: str, p: Principal) -> str:
         return f"{op} needs the active Take Control lease; this device does not hold it"
     if p.kind is CredentialKind.DEVICE and p.mode is DeviceMode.READ_ONLY:
         return f"a read-only device cannot call {op}"
+    if p.kind is CredentialKind.AGENT:  # its token in CLANKIE_TOKEN, say, for the CLI
+        return (f"an agent credential cannot call {op}: it only asks, through `clankie "
+                "mcp`; the owner's commands take the owner's token")
     return f"a {p.kind.value} credential cannot call {op}"

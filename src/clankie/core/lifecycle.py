@@ -27,6 +27,7 @@ from .errors import ClankieError
 from .model import (
     Actor,
     Answer,
+    Asker,
     Author,
     Conversation,
     ConversationKind,
@@ -182,11 +183,13 @@ class AskArgs:
 
 @dataclass(frozen=True, slots=True)
 class Asked:
-    """The tool's result (Q2): the change to commit, and the request or the refusal reason."""
+    """The tool's result (Q2): the change to commit, and the request or the refusal reason
+    (with `question_pending`, an agent's ask names the pending request; P4)."""
 
     change: Change | None
     request_id: str | None = None
     refused: AskRefusal | None = None
+    duplicate: bool = False  # an agent asked the pending question again (P4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +319,59 @@ def ask(
     if refusal is not None:
         change = _change(conversation, questions=ended, events=ended_events) if ended else None
         return Asked(change, refused=refusal)
+    question, event = _new_question(conversation, args, facts, new_id, ttl, run.run_id, None)
+    change = _change(conversation, questions=[*ended, question], events=[*ended_events, event])
+    return Asked(change, question.request_id)
+
+
+AGENT_PENDING_MAX: Final = 10  # an agent credential's pending questions, all workspaces
+
+
+def agent_ask(
+    conversation: Conversation,
+    pending: Question | None,
+    asker: Asker,
+    args: AskArgs,
+    facts: Facts,
+    new_id: NewId,
+    ttl: timedelta,
+    crowded: bool = False,
+) -> Asked:
+    """SPEC P3-P4: an agent's question, stored as Q2-Q5 say with no run behind it. The
+    same ask as the pending one (kind, prompt, options, `allow_text`) is that question
+    again (`Asked.duplicate`); a different one while one is pending is refused
+    `question_pending`, naming it. A pending question found ended on use is ended first.
+    `crowded`: the agent has `AGENT_PENDING_MAX` questions pending in its other
+    conversations, so a new one is refused `too_many_pending` (one token cannot flood the
+    owner's lists and notifications)."""
+    ended: list[Question] = []
+    ended_events: list[Event] = []
+    found = _found_on_use(pending, conversation, facts) if pending else None
+    if pending is not None and found is not None:
+        command, reason = found
+        closed, resolved = _end(conversation, pending, transition(pending.status, command),
+                                reason, facts.now, new_id)
+        ended, ended_events, pending = [closed], [resolved], None
+    change = _change(conversation, questions=ended, events=ended_events) if ended else None
+    refusal = _agent_refusal(conversation, asker, facts)
+    if refusal is not None:
+        return Asked(change, refused=refusal)
+    if pending is not None:
+        if _same_ask(pending, args):
+            return Asked(change, pending.request_id, duplicate=True)
+        return Asked(change, pending.request_id, refused=AskRefusal.QUESTION_PENDING)
+    if crowded:
+        return Asked(change, refused=AskRefusal.TOO_MANY_PENDING)
+    question, event = _new_question(conversation, args, facts, new_id, ttl, None, asker)
+    return Asked(_change(conversation, questions=[*ended, question],
+                         events=[*ended_events, event]), question.request_id)
+
+
+def _new_question(conversation: Conversation, args: AskArgs, facts: Facts, new_id: NewId,
+                  ttl: timedelta, run_id: str | None, asker: Asker | None
+                  ) -> tuple[Question, InputRequested]:
+    """Q5: the question as stored, asked by a run of Clankie's or by an agent, and its
+    `input_requested` event."""
     assert conversation.workspace is not None
     options = tuple(Option(new_id(), label, description) for label, description in args.options)
     question = Question(
@@ -330,12 +386,35 @@ def ask(
         workspace=conversation.workspace,
         asked_at=facts.now,
         expires_at=facts.now + ttl,
-        asked_by_run=run.run_id,
+        asked_by_run=run_id,
+        asker=asker,
     )
-    event = InputRequested(conversation.conversation_id, question.request_id, args.prompt,
-                           tuple(o.label for o in options), facts.now)
-    change = _change(conversation, questions=[*ended, question], events=[*ended_events, event])
-    return Asked(change, question.request_id)
+    return question, InputRequested(conversation.conversation_id, question.request_id,
+                                    args.prompt, tuple(o.label for o in options), facts.now)
+
+
+def _same_ask(question: Question, args: AskArgs) -> bool:
+    return (question.kind is args.kind and question.prompt == args.prompt
+            and tuple((o.label, o.description) for o in question.options) == args.options
+            and question.allow_text == (args.allow_text or args.kind is QuestionKind.TEXT))
+
+
+def _agent_refusal(conversation: Conversation, asker: Asker, facts: Facts) -> AskRefusal | None:
+    """SPEC Q3 as P3 reads it for an agent's conversation."""
+    if conversation.kind is not ConversationKind.AGENT or \
+            conversation.agent is None or \
+            conversation.agent.credential_id != asker.credential_id:
+        return AskRefusal.NOT_OWNER_CONVERSATION
+    if facts.owner_revoked:
+        return AskRefusal.OWNER_REVOKED
+    if facts.workspace is None:
+        return AskRefusal.WORKSPACE_MISSING
+    if conversation.workspace is None or not conversation.workspace.same_directory(
+            facts.workspace):
+        return AskRefusal.WORKSPACE_REPLACED
+    if conversation.native_owner is not None:
+        return AskRefusal.NATIVE_OWNED
+    return None
 
 
 def _ask_refusal(conversation: Conversation, pending: Question | None, run: Run,
@@ -385,6 +464,12 @@ def answer(
         return ended
     _check_valid(question, given)
     actor = Actor(principal.credential_id, principal.kind)
+    if question.asker is not None:  # an agent asked: its answer starts no run (P3)
+        answered, event = _end(conversation, question,
+                               transition(question.status, Command.ANSWER), None, facts.now,
+                               new_id, answer=given, actor=actor)
+        return Decision(_change(conversation, questions=[answered], events=[event]),
+                        answered.receipt)
     run_id = new_id()
     answered, event = _end(conversation, question, transition(question.status, Command.ANSWER),
                            None, facts.now, new_id, answer=given, actor=actor, run_id=run_id)
@@ -410,9 +495,12 @@ def cancel(
     submission: Submission,
     facts: Facts,
     new_id: NewId,
+    op: str = "input_cancel",
 ) -> Decision:
-    """SPEC A12: the checks of A1, A3, A6, A7, then `cancelled`/`explicit` with no run."""
-    question = _which(conversation, question, principal, "input_cancel", submission)
+    """SPEC A12: the checks of A1, A3, A6, A7, then `cancelled`/`explicit` with no run.
+    As `agent_cancel` (P4), an agent's own question, which only it may cancel so: the
+    submission is made from the current state (an agent decides nothing a person reads)."""
+    question = _which(conversation, question, principal, op, submission)
     if question.status is not QuestionStatus.PENDING:
         receipt = question.receipt
         assert receipt is not None
@@ -503,12 +591,19 @@ def reset(conversation: Conversation, pending: Question | None, runs: Iterable[R
 
 def native_takeover(conversation: Conversation, pending: Question | None, runs: Iterable[Run],
                     seat: str, now: datetime, new_id: NewId) -> Change:
-    """Persist the native owner; the pending question and every queued run are cancelled."""
+    """Persist the native owner; the pending question and every queued run are cancelled.
+    An agent's conversation has no native seat: its agent asks in it, nobody else (P3)."""
+    _not_an_agents(conversation, "takes no native seat")
     questions, events = _invalidate(conversation, pending, Reason.NATIVE_TAKEOVER, now, new_id)
     cancelled = _cancel_queued(runs, now)
     events += _run_events(cancelled, now)
     return _change(replace(conversation, native_owner=seat), questions=questions, runs=cancelled,
                    events=events)
+
+
+def _not_an_agents(conversation: Conversation, what: str) -> None:
+    if conversation.kind is ConversationKind.AGENT:
+        raise ClankieError(Code.NOT_ELIGIBLE, f"an agent's conversation {what}")
 
 
 def owner_revoked(conversation: Conversation, pending: Question | None, now: datetime,
@@ -520,7 +615,10 @@ def owner_revoked(conversation: Conversation, pending: Question | None, now: dat
 
 def set_workspace(conversation: Conversation, pending: Question | None,
                   workspace: WorkspaceIdentity, now: datetime, new_id: NewId) -> Change | None:
-    """Rebind the workspace; a different identity invalidates the pending question."""
+    """Rebind the workspace; a different identity invalidates the pending question. An
+    agent's conversation keeps its workspace: it is the agent's one conversation of that
+    workspace (P3), and a second one there would split its questions."""
+    _not_an_agents(conversation, "keeps the workspace it was asked in")
     if conversation.workspace is not None and conversation.workspace.same_directory(workspace):
         return None
     questions, events = _invalidate(conversation, pending, Reason.WORKSPACE_REPLACED, now, new_id)
@@ -631,7 +729,12 @@ def _invalidate(conversation: Conversation, pending: Question | None, reason: Re
 def post_message(conversation: Conversation, author: Author, text: str, now: datetime,
                  new_id: NewId, *, start_turn: bool) -> tuple[Change, Message, Run | None]:
     """A message; an owner's message in an owner conversation that no native seat owns
-    queues a turn run. Text is never an answer (A2), whatever it says."""
+    queues a turn run. Text is never an answer (A2), whatever it says. An agent's
+    conversation takes none: the agent reads only answers (P4), so a message there would
+    reach nobody and look like a reply."""
+    if conversation.kind is ConversationKind.AGENT:
+        raise ClankieError(Code.NOT_ELIGIBLE, "an agent's conversation takes no messages: the "
+                           "agent reads only the answer to its question")
     message = Message(new_id(), conversation.conversation_id, author, text, now)
     turn = None
     if (start_turn and conversation.kind is ConversationKind.OWNER

@@ -19,6 +19,7 @@ class ConversationKind(StrEnum):
     ROOM = "room"
     GLOBAL = "global"
     SIDE = "side"
+    AGENT = "agent"  # an MCP agent's questions, one per (agent credential, workspace): P3
 
 
 class QuestionKind(StrEnum):
@@ -55,6 +56,7 @@ class CredentialKind(StrEnum):
     OPERATOR = "operator"
     DEVICE = "device"
     CAPTAIN = "captain"
+    AGENT = "agent"  # a coding agent asking through `clankie mcp`: asks, never answers (P2)
 
 
 class DeviceMode(StrEnum):
@@ -110,6 +112,16 @@ class Principal:
 
 
 @dataclass(frozen=True, slots=True)
+class Asker:
+    """Who asked a question that Clankie did not (SPEC P3): the agent credential and the
+    MCP client it asked through (`clientInfo.name`, when the client said one)."""
+
+    credential_id: str
+    client: str | None = None
+    name: str = ""  # the credential's name (what the owner is shown)
+
+
+@dataclass(frozen=True, slots=True)
 class Conversation:
     conversation_id: str
     kind: ConversationKind
@@ -119,12 +131,16 @@ class Conversation:
     revision: int
     native_owner: str | None
     created_at: datetime
+    agent: Asker | None = None  # whose questions these are (kind agent), and its last client
 
     def __post_init__(self) -> None:
         if self.revision < 1:
             raise ValueError("a revision starts at 1")
-        if self.kind is ConversationKind.OWNER and self.workspace is None:
-            raise ValueError("an owner conversation is bound to a workspace")
+        if self.kind in (ConversationKind.OWNER, ConversationKind.AGENT) \
+                and self.workspace is None:
+            raise ValueError("an owner or agent conversation is bound to a workspace")
+        if (self.kind is ConversationKind.AGENT) != (self.agent is not None):
+            raise ValueError("exactly an agent conversation names its agent credential")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +193,8 @@ class Receipt:
             raise ValueError("a receipt records an end, never pending")
         if (self.outcome is QuestionStatus.ANSWERED) != (self.answer is not None):
             raise ValueError("a receipt carries an answer exactly when the outcome is answered")
-        if (self.outcome is QuestionStatus.ANSWERED) != (self.run_id is not None):
-            raise ValueError("exactly an answered receipt names its continuation run")
+        if self.run_id is not None and self.outcome is not QuestionStatus.ANSWERED:
+            raise ValueError("only an answered receipt names a continuation run")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,12 +210,18 @@ class Question:
     workspace: WorkspaceIdentity
     asked_at: datetime
     expires_at: datetime
-    asked_by_run: str
+    asked_by_run: str | None  # Clankie's run that asked; None when an agent asked
     receipt: Receipt | None = None
+    asker: Asker | None = None  # the agent that asked (P3), when one did
 
     def __post_init__(self) -> None:
         if (self.status is QuestionStatus.PENDING) != (self.receipt is None):
             raise ValueError("a question has a receipt exactly when it is no longer pending")
+        if (self.asked_by_run is None) == (self.asker is None):
+            raise ValueError("a question is asked by Clankie's run or by an agent, one of them")
+        if self.receipt is not None and self.receipt.outcome is QuestionStatus.ANSWERED and \
+                (self.receipt.run_id is None) != (self.asker is not None):
+            raise ValueError("an answer to Clankie starts a continuation; one to an agent none")
         if self.receipt is not None and self.receipt.outcome is not self.status:
             raise ValueError("a receipt's outcome is its question's status")
         if self.kind is QuestionKind.TEXT and (self.options or not self.allow_text):

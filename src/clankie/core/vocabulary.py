@@ -95,6 +95,7 @@ class AskRefusal(StrEnum):
     NATIVE_OWNED = "native_owned"
     STALE_RUN = "stale_run"
     QUESTION_PENDING = "question_pending"
+    TOO_MANY_PENDING = "too_many_pending"  # an agent's, beyond Q3: AGENT_PENDING_MAX
 
 
 class RunError(StrEnum):

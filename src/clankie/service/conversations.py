@@ -7,8 +7,6 @@ metadata, projects, the event tail (V1, with its long-poll), and reading and sto
 
 from __future__ import annotations
 
-import threading
-
 from clankie import dto
 from clankie.core import lifecycle
 from clankie.core.errors import ClankieError
@@ -19,7 +17,7 @@ from clankie.workspace.identity import identify
 
 from . import views
 from .base import Caller, Context, op
-from .longpoll import Tail, Wake
+from .longpoll import Poll, Wake, waited
 from .runs import Runs
 
 
@@ -33,7 +31,7 @@ class Conversations:
                             r: dto.ConversationCreate) -> dto.ConversationOut:
         kind = ConversationKind(r.kind)
         with self.ctx.write(caller) as c:
-            workspace = _existing_dir(r.workspace, "workspace") if r.workspace else None
+            workspace = existing_dir(r.workspace, "workspace") if r.workspace else None
             if kind is ConversationKind.OWNER and workspace is None:
                 raise ClankieError(Code.INVALID_REQUEST, "an owner conversation needs a workspace")
             conversation = Conversation(self.ctx.new_id(), kind, c.principal.owner_id, workspace,
@@ -92,7 +90,7 @@ class Conversations:
                                    r: dto.ConversationSetWorkspace) -> dto.ConversationOut:
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
-            workspace = _existing_dir(r.workspace, "workspace")
+            workspace = existing_dir(r.workspace, "workspace")
             change = lifecycle.set_workspace(conversation,
                                              c.tx.pending_question(r.conversation_id),
                                              workspace, c.now, self.ctx.new_id)
@@ -130,7 +128,7 @@ class Conversations:
     @op
     def project_register(self, caller: Caller, r: dto.ProjectRegister) -> dto.ProjectOut:
         with self.ctx.write(caller) as c:
-            root = _existing_dir(r.root, "root")
+            root = existing_dir(r.root, "root")
             project = ProjectRow(self.ctx.new_id(), r.name, root, c.now)
             c.tx.insert_project(project)
             return dto.ProjectOut(project_id=project.project_id)
@@ -139,27 +137,23 @@ class Conversations:
     def events_tail(self, caller: Caller, r: dto.EventsTail) -> dto.EventsOut:
         """SPEC V1: events after `after`; waits up to `wait_ms` for one when there are none,
         on this thread, if its credential has a long-poll slot free (V5)."""
-        woken = threading.Event()
-        with self.tail(caller, r, woken.set) as tail:
-            while True:
-                woken.clear()
-                page = tail.read()
-                if page is not None:
-                    return page
-                woken.wait(tail.remaining())
+        page = waited(lambda wake: self.tail(caller, r, wake))
+        assert isinstance(page, dto.EventsOut)
+        return page
 
-    def tail(self, caller: Caller, r: dto.EventsTail, wake: Wake) -> Tail:
-        def read() -> tuple[str, dto.EventsOut]:
+    def tail(self, caller: Caller, r: dto.EventsTail, wake: Wake) -> Poll:
+        def read() -> tuple[str, dto.EventsOut, bool]:
             with self.ctx.read(caller) as c:
                 self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
                 page = c.tx.events_after(r.conversation_id, r.after, r.limit)
-            return c.principal.credential_id, dto.EventsOut(
+            out = dto.EventsOut(
                 events=page.events,
                 next_after=page.events[-1]["seq"] if page.events else r.after,
                 oldest_seq=page.trimmed_through + 1,
                 trimmed=r.after < page.trimmed_through)
+            return c.principal.credential_id, out, bool(out.events or out.trimmed)
 
-        return Tail(self.ctx.long_polls, r.conversation_id, r.wait_ms, read, wake)
+        return Poll(self.ctx.long_polls, r.conversation_id, r.wait_ms / 1000, read, wake)
 
     @op
     def run_get(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:
@@ -187,7 +181,8 @@ class Conversations:
         return views.run(change.runs[0])
 
 
-def _existing_dir(path: str, what: str) -> WorkspaceIdentity:
+def existing_dir(path: str, what: str) -> WorkspaceIdentity:
+    """An absolute path's directory identity, or `invalid_request` naming `what`."""
     if not path.startswith("/"):
         raise ClankieError(Code.INVALID_REQUEST, f"{what} must be an absolute path")
     identity = identify(path)

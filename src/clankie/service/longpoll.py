@@ -1,13 +1,14 @@
-"""Long-polls (SPEC V1, V5): wake-ups after commits, and waiting slots per credential.
+"""Long-polls (SPEC V1, V5, P4): wake-ups after commits, and waiting slots per credential.
 
-Owns fair waiting. A long-poll (`events_tail` with `wait_ms` > 0) that finds nothing to
-return takes one of its credential's `LONG_POLL_SLOTS` slots and waits for a commit that
-adds events to its conversation; with no slot free it returns at once with what is there.
+Owns fair waiting. A long-poll (`events_tail` with `wait_ms` > 0, `agent_wait` with
+`wait_s` > 0) that finds nothing to return takes one of its credential's `LONG_POLL_SLOTS`
+slots and waits for a commit that adds events to its conversation; with no slot free it
+returns at once with what is there.
 Slots are counted by the authenticated credential, so rotating a token or spelling it
 otherwise gains none. A call that does not wait takes no slot, so waiting long-polls
 never delay anything else.
 
-How a caller waits is the caller's own: `Tail.read` never blocks. It returns the result,
+How a caller waits is the caller's own: `Poll.read` never blocks. It returns the result,
 or None, meaning "wait until your `wake` is called or `remaining()` has passed, then read
 again". `wake` is called on the committing thread, so it must be quick and must not
 raise: a thread sets a `threading.Event`; the HTTP edge sets an `asyncio.Event` through
@@ -21,15 +22,16 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from clankie import dto
+from pydantic import BaseModel
 
-__all__ = ["LONG_POLL_SLOTS", "LongPolls", "Read", "Tail", "Wake"]
+__all__ = ["LONG_POLL_SLOTS", "LongPolls", "Poll", "Read", "Wake", "waited"]
 
 LONG_POLL_SLOTS: Final = 8
 
 Wake = Callable[[], None]
-# One read of the tail, authenticated: the caller's credential ID and the page.
-Read = Callable[[], tuple[str, dto.EventsOut]]
+# One read, authenticated: the caller's credential ID, the result, and whether it is one
+# to return now (events came; the question ended) rather than wait for.
+Read = Callable[[], tuple[str, BaseModel, bool]]
 
 
 class _Watch:
@@ -123,22 +125,22 @@ class LongPolls:
                 del self._watches[watch.conversation_id]
 
 
-class Tail:
-    """One `events_tail` call: `read()` until it returns the page, waiting in between;
+class Poll:
+    """One long-poll call: `read()` until it returns the result, waiting in between;
     `close()` (or the `with` block's end) gives its slot back, however it ended."""
 
-    def __init__(self, polls: LongPolls, conversation_id: str, wait_ms: int, read: Read,
+    def __init__(self, polls: LongPolls, conversation_id: str, wait_s: float, read: Read,
                  wake: Wake) -> None:
-        self.waits = wait_ms > 0
+        self.waits = wait_s > 0
         self._polls = polls
         self._conversation_id = conversation_id
-        self._deadline = time.monotonic() + wait_ms / 1000
+        self._deadline = time.monotonic() + wait_s
         self._read = read
         self._wake = wake
         self._slot: str | None = None  # the credential whose slot this long-poll holds
         self._watch: _Watch | None = None
 
-    def __enter__(self) -> Tail:
+    def __enter__(self) -> Poll:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -148,12 +150,12 @@ class Tail:
         """Seconds left until `wait_ms` has passed."""
         return max(0.0, self._deadline - time.monotonic())
 
-    def read(self) -> dto.EventsOut | None:
-        """The page to return, or None: wait for a wake-up or the deadline, and read again.
-        Raises `ClankieError` as the read does (every read authenticates again)."""
+    def read(self) -> BaseModel | None:
+        """The result to return, or None: wait for a wake-up or the deadline, and read
+        again. Raises `ClankieError` as the read does (every read authenticates again)."""
         since = self._polls.generation(self._conversation_id)
-        credential_id, page = self._read()
-        if page.events or page.trimmed or self.remaining() <= 0 or self._polls.stopping:
+        credential_id, page, ready = self._read()
+        if ready or self.remaining() <= 0 or self._polls.stopping:
             return page
         if self._slot is None:
             if not self._polls.claim(credential_id):
@@ -169,3 +171,15 @@ class Tail:
         if self._slot is not None:
             self._polls.release(self._slot)
             self._slot = None
+
+
+def waited(open_poll: Callable[[Wake], Poll]) -> BaseModel:
+    """A long-poll waited for on this thread (the HTTP edge waits on its loop instead)."""
+    woken = threading.Event()
+    with open_poll(woken.set) as poll:
+        while True:
+            woken.clear()
+            result = poll.read()
+            if result is not None:
+                return result
+            woken.wait(poll.remaining())

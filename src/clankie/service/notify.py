@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from clankie import wording
 from clankie.core.model import Conversation, InputRequested, InputResolved, Question, iso
 from clankie.text import visible
 
@@ -164,7 +165,9 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
              question: Question | None, web_origin: str = "") -> dict[str, Any]:
     """What a hook reads on standard input: the question, and how to read it; with
     `web_origin`, `answer_url`: the page's address for it (SPEC H7), which carries no
-    credential (without a paired browser it shows nothing)."""
+    credential (without a paired browser it shows nothing). Who asks (P3): `asked_by`,
+    "Clankie" or the agent as the CLI and the TUI say it, and for an agent `asker` (its
+    credential's ID and name, the MCP client's name; the workspace is `workspace`)."""
     c, r = conversation.conversation_id, event.request_id
     doc: dict[str, Any] = {
         "event": event.type, "conversation_id": c,
@@ -172,6 +175,11 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
         "request_id": r, "read_with": f"clankie conversations questions {c} --request {r}"}
     if web_origin:
         doc["answer_url"] = f"{web_origin}/?c={c}"
+    asker = question.asker if question is not None else conversation.agent
+    if asker is not None:  # an agent asks, not Clankie (P3): its credential and client
+        doc["asker"] = {"credential_id": asker.credential_id, "name": asker.name,
+                        "client": asker.client}
+    doc["asked_by"] = wording.who(doc.get("asker"))  # in the words the CLI and TUI use
     if isinstance(event, InputResolved):
         return dict(doc, outcome=event.outcome.value)
     assert question is not None

@@ -37,6 +37,7 @@ from clankie.store.tx import PairingRow
 from clankie.workspace.confine import FileId
 from clankie.workspace.tools import Outcome
 
+from .agents import Agents
 from .base import (
     OPS_SERVED,
     Caller,
@@ -52,7 +53,7 @@ from .base import (
 from .conversations import Conversations
 from .credentials import authenticate
 from .devices import Devices, DeviceStatus
-from .longpoll import Tail, Wake
+from .longpoll import Poll, Wake
 from .notify import Notifier
 from .questions import Questions
 from .runs import CallRecord, Recovery, Runs
@@ -81,7 +82,9 @@ class Service:
         # own address; None while no page is served. Set by the server that serves it.
         self.web_url: str | None = None
         self.started_at = clock()  # what `service_info` reports
-        self._table = _bound(self, self.conversations, self.questions, self.devices)
+        self.agents = Agents(self.ctx)
+        self._table = _bound(self, self.conversations, self.questions, self.devices,
+                             self.agents)
 
     # The shared context and the parts' entry points that callers outside use by name.
 
@@ -192,12 +195,14 @@ class Service:
         with storage(), self.ctx.store.read() as tx:
             authenticate(tx, token, now)
 
-    def open_tail(self, token: str | None, payload: Any, wake: Wake) -> Tail:
-        """`events_tail` for a caller that waits in its own way: validated here (no I/O),
-        then read with `Tail.read` as `longpoll.py` says; `wake` is called on a commit
-        thread when there may be something new."""
-        op = Conversations.events_tail.__name__  # the op named once: by its method
-        request: dto.EventsTail = _validated(op, payload)
+    def open_poll(self, op: str, token: str | None, payload: Any, wake: Wake) -> Poll:
+        """A long-poll op (`LONG_POLLS`) for a caller that waits in its own way: validated
+        here (no I/O), then read with `Poll.read` as `longpoll.py` says; `wake` is called
+        on a commit thread when there may be something new."""
+        request = _validated(op, payload)
+        if op == Agents.agent_wait.__name__:  # each op named once: by its method
+            return self.agents.poll(Caller(op, token), request, wake)
+        assert op == Conversations.events_tail.__name__
         return self.conversations.tail(Caller(op, token), request, wake)
 
     @op
@@ -224,6 +229,9 @@ def _bound(*parts: object) -> dict[str, Callable[[Caller, Any], BaseModel]]:
     assert table.keys() == OPS_SERVED.keys(), OPS_SERVED.keys() - table.keys()
     return table
 
+
+# The ops that may wait (long-polls): the HTTP edge waits for them on its loop.
+LONG_POLLS = frozenset({Conversations.events_tail.__name__, Agents.agent_wait.__name__})
 
 # The dispatcher table is whole: each op of `dto.OPS` has one rule and one method.
 assert dto.OPS.keys() == WHO_MAY.keys() == OPS_SERVED.keys()

@@ -11,7 +11,7 @@ from typing import Any
 
 from clankie import dto
 from clankie.core.errors import ClankieError
-from clankie.core.model import Conversation, Question, Receipt, Run, iso
+from clankie.core.model import Asker, Conversation, Question, Receipt, Run, iso
 from clankie.store import ReadTx
 from clankie.store.tx import CredentialRow
 from clankie.workspace.membership import Membership
@@ -38,7 +38,41 @@ def receipt(tx: ReadTx, r: Receipt) -> dto.ReceiptOut:
         continuation_error=None if run is None else run.error,
         resolved_at=iso(r.resolved_at),
         revision=r.revision,
+        collected_at=_when(tx.collected_at(r.request_id)),
     )
+
+
+def _when(moment: datetime | None) -> str | None:
+    return None if moment is None else iso(moment)
+
+
+def asker(a: Asker | None) -> dto.AskerOut | None:
+    return None if a is None else dto.AskerOut(credential_id=a.credential_id, name=a.name,
+                                               client=a.client)
+
+
+def agent_question(tx: ReadTx, q: Question) -> dto.AgentQuestionOut:
+    """An agent's question as the agent reads it (P4)."""
+    r = q.receipt
+    answer: dto.AgentOption | dto.TextAnswer | None = None
+    if r is not None and r.answer is not None:
+        chosen = q.option(r.answer.option_id) if r.answer.option_id else None
+        answer = dto.TextAnswer(text=r.answer.text) if r.answer.text is not None else \
+            dto.AgentOption(option_id=r.answer.option_id or "",
+                            label=chosen.label if chosen else "")
+    answerer = None  # who answered: none for a cancel, which must never read like an answer
+    if r is not None and r.answer is not None and r.answered_by is not None:
+        row = tx.credential(r.answered_by.credential_id)
+        answerer = dto.AgentAnswerer(kind=r.answered_by.kind, name=row.name if row else "")
+    return dto.AgentQuestionOut(
+        request_id=q.request_id, conversation_id=q.conversation_id, status=q.status,
+        prompt=q.prompt, kind=q.kind,
+        options=[dto.AgentOption(option_id=o.option_id, label=o.label) for o in q.options],
+        asked_at=iso(q.asked_at), expires_at=iso(q.expires_at),
+        reason=r.reason if r else None, answer=answer,
+        receipt_id=r.receipt_id if r else None, answered_by=answerer,
+        resolved_at=iso(r.resolved_at) if r else None,
+        collected_at=_when(tx.collected_at(q.request_id)))
 
 
 def question(tx: ReadTx, q: Question) -> dto.QuestionOut:
@@ -54,12 +88,14 @@ def question(tx: ReadTx, q: Question) -> dto.QuestionOut:
         asked_at=iso(q.asked_at),
         expires_at=iso(q.expires_at),
         receipt=None if q.receipt is None else receipt(tx, q.receipt),
+        asker=asker(q.asker),
     )
 
 
 def conversation(c: Conversation, fact: Membership | None = None,
                  unfinished: list[Run] | None = None) -> dto.ConversationOut:
     return dto.ConversationOut(
+        asker=asker(c.agent),
         unfinished_runs=None if unfinished is None else [run(r) for r in unfinished],
         membership=None if fact is None else dto.MembershipOut(**fact.as_dict()),
         conversation_id=c.conversation_id,

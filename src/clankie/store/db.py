@@ -98,6 +98,10 @@ class Store:
     def _migrate(self) -> None:
         with self._write_lock:
             conn = self._writer
+            # Off while a migration builds a table anew (SQLite's documented way: a table
+            # dropped with foreign keys on would take its referrers' rows with it), checked
+            # before anything is committed, and on again after.
+            conn.execute("PRAGMA foreign_keys=OFF")
             conn.execute("BEGIN IMMEDIATE")
             try:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -109,10 +113,14 @@ class Store:
                     for statement in _statements(script):
                         conn.execute(statement)
                     conn.execute(f"PRAGMA user_version={number}")
+                if conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                    raise sqlite3.IntegrityError("a migration left a foreign key dangling")
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            finally:
+                conn.execute("PRAGMA foreign_keys=ON")
 
     @property
     def schema_version(self) -> int:

@@ -224,4 +224,136 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         used_at     TEXT
     ) STRICT;
     """,
+    # 6: coding agents ask through clankie (SPEC section 13). A credential and a conversation
+    # of kind `agent`; an agent conversation names its agent; a question asked by an agent
+    # names no run but the agent (and its MCP client), and its answer starts no run; when the
+    # agent first read how it ended (`collected_at`, information only). CHECK constraints
+    # cannot be altered in SQLite: the three tables are built anew and filled, as SQLite's
+    # "other kinds of table schema changes" says, with foreign keys off (`Store._migrate`).
+    f"""
+    CREATE TABLE credentials_new (
+        credential_id TEXT PRIMARY KEY,
+        owner_id      TEXT NOT NULL REFERENCES owners(owner_id),
+        kind          TEXT NOT NULL CHECK (kind IN ('operator', 'device', 'captain', 'agent')),
+        mode          TEXT CHECK (mode IN ('control', 'read_only')),
+        name          TEXT NOT NULL,
+        token_hash    TEXT NOT NULL UNIQUE,
+        created_at    TEXT NOT NULL,
+        rotated_at    TEXT,
+        revoked_at    TEXT,
+        last_used_at  TEXT,
+        CHECK ((kind = 'device') = (mode IS NOT NULL))
+    ) STRICT;
+    INSERT INTO credentials_new (credential_id, owner_id, kind, mode, name, token_hash,
+                                 created_at, rotated_at, revoked_at, last_used_at)
+        SELECT credential_id, owner_id, kind, mode, name, token_hash, created_at, rotated_at,
+               revoked_at, last_used_at FROM credentials;
+    DROP TABLE credentials;
+    ALTER TABLE credentials_new RENAME TO credentials;
+
+    CREATE TABLE conversations_new (
+        conversation_id TEXT PRIMARY KEY,
+        kind            TEXT NOT NULL
+                        CHECK (kind IN ('owner', 'native_seat', 'room', 'global', 'side',
+                                        'agent')),
+        owner_id        TEXT NOT NULL REFERENCES owners(owner_id),
+        workspace_path  TEXT,
+        workspace_dev   INTEGER,
+        workspace_ino   INTEGER,
+        incarnation     TEXT NOT NULL,
+        revision        INTEGER NOT NULL CHECK (revision >= 1),
+        native_owner    TEXT,
+        created_at      TEXT NOT NULL,
+        last_seq        INTEGER NOT NULL DEFAULT 0,
+        trimmed_through INTEGER NOT NULL DEFAULT 0,
+        activity        INTEGER NOT NULL DEFAULT 0,
+        workspace_birth INTEGER,
+        agent           TEXT REFERENCES credentials(credential_id),
+        agent_client    TEXT,
+        CHECK (kind NOT IN ('owner', 'agent') OR workspace_path IS NOT NULL),
+        CHECK ((kind = 'agent') = (agent IS NOT NULL))
+    ) STRICT;
+    INSERT INTO conversations_new (conversation_id, kind, owner_id, workspace_path,
+                                   workspace_dev, workspace_ino, incarnation, revision,
+                                   native_owner, created_at, last_seq, trimmed_through,
+                                   activity, workspace_birth)
+        SELECT conversation_id, kind, owner_id, workspace_path, workspace_dev, workspace_ino,
+               incarnation, revision, native_owner, created_at, last_seq, trimmed_through,
+               activity, workspace_birth FROM conversations;
+    DROP TABLE conversations;
+    ALTER TABLE conversations_new RENAME TO conversations;
+    CREATE INDEX conversations_by_owner ON conversations(owner_id);
+    CREATE UNIQUE INDEX conversations_activity ON conversations(activity);
+    CREATE INDEX conversations_by_activity ON conversations(owner_id, activity);
+    CREATE INDEX agent_conversations ON conversations(agent, workspace_path)
+        WHERE kind = 'agent';
+    CREATE TRIGGER revision_only_grows BEFORE UPDATE OF revision ON conversations
+        WHEN NEW.revision <= OLD.revision
+        BEGIN {_ABORT.format("a revision only grows")} END;
+
+    CREATE TABLE questions_new (
+        request_id        TEXT PRIMARY KEY,
+        conversation_id   TEXT NOT NULL REFERENCES conversations(conversation_id),
+        kind              TEXT NOT NULL CHECK (kind IN ('text', 'choice')),
+        prompt            TEXT NOT NULL,
+        allow_text        INTEGER NOT NULL CHECK (allow_text IN (0, 1)),
+        status            TEXT NOT NULL
+                          CHECK (status IN ('pending', 'answered', 'cancelled', 'expired',
+                                            'invalidated')),
+        incarnation       TEXT NOT NULL,
+        workspace_path    TEXT NOT NULL,
+        workspace_dev     INTEGER NOT NULL,
+        workspace_ino     INTEGER NOT NULL,
+        asked_at          TEXT NOT NULL,
+        expires_at        TEXT NOT NULL,
+        asked_by_run      TEXT,
+        receipt_id        TEXT UNIQUE,
+        reason            TEXT,
+        answer_option_id  TEXT,
+        answer_text       TEXT,
+        answered_by_id    TEXT,
+        answered_by_kind  TEXT,
+        run_id            TEXT UNIQUE,
+        resolved_at       TEXT,
+        resolved_revision INTEGER,
+        workspace_birth   INTEGER,
+        asked_by_agent    TEXT,
+        asked_by_client   TEXT,
+        CHECK ((status = 'pending') = (receipt_id IS NULL)),
+        CHECK ((asked_by_run IS NULL) != (asked_by_agent IS NULL)),
+        CHECK (run_id IS NULL OR status = 'answered'),
+        CHECK (status != 'answered' OR (run_id IS NULL) = (asked_by_run IS NULL))
+    ) STRICT;
+    INSERT INTO questions_new (request_id, conversation_id, kind, prompt, allow_text, status,
+                               incarnation, workspace_path, workspace_dev, workspace_ino,
+                               asked_at, expires_at, asked_by_run, receipt_id, reason,
+                               answer_option_id, answer_text, answered_by_id,
+                               answered_by_kind, run_id, resolved_at, resolved_revision,
+                               workspace_birth)
+        SELECT request_id, conversation_id, kind, prompt, allow_text, status, incarnation,
+               workspace_path, workspace_dev, workspace_ino, asked_at, expires_at,
+               asked_by_run, receipt_id, reason, answer_option_id, answer_text,
+               answered_by_id, answered_by_kind, run_id, resolved_at, resolved_revision,
+               workspace_birth FROM questions;
+    DROP TABLE questions;
+    ALTER TABLE questions_new RENAME TO questions;
+    CREATE UNIQUE INDEX one_pending_question ON questions(conversation_id)
+        WHERE status = 'pending';
+    CREATE INDEX recent_receipts ON questions(conversation_id, resolved_revision)
+        WHERE status != 'pending';
+    CREATE TRIGGER question_identity_immutable
+        BEFORE UPDATE OF request_id, conversation_id, kind, prompt, allow_text, incarnation,
+                         workspace_path, workspace_dev, workspace_ino, asked_at, expires_at,
+                         asked_by_run, asked_by_agent, asked_by_client
+        ON questions
+        BEGIN {_ABORT.format("the identity of a question never changes")} END;
+    CREATE TRIGGER receipt_immutable BEFORE UPDATE ON questions
+        WHEN OLD.status != 'pending'
+        BEGIN {_ABORT.format("a receipt never changes once written")} END;
+
+    CREATE TABLE collections (
+        request_id   TEXT PRIMARY KEY REFERENCES questions(request_id) ON DELETE CASCADE,
+        collected_at TEXT NOT NULL
+    ) STRICT;
+    """,
 )

@@ -22,6 +22,7 @@ from clankie.core.lifecycle import RUN_TRANSITIONS, Change, RestartPlan
 from clankie.core.model import (
     Actor,
     Answer,
+    Asker,
     Author,
     Conversation,
     ConversationKind,
@@ -133,7 +134,10 @@ class ProjectRow:
 
 _CONVERSATION_COLUMNS = (
     "conversation_id, kind, owner_id, workspace_path, workspace_dev, workspace_ino, "
-    "incarnation, revision, native_owner, created_at, workspace_birth")
+    "incarnation, revision, native_owner, created_at, workspace_birth, agent, agent_client")
+_CONVERSATION_READ = (f"{_CONVERSATION_COLUMNS}, (SELECT name FROM credentials "
+                      "WHERE credential_id = agent) AS agent_name")
+_CONVERSATION = f"SELECT {_CONVERSATION_READ} FROM conversations "
 _NEXT_ACTIVITY = "(SELECT coalesce(max(activity), 0) + 1 FROM conversations)"
 _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at, receipt_id, "
                 "error, started_at, finished_at")
@@ -143,7 +147,8 @@ _QUESTION = ("SELECT request_id, conversation_id, kind, prompt, allow_text, stat
              "incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
              "expires_at, asked_by_run, receipt_id, reason, answer_option_id, answer_text, "
              "answered_by_id, answered_by_kind, run_id, resolved_at, resolved_revision, "
-             "workspace_birth FROM questions ")
+             "workspace_birth, asked_by_agent, asked_by_client, (SELECT name FROM credentials "
+             "WHERE credential_id = asked_by_agent) AS asker_name FROM questions ")
 
 
 class ReadTx:
@@ -207,14 +212,12 @@ class ReadTx:
     # ------------------------------------------------------------------------ conversations
 
     def conversation(self, conversation_id: str) -> Conversation | None:
-        row = self._one(f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
-                        "WHERE conversation_id = ?", conversation_id)
+        row = self._one(_CONVERSATION + "WHERE conversation_id = ?", conversation_id)
         return None if row is None else _as_conversation(row)
 
     def conversations(self, owner_id: str) -> list[Conversation]:
         return [_as_conversation(r) for r in self._all(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE owner_id = ? "
-            "ORDER BY rowid", owner_id)]
+            _CONVERSATION + "WHERE owner_id = ? ORDER BY rowid", owner_id)]
 
     def conversation_page(self, owner_id: str, limit: int, after: int | None,
                           prefix: str | None) -> list[tuple[int, Conversation]]:
@@ -229,7 +232,7 @@ class ReadTx:
         if prefix:
             where.append("conversation_id >= ? AND conversation_id < ?")
             args += [prefix, prefix + "\U0010ffff"]
-        rows = self._all(f"SELECT activity, {_CONVERSATION_COLUMNS} FROM conversations "
+        rows = self._all(f"SELECT activity, {_CONVERSATION_READ} FROM conversations "
                          f"WHERE {' AND '.join(where)} ORDER BY activity DESC LIMIT ?",
                          *args, limit)
         return [(r["activity"], _as_conversation(r)) for r in rows]
@@ -250,6 +253,36 @@ class ReadTx:
     def question_by_receipt(self, receipt_id: str) -> Question | None:
         row = self._one(_QUESTION + "WHERE receipt_id = ?", receipt_id)
         return None if row is None else self._question(row)
+
+    def agent_conversation(self, agent: str, workspace: WorkspaceIdentity
+                           ) -> Conversation | None:
+        """The agent conversation of this agent credential and workspace identity (P3)."""
+        rows = self._all(_CONVERSATION + "WHERE kind = 'agent' AND agent = ? "
+                         "AND workspace_path = ? AND workspace_dev = ? AND workspace_ino = ?",
+                         agent, workspace.path, workspace.dev, workspace.ino)
+        return next((c for c in map(_as_conversation, rows)
+                     if c.workspace is not None and c.workspace.same_directory(workspace)), None)
+
+    def agent_pending_count(self, agent: str) -> int:
+        """How many questions this agent credential has pending, in all its conversations."""
+        row = self._one("SELECT count(*) FROM questions WHERE asked_by_agent = ? "
+                        "AND status = 'pending'", agent)
+        return int(row[0]) if row else 0
+
+    def question_by_id(self, request_id: str) -> Question | None:
+        """A question by its ID alone (an agent names only that, P4)."""
+        row = self._one(_QUESTION + "WHERE request_id = ?", request_id)
+        return None if row is None else self._question(row)
+
+    def ended_questions(self, conversation_id: str) -> list[Question]:
+        """The receipts a conversation keeps (R1), newest first."""
+        return [self._question(r) for r in self._all(
+            _QUESTION + "WHERE conversation_id = ? AND status != 'pending' "
+            "ORDER BY resolved_revision DESC, rowid DESC", conversation_id)]
+
+    def collected_at(self, request_id: str) -> datetime | None:
+        row = self._one("SELECT collected_at FROM collections WHERE request_id = ?", request_id)
+        return None if row is None else _when(row["collected_at"])
 
     def latest_ended_question(self, conversation_id: str) -> Question | None:
         row = self._one(_QUESTION + "WHERE conversation_id = ? AND status != 'pending' "
@@ -295,7 +328,9 @@ class ReadTx:
             workspace=WorkspaceIdentity(row["workspace_path"], row["workspace_dev"],
                                         row["workspace_ino"], row["workspace_birth"]),
             asked_at=_when(row["asked_at"]), expires_at=_when(row["expires_at"]),
-            asked_by_run=row["asked_by_run"], receipt=receipt)
+            asked_by_run=row["asked_by_run"], receipt=receipt,
+            asker=None if row["asked_by_agent"] is None else Asker(
+                row["asked_by_agent"], row["asked_by_client"], row["asker_name"] or ""))
 
     # --------------------------------------------------------------------------------- runs
 
@@ -430,10 +465,22 @@ class WriteTx(ReadTx):
     def insert_conversation(self, c: Conversation) -> None:
         ws = c.workspace
         self._execute(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}, activity) "
-                      f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})",
+                      f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})",
                       c.conversation_id, c.kind.value, c.owner_id, ws.path if ws else None,
                       ws.dev if ws else None, ws.ino if ws else None, c.incarnation,
-                      c.revision, c.native_owner, iso(c.created_at), ws.birth if ws else None)
+                      c.revision, c.native_owner, iso(c.created_at), ws.birth if ws else None,
+                      c.agent.credential_id if c.agent else None,
+                      c.agent.client if c.agent else None)
+
+    def set_agent_client(self, conversation_id: str, client: str | None) -> None:
+        """The MCP client an agent conversation was last asked through (who asks, P3)."""
+        self._execute("UPDATE conversations SET agent_client = ? WHERE conversation_id = ?",
+                      client, conversation_id)
+
+    def collect(self, request_id: str, now: datetime) -> None:
+        """The asking agent has read how its question ended: the first time is kept."""
+        self._execute("INSERT INTO collections (request_id, collected_at) VALUES (?, ?) "
+                      "ON CONFLICT (request_id) DO NOTHING", request_id, iso(now))
 
     def insert_tool_call(self, call: ToolCallRow, keep: int) -> None:
         """Record one tool call of a run, placed after the latest message; keep the newest
@@ -508,12 +555,13 @@ class WriteTx(ReadTx):
             self._execute(
                 "INSERT INTO questions (request_id, conversation_id, kind, prompt, allow_text, "
                 "status, incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
-                "expires_at, asked_by_run, workspace_birth) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "expires_at, asked_by_run, workspace_birth, asked_by_agent, asked_by_client) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 q.request_id, q.conversation_id, q.kind.value, q.prompt, int(q.allow_text),
                 q.status.value, q.incarnation, q.workspace.path, q.workspace.dev,
                 q.workspace.ino, iso(q.asked_at), iso(q.expires_at), q.asked_by_run,
-                q.workspace.birth)
+                q.workspace.birth, q.asker.credential_id if q.asker else None,
+                q.asker.client if q.asker else None)
             self._conn.executemany(
                 "INSERT INTO options (option_id, request_id, position, label, description) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -733,7 +781,8 @@ def _as_conversation(row: sqlite3.Row) -> Conversation:
         row["workspace_birth"])
     return Conversation(row["conversation_id"], ConversationKind(row["kind"]), row["owner_id"],
                         ws, row["incarnation"], row["revision"], row["native_owner"],
-                        _when(row["created_at"]))
+                        _when(row["created_at"]), None if row["agent"] is None else Asker(
+                            row["agent"], row["agent_client"], row["agent_name"] or ""))
 
 
 def _as_run(row: sqlite3.Row) -> Run:

@@ -13,6 +13,11 @@ T2) was sent nothing; the app says so with the fix and stops following, rather t
 knocking again and again: its status line says "not yours: stopped", and quitting then
 exits 5, as the CLI does.
 
+In a coding agent's conversation (kind `agent`, SPEC section 13) the app says who asks (the
+agent's name, its MCP client, the workspace) in the header, the log, the toast and the
+panel, answers with the same `/question` commands, and sends no chat message: the agent
+reads only answers.
+
 The question state and what the status line and header say are reactive attributes of
 the app (`snapshot`, `now`, `connected`, `workspace`, ...): setting one redraws, through
 Textual's data binding, the widgets that show it, `QuestionPanel` (in its `QuestionBox`),
@@ -30,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -57,10 +62,11 @@ from clankie.client import (
     fit_shape,
 )
 from clankie.core.vocabulary import Code
-from clankie.text import visible
+from clankie.text import continued, visible
 
 from . import render
 from .commands import (
+    AGENT_USAGE,
     USAGE,
     AnswerOption,
     AnswerText,
@@ -82,6 +88,7 @@ RETRY_S = (0.2, 0.5, 0.8)
 # The events after which the snapshot is read again (V3; a reset ends the question too).
 QUESTION_EVENTS = ("input_requested", "input_resolved", "conversation_reset")
 EPOCH = datetime.min.replace(tzinfo=UTC)  # a reactive clock's value before it is set
+PLACEHOLDER = "Message Clankie, or /question, /help"
 
 
 class Api(Protocol):
@@ -121,15 +128,17 @@ class ChatLog(RichLog):
 
 
 class HeaderLine(Static):
-    """Which model answers and where the conversation works (`render.header`), cut to the
-    width it has now: drawn again when either is read and when the screen is resized."""
+    """Which model answers (or, in an agent's conversation, which agent asks) and where the
+    conversation works (`render.header`), cut to the width it has now: drawn again when
+    any is read and when the screen is resized."""
 
     workspace: reactive[str | None] = reactive(None)
     model: reactive[dict[str, Any] | None] = reactive(None)
+    asker: reactive[dict[str, Any] | None] = reactive(None)
 
     def render(self) -> Content:
         return Content(visible(render.header(self.workspace, self.model,
-                                             self.content_region.width)))
+                                             self.content_region.width, self.asker)))
 
 
 class QuestionPanel(Static):
@@ -140,11 +149,13 @@ class QuestionPanel(Static):
 
     snapshot: reactive[dict[str, Any] | None] = reactive(None, layout=True)
     now: reactive[datetime] = reactive(EPOCH, layout=True)
+    workspace: reactive[str | None] = reactive(None, layout=True)  # said with an agent's
 
     def render(self) -> Content:
         if self.snapshot is None:
             return Content("")
-        return Content(visible(render.question_panel(self.snapshot, self.now)))
+        return Content(visible(render.question_panel(self.snapshot, self.now,
+                                                     self.workspace)))
 
 
 class QuestionBox(VerticalScroll):
@@ -212,14 +223,20 @@ class ChatApp(App[None]):
     doing: var[str | None] = var(None)  # the latest tool activity of a running run
     waiting: var[dict[str, Any] | None] = var(None)  # its wait to ask the model again (R6)
     # The header's, read on start and after a reconnect: the conversation's workspace
-    # (`conversation_get`) and `service_info`'s `model`.
+    # and, in an agent's conversation, who asks there (`conversation_get`, SPEC P3), and
+    # `service_info`'s `model`.
     workspace: var[str | None] = var(None)
     model: var[dict[str, Any] | None] = var(None)
+    asker: var[dict[str, Any] | None] = var(None)
 
     def __init__(self, api: Api, conversation_id: str, service: str,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 notes: Sequence[str] = ()) -> None:
+        """`notes`: lines said in the log on start (`clankie chat` names the agents whose
+        questions wait in the same directory, in conversations of their own)."""
         super().__init__()
         self.api = api
+        self.notes = list(notes)
         self.clock = clock
         self.conversation_id = conversation_id
         self.service = service
@@ -230,20 +247,23 @@ class ChatApp(App[None]):
         self.typed_against: tuple[str, int] | None = None
 
     def compose(self) -> ComposeResult:
-        yield HeaderLine(id="where", markup=False).data_bind(ChatApp.workspace, ChatApp.model)
+        yield HeaderLine(id="where", markup=False).data_bind(ChatApp.workspace, ChatApp.model,
+                                                             ChatApp.asker)
         yield StatusLine(self.service, self.conversation_id, id="status").data_bind(
             ChatApp.snapshot, ChatApp.now, ChatApp.connected, ChatApp.refused,
             ChatApp.running, ChatApp.doing, ChatApp.waiting)
         yield ChatLog(id="log", wrap=True, markup=False, min_width=1)  # not RichLog's 78
         with QuestionBox(id="question-box").data_bind(ChatApp.snapshot):
-            yield QuestionPanel(id="question", markup=False).data_bind(ChatApp.snapshot,
-                                                                         ChatApp.now)
-        yield Input(placeholder="Message Clankie, or /question, /help", id="input")
+            yield QuestionPanel(id="question", markup=False).data_bind(
+                ChatApp.snapshot, ChatApp.now, ChatApp.workspace)
+        yield Input(placeholder=PLACEHOLDER, id="input")
         yield Footer()
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)  # the expiry countdown
         self.query_one(Input).focus()
+        for note in self.notes:
+            self.say(note, style="bold")
         self.about()
         self.tail()
 
@@ -321,16 +341,29 @@ class ChatApp(App[None]):
         with contextlib.suppress(ApiError, NotYours, ServiceUnreachable, Uncertain):
             await self._read()  # if it fails, the tail says what is wrong with the service
 
+    async def _learn(self) -> None:
+        """The conversation's workspace and who asks in it (an agent, SPEC P3, or Clankie):
+        read by the tail on start and after a reconnect, before the events it shows, so
+        that the log says who asked. Each part is checked here: they are only words."""
+        got = await self.api.call("conversation_get",
+                                  {"conversation_id": self.conversation_id})
+        workspace = got.get("workspace")
+        path = workspace.get("path") if isinstance(workspace, dict) else None
+        self.workspace = path if isinstance(path, str) else None
+        asker = got.get("asker")
+        self.asker = asker if isinstance(asker, dict) and isinstance(asker.get("name"), str) \
+            else None
+
+    def watch_asker(self, asker: dict[str, Any] | None) -> None:
+        self.query_one(Input).placeholder = (
+            "Answer the agent with /question answer N or /question text WORDS; /help"
+            if asker else PLACEHOLDER)
+
     @work(group="about")
     async def about(self) -> None:
-        """The header: the conversation's workspace and the service's model, read on start
-        and after a reconnect (a restarted service may run another model)."""
-        try:  # read as far as they go, each part checked here: the header is only words
-            got = await self.api.call("conversation_get",
-                                      {"conversation_id": self.conversation_id})
-            workspace = got.get("workspace")
-            path = workspace.get("path") if isinstance(workspace, dict) else None
-            self.workspace = path if isinstance(path, str) else None
+        """The header's model, read on start and after a reconnect (a restarted service may
+        run another model)."""
+        try:  # read as far as it goes, checked here: the header is only words
             model = (await self.api.call("service_info")).get("model")
             self.model = (model if isinstance(model, dict)
                           and isinstance(model.get("provider"), str) else None)
@@ -350,6 +383,7 @@ class ChatApp(App[None]):
         while True:
             try:
                 if stale:
+                    await self._learn()
                     await self._read()
                     stale = False
                     if failures:
@@ -402,8 +436,9 @@ class ChatApp(App[None]):
 
     def _announce(self, question: dict[str, Any]) -> None:
         self.bell()  # heard from another window too
-        self.notice(f"Clankie asks: {question['prompt'][:200]}\nThe question panel shows it.",
-                    title="A question")
+        prompt = continued(question["prompt"][:200])  # no line of it poses as the toast's
+        self.notice(f"{wording.asks(question.get('asker'), None)}: {prompt}"
+                    "\nThe question panel shows it.", title="A question")
 
     def _apply(self, event: dict[str, Any]) -> None:
         if event["type"] == "run_status":
@@ -412,7 +447,7 @@ class ChatApp(App[None]):
             else:
                 self.running = self.running - {event["run_id"]}
                 self.doing = None
-        line = render.event_line(event)
+        line = render.event_line(event, self.asker)
         at = render.stamp(event, self.clock())
         self.waiting = None  # anything that happens after a wait ends it
         if event["type"] == "run_activity":
@@ -435,15 +470,24 @@ class ChatApp(App[None]):
                                   if q and self.snapshot else ("", 0))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        command = parse(event.value)
+        if isinstance(command, Chat) and self.asker is not None:
+            # Kept in the input line: the owner may turn it into `/question text ...`.
+            self.say("Not sent: the agent reads only your answer to its question, never a "
+                     "message. Answer with /question answer N (or /question text WORDS); "
+                     "/question shows it.")
+            return
         against, self.typed_against = self.typed_against, None
         event.input.value = ""
-        command = parse(event.value)
         if command is None:
             return
         if isinstance(command, Help):
-            self.say(USAGE)
+            self.say(AGENT_USAGE if self.asker is not None else USAGE)
         elif isinstance(command, Usage):
             self.say(command.message)
+        elif isinstance(command, Stop) and self.asker is not None:
+            self.say("No run of Clankie works in an agent's conversation: there is nothing to "
+                     "stop. /question cancel cancels the agent's question.")
         elif isinstance(command, Chat):
             self.send(command.text)
         elif isinstance(command, ShowQuestion):
@@ -478,6 +522,9 @@ class ChatApp(App[None]):
         payload = {"conversation_id": self.conversation_id, "request_id": q["request_id"],
                    "incarnation": shown["incarnation"], "revision": shown["revision"]}
         if isinstance(command, AnswerOption):
+            if not q["options"]:
+                self.say("This question takes words, not an option: /question text WORDS.")
+                return
             if command.number > len(q["options"]):
                 self.say(f"There is no option {command.number}; the question shows "
                          f"{len(q['options'])}.")
@@ -490,7 +537,7 @@ class ChatApp(App[None]):
                 return
             payload["text"] = command.text
         self.resolve("input_cancel" if isinstance(command, CancelQuestion) else "input_answer",
-                     payload)
+                     payload, agent=q.get("asker") is not None)
 
     @work(group="send")
     async def send(self, text: str) -> None:
@@ -536,8 +583,9 @@ class ChatApp(App[None]):
             self.say(f"{wording.NO_QUESTION}.")
 
     @work(group="answer")
-    async def resolve(self, op: str, payload: dict[str, Any]) -> None:
-        """Send one answer or cancel, bound to what was displayed; never resend it.
+    async def resolve(self, op: str, payload: dict[str, Any], agent: bool = False) -> None:
+        """Send one answer or cancel, bound to what was displayed; never resend it. `agent`:
+        an agent asked it (P3): no run of Clankie follows an answer, the agent reads it.
 
         Not exclusive: cancelling a worker in flight would leave its outcome unknown and
         unsaid. Two answers typed by a person are two requests; the service dedups them.
@@ -561,8 +609,10 @@ class ChatApp(App[None]):
             self.say("Cancelled the question." if not reply["duplicate"]
                      else "Already cancelled.")
         else:
+            then = (f". {wording.accepted(receipt)}" if agent else
+                    ": Clankie continues with it.")
             self.say(("Already accepted" if reply["duplicate"] else "Accepted") +
-                     f" (receipt {receipt['receipt_id'][:8]}): Clankie continues with it.")
+                     f" (receipt {receipt['receipt_id'][:8]}){then}")
         await self._show(quiet=True)
 
     async def _refused(self, exc: ApiError) -> None:

@@ -21,6 +21,13 @@ USAGE = ("/question                 show the current question\n"
          "/help                     this help; Ctrl+Q quits\n"
          "Anything else is a chat message to Clankie; it never answers a question\n"
          "(to send one that starts with /, begin it with //).")
+# In an agent's conversation (SPEC P3): no run of Clankie to stop, and no chat message.
+AGENT_USAGE = ("/question                 show the agent's question\n"
+               "/question answer N        answer with the N-th option shown\n"
+               "/question text WORDS      answer in words (where the question allows text)\n"
+               "/question cancel          cancel the question shown\n"
+               "/help                     this help; Ctrl+Q quits\n"
+               "The agent reads only your answer: nothing else typed here is sent.")
 COMMANDS = ("/question", "/stop", "/help")
 
 

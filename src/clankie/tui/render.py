@@ -30,13 +30,19 @@ def shown_request(snapshot: dict[str, Any] | None) -> str | None:
     return str(q["request_id"]) if q else None
 
 
-def question_panel(snapshot: dict[str, Any], now: datetime) -> str:
+def question_panel(snapshot: dict[str, Any], now: datetime,
+                   workspace: str | None = None) -> str:
     """The panel: the pending question with its numbered options and what an answer binds
-    to; else the question last asked, said to have ended (never with its options)."""
+    to; else the question last asked, said to have ended (never with its options). An
+    agent's question (SPEC P3) says first who asks: the agent's name, its MCP client and
+    `workspace` (the conversation's), and that the agent is told an answer is a preference,
+    not an approval."""
     q = snapshot.get("pending")
     if q is None:
         return _ended(snapshot.get("request"), now)
-    lines = [f"Clankie asks: {continued(q['prompt'])}"]
+    asker = q.get("asker")
+    lines = ([f"{wording.asks(asker, workspace)}:", f"  {continued(q['prompt'])}"] if asker
+             else [f"Clankie asks: {continued(q['prompt'])}"])
     lines += [wording.option_line(number, option)
               for number, option in enumerate(q["options"], start=1)]
     if q["kind"] == "text":
@@ -46,6 +52,8 @@ def question_panel(snapshot: dict[str, Any], now: datetime) -> str:
     else:
         lines.append("  Answer with /question answer N (text is not allowed)")
     lines.append("  /question cancel cancels it.")
+    if asker:
+        lines.append(f"  {wording.AGENT_ANSWER}")
     if q.get("asked_at"):  # a line each: together they wrap on 80 columns
         lines.append(f"  Asked {when.shown(q['asked_at'], now)}")
     lines.append(f"  Expires {when.shown(q['expires_at'], now)}")
@@ -69,7 +77,7 @@ def _ended(q: dict[str, Any] | None, now: datetime) -> str:
         outcome = wording.outcome(receipt, q["status"])
     at = f", {when.shown(receipt['resolved_at'], now)}" if receipt.get("resolved_at") else ""
     return "\n".join([f"{wording.NO_QUESTION}.",
-                      f"  Clankie asked: {continued(q['prompt'], '    ')}",
+                      f"  {asked_by(q.get('asker'))} asked: {continued(q['prompt'], '    ')}",
                       f"  That question ended: {outcome}{at}.",
                       f"  request {q['request_id'][:SHORT]}, asked "
                       f"{when.shown(q['asked_at'], now)}"])
@@ -80,15 +88,22 @@ def panel_shown(snapshot: dict[str, Any] | None) -> bool:
     return shown_request(snapshot) is not None
 
 
-def event_line(event: dict[str, Any]) -> str | None:
-    """A line for the chat log, or None for events shown only in the status line."""
+def asked_by(asker: dict[str, Any] | None) -> str:
+    """Who asks, starting a sentence: `Clankie`, or `Agent "coder"` (its name alone: the
+    panel says the rest)."""
+    return "Clankie" if asker is None else f"Agent {wording.quoted(str(asker['name']))}"
+
+
+def event_line(event: dict[str, Any], asker: dict[str, Any] | None = None) -> str | None:
+    """A line for the chat log, or None for events shown only in the status line. `asker`:
+    the conversation's, when an agent asks in it (P3), not Clankie."""
     kind = event["type"]
     if kind == "message":
         who = {"owner": "you", "clankie": "clankie", "room": "room"}.get(event["author"],
                                                                           event["author"])
         return f"{who}: {continued(event['text'])}"
     if kind == "input_requested":
-        return "Clankie asked a question."
+        return f"{asked_by(asker)} asked a question."
     if kind == "input_resolved":
         return f"The question {event['request_id'][:8]} ended: {event['outcome']}."
     if kind == "conversation_reset":
@@ -149,10 +164,13 @@ def question_state(snapshot: dict[str, Any] | None, now: datetime) -> str:
     return f"question pending, {expiry(snapshot['pending'], now)[0]}"
 
 
-def header(workspace: str | None, model: dict[str, Any] | None, width: int = 0) -> str:
+def header(workspace: str | None, model: dict[str, Any] | None, width: int = 0,
+           asker: dict[str, Any] | None = None) -> str:
     """Which model answers and where the conversation works: `model openai/gpt-4o-mini |
-    workspace ~/src/app`; `?` for what could not be read. Within `width` (if given) a long
-    path loses its start, never its last folders, the ones the owner recognises."""
+    workspace ~/src/app`; `?` for what could not be read. In an agent's conversation (P3)
+    no model of Clankie's works: who asks there instead (`agent "coder" through
+    "claude-code" | workspace ~/src/app`). Within `width` (if given) a long path loses its
+    start, never its last folders, the ones the owner recognises."""
     if workspace is not None:
         home = str(Path.home())
         if workspace == home or workspace.startswith(home.rstrip("/") + "/"):
@@ -164,7 +182,10 @@ def header(workspace: str | None, model: dict[str, Any] | None, width: int = 0) 
             else model["provider"]
     else:
         named = f"{model['provider']}/{model['model']}"
-    line = visible(f"model {named} | workspace {workspace or '(none)'}")
+    if workspace is not None:
+        workspace = wording.one_line(workspace)
+    who = wording.who(asker) if asker else f"model {named}"
+    line = visible(f"{who} | workspace {workspace or '(none)'}")
     workspace = visible(workspace) if workspace else workspace  # measured as shown
     room = width - len(line) + len(workspace or "")  # what the path may take
     if workspace and width and len(line) > width and room > 10:

@@ -79,6 +79,8 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
                                    finalize=lambda v: visible(v) if isinstance(v, str) else v)
     templates.filters["local"] = when.local  # the page adds "(in 5 min)" by its own clock
     templates.filters["folders"] = _folders
+    templates.filters["who"] = _who  # who asks (SPEC P3), as the CLI and TUI say it
+    templates.globals["AGENT_ANSWER"] = wording.AGENT_ANSWER
 
     def csrf(session: str) -> str:
         return hmac.new(secret, session.encode(), hashlib.sha256).hexdigest()
@@ -180,10 +182,14 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         if reply.duplicate:
             return JSONResponse({"outcome": "duplicate", "message": "The same answer again: it "
                                  "was already accepted, and nothing changed."})
-        done = (f"Accepted: {await run(partial(_chosen, service, token, payload))}"
-                if action == "answer" else "Cancelled")
-        return JSONResponse({"outcome": "accepted", "message": f"{done}. Clankie has not "
-                             "necessarily run yet."})
+        if action == "answer":
+            chosen = await run(partial(_chosen, service, token, payload))
+            return JSONResponse({"outcome": "accepted", "message": f"Accepted: {chosen}. "
+                                 f"{wording.accepted(reply.receipt.model_dump())}"})
+        agent = await run(partial(_asked_by_agent, service, token, payload))
+        return JSONResponse({"outcome": "accepted", "message": "Cancelled. " + (
+            "The agent reads that it has no answer." if agent else
+            "Clankie has not necessarily run yet.")})
 
     async def events(request: Request) -> Response:
         """A long-poll on `events_tail` (H6); its reply says only whether to look again."""
@@ -200,7 +206,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         try:
             payload = {"conversation_id": conversation_id, "wait_ms": LONG_POLL_MS,
                        "after": int(after) if re.fullmatch(r"[0-9]{1,18}", after) else 0}
-            with service.open_tail(token, payload, wake) as tail:
+            with service.open_poll("events_tail", token, payload, wake) as tail:
                 while True:
                     woken.clear()
                     page_ = await run(tail.read)
@@ -218,6 +224,9 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
             return page("message.html", 404, title="Not found", text="There is no such page.")
         return Response(_asset(name), media_type=STATIC[name])
 
+    async def no_icon(request: Request) -> Response:  # a browser asks; none, and no 404
+        return Response(status_code=204)
+
     async def not_found(request: Request) -> Response:
         return page("message.html", 404, title="Not found", text="There is no such page.")
 
@@ -225,7 +234,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         Route("/", home), Route("/view", fragment),
         Route("/pair", pair_form, methods=["GET"]), Route("/pair", pair, methods=["POST"]),
         Route("/api/events", events), Route("/api/{action}", act, methods=["POST"]),
-        Route("/static/{name}", static),
+        Route("/static/{name}", static), Route("/favicon.ico", no_icon),
         Route("/{rest:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
     ])
     return _Guard(app, origins)
@@ -323,6 +332,20 @@ def _chosen(service: Service, token: str | None, answer: dict[str, Any]) -> str:
             if option.option_id == option_id:
                 return option.label
     return "the option you chose"
+
+
+def _who(asker: dto.AskerOut | None) -> str:
+    return wording.who(None if asker is None else asker.model_dump())
+
+
+def _asked_by_agent(service: Service, token: str | None, cancel: dict[str, Any]) -> bool:
+    """Whether the question just cancelled was an agent's (SPEC P3): its receipt, unlike an
+    answer's, does not tell."""
+    with contextlib.suppress(ClankieError):
+        shown = _snapshot(service, token, str(cancel.get("conversation_id")),
+                          str(cancel.get("request_id"))).request
+        return shown is not None and shown.asker is not None
+    return False
 
 
 def _folders(path: str) -> str:

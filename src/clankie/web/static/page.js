@@ -85,11 +85,30 @@
     const html = await response.text();
     const typing = document.activeElement && document.activeElement.id === "answer-text";
     if (html !== view.dataset.shown && !(typing && !busy && sameQuestion(html))) {
-      view.innerHTML = html;
-      view.dataset.shown = html;
+      redraw(html);
       if (!view.querySelector("#lease.held")) leaseEnded();
     }
     tick();
+  }
+
+  // A redraw of the same question keeps what the owner was doing (H6, keyboard and screen
+  // reader use): the control that had the focus keeps it, and an opened cancel step stays
+  // open. The first live update always redraws the view the page was served with.
+  function redraw(html) {
+    const request = state().dataset.request;
+    const focused = view.contains(document.activeElement) ? document.activeElement.id : "";
+    const confirm = document.getElementById("cancel-confirm");
+    const confirming = confirm && !confirm.hidden;
+    view.innerHTML = html;
+    view.dataset.shown = html;
+    if (!request || state().dataset.request !== request) return;
+    const again = document.getElementById("cancel-confirm");
+    if (confirming && again) {
+      again.hidden = false;
+      document.getElementById("cancel-question").setAttribute("aria-expanded", "true");
+    }
+    const control = focused && document.getElementById(focused);
+    if (control && !control.hidden) control.focus();
   }
 
   function sameQuestion(html) {
