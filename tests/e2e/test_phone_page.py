@@ -11,19 +11,22 @@ Playwright's `expect` waits for what the page must show (the lease test waits ou
 from __future__ import annotations
 
 import http.server
+import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from tests.e2e.browser import chromium
-from tests.e2e.served import ROOT, LineReader, Served, ask, clankie, settle
+from tests.e2e.served import ROOT, LineReader, Served, ask, clankie, init_home, settle
 
 pytestmark = pytest.mark.browser
 
@@ -467,3 +470,86 @@ def test_h3_an_open_page_answers_after_a_service_restart_without_a_reload(
         first.stop()
         if second is not None:
             second.stop()
+
+
+# ----------------------------------------------------- the README's notification (H7)
+
+
+def readme_ntfy_click_recipe() -> list[str]:
+    """The README's `notify_command` that makes `answer_url` an ntfy notification's click
+    action ("Answer from your phone", step 4), as the owner would paste it."""
+    readme = (ROOT / "README.md").read_text()
+    step = readme[readme.index("**4. Get a notification that opens it.**"):]
+    line = next(x.strip() for x in step.splitlines() if x.strip().startswith("notify_command"))
+    import tomllib
+
+    command: list[str] = tomllib.loads(line)["notify_command"]
+    return command
+
+
+class Ntfy(http.server.BaseHTTPRequestHandler):
+    """A receiver of ntfy's publish API (`POST /TOPIC`, the message as the body, `Click`
+    as a header; it answers the message as JSON), keeping what it received."""
+
+    received: ClassVar[list[dict[str, str]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+        got = {"topic": self.path.strip("/"), "message": body,
+               "click": self.headers.get("Click", "")}
+        type(self).received.append(got)
+        reply = json.dumps({"id": "x", "event": "message", **got}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_h7_the_readmes_ntfy_recipe_carries_answer_url_and_the_tap_opens_the_question(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """H7 end to end: the README's recipe, pasted as is but for the topic's address, is run
+    by the notifier; the receiver (ntfy's publish API) gets the prompt as the message and
+    `answer_url` as the click action; opening it in the paired browser shows the question.
+    (Tried against this receiver only, not a real ntfy server: the README says so.)"""
+    command = readme_ntfy_click_recipe()
+    assert shutil.which("jq") and shutil.which("curl"), "the recipe runs jq and curl"
+    Ntfy.received = []
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ntfy)
+    thread = threading.Thread(target=receiver.serve_forever, daemon=True)
+    thread.start()
+    topic = f"http://127.0.0.1:{receiver.server_address[1]}/clankie"
+    command = [part.replace("https://ntfy.example.org/clankie", topic) for part in command]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path / "home"
+    init_home(home)
+    (home / "settings.toml").write_text(
+        f"web_origin = 'http://127.0.0.1:{port}'\nnotify_command = {json.dumps(command)}\n")
+    served = Served.start(home, "--web", f"127.0.0.1:{port}", init=False)
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    try:
+        pair(served, page)
+        c = new_conversation(served, workspace)
+        with served.client() as operator:
+            request = ask(operator, c)
+        deadline = time.monotonic() + 30
+        while not Ntfy.received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert Ntfy.received, "the notifier published nothing"
+        sent = Ntfy.received[0]
+        assert sent["topic"] == "clankie" and sent["message"].strip() == "Tabs or spaces?"
+        assert sent["click"] == f"http://127.0.0.1:{port}/?c={c}"
+        page.goto(sent["click"])
+        expect(page.locator(f'#answer[data-request="{request}"]')).to_be_visible(
+            timeout=WAIT_MS)
+    finally:
+        context.close()
+        served.stop()
+        receiver.shutdown()
+        receiver.server_close()
+        thread.join(timeout=10)
