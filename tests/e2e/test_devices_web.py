@@ -57,13 +57,14 @@ def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
             paired = browser.post("/pair", headers={"Origin": web.web_url},
                                   data={"code": url.split("code=")[1],
                                         "csrf": csrf_of(shown.text)})
-            assert (paired.status_code, paired.headers["location"]) == (303, "/")
+            assert (paired.status_code, paired.json()["outcome"]) == (200, "paired")
             cookie = paired.headers["set-cookie"]
-            assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+            assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Path=/" in cookie
+            browser.headers["X-Clankie-Key"] = paired.json()["key"]  # as the page keeps it
             assert "Secure" not in cookie  # web_origin is not HTTPS here
             lines.until(lambda line: line.startswith("paired: phone (read_only)"), 30)
             assert proc.wait(timeout=30) == 0
-            assert browser.get("/").status_code == 200
+            assert browser.get("/view").status_code == 200
             listed = clankie("devices", "list", home=web.home.path)
             assert listed.returncode == 0 and "phone" in listed.stdout
             assert "last used" in listed.stdout
@@ -71,11 +72,11 @@ def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
             # a prefix, as every ID the CLI takes (SPEC section 10 "CLI"; issue 21's trial)
             unknown = clankie("devices", "revoke", "0000", home=web.home.path)
             assert unknown.returncode == 2 and "no device starts with '0000'" in unknown.stderr
-            assert browser.get("/").status_code == 200  # nothing was revoked
+            assert browser.get("/view").status_code == 200  # nothing was revoked
             revoked = clankie("devices", "revoke", device_id[:6].upper(), home=web.home.path)
             assert revoked.returncode == 0, revoked.stderr
             assert f"revoked {device_id}" in revoked.stdout
-            assert browser.get("/").status_code == 401
+            assert browser.get("/view").status_code == 401
             assert "revoked" in clankie("devices", "list", home=web.home.path).stdout
     finally:
         if proc.poll() is None:

@@ -10,17 +10,23 @@ Playwright's `expect` waits for what the page must show (the lease test waits ou
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from tests.e2e.browser import chromium
-from tests.e2e.served import ROOT, LineReader, Served, ask, clankie, settle
+from tests.e2e.served import ROOT, LineReader, Served, ask, clankie, init_home, settle
 
 pytestmark = pytest.mark.browser
 
@@ -210,8 +216,16 @@ def test_h5_a_stale_page_gets_the_conflict_and_the_fresh_question(
     def hold(route: Any) -> None:
         held.append(route)  # never answered: the request waits until the page closes
 
+    def first_view_only(route: Any) -> None:  # the shell's first view (H3), then held
+        if shown:
+            held.append(route)
+        else:
+            shown.append(route)
+            route.continue_()
+
+    shown: list[Any] = []
     phone.route("**/api/events*", hold)
-    phone.route("**/view*", hold)
+    phone.route("**/view*", first_view_only)
     phone.goto(f"{web.web_url}/?c={c}")
     expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
     with web.client() as operator:  # the question is answered elsewhere; another is asked
@@ -360,6 +374,9 @@ def test_h6_a_live_update_keeps_the_focus_and_the_cancel_step_where_the_owner_le
     expect(confirm).to_be_focused()
     assert held, "the page did not ask for live updates"
     phone.evaluate("document.getElementById('state').dataset.before = 'yes'")
+    second = workspace.parent / "second"
+    second.mkdir()
+    new_conversation(web, second)  # the view changes (its list): the next look redraws it
     phone.unroute("**/api/events*")  # the held request goes on to the service
     expect(phone.locator("#state")).not_to_have_attribute("data-before", "yes",
                                                           timeout=WAIT_MS)  # redrawn
@@ -368,3 +385,171 @@ def test_h6_a_live_update_keeps_the_focus_and_the_cancel_step_where_the_owner_le
     expect(phone.locator("#cancel-question")).to_have_attribute("aria-expanded", "true")
     with web.client() as operator:
         assert operator.input_get(c).pending is not None
+
+
+# ------------------------------------------------ the two halves of the credential (H3, H7)
+
+
+def test_h3_h7_a_notification_link_on_another_site_opens_the_question(
+        web: Served, phone: Any, workspace: Path):
+    """Issue 30: a paired phone that tapped `answer_url` in another app was told "This
+    browser is not paired" (a `SameSite=Strict` cookie is not sent on a navigation that
+    starts on another site). A page on http://localhost (another site than 127.0.0.1)
+    links to the question, as a notification does."""
+    pair(web, phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        ask(operator, c)
+    link = f'<!doctype html><a id="go" href="{web.web_url}/?c={c}">A question</a>'.encode()
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(link)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    try:
+        phone.goto(f"http://localhost:{other.server_address[1]}/")
+        phone.locator("#go").click()
+        expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible(
+            timeout=WAIT_MS)
+        expect(phone.locator("#answer")).to_have_attribute("data-conversation", c)
+    finally:
+        other.shutdown()
+        other.server_close()
+        thread.join(timeout=10)
+
+
+def test_h3_an_open_page_answers_after_a_service_restart_without_a_reload(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """Issue 30: after a restart an open page's tap was refused "this request lacks the
+    page's CSRF token; reload the page". The page's key outlives the restart (the store's
+    page key), so the open page goes on: it shows the restart's ending, then the question
+    asked after it, and its tap answers, with no reload."""
+    with socket.socket() as probe:  # the same port again, so the page's origin is the same
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path / "home"
+    first = Served.start(home, "--web", f"127.0.0.1:{port}")
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    second = None
+    try:
+        pair(first, page)
+        take_control(page)
+        c = new_conversation(first, workspace)
+        with first.client() as operator:
+            ask(operator, c)
+        page.goto(f"{first.web_url}/?c={c}")
+        expect(page.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+        loads = page.evaluate("performance.getEntriesByType('navigation').length")
+        assert first.stop() == 0
+        second = Served.start(home, "--web", f"127.0.0.1:{port}", init=False)
+        with second.client() as operator:
+            request = ask(operator, c)  # R3 ended the first; Clankie asks again
+        expect(page.locator(f'#answer[data-request="{request}"]')).to_be_visible(
+            timeout=WAIT_MS)
+        if page.locator("#take-control").is_visible():
+            take_control(page)
+        page.get_by_role("button", name="Answer: tabs").tap()
+        expect(page.locator("#status")).to_have_text(
+            "Accepted: tabs. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+        assert page.evaluate("performance.getEntriesByType('navigation').length") == loads
+        with second.client() as operator:
+            receipt = operator.input_get(c, request_id=request).request.receipt
+        assert receipt is not None and receipt.outcome == "answered"
+    finally:
+        context.close()
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+# ----------------------------------------------------- the README's notification (H7)
+
+
+def readme_ntfy_click_recipe() -> list[str]:
+    """The README's `notify_command` that makes `answer_url` an ntfy notification's click
+    action ("Answer from your phone", step 4), as the owner would paste it."""
+    readme = (ROOT / "README.md").read_text()
+    step = readme[readme.index("**4. Get a notification that opens it.**"):]
+    line = next(x.strip() for x in step.splitlines() if x.strip().startswith("notify_command"))
+    import tomllib
+
+    command: list[str] = tomllib.loads(line)["notify_command"]
+    return command
+
+
+class Ntfy(http.server.BaseHTTPRequestHandler):
+    """A receiver of ntfy's publish API (`POST /TOPIC`, the message as the body, `Click`
+    as a header; it answers the message as JSON), keeping what it received."""
+
+    received: ClassVar[list[dict[str, str]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+        got = {"topic": self.path.strip("/"), "message": body,
+               "click": self.headers.get("Click", "")}
+        type(self).received.append(got)
+        reply = json.dumps({"id": "x", "event": "message", **got}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_h7_the_readmes_ntfy_recipe_carries_answer_url_and_the_tap_opens_the_question(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """H7 end to end: the README's recipe, pasted as is but for the topic's address, is run
+    by the notifier; the receiver (ntfy's publish API) gets the prompt as the message and
+    `answer_url` as the click action; opening it in the paired browser shows the question.
+    (Tried against this receiver only, not a real ntfy server: the README says so.)"""
+    command = readme_ntfy_click_recipe()
+    assert shutil.which("jq") and shutil.which("curl"), "the recipe runs jq and curl"
+    Ntfy.received = []
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ntfy)
+    thread = threading.Thread(target=receiver.serve_forever, daemon=True)
+    thread.start()
+    topic = f"http://127.0.0.1:{receiver.server_address[1]}/clankie"
+    command = [part.replace("https://ntfy.example.org/clankie", topic) for part in command]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path / "home"
+    init_home(home)
+    (home / "settings.toml").write_text(
+        f"web_origin = 'http://127.0.0.1:{port}'\nnotify_command = {json.dumps(command)}\n")
+    served = Served.start(home, "--web", f"127.0.0.1:{port}", init=False)
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    try:
+        pair(served, page)
+        c = new_conversation(served, workspace)
+        with served.client() as operator:
+            request = ask(operator, c)
+        deadline = time.monotonic() + 30
+        while not Ntfy.received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert Ntfy.received, "the notifier published nothing"
+        sent = Ntfy.received[0]
+        assert sent["topic"] == "clankie" and sent["message"].strip() == "Tabs or spaces?"
+        assert sent["click"] == f"http://127.0.0.1:{port}/?c={c}"
+        page.goto(sent["click"])
+        expect(page.locator(f'#answer[data-request="{request}"]')).to_be_visible(
+            timeout=WAIT_MS)
+    finally:
+        context.close()
+        served.stop()
+        receiver.shutdown()
+        receiver.server_close()
+        thread.join(timeout=10)

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 import clankie.web
 from clankie.core.errors import ClankieError
+from clankie.service import Service
 from clankie.settings import Settings
 from clankie.web.app import SECURITY_HEADERS, create_web_app
 from tests.world import World
@@ -28,22 +29,25 @@ def page_client(world: World, base_url: str = LISTENER) -> TestClient:
                       follow_redirects=False)
 
 
-def csrf_in(html: str, name: str = "csrf") -> str:
-    found = (re.search(r'name="csrf" value="([0-9a-f]+)"', html) if name == "csrf" else
-             re.search(r'name="csrf-token" content="([0-9a-f]+)"', html))
+def csrf_in(html: str) -> str:
+    """The pairing form's CSRF token."""
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
     assert found, html
     return found.group(1)
 
 
 def paired(world: World, client: TestClient, mode: str = "control",
            origin: str = LISTENER) -> str:
-    """Pair `client` as a browser does; its CSRF token for the page."""
+    """Pair `client` as a browser does; the page's key (H3), which the page's script keeps
+    and sends in X-Clankie-Key with every request, as `client` now does."""
     code = world.call("device_pair_start", {"name": "phone", "mode": mode})["code"]
     form = client.get(f"/pair?code={code}")
     done = client.post("/pair", data={"code": code, "csrf": csrf_in(form.text)},
                        headers={"Origin": origin})
-    assert done.status_code == 303, done.text
-    return csrf_in(client.get("/").text, "csrf-token")
+    assert done.status_code == 200 and done.json()["outcome"] == "paired", done.text
+    key = str(done.json()["key"])
+    client.headers["X-Clankie-Key"] = key
+    return key
 
 
 def asked(world: World) -> tuple[str, dict[str, Any]]:
@@ -81,8 +85,8 @@ def test_h2_a_get_never_pairs_and_a_post_pairs_then_leaves_the_code_out_of_the_u
         assert devices(world) == [] and "set-cookie" not in shown.headers
         done = client.post("/pair", data={"code": code, "csrf": csrf_in(shown.text)},
                            headers={"Origin": LISTENER})
-        assert (done.status_code, done.headers["location"]) == (303, "/")
-        assert code not in done.headers["location"]
+        assert (done.status_code, done.json()["outcome"]) == (200, "paired")
+        assert "location" not in done.headers  # the page's script goes to "/" itself
     assert len(devices(world)) == 1
 
 
@@ -141,7 +145,7 @@ def test_h2_a_pairing_post_needs_the_page_origin_and_its_csrf_token(world: World
 # ---------------------------------------------------------------------------- cookie (H3)
 
 
-def test_h3_the_cookie_is_httponly_samesite_strict_path_root_and_not_secure_on_http(
+def test_h3_the_cookie_is_httponly_samesite_lax_path_root_and_not_secure_on_http(
         world: World):
     code = world.call("device_pair_start", {"name": "phone"})["code"]
     with page_client(world) as client:
@@ -149,7 +153,7 @@ def test_h3_the_cookie_is_httponly_samesite_strict_path_root_and_not_secure_on_h
         done = client.post("/pair", data={"code": code, "csrf": csrf_in(form.text)},
                            headers={"Origin": LISTENER})
     cookie = done.headers["set-cookie"]
-    assert {"HttpOnly", "Path=/", "SameSite=strict"} <= {p.strip() for p in cookie.split(";")}
+    assert {"HttpOnly", "Path=/", "SameSite=lax"} <= {p.strip() for p in cookie.split(";")}
     assert "Secure" not in cookie
 
 
@@ -160,11 +164,11 @@ def test_h3_the_cookie_is_secure_when_web_origin_is_https(make_world: Callable[.
         form = client.get(f"/pair?code={code}")
         done = client.post("/pair", data={"code": code, "csrf": csrf_in(form.text)},
                            headers={"Origin": PHONE_ORIGIN})
-        assert done.status_code == 303, done.text
+        assert done.status_code == 200, done.text
         assert client.get("/").status_code == 200
     cookie = done.headers["set-cookie"]
     assert cookie.startswith("__Host-clankie=")
-    assert {"HttpOnly", "Path=/", "SameSite=strict", "Secure"} <= {
+    assert {"HttpOnly", "Path=/", "SameSite=lax", "Secure"} <= {
         p.strip() for p in cookie.split(";")}
 
 
@@ -194,7 +198,7 @@ def test_h4_a_wrong_host_is_refused_before_anything_happens(world: World, host: 
                                    ("POST", "/api/answer", binding(c, world)),
                                    ("POST", "/api/take-control", {})]:
             response = client.request(method, path, json=body, headers={
-                "Host": host, "Origin": LISTENER, "X-CSRF-Token": csrf})
+                "Host": host, "Origin": LISTENER, "X-Clankie-Key": csrf})
             assert response.status_code == 421, (path, response.text)
     assert still_pending(world, c)
     assert devices(world) == before and not before[0]["holds_lease"]
@@ -203,7 +207,7 @@ def test_h4_a_wrong_host_is_refused_before_anything_happens(world: World, host: 
 def test_h4_web_origins_host_is_allowed(make_world: Callable[..., World]):
     world = make_world(Settings(web_origin=PHONE_ORIGIN))
     with page_client(world) as client:
-        assert client.get("/", headers={"Host": "laptop.tailnet-name.ts.net"}
+        assert client.get("/view", headers={"Host": "laptop.tailnet-name.ts.net"}
                           ).status_code == 401  # reached the page: not paired
 
 
@@ -214,7 +218,7 @@ def test_h4_a_state_change_without_the_pages_origin_changes_nothing(world: World
     c, _ = asked(world)
     with page_client(world) as client:
         csrf = paired(world, client)
-        headers = {"X-CSRF-Token": csrf} | ({"Origin": origin} if origin else {})
+        headers = {"X-Clankie-Key": csrf} | ({"Origin": origin} if origin else {})
         for action, body in [("take-control", {}), ("answer", binding(c, world)),
                              ("cancel", binding(c, world))]:
             refused = client.post(f"/api/{action}", json=body, headers=headers)
@@ -222,18 +226,21 @@ def test_h4_a_state_change_without_the_pages_origin_changes_nothing(world: World
     assert still_pending(world, c) and not devices(world)[0]["holds_lease"]
 
 
-def test_h4_a_state_change_needs_this_sessions_csrf_token(world: World):
+def test_h4_a_state_change_needs_this_browsers_key(world: World):
+    """The page's key is its CSRF token too: a cross-site request cannot set the header,
+    and another browser's key is not this one's."""
     c, _ = asked(world)
     with page_client(world) as other:
         others_csrf = paired(world, other)
     with page_client(world) as client:
         paired(world, client)
+        del client.headers["X-Clankie-Key"]
         for token in (None, "", others_csrf, "0" * 64, "\xe9"):
-            headers = {"Origin": LISTENER} | ({"X-CSRF-Token": token.encode("latin-1")}
+            headers = {"Origin": LISTENER} | ({"X-Clankie-Key": token.encode("latin-1")}
                                               if token is not None else {})
             for action, body in [("take-control", {}), ("answer", binding(c, world))]:
                 refused = client.post(f"/api/{action}", json=body, headers=headers)
-                assert refused.status_code == 403, refused.text
+                assert refused.status_code == 401, refused.text
     assert still_pending(world, c)
     assert not any(d["holds_lease"] for d in devices(world))
 
@@ -244,7 +251,8 @@ def test_h4_proxy_headers_never_authenticate(world: World):
              "Tailscale-User-Login": "owner@example.com", "Tailscale-User-Name": "Owner",
              "Origin": LISTENER}
     with page_client(world) as client:
-        assert client.get("/", headers=proxy).status_code == 401
+        shell = client.get("/", headers=proxy)  # the shell, which holds nothing of anyone's
+        assert shell.status_code == 200 and c not in shell.text
         assert client.get(f"/view?c={c}", headers=proxy).status_code == 401
         refused = client.post("/api/answer", json=binding(c, world), headers=proxy)
         assert refused.status_code in (401, 403)
@@ -265,7 +273,7 @@ def test_h4_every_response_carries_the_security_headers(world: World):
         responses += [client.get("/"), client.get(f"/view?c={c}"),
                       client.get(f"/api/events?c={c}&after=999999"),
                       client.post("/api/take-control", json={},
-                                  headers={"Origin": LISTENER, "X-CSRF-Token": csrf}),
+                                  headers={"Origin": LISTENER, "X-Clankie-Key": csrf}),
                       client.put("/api/answer")]
     for response in responses:
         for name, value in SECURITY_HEADERS.items():
@@ -309,11 +317,12 @@ def test_h4_no_token_code_or_answer_text_reaches_the_log(world: World,
         done = client.post("/pair", data={"code": code, "csrf": csrf_in(form.text)},
                            headers={"Origin": LISTENER})
         token = done.headers["set-cookie"].split(";")[0].split("=", 1)[1]
-        csrf = csrf_in(client.get("/").text, "csrf-token")
+        csrf = done.json()["key"]
+        client.headers["X-Clankie-Key"] = csrf
         client.post("/api/take-control", json={}, headers={"Origin": LISTENER,
-                                                           "X-CSRF-Token": csrf})
+                                                           "X-Clankie-Key": csrf})
         snap = world.snapshot(c)
-        reply = client.post("/api/answer", headers={"Origin": LISTENER, "X-CSRF-Token": csrf},
+        reply = client.post("/api/answer", headers={"Origin": LISTENER, "X-Clankie-Key": csrf},
                             json={"conversation_id": c,
                                   "request_id": snap["pending"]["request_id"],
                                   "incarnation": snap["incarnation"],
@@ -334,7 +343,7 @@ def test_h5_outcomes_in_words_accepted_duplicate_conflict(world: World):
     c, _ = asked(world)
     with page_client(world) as client:
         csrf = paired(world, client)
-        headers = {"Origin": LISTENER, "X-CSRF-Token": csrf}
+        headers = {"Origin": LISTENER, "X-Clankie-Key": csrf}
         body = binding(c, world)
         refused = client.post("/api/answer", json=body, headers=headers)
         assert refused.json()["outcome"] == "refused"  # A1: no lease yet
@@ -364,12 +373,12 @@ def test_h5_a_read_only_browser_sees_the_question_and_no_controls_and_is_refused
     c, snap = asked(world)
     with page_client(world) as client:
         csrf = paired(world, client, mode="read_only")
-        html = client.get(f"/?c={c}").text
+        html = client.get(f"/view?c={c}").text
         assert snap["pending"]["prompt"] in html
         assert 'id="answer"' not in html and "data-option" not in html
         assert "Take control" not in html
         refused = client.post("/api/answer", json=binding(c, world),
-                              headers={"Origin": LISTENER, "X-CSRF-Token": csrf})
+                              headers={"Origin": LISTENER, "X-Clankie-Key": csrf})
         assert refused.json()["outcome"] == "refused"
     assert still_pending(world, c)
 
@@ -382,7 +391,7 @@ def test_h5_a_revoked_browser_is_told_and_refused(world: World):
         assert client.get(f"/view?c={c}").json()["outcome"] == "revoked"
         assert client.get(f"/api/events?c={c}").json()["outcome"] == "revoked"
         refused = client.post("/api/take-control", json={},
-                              headers={"Origin": LISTENER, "X-CSRF-Token": csrf})
+                              headers={"Origin": LISTENER, "X-Clankie-Key": csrf})
         assert refused.json()["outcome"] == "revoked"
     assert not devices(world)[0]["holds_lease"]
 
@@ -391,7 +400,7 @@ def test_h5_expired_and_cancelled_are_said_in_words(world: World):
     c, _ = asked(world)
     with page_client(world) as client:
         csrf = paired(world, client)
-        headers = {"Origin": LISTENER, "X-CSRF-Token": csrf}
+        headers = {"Origin": LISTENER, "X-Clankie-Key": csrf}
         client.post("/api/take-control", json={}, headers=headers)
         body = binding(c, world)
         cancel = {k: v for k, v in body.items() if k != "option_id"}
@@ -429,6 +438,90 @@ def test_h5_text_from_others_on_the_page_is_escaped_and_visible(world: World):
                   "options": [{"label": "MIT"}, {"label": "\u202eTIM"}]})
     with page_client(world) as client:
         paired(world, client)
-        shown = client.get(f"/?c={c}").text
+        shown = client.get(f"/view?c={c}").text
     assert "\u202e" not in shown and "\\u202eTIM" in shown
     assert "<script>alert" not in shown and "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
+
+
+# ------------------------------------------------------------ the two halves (H3, H7)
+
+
+def test_h3_the_cookie_alone_reads_and_changes_nothing(world: World):
+    """Issue 30's attack: browsers send the cookie to every port of the host, so a server on
+    another port received `clankie=clk_...`, fetched the page's CSRF token with it, and took
+    control. The HTML a navigation loads now carries no user data, and every request for
+    data or a change needs the page's key too, which only the page that paired holds."""
+    c, snap = asked(world)
+    prompt = snap["pending"]["prompt"]
+    with page_client(world) as phone:
+        paired(world, phone)
+        cookie = phone.cookies["clankie"]
+    with page_client(world) as thief:  # the cookie replayed, as another port's server can
+        thief.cookies.set("clankie", cookie)
+        shell = thief.get(f"/?c={c}")
+        assert shell.status_code == 200 and prompt not in shell.text
+        assert c not in shell.text and "phone" not in shell.text
+        for response in [thief.get(f"/view?c={c}"), thief.get(f"/api/events?c={c}"),
+                         thief.post("/api/take-control", json={},
+                                    headers={"Origin": LISTENER}),
+                         thief.post("/api/answer", json=binding(c, world),
+                                    headers={"Origin": LISTENER,
+                                             "X-Clankie-Key": "0" * 64})]:
+            assert response.status_code == 401, response.text
+            assert prompt not in response.text
+    assert still_pending(world, c)
+    with world.store.read() as tx:
+        assert tx.lease() is None  # no control was taken
+
+
+def test_h3_the_cookie_is_lax_so_a_tap_on_answer_url_from_another_app_carries_it(
+        world: World):
+    """H3, H7: a navigation that starts on another site (a notification's link) carries a
+    `SameSite=Lax` cookie, never a `Strict` one; the shell then asks for the view."""
+    with page_client(world) as client:
+        code = world.call("device_pair_start", {"name": "phone"})["code"]
+        form = client.get(f"/pair?code={code}")
+        done = client.post("/pair", data={"code": code, "csrf": csrf_in(form.text)},
+                           headers={"Origin": LISTENER})
+    parts = {p.strip() for p in done.headers["set-cookie"].split(";")}
+    assert {"HttpOnly", "Path=/", "SameSite=lax"} <= parts
+    assert not [p for p in parts if p.lower().startswith("domain=")]
+
+
+def test_h3_the_page_still_answers_after_a_restart_without_a_reload(make_world: Any):
+    """Issue 30: after a restart an open page was refused "lacks the page's CSRF token"
+    (a new secret each start). The key comes from the store's page key: the same after a
+    restart, so the page's next request is accepted as before."""
+    world = make_world()
+    c, _ = asked(world)
+    with page_client(world) as before:
+        key = paired(world, before)
+        cookie = before.cookies["clankie"]
+    world.service = Service(world.store, world.service.settings, clock=world.clock)
+    with page_client(world) as after:  # a new service and app on the same store
+        after.cookies.set("clankie", cookie)
+        after.headers["X-Clankie-Key"] = key
+        took = after.post("/api/take-control", json={}, headers={"Origin": LISTENER})
+        assert took.status_code == 200, took.text
+        done = after.post("/api/answer", json=binding(c, world), headers={"Origin": LISTENER})
+        assert done.json()["outcome"] == "accepted", done.text
+    assert not still_pending(world, c)
+
+
+def test_h3_a_browser_without_the_pages_key_is_told_to_pair_again(world: World):
+    """A browser paired before the key (its cookie only), or at another address of the
+    page (each origin keeps its own storage): told in words to pair here again, and nothing
+    is shown or changed."""
+    c, _ = asked(world)
+    with page_client(world) as client:
+        paired(world, client)
+        del client.headers["X-Clankie-Key"]
+        got = client.get(f"/view?c={c}")
+        assert got.status_code == 401
+        assert "pair it here" in got.json()["message"]
+        took = client.post("/api/take-control", json={}, headers={"Origin": LISTENER})
+        assert took.status_code == 401 and "pair it here" in took.json()["message"]
+    with page_client(world) as stranger:
+        got = stranger.get(f"/view?c={c}")
+        assert got.status_code == 401 and "not paired" in got.json()["message"]
+    assert still_pending(world, c)

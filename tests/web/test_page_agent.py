@@ -22,7 +22,7 @@ EVIL_CLIENT = "</strong><script>alert(2)</script>\u202eRLO\x07"
 
 
 def headers(csrf: str) -> dict[str, str]:
-    return {"Origin": LISTENER, "X-CSRF-Token": csrf}
+    return {"Origin": LISTENER, "X-Clankie-Key": csrf}
 
 
 def agent_asks(world: World, name: str = "coder", client: str | None = "claude-code",
@@ -52,8 +52,8 @@ def test_p3_h5_the_page_says_which_agent_asks_through_which_client_and_where(wor
     world.ask(own)
     with page_client(world) as client:
         paired(world, client)
-        page = html_lib.unescape(client.get(f"/?c={c}").text)
-        theirs = html_lib.unescape(client.get(f"/?c={own}").text)
+        page = html_lib.unescape(client.get(f"/view?c={c}").text)
+        theirs = html_lib.unescape(client.get(f"/view?c={own}").text)
     above = page[:page.index('id="prompt"')]
     assert 'Asked by <strong>agent "coder" through "claude-code"</strong>' in above
     last = "/".join(str(world.workspace).rstrip("/").split("/")[-2:])
@@ -106,7 +106,7 @@ def test_p3_h5_names_an_agent_or_its_client_chose_are_escaped_text_on_the_page(w
     c = asked["conversation_id"]
     with page_client(world) as client:
         paired(world, client)
-        pages = [client.get(f"/?c={c}").text, client.get(f"/view?c={c}").text]
+        pages = [client.get(f"/view?c={c}").text, client.get(f"/view?c={c}").text]
     for page in pages:
         assert "<img" not in page and "<script>alert" not in page
         assert "</strong><script>" not in page

@@ -15,7 +15,7 @@ from tests.world import World
 
 
 def headers(csrf: str) -> dict[str, str]:
-    return {"Origin": LISTENER, "X-CSRF-Token": csrf}
+    return {"Origin": LISTENER, "X-Clankie-Key": csrf}
 
 
 def section(html: str, start: str, end: str) -> str:
@@ -28,7 +28,7 @@ def test_h5_the_question_says_which_workspace_and_the_list_tells_rows_apart(worl
     world.ask(c)
     with page_client(world) as client:
         paired(world, client)
-        html = client.get(f"/?c={c}").text
+        html = client.get(f"/view?c={c}").text
     full = str(world.workspace)
     last = "/".join(full.rstrip("/").split("/")[-2:])
     # above the question: the workspace's last folders, the full path in a title
@@ -72,7 +72,7 @@ def test_h5_cancel_is_a_second_deliberate_step_apart_from_the_answer(world: Worl
     world.ask(c)
     with page_client(world) as client:
         paired(world, client)
-        html = client.get(f"/?c={c}").text
+        html = client.get(f"/view?c={c}").text
     form = section(html, '<form id="answer"', "</form>")
     assert "cancel-question" not in form  # not among the answer controls
     assert re.search(r'<button[^>]*id="cancel-question"', html)
@@ -126,7 +126,7 @@ def test_h5_a_revoked_browser_is_told_in_plain_words(world: World):
                       if x["kind"] == "device")
         world.call("credential_revoke", {"credential_id": device["credential_id"]})
         message = client.get("/view").json()["message"]
-        page = client.get("/").text
+        page = client.get("/view").text
     assert "no longer paired" in message and "`" not in message
     assert "`" not in page
 
@@ -136,7 +136,7 @@ def test_h5_a_read_only_browser_sees_the_options_as_a_plain_list(world: World):
     world.ask(c)
     with page_client(world) as client:
         paired(world, client, mode="read_only")
-        html = client.get(f"/?c={c}").text
+        html = client.get(f"/view?c={c}").text
     assert "This browser can only look" in html
     options = section(html, 'class="options"', "</ul>")
     assert [re.sub(r"<[^>]+>|\s+", " ", li).split()[0]
@@ -148,9 +148,9 @@ def test_h5_a_read_only_browser_sees_the_options_as_a_plain_list(world: World):
 def test_h5_take_control_is_not_offered_while_held(world: World):
     with page_client(world) as client:
         csrf = paired(world, client)
-        assert re.search(r'<button[^>]*id="take-control"(?![^>]*hidden)', client.get("/").text)
+        assert re.search(r'<button[^>]*id="take-control"(?![^>]*hidden)', client.get("/view").text)
         client.post("/api/take-control", json={}, headers=headers(csrf))
-        held = client.get("/").text
+        held = client.get("/view").text
     button = re.search(r'<button[^>]*id="take-control"[^>]*>', held)
     assert button is None or " hidden" in button.group(0)
     assert 'id="lease"' in held and "data-expires" in held  # the page's clock follows it

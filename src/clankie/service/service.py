@@ -17,6 +17,7 @@ long-polls). It knows nothing of HTTP.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -150,6 +151,12 @@ class Service:
 
     def device_status(self, token: str | None) -> DeviceStatus:
         return self.devices.device_status(token)
+
+    def page_key(self) -> bytes:
+        """The phone page's key (H3): made once, kept in the store, so a browser's second
+        half (derived from it) outlives a restart."""
+        with storage(), self.ctx.store.write() as tx:
+            return tx.page_key(secrets.token_bytes(32))
 
     def recover(self) -> Recovery:
         return self.runs.recover()

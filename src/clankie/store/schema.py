@@ -356,4 +356,12 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         collected_at TEXT NOT NULL
     ) STRICT;
     """,
+    # 7: the phone page's key (SPEC H3): one random key, kept, from which the second half of
+    # each paired browser's credential is derived, so that a page outlives a restart.
+    """
+    CREATE TABLE page_key (
+        id  INTEGER PRIMARY KEY CHECK (id = 1),
+        key BLOB NOT NULL CHECK (length(key) = 32)
+    ) STRICT;
+    """,
 )

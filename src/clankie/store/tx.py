@@ -472,6 +472,13 @@ class WriteTx(ReadTx):
                       c.agent.credential_id if c.agent else None,
                       c.agent.client if c.agent else None)
 
+    def page_key(self, new: bytes) -> bytes:
+        """The phone page's key (H3): `new` the first time, the kept one ever after."""
+        self._execute("INSERT OR IGNORE INTO page_key (id, key) VALUES (1, ?)", new)
+        row = self._returned("SELECT key FROM page_key WHERE id = 1")
+        assert row is not None
+        return bytes(row[0])
+
     def set_agent_client(self, conversation_id: str, client: str | None) -> None:
         """The MCP client an agent conversation was last asked through (who asks, P3)."""
         self._execute("UPDATE conversations SET agent_client = ? WHERE conversation_id = ?",

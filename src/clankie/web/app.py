@@ -1,10 +1,16 @@
 """The phone page's HTTP edge (SPEC section 12, H1-H6): one more surface over the service.
 
-Owns the `--web` listener's requests: the Host check, the Origin and CSRF checks of every
-state change, the security headers of every response, the device cookie (made by pairing,
-the only credential the page accepts: never a bearer token), and turning the service's
-replies into HTML and plain words. It decides nothing the service decides: who may answer,
-whether an answer binds, whether a code pairs are all the service's.
+Owns the `--web` listener's requests: the Host check, the security headers of every
+response, the browser's two-halved credential (H3) and the Origin check of every state
+change, and turning the service's replies into HTML and plain words. The two halves: the
+device token in an HttpOnly `SameSite=Lax` cookie (made by pairing; never a bearer token),
+and the page's key, derived from that token and the store's page key, handed to the
+page's script once when it pairs and sent by it in `X-Clankie-Key` with every request for
+data or for a change. The HTML a navigation loads is a shell with no user data, so a
+server on another port of the host, which browsers send the cookie to, can read and change
+nothing; and the key outlives a restart of the service, so an open page still answers.
+It decides nothing the service decides: who may answer, whether an answer binds, whether
+a code pairs are all the service's.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import anyio
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -69,7 +75,8 @@ class Origins:
 def create_web_app(service: Service, listener: str) -> ASGIApp:
     """The page's app for a listener at `listener` (an origin: http://127.0.0.1:PORT)."""
     origins = Origins(listener, service.settings.web_origin)
-    secret = secrets.token_bytes(32)  # CSRF tokens are bound to this process and a session
+    secret = secrets.token_bytes(32)  # pairing forms' CSRF tokens: bound to this process
+    page_key = service.page_key()  # the browsers' keys: bound to the store, outlive a restart
     cookie = "__Host-clankie" if origins.secure else "clankie"
     limiter = anyio.CapacityLimiter(_THREADS)
     # Every value shown is escaped for HTML and, like the CLI's and the TUI's, shows the
@@ -85,6 +92,12 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     def csrf(session: str) -> str:
         return hmac.new(secret, session.encode(), hashlib.sha256).hexdigest()
 
+    def key_of(token: str) -> str:
+        """The page's half of a browser's credential (H3): only the page that paired has
+        it (in its origin's storage), and a restart keeps it."""
+        return hmac.new(page_key, b"page key\0" + token.encode("utf-8", "surrogateescape"),
+                        hashlib.sha256).hexdigest()
+
     def page(template: str, status: int = 200, **values: Any) -> HTMLResponse:
         return HTMLResponse(templates.get_template(template).render(**values),
                             status_code=status)
@@ -92,17 +105,30 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     async def run(work: Callable[[], Any]) -> Any:
         return await anyio.to_thread.run_sync(work, limiter=limiter)
 
-    def session(request: Request) -> str | None:
-        return request.cookies.get(cookie) or None
+    def session(request: Request) -> str:
+        """The browser's token, when the request carries both halves (H3); else
+        `unauthenticated`, saying which half is missing in words the page shows."""
+        token = request.cookies.get(cookie) or ""
+        if not token:
+            raise ClankieError(Code.UNAUTHENTICATED, NOT_PAIRED)
+        given = request.headers.get("x-clankie-key", "")
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
+                                   key_of(token).encode()):
+            raise ClankieError(Code.UNAUTHENTICATED, PAIR_AGAIN)
+        return token
 
-    def checked_post(request: Request, session_key: str, given: str | None) -> None:
-        """H4: a state change needs the page's own Origin and the session's CSRF token."""
+    def same_origin(request: Request) -> None:
+        """H4: a state change comes from the page's own origin."""
         if request.headers.get("origin") not in origins.allowed:
             raise ClankieError(Code.FORBIDDEN, "this request did not come from clankie's page")
+
+    def checked_post(request: Request, session_key: str, given: str | None) -> None:
+        """The pairing form: its Origin and this process's CSRF token for its code."""
+        same_origin(request)
         if not given or not hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
                                                 csrf(session_key).encode()):
-            raise ClankieError(Code.FORBIDDEN, "this request lacks the page's CSRF token; "
-                               "reload the page")
+            raise ClankieError(Code.FORBIDDEN, "this pairing form is from before clankie "
+                               "restarted; open the pairing link again")
 
     # ------------------------------------------------------------------------ pairing
 
@@ -123,31 +149,24 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
             checked_post(request, "pair:" + code, form.get("csrf"))
             made = await run(partial(service.call, "device_pair_finish", None, {"code": code}))
         except ClankieError as err:
-            return page("message.html", err.status, title="Cannot pair",
-                        text=_pairing_refused(err))
-        response = RedirectResponse("/", status_code=303)  # the code leaves the address bar
+            return JSONResponse({"outcome": "refused", "message": _pairing_refused(err)},
+                                status_code=err.status)
+        # The key goes to the page's script, once, to keep in its origin's storage; the
+        # token, to the cookie. Lax: a tap on answer_url from another app carries it (H7).
+        response = JSONResponse({"outcome": "paired", "key": key_of(made.token)})
         response.set_cookie(cookie, made.token, max_age=400 * 86_400, path="/",
-                            secure=origins.secure, httponly=True, samesite="strict")
+                            secure=origins.secure, httponly=True, samesite="lax")
         return response
 
     # ---------------------------------------------------------------------- the page
 
     async def home(request: Request) -> Response:
-        token = session(request)
-        if token is None:
-            return page("message.html", 401, title="Not paired",
-                        text="This browser is not paired with clankie. On the computer, run "
-                             "clankie devices pair --web and open the link it prints.")
-        try:
-            view = await run(partial(_view, service, token, request.query_params.get("c")))
-        except ClankieError as err:
-            return page("message.html", err.status, title="Not paired",
-                        text=_session_refused(err))
-        return page("home.html", csrf=csrf(token), **view)
+        """The shell (H3): no user data; its script asks for the view with both halves."""
+        return page("home.html")
 
     async def fragment(request: Request) -> Response:
-        token = session(request)
         try:
+            token = session(request)
             view = await run(partial(_view, service, token, request.query_params.get("c"),
                                      request.query_params.get("r"),
                                      request.query_params.get("n")))
@@ -159,12 +178,11 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     async def act(request: Request) -> Response:
         """POST /api/{action}: answer, cancel, take-control; the outcome in words."""
         action = request.path_params["action"]
-        token = session(request)
+        token: str | None = None
         payload: Any = None
         try:
-            if token is None:
-                raise ClankieError(Code.UNAUTHENTICATED, "this browser is not paired")
-            checked_post(request, token, request.headers.get("x-csrf-token"))
+            same_origin(request)
+            token = session(request)
             payload = parse_json(await read_body(request))
             if action == "take-control":
                 await run(partial(service.call, "device_take_control", token, {}))
@@ -193,7 +211,6 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
 
     async def events(request: Request) -> Response:
         """A long-poll on `events_tail` (H6); its reply says only whether to look again."""
-        token = session(request)
         conversation_id = request.query_params.get("c", "")
         after = request.query_params.get("after", "0")
         loop = asyncio.get_running_loop()
@@ -204,6 +221,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
                 loop.call_soon_threadsafe(woken.set)
 
         try:
+            token = session(request)
             payload = {"conversation_id": conversation_id, "wait_ms": LONG_POLL_MS,
                        "after": int(after) if re.fullmatch(r"[0-9]{1,18}", after) else 0}
             with service.open_poll("events_tail", token, payload, wake) as tail:
@@ -419,8 +437,17 @@ def _refusal(err: ClankieError) -> dict[str, str]:
     return {"outcome": "invalid", "message": f"Not sent: {err.detail}."}
 
 
+NOT_PAIRED: Final = ("This browser is not paired with clankie. On the computer, run clankie "
+                     "devices pair --web and open the link it prints.")
+PAIR_AGAIN: Final = ("This browser's pairing is not for this page: it was paired before "
+                     "clankie's page changed, or at another address (each address keeps its "
+                     "own). To pair it here, run clankie devices pair --web on the computer.")
+
+
 def _session_refused(err: ClankieError) -> str:
     if err.code == Code.UNAUTHENTICATED:
+        if err.detail in (NOT_PAIRED, PAIR_AGAIN):
+            return err.detail
         return ("This browser is no longer paired (it was revoked, or its owner was). To "
                 "pair it again, run clankie devices pair --web on the computer.")
     return err.detail

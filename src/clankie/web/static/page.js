@@ -6,6 +6,7 @@
 // "Referrer-Policy: no-referrer" a browser sends "Origin: null", and clankie accepts a
 // state change only with its own Origin (SPEC H4). The Referer then holds the origin only.
 (function () {
+  const KEY = "clankie-key";
   const pairForm = document.getElementById("pair-form");
   if (pairForm) {
     pairForm.addEventListener("submit", async function (event) {
@@ -22,13 +23,15 @@
           headers: { "Content-Type": "application/x-www-form-urlencoded" },
           body: new URLSearchParams(new FormData(pairForm)).toString(),
         });
-        if (response.ok && response.redirected) {
+        const reply = await response.json();
+        if (response.ok && reply.key) {
+          // The page's half of this browser's credential (SPEC H3): kept in this origin's
+          // storage, which no other port or host can read, and sent with every request.
+          localStorage.setItem(KEY, reply.key);
           location.replace("/");  // paired: the code leaves the address bar
           return;
         }
-        const page = new DOMParser().parseFromString(await response.text(), "text/html");
-        const said = page.querySelector(".message");
-        message.textContent = said ? said.textContent : "Not paired.";
+        message.textContent = reply.message || "Not paired.";
       } catch (e) {
         message.textContent = "Not paired: the connection to clankie failed. Try again.";
         button.disabled = false;
@@ -36,7 +39,13 @@
     });
     return;
   }
-  const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  let key = "";
+  try {
+    key = localStorage.getItem(KEY) || "";
+  } catch (e) {
+    key = "";  // no storage: the service says the page's half is missing
+  }
+  const asked = new URLSearchParams(location.search);  // answer_url's conversation (H7)
   const view = document.getElementById("view");
   const status = document.getElementById("status");
   let alive = true;
@@ -71,10 +80,12 @@
   async function refresh() {
     const s = state().dataset;
     const params = new URLSearchParams();
-    if (s.chosen) params.set("c", s.chosen);
+    const chosen = s.chosen || asked.get("c");
+    if (chosen) params.set("c", chosen);
     if (s.request) params.set("r", s.request);
     if (s.noted) params.set("n", s.noted);
-    const response = await fetch("/view?" + params.toString(), { credentials: "same-origin" });
+    const response = await fetch("/view?" + params.toString(),
+                                 { credentials: "same-origin", headers: { "X-Clankie-Key": key } });
     if (response.status === 401) {
       revoked((await response.json()).message);
       return;
@@ -126,7 +137,7 @@
         method: "POST",
         credentials: "same-origin",
         referrerPolicy: "strict-origin",
-        headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+        headers: { "Content-Type": "application/json", "X-Clankie-Key": key },
         body: JSON.stringify(body || {}),
       });
       const reply = await response.json();
@@ -239,7 +250,8 @@
           const params = new URLSearchParams({ c: chosen, after: String(after) });
           const asked = Date.now();
           const response = await fetch("/api/events?" + params.toString(),
-                                       { credentials: "same-origin" });
+                                       { credentials: "same-origin",
+                                         headers: { "X-Clankie-Key": key } });
           const reply = await response.json();
           if (response.status === 401) {
             revoked(reply.message);
@@ -261,5 +273,6 @@
 
   tick();
   setInterval(tick, 1000);
-  live();
+  // The shell carries no data (H3): the view comes with both halves, then the live updates.
+  refresh().catch(function () {}).then(live);
 })();
