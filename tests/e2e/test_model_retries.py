@@ -25,6 +25,7 @@ from tests.e2e.served import Served, finished
 from tests.e2e.test_cli import cli
 from tests.e2e.test_providers import PROVIDERS, Provider
 from tests.fakes import Endpoint, Reply, dropped, error_reply, model_endpoint
+from tests.polling import eventually
 
 
 @dataclass
@@ -52,7 +53,13 @@ class Retrying:
         return [e for e in self.events(c) if e["type"] == "run_activity"]
 
     def logged(self, run_id: str) -> list[str]:
-        return [line for line in self.served.log if run_id in line and "model_error" in line]
+        """The log's `model_error` lines of the run, once there is one: the log is read on
+        a thread, so a line the service wrote may reach `served.log` a moment after the
+        run is seen ended (two failures on a loaded machine)."""
+        def lines() -> list[str]:
+            return [line for line in self.served.log if run_id in line
+                    and "model_error" in line]
+        return eventually(lines, f"the log line of run {run_id}", timeout=20)
 
 
 SETTINGS = {"CLANKIE_MODEL_TIMEOUT": "1", "CLANKIE_MODEL_RETRIES": "3",
