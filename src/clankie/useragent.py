@@ -19,7 +19,8 @@ SHOWN_MAX: Final = 60  # characters of what is shown, before escaping
 # (Edge says Chrome and Safari; Chrome says Safari).
 _BROWSERS: Final = (("Edg", "Edge"), ("EdgA", "Edge"), ("EdgiOS", "Edge"), ("OPR", "Opera"),
                     ("SamsungBrowser", "Samsung Internet"), ("Firefox", "Firefox"),
-                    ("FxiOS", "Firefox"), ("CriOS", "Chrome"), ("Chrome", "Chrome"),
+                    ("FxiOS", "Firefox"), ("CriOS", "Chrome"),
+                    ("HeadlessChrome", "Headless Chrome"), ("Chrome", "Chrome"),
                     ("Chromium", "Chromium"))
 _SYSTEMS: Final = (("Android", "Android"), ("iPhone", "iOS"), ("iPad", "iPadOS"),
                    ("CrOS", "ChromeOS"), ("Mac OS X", "macOS"), ("Macintosh", "macOS"),
