@@ -80,6 +80,7 @@ def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
             listed = clankie("devices", "list", home=web.home.path)
             assert listed.returncode == 0 and "phone" in listed.stdout
             assert "last used" in listed.stdout
+            assert "by Chrome 156 on Android" in listed.stdout  # H2: what paired, kept
             device_id = listed.stdout.split()[0]
             # a prefix, as every ID the CLI takes (SPEC section 10 "CLI"; issue 21's trial)
             unknown = clankie("devices", "revoke", "0000", home=web.home.path)

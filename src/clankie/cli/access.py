@@ -155,7 +155,8 @@ def _paired(device: dict[str, Any], name: str, mode: str, as_json: bool) -> None
 @devices.command("list")
 @json_option
 def list_devices(as_json: bool) -> None:
-    """List paired devices: mode, name, created, last used, Take Control, revoked."""
+    """List paired devices: mode, name, created (by what), last used, Take Control,
+    revoked."""
     with connect() as client:
         listed = call(client, "credential_list", {}, as_json=as_json)
     found = [c for c in listed["credentials"] if c["kind"] == "device"]
@@ -166,8 +167,11 @@ def list_devices(as_json: bool) -> None:
         lease = "  holds Take Control" if c["holds_lease"] else ""
         used = when.shown_now(c["last_used_at"]) if c.get("last_used_at") else "never"
         revoked = "  revoked" if c.get("revoked") else ""
+        # H2: what paired a browser, in a few escaped words (a device paired with a
+        # token of its own has none)
+        by = f"  by {describe(c['user_agent'])}" if c.get("user_agent") else ""
         say(f"{c['credential_id']}  {c['mode']:<9} {c['name']}  created "
-            f"{when.shown_now(c['created_at'])}  last used {used}{lease}{revoked}")
+            f"{when.shown_now(c['created_at'])}{by}  last used {used}{lease}{revoked}")
 
 
 @devices.command()
