@@ -547,6 +547,9 @@ class CredentialOut(Out):
     revoked: bool
     rotated_at: str | None
     holds_lease: bool
+    # H2: a browser paired by a code: the User-Agent it sent (cut to 512 characters);
+    # text from others, shown only escaped. None for every other credential.
+    user_agent: str | None = None
 
 
 class CredentialsOut(Out):

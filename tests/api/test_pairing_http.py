@@ -32,3 +32,21 @@ def test_h3_v1_ops_never_accepts_a_cookie(world: World):
             assert (response.status_code, response.json()["code"]) == (401, "unauthenticated")
             client.cookies.clear()
     assert world.call("conversation_get", {"conversation_id": c})["revision"] == 1
+
+
+def test_h2_wrong_codes_over_v1_ops_are_limited_per_connection_never_for_everyone(
+        world: World):
+    """Issue 30: any local user on a `--tcp` port kept pairing locked for everyone."""
+    code = world.call("device_pair_start", {"name": "phone"})["code"]
+    with TestClient(create_app(world.service), client=("127.0.0.1", 40001)) as guesser:
+        codes = [guesser.post("/v1/ops/device_pair_finish", json={"code": "nope"}).json()["code"]
+                 for _ in range(6)]
+        assert codes == ["unauthenticated"] * 5 + ["forbidden"]
+    assert [x for x in world.call("credential_list")["credentials"]
+            if x["kind"] == "device"] == []
+    with TestClient(create_app(world.service), client=("127.0.0.1", 40002)) as owner:
+        paired = owner.post("/v1/ops/device_pair_finish", json={"code": code},
+                            headers={"User-Agent": "pair-script/1.0"})
+        assert paired.status_code == 200, paired.json()
+    listed = world.call("credential_list")["credentials"]
+    assert [x["user_agent"] for x in listed if x["kind"] == "device"] == ["pair-script/1.0"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -36,6 +37,10 @@ def pair_process(served: Served, *args: str) -> tuple[subprocess.Popen[str], Lin
     return proc, LineReader(proc.stdout)
 
 
+PIXEL = ("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+         "Chrome/156.0.0.0 Mobile Safari/537.36")
+
+
 def csrf_of(html: str) -> str:
     found = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
     assert found, html
@@ -43,7 +48,7 @@ def csrf_of(html: str) -> str:
 
 
 def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
-    proc, lines = pair_process(web, "--name", "phone", "--mode", "read_only")
+    proc, lines = pair_process(web, "--name", "phone", "--mode", "read_only", "--here")
     try:
         url = lines.until(lambda line: "/pair?code=" in line, 30).strip()
         assert url.startswith(web.web_url + "/pair?code=")
@@ -54,7 +59,7 @@ def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
                 shown = browser.get(url)
             assert "Pair this browser as phone?" in shown.text and word in shown.text
             assert proc.poll() is None
-            paired = browser.post("/pair", headers={"Origin": web.web_url},
+            paired = browser.post("/pair", headers={"Origin": web.web_url, "User-Agent": PIXEL},
                                   data={"code": url.split("code=")[1],
                                         "csrf": csrf_of(shown.text)})
             assert (paired.status_code, paired.json()["outcome"]) == (200, "paired")
@@ -62,12 +67,20 @@ def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
             assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Path=/" in cookie
             browser.headers["X-Clankie-Key"] = paired.json()["key"]  # as the page keeps it
             assert "Secure" not in cookie  # web_origin is not HTTPS here
-            lines.until(lambda line: line.startswith("paired: phone (read_only)"), 30)
+            said = lines.until(lambda line: line.startswith("paired: phone (read_only)"), 30)
             assert proc.wait(timeout=30) == 0
+            # H2: what paired, when, and how to undo it at once: a stranger's use is seen
+            seen = lines.all_lines(10)
+            told = "".join(seen[seen.index(said):])
+            device = said.split("device ")[1].split()[0].strip(",")
+            assert "Chrome 156 on Android" in told and PIXEL not in told
+            assert re.search(r"\b\d\d:\d\d\b", told)
+            assert f"clankie devices revoke {device}" in told
             assert browser.get("/view").status_code == 200
             listed = clankie("devices", "list", home=web.home.path)
             assert listed.returncode == 0 and "phone" in listed.stdout
             assert "last used" in listed.stdout
+            assert "by Chrome 156 on Android" in listed.stdout  # H2: what paired, kept
             device_id = listed.stdout.split()[0]
             # a prefix, as every ID the CLI takes (SPEC section 10 "CLI"; issue 21's trial)
             unknown = clankie("devices", "revoke", "0000", home=web.home.path)
@@ -83,6 +96,37 @@ def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
             proc.kill()
         proc.wait(timeout=10)
     assert cookie.split(";")[0].split("=", 1)[1] not in "".join(web.log)
+
+
+def pairings(served: Served) -> int:
+    with sqlite3.connect(f"file:{served.home.path / 'clankie.db'}?mode=ro", uri=True) as db:
+        return int(db.execute("SELECT count(*) FROM pairings").fetchone()[0])
+
+
+def test_h2_pair_web_without_web_origin_exits_2_and_says_how_to_set_it(web: Served):
+    """Issue 30: a QR code of http://127.0.0.1:... that no phone can open, with no word."""
+    proc, lines = pair_process(web, "--name", "phone")
+    assert proc.wait(timeout=30) == 2
+    said = "".join(lines.all_lines(10))
+    assert "/pair?code=" not in said and "█" not in said and "▀" not in said
+    assert "web_origin" in said and "tailscale serve" in said and "--here" in said
+    assert pairings(web) == 0  # no code was made
+
+
+def test_h2_with_web_origin_the_url_is_the_phones_and_needs_no_here(tmp_path: Path):
+    origin = "https://laptop.tailnet-name.ts.net"
+    served = Served.start(tmp_path / "home", "--web", "127.0.0.1:0",
+                          env={"CLANKIE_WEB_ORIGIN": origin})
+    try:
+        proc, lines = pair_process(served, "--name", "phone")
+        try:
+            url = lines.until(lambda line: "/pair?code=" in line, 30).strip()
+            assert url.startswith(origin + "/pair?code=")
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+    finally:
+        served.stop()
 
 
 def test_h2_pair_web_without_a_page_says_how_to_serve_it(served: Served):

@@ -112,7 +112,7 @@ def test_h2_h5_h6_pair_from_the_printed_url_see_a_question_live_answer_by_tap(
     env.pop("CLANKIE_URL", None)
     env.pop("CLANKIE_TOKEN", None)
     cli = subprocess.Popen([sys.executable, "-m", "clankie", "devices", "pair", "--web",
-                            "--name", "my phone"], env=env, cwd=ROOT, text=True,
+                            "--name", "my phone", "--here"], env=env, cwd=ROOT, text=True,
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT)
     try:
@@ -131,6 +131,7 @@ def test_h2_h5_h6_pair_from_the_printed_url_see_a_question_live_answer_by_tap(
         assert "code=" not in phone.url
         lines.until(lambda line: line.startswith("paired: my phone"), 30)
         assert cli.wait(timeout=30) == 0
+        assert "clankie devices revoke" in "".join(lines.all_lines(10))  # H2
     finally:
         if cli.poll() is None:
             cli.kill()

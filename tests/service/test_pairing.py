@@ -63,28 +63,60 @@ def test_h2_a_code_is_good_until_just_before_ten_minutes(world: World):
     world.service.call("device_pair_finish", None, {"code": started["code"]})
 
 
-def test_h2_more_than_five_failures_a_minute_lock_pairing_for_a_minute(world: World):
-    good = world.call("device_pair_start", {"name": "phone"})
-    for _ in range(6):
-        assert refused(world, "device_pair_finish", {"code": "wrong"}) == "unauthenticated"
-    # locked: even the right code is refused, and pairs nothing
-    assert refused(world, "device_pair_finish", {"code": good["code"]}) == "forbidden"
-    with pytest.raises(ClankieError):
-        world.service.pairing_preview(good["code"])
-    assert devices(world) == []
+def wrong(world: World, peer: str, code: str = "wrong") -> tuple[str, str]:
+    with pytest.raises(ClankieError) as err:
+        world.service.call("device_pair_finish", None, {"code": code}, peer=peer)
+    return err.value.code, err.value.detail
+
+
+def test_h2_nobodys_failed_attempts_delay_or_refuse_a_valid_code(world: World):
+    """Issue 30: any local user on a `--tcp` port kept pairing locked for everyone."""
+    first = world.call("device_pair_start", {"name": "phone"})
+    second = world.call("device_pair_start", {"name": "tablet"})
+    for _ in range(20):
+        wrong(world, "tcp 127.0.0.1:5000")
+    for _ in range(20):
+        wrong(world, "web 127.0.0.1:5001")
+    # another connection's valid code pairs, and so does the failing connection's own
+    world.service.call("device_pair_finish", None, {"code": first["code"]},
+                       peer="tcp 127.0.0.1:6000")
+    assert world.service.pairing_preview(second["code"]).name == "tablet"
+    world.service.call("device_pair_finish", None, {"code": second["code"]},
+                       peer="tcp 127.0.0.1:5000")
+    assert [d["name"] for d in devices(world)] == ["phone", "tablet"]
+
+
+def test_h2_wrong_codes_are_rate_limited_per_connection(world: World):
+    for _ in range(5):
+        assert wrong(world, "tcp a")[0] == "unauthenticated"
+    code, detail = wrong(world, "tcp a")
+    assert code == "forbidden" and "from this connection" in detail
+    assert wrong(world, "tcp b")[0] == "unauthenticated"  # another connection is not limited
     world.clock.advance(60)
-    world.service.call("device_pair_finish", None, {"code": good["code"]})
-    assert len(devices(world)) == 1
+    assert wrong(world, "tcp a")[0] == "unauthenticated"  # a minute later, again
+    assert devices(world) == []
+    with world.db() as db:  # and a refusal changed nothing
+        assert db.execute("SELECT count(*) FROM pairings").fetchone() == (0,)
 
 
-def test_h2_five_failures_do_not_lock_and_old_ones_age_out(world: World):
-    for _ in range(5):
-        refused(world, "device_pair_finish", {"code": "wrong"})
-    world.clock.advance(61)
-    for _ in range(5):
-        refused(world, "device_pair_finish", {"code": "wrong"})
-    good = world.call("device_pair_start", {"name": "phone"})
-    world.service.call("device_pair_finish", None, {"code": good["code"]})
+def test_h2_the_per_connection_limit_keeps_a_bounded_memory(world: World):
+    from clankie.service.credentials import ATTEMPT_PEERS_MAX
+
+    for n in range(ATTEMPT_PEERS_MAX + 50):
+        wrong(world, f"tcp 10.0.0.1:{n}")
+    assert world.service.devices.attempts.tracked <= ATTEMPT_PEERS_MAX
+
+
+def test_h2_a_pairing_records_the_user_agent_that_paired(world: World):
+    started = world.call("device_pair_start", {"name": "phone"})
+    ua = "Mozilla/5.0 (Linux; Android 14) Chrome/156.0.0.0 Mobile Safari/537.36" + "x" * 900
+    world.service.call("device_pair_finish", None, {"code": started["code"]},
+                       peer="web 127.0.0.1:1", user_agent=ua)
+    [device] = devices(world)
+    assert device["user_agent"] == ua[:512]
+    other = world.call("device_pair", {"name": "cli", "mode": "control"})
+    assert [d["user_agent"] for d in devices(world)
+            if d["credential_id"] == other["credential_id"]] == [None]
 
 
 def test_h2_a_preview_shows_name_and_word_without_using_the_code(world: World):

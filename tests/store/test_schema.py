@@ -195,3 +195,31 @@ def test_an_sqlite_too_old_for_the_store_is_refused_before_anything_is_made(
     with pytest.raises(StoreUnusable, match=r"SQLite 3\.35 or newer.*3\.34\.1"):
         Store(tmp_path / "s.db")
     assert not (tmp_path / "s.db").exists()
+
+
+def test_h2_migration_8_keeps_credentials_and_bounds_the_user_agent(tmp_path: Path):
+    """Migration 8 adds what paired a browser (its User-Agent, H2) to `credentials`: a
+    version-7 store keeps its credentials, with none; a User-Agent is at most 512
+    characters, whatever the code above does."""
+    old = tmp_path / "old.db"
+    with closing(sqlite3.connect(old, isolation_level=None)) as conn:
+        for script in MIGRATIONS[:7]:
+            conn.executescript(script)
+        conn.execute("PRAGMA user_version = 7")
+        conn.execute("INSERT INTO owners (owner_id, created_at) VALUES ('o', "
+                     "'2026-12-01T00:00:00.000000Z')")
+        conn.execute("INSERT INTO credentials (credential_id, owner_id, kind, mode, name, "
+                     "token_hash, created_at) VALUES ('c', 'o', 'device', 'control', "
+                     "'phone', 'h', '2026-12-01T00:00:00.000000Z')")
+    migrated = Store(old)
+    try:
+        assert migrated.schema_version == len(MIGRATIONS) == 8
+        with migrated.read() as tx:
+            [row] = tx.credentials()
+        assert (row.name, row.user_agent) == ("phone", None)
+    finally:
+        migrated.close()
+    with closing(sqlite3.connect(old, isolation_level=None)) as conn:
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute("UPDATE credentials SET user_agent = ?", ("x" * 513,))
+        assert conn.execute("SELECT user_agent FROM credentials").fetchall() == [(None,)]

@@ -157,8 +157,10 @@ def create_app(service: Service) -> FastAPI:
             if op in LONG_POLLS:
                 encoded = await long_poll(request, op, payload)
             else:
+                who = ({"peer": _peer(request), "user_agent": request.headers.get("user-agent")}
+                       if op in _CODE_IS_CREDENTIAL else {})
                 encoded = await in_thread(request, token, ops_limiter,
-                                          partial(service.call, op, token, payload))
+                                          partial(service.call, op, token, payload, **who))
             return Response(encoded, media_type="application/json")
         except ClientDisconnect:
             # The client hung up (or sent too slowly and was cut off): nobody to answer.
@@ -234,6 +236,16 @@ def _over_tcp(request: Request) -> bool:
     """Whether the request came over a TCP listener (not the owner's Unix socket)."""
     server = request.scope.get("server")
     return isinstance(server, tuple | list) and len(server) == 2 and server[1] is not None
+
+
+def _peer(request: Request) -> str:
+    """Who is trying a pairing code (H2): a TCP client's address and port (one connection),
+    or the owner's Unix socket. Wrong codes are limited per peer; this authenticates
+    nobody."""
+    client = request.client
+    if not _over_tcp(request) or client is None or not client.host:
+        return "local socket"
+    return f"tcp {client.host}:{client.port}"
 
 
 def _bearer(request: Request) -> str | None:

@@ -10,15 +10,17 @@ import os
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from clankie import when
+from clankie.useragent import describe
 from clankie.wording import one_line
 
 from .common import (
     OTHER,
+    USAGE,
     Arg,
     Group,
     Whole,
@@ -59,12 +61,17 @@ def _token(made: dict[str, Any], as_json: bool, what: str) -> None:
 @click.option("--web", is_flag=True,
               help="Pair a phone's browser: print a one-time URL, its QR code and a "
                    "confirmation word, and wait until the browser pairs or the code expires.")
+@click.option("--here", is_flag=True,
+              help="With --web: the browser runs on this machine, so pair without "
+                   "web_origin at the page's 127.0.0.1 address.")
 @json_option
-def pair(name: str | None, name_option: str | None, mode: str, web: bool,
+def pair(name: str | None, name_option: str | None, mode: str, web: bool, here: bool,
          as_json: bool) -> None:
     """Pair a device and print its token, or (--web) pair a browser by a one-time URL."""
+    if here and not web:
+        fail_usage("--here goes with --web (it says the browser runs on this machine)")
     if web:
-        _pair_web(name_option or name or "phone", mode, as_json)
+        _pair_web(name_option or name or "phone", mode, here, as_json)
         return
     if name is None:
         fail_usage("give the device a NAME (or pair a browser with --web)")
@@ -74,10 +81,12 @@ def pair(name: str | None, name_option: str | None, mode: str, web: bool,
     _token(made, as_json, f"device ({mode})")
 
 
-def _pair_web(name: str, mode: str, as_json: bool) -> None:
+def _pair_web(name: str, mode: str, here: bool, as_json: bool) -> None:
     """SPEC H2: the URL (and its QR code) carries the code; the browser confirms with a
-    button. Waits, reading `credential_list`, for the device the pairing makes (its id is
-    the pairing's) until the code expires."""
+    button. The URL is one a phone can open: without `web_origin`, only `--here` (the
+    browser runs on this machine) pairs at the listener's 127.0.0.1 address. Waits,
+    reading `credential_list`, for the device the pairing makes (its id is the
+    pairing's) until the code expires, then says what paired and how to revoke it."""
     with connect() as client:
         info = call(client, "service_info", {}, as_json=as_json)
         if not info.get("web_url"):
@@ -85,6 +94,8 @@ def _pair_web(name: str, mode: str, as_json: bool) -> None:
             warn("  fix: restart it with `clankie serve --web 127.0.0.1:PORT` (and set "
                  "web_origin to the address the phone uses)")
             exit_with(OTHER)
+        if not (info.get("settings") or {}).get("web_origin") and not here:
+            _no_web_origin(info["web_url"])
         started = call(client, "device_pair_start", {"name": name, "mode": mode},
                        as_json=as_json, inspect="clankie devices list")
         url = f"{info['web_url']}/pair?code={started['code']}"
@@ -102,21 +113,50 @@ def _pair_web(name: str, mode: str, as_json: bool) -> None:
         expires = when.parse(started["expires_at"])
         while datetime.now(UTC) < expires:
             listed = call(client, "credential_list", {}, as_json=as_json)["credentials"]
-            if any(c["credential_id"] == started["pairing_id"] for c in listed):
-                if as_json:
-                    print_json({"paired": started["pairing_id"]})
-                else:
-                    say(f"paired: {name} ({mode}), device {started['pairing_id']}")
+            device = next((c for c in listed if c["credential_id"] == started["pairing_id"]),
+                          None)
+            if device is not None:
+                _paired(device, name, mode, as_json)
                 return
             time.sleep(1)  # a person is pairing a phone: once a second is soon enough
     warn("clankie: the pairing code expired unused; run `clankie devices pair --web` again")
     exit_with(OTHER)
 
 
+def _no_web_origin(listener: str) -> NoReturn:
+    """H2: a QR code of a 127.0.0.1 address is one no phone can open: say how to serve
+    the page at an address it can, and make no code."""
+    port = listener.rsplit(":", 1)[-1]
+    warn("clankie: a phone cannot open this service's page: web_origin is not set, so the "
+         f"pairing link would be {listener}, which only this machine reaches (SPEC H2)")
+    warn("  fix: put HTTPS in front of the page and name it in web_origin, e.g. with "
+         "Tailscale (the README's \"Answer from your phone\"):")
+    warn(f"    tailscale serve --bg http://127.0.0.1:{port}")
+    warn("    echo 'web_origin = \"https://MACHINE.TAILNET.ts.net\"' >> "
+         "\"$CLANKIE_HOME/settings.toml\"")
+    warn("    then restart `clankie serve` and pair again")
+    warn("  or, if the browser runs on this machine: clankie devices pair --web --here")
+    exit_with(USAGE)
+
+
+def _paired(device: dict[str, Any], name: str, mode: str, as_json: bool) -> None:
+    """H2: what paired (browser and system from its User-Agent, escaped), when, and how to
+    revoke it at once, so that a code used by someone else is seen."""
+    what = describe(device.get("user_agent"))
+    if as_json:
+        print_json({"paired": device["credential_id"], "browser": what,
+                    "paired_at": device["created_at"]})
+        return
+    say(f"paired: {name} ({mode}), device {device['credential_id']}")
+    say(f"  by {what} at {when.shown_now(device['created_at'])}")
+    say(f"  not yours? revoke it at once: clankie devices revoke {device['credential_id']}")
+
+
 @devices.command("list")
 @json_option
 def list_devices(as_json: bool) -> None:
-    """List paired devices: mode, name, created, last used, Take Control, revoked."""
+    """List paired devices: mode, name, created (by what), last used, Take Control,
+    revoked."""
     with connect() as client:
         listed = call(client, "credential_list", {}, as_json=as_json)
     found = [c for c in listed["credentials"] if c["kind"] == "device"]
@@ -127,8 +167,11 @@ def list_devices(as_json: bool) -> None:
         lease = "  holds Take Control" if c["holds_lease"] else ""
         used = when.shown_now(c["last_used_at"]) if c.get("last_used_at") else "never"
         revoked = "  revoked" if c.get("revoked") else ""
+        # H2: what paired a browser, in a few escaped words (a device paired with a
+        # token of its own has none)
+        by = f"  by {describe(c['user_agent'])}" if c.get("user_agent") else ""
         say(f"{c['credential_id']}  {c['mode']:<9} {c['name']}  created "
-            f"{when.shown_now(c['created_at'])}  last used {used}{lease}{revoked}")
+            f"{when.shown_now(c['created_at'])}{by}  last used {used}{lease}{revoked}")
 
 
 @devices.command()

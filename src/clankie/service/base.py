@@ -96,10 +96,15 @@ def op(method: Handler) -> Handler:
 class Caller:
     """Who calls, and which op's rule admits them: made by the dispatcher (`Service.call`)
     from its table, never from a string a method writes. `op` None admits any live
-    credential (a surface asking who it is, not an op)."""
+    credential (a surface asking who it is, not an op). `peer` and `user_agent` are who
+    is trying, as the edge saw them (a connection's address, its User-Agent header): they
+    authenticate nobody; pairing limits wrong codes per peer and records the user agent
+    (H2)."""
 
     op: str | None
     token: str | None
+    peer: str | None = None
+    user_agent: str | None = None
 
 
 @dataclass

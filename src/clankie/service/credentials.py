@@ -3,7 +3,7 @@
 Owns token generation, hashing and the lookup of a token's live credential. It decides
 whether a token is a live credential (`unauthenticated` otherwise); what that credential
 may do is decided by `clankie.core.authority`. Also owns pairing codes (SPEC H2): their
-making, their confirmation words, and the lockout after too many failed attempts.
+making, their confirmation words, and the per-connection limit on wrong codes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import secrets
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from datetime import datetime, timedelta
 
 from clankie.core.errors import ClankieError
@@ -22,8 +22,10 @@ from clankie.store import ReadTx
 
 TOKEN_PREFIX = "clk_"
 PAIRING_TTL = timedelta(minutes=10)
-LOCKOUT_WINDOW = timedelta(minutes=1)
-LOCKOUT_AFTER = 5  # failed attempts within the window; one more locks pairing
+ATTEMPT_WINDOW = timedelta(minutes=1)
+ATTEMPTS_ALLOWED = 5  # wrong codes a connection may send in the window; more are refused
+ATTEMPT_PEERS_MAX = 1024  # connections remembered at once; the oldest is forgotten first
+USER_AGENT_MAX = 512  # characters of a pairing browser's User-Agent kept (H2)
 # Short, distinct, easy to read aloud and to compare on a phone's screen.
 WORDS = ("amber", "anchor", "badger", "basil", "beacon", "birch", "bison", "cactus",
          "cedar", "cobalt", "comet", "coral", "cricket", "dahlia", "delta", "ember",
@@ -48,30 +50,41 @@ def confirmation_word() -> str:
     return secrets.choice(WORDS)
 
 
-class PairingLock:
-    """SPEC H2: more than `LOCKOUT_AFTER` failed pairing attempts within a minute lock
-    pairing (every code, right or wrong) for a minute. Kept in memory: a restart of the
-    service forgets it, as it forgets nothing else that matters (docs/decisions.md)."""
+class PairingAttempts:
+    """SPEC H2: wrong pairing codes are rate-limited per connection, and nothing else is.
+    A connection (the edge's `peer`: a TCP client's address and port) that sent more than
+    `ATTEMPTS_ALLOWED` wrong codes within a minute is told so instead of "wrong"; a valid
+    code pairs whoever sends it, however many wrong ones anybody sent (no global lockout).
+    Kept in memory, bounded: at most `ATTEMPT_PEERS_MAX` connections, each with at most
+    `ATTEMPTS_ALLOWED + 1` times; a restart forgets it (docs/decisions.md)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._failures: deque[datetime] = deque()
-        self._locked_until: datetime | None = None
+        self._failures: OrderedDict[str, deque[datetime]] = OrderedDict()
 
-    def check(self, now: datetime) -> None:
+    @property
+    def tracked(self) -> int:
+        """How many connections are remembered now."""
         with self._lock:
-            if self._locked_until is not None and now < self._locked_until:
-                raise ClankieError(Code.FORBIDDEN, "pairing is locked for a minute after too "
-                                   "many failed attempts; try again later")
+            return len(self._failures)
 
-    def failed(self, now: datetime) -> None:
+    def failed(self, peer: str | None, now: datetime) -> None:
+        """Count a wrong code from `peer`; refuse `forbidden` once it sent too many."""
+        key = peer or "local"
         with self._lock:
-            self._failures.append(now)
-            while self._failures and self._failures[0] <= now - LOCKOUT_WINDOW:
-                self._failures.popleft()
-            if len(self._failures) > LOCKOUT_AFTER:
-                self._locked_until = now + LOCKOUT_WINDOW
-                self._failures.clear()
+            times = self._failures.pop(key, None)
+            if times is None:
+                times = deque(maxlen=ATTEMPTS_ALLOWED + 1)
+            times.append(now)
+            while times and times[0] <= now - ATTEMPT_WINDOW:
+                times.popleft()
+            self._failures[key] = times  # the most recent last
+            while len(self._failures) > ATTEMPT_PEERS_MAX:
+                self._failures.popitem(last=False)
+            over = len(times) > ATTEMPTS_ALLOWED
+        if over:
+            raise ClankieError(Code.FORBIDDEN, "too many wrong pairing codes from this "
+                               "connection in a minute; wait a minute and try again")
 
 
 def token_hash(token: str) -> str:

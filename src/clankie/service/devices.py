@@ -1,7 +1,7 @@
 """The credentials and devices part: owners, tokens, pairing (SPEC H2), Take Control.
 
 Owns issuing, rotating, listing and revoking credentials, pairing a browser by a one-time
-code (and the lock after failed attempts), the Take Control lease, owner revocation, and
+code (and the per-connection limit on wrong codes), the Take Control lease, owner revocation, and
 who a token is for a surface to show.
 """
 
@@ -23,7 +23,8 @@ from . import views
 from .base import Caller, Context, op, storage
 from .credentials import (
     PAIRING_TTL,
-    PairingLock,
+    USER_AGENT_MAX,
+    PairingAttempts,
     confirmation_word,
     new_pairing_code,
     new_token,
@@ -48,7 +49,7 @@ class DeviceStatus:
 class Devices:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.pairing_lock = PairingLock()
+        self.attempts = PairingAttempts()
 
     def init_owner(self, *, reissue: bool = False) -> str | None:
         """Create the owner and a first operator token, unless a live owner exists.
@@ -66,10 +67,11 @@ class Devices:
             return self._issue(tx, owner_id, CredentialKind.OPERATOR, None, "operator", now).token
 
     def _issue(self, tx: WriteTx, owner_id: str, kind: CredentialKind, mode: DeviceMode | None,
-               name: str, now: datetime, credential_id: str | None = None) -> dto.TokenOut:
+               name: str, now: datetime, credential_id: str | None = None,
+               user_agent: str | None = None) -> dto.TokenOut:
         token = new_token()
         row = CredentialRow(credential_id or self.ctx.new_id(), owner_id, kind, mode, name,
-                            token_hash(token), now, None)
+                            token_hash(token), now, None, user_agent=user_agent)
         tx.insert_credential(row)
         return dto.TokenOut(credential_id=row.credential_id, token=token)
 
@@ -95,10 +97,9 @@ class Devices:
         """What a pairing code would pair (the page asks "Pair this browser as NAME?"),
         without using it. A wrong, used or expired code is refused alike, but is not a
         failed attempt (H2): opening a link pairs nothing, and any web page in the owner's
-        browser can open links (`<img src=...>`), so counting them would let it keep
-        pairing locked. Guessing a 192-bit code by looking is as hopeless as by pairing."""
+        browser can open links (`<img src=...>`). Guessing a 192-bit code by looking is as
+        hopeless as by pairing."""
         now = self.ctx.clock()
-        self.pairing_lock.check(now)
         with storage(), self.ctx.store.read() as tx:
             pairing = self._live_pairing(tx, code, now)
         if pairing is None:
@@ -108,17 +109,24 @@ class Devices:
     @op
     def device_pair_finish(self, caller: Caller, r: dto.DevicePairFinish) -> dto.TokenOut:
         """SPEC H2: the code is the credential; it makes one device credential, once. Any
-        bearer token is ignored: nobody's token grants this, and none is needed."""
+        bearer token is ignored: nobody's token grants this, and none is needed. A valid
+        code always pairs: wrong codes are only counted against their own connection
+        (`caller.peer`), and a wrong code never takes the store's write lock."""
         now = self.ctx.clock()
-        self.pairing_lock.check(now)
+        with storage(), self.ctx.store.read() as tx:
+            live = self._live_pairing(tx, r.code, now) is not None
         issued = None
-        with self.ctx.internal_write() as tx:
-            pairing = self._live_pairing(tx, r.code, now)
-            if pairing is not None and tx.use_pairing(pairing.pairing_id, now):
-                issued = self._issue(tx, pairing.owner_id, CredentialKind.DEVICE, pairing.mode,
-                                     pairing.name, now, credential_id=pairing.pairing_id)
+        if live:
+            user_agent = (caller.user_agent or "")[:USER_AGENT_MAX] or None
+            with self.ctx.internal_write() as tx:
+                pairing = self._live_pairing(tx, r.code, now)
+                if pairing is not None and tx.use_pairing(pairing.pairing_id, now):
+                    issued = self._issue(tx, pairing.owner_id, CredentialKind.DEVICE,
+                                         pairing.mode, pairing.name, now,
+                                         credential_id=pairing.pairing_id,
+                                         user_agent=user_agent)
         if issued is None:
-            self._pairing_failed(now)
+            self._pairing_failed(caller.peer, now)
         return issued
 
     def _live_pairing(self, tx: ReadTx, code: str, now: datetime) -> PairingRow | None:
@@ -128,8 +136,8 @@ class Devices:
             return None
         return pairing
 
-    def _pairing_failed(self, now: datetime) -> NoReturn:
-        self.pairing_lock.failed(now)
+    def _pairing_failed(self, peer: str | None, now: datetime) -> NoReturn:
+        self.attempts.failed(peer, now)  # forbidden, once this connection sent too many
         raise _wrong_code()
 
     @op

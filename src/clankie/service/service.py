@@ -190,10 +190,12 @@ class Service:
 
     # ----------------------------------------------------------------- the dispatcher
 
-    def call(self, op: str, token: str | None, payload: Any) -> BaseModel:
-        """Perform `op` for the holder of `token`; raise `ClankieError` on any refusal."""
+    def call(self, op: str, token: str | None, payload: Any, *, peer: str | None = None,
+             user_agent: str | None = None) -> BaseModel:
+        """Perform `op` for the holder of `token`; raise `ClankieError` on any refusal.
+        `peer` and `user_agent` say who is trying, as the edge saw them (H2)."""
         request = _validated(op, payload)
-        return self._table[op](Caller(op, token), request)
+        return self._table[op](Caller(op, token, peer, user_agent), request)
 
     def authenticate(self, token: str | None) -> None:
         """Refuse `unauthenticated` unless `token` is a live credential (T6: the edge asks

@@ -136,7 +136,8 @@ def credential(row: CredentialRow, holds_lease: bool,
         last_used_at=iso(last_used) if last_used else None,
         revoked=row.revoked_at is not None,
         rotated_at=iso(row.rotated_at) if row.rotated_at else None,
-        holds_lease=holds_lease)
+        holds_lease=holds_lease,
+        user_agent=row.user_agent)
 
 
 def error(tx: ReadTx, err: ClankieError) -> ClankieError:

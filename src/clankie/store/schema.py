@@ -364,4 +364,10 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         key BLOB NOT NULL CHECK (length(key) = 32)
     ) STRICT;
     """,
+    # 8: what paired a browser (SPEC H2): its User-Agent, cut, so that the terminal that
+    # waits for the pairing says what it was. Credentials made otherwise have none.
+    """
+    ALTER TABLE credentials ADD COLUMN user_agent TEXT
+        CHECK (user_agent IS NULL OR length(user_agent) <= 512);
+    """,
 )

@@ -63,6 +63,7 @@ class CredentialRow:
     rotated_at: datetime | None
     revoked_at: datetime | None = None
     last_used_at: datetime | None = None
+    user_agent: str | None = None  # a browser paired by a code: its User-Agent (H2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +143,7 @@ _NEXT_ACTIVITY = "(SELECT coalesce(max(activity), 0) + 1 FROM conversations)"
 _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at, receipt_id, "
                 "error, started_at, finished_at")
 _CREDENTIAL = ("SELECT credential_id, owner_id, kind, mode, name, token_hash, created_at, "
-               "rotated_at, revoked_at, last_used_at FROM credentials ")
+               "rotated_at, revoked_at, last_used_at, user_agent FROM credentials ")
 _QUESTION = ("SELECT request_id, conversation_id, kind, prompt, allow_text, status, "
              "incarnation, workspace_path, workspace_dev, workspace_ino, asked_at, "
              "expires_at, asked_by_run, receipt_id, reason, answer_option_id, answer_text, "
@@ -422,9 +423,10 @@ class WriteTx(ReadTx):
 
     def insert_credential(self, c: CredentialRow) -> None:
         self._execute("INSERT INTO credentials (credential_id, owner_id, kind, mode, name, "
-                      "token_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", c.credential_id,
-                      c.owner_id, c.kind.value, c.mode.value if c.mode else None, c.name,
-                      c.token_hash, iso(c.created_at))
+                      "token_hash, created_at, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      c.credential_id, c.owner_id, c.kind.value,
+                      c.mode.value if c.mode else None, c.name, c.token_hash,
+                      iso(c.created_at), c.user_agent)
 
     def replace_token(self, credential_id: str, token_hash: str, now: datetime) -> None:
         self._execute("UPDATE credentials SET token_hash = ?, rotated_at = ? "
@@ -779,7 +781,8 @@ def _as_credential(row: sqlite3.Row) -> CredentialRow:
     return CredentialRow(row["credential_id"], row["owner_id"], CredentialKind(row["kind"]),
                          None if row["mode"] is None else DeviceMode(row["mode"]), row["name"],
                          row["token_hash"], _when(row["created_at"]), _time(row["rotated_at"]),
-                         _time(row["revoked_at"]), _time(row["last_used_at"]))
+                         _time(row["revoked_at"]), _time(row["last_used_at"]),
+                         row["user_agent"])
 
 
 def _as_conversation(row: sqlite3.Row) -> Conversation:

@@ -147,7 +147,9 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
             form = _form(await read_body(request))
             code = form.get("code", "")
             checked_post(request, "pair:" + code, form.get("csrf"))
-            made = await run(partial(service.call, "device_pair_finish", None, {"code": code}))
+            made = await run(partial(service.call, "device_pair_finish", None, {"code": code},
+                                     peer=_peer(request),
+                                     user_agent=request.headers.get("user-agent")))
         except ClankieError as err:
             return JSONResponse({"outcome": "refused", "message": _pairing_refused(err)},
                                 status_code=err.status)
@@ -458,6 +460,13 @@ def _pairing_refused(err: ClankieError) -> str:
         return ("This pairing link is wrong, used or expired. For a new one, run clankie "
                 "devices pair --web on the computer again.")
     return err.detail
+
+
+def _peer(request: Request) -> str | None:
+    """Who is trying to pair (H2): the browser's connection, as the listener saw it.
+    Wrong codes are limited per connection; this authenticates nobody."""
+    client = request.client
+    return None if client is None else f"web {client.host}:{client.port}"
 
 
 def _form(body: bytes) -> dict[str, str]:
