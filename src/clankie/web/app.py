@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from clankie import dto, when, wording
 from clankie.api.app import parse_json, read_body
 from clankie.core.errors import ClankieError
-from clankie.core.vocabulary import Code
+from clankie.core.vocabulary import Code, Reason
 from clankie.service import Service
 from clankie.text import visible
 
@@ -84,7 +84,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     templates = jinja2.Environment(loader=jinja2.PackageLoader("clankie.web", "templates"),
                                    autoescape=True, undefined=jinja2.StrictUndefined,
                                    finalize=lambda v: visible(v) if isinstance(v, str) else v)
-    templates.filters["local"] = when.local  # the page adds "(in 5 min)" by its own clock
+    templates.filters["local"] = _zoned  # the page adds "(in 5 min)" by its own clock
     templates.filters["folders"] = _folders
     templates.filters["who"] = _who  # who asks (SPEC P3), as the CLI and TUI say it
     templates.globals["AGENT_ANSWER"] = wording.AGENT_ANSWER
@@ -330,6 +330,7 @@ def _view(service: Service, token: str | None, conversation_id: str | None,
                 ended, noted = _ended(shown, device.credential_id), candidate
                 break
     return {"device": device, "conversations": ordered, "pending": set(pending),
+            "ttl": service.settings.take_control_ttl,  # how long a lease taken now lasts
             "chosen": chosen, "snapshot": snapshot, "ended": ended,
             "current": next((c for c in listed if c.conversation_id == chosen), None),
             # the question the page watches (pending now, else the one said ended) and the
@@ -366,6 +367,17 @@ def _asked_by_agent(service: Service, token: str | None, cancel: dict[str, Any])
     return False
 
 
+def _zoned(stamp: str) -> str:
+    """A time with its zone (H5), in the service's local time: `2026-12-01 23:47 CET`,
+    or `UTC+05:30` where the zone has no short name."""
+    at = when.parse(stamp).astimezone()
+    name = at.strftime("%Z")
+    if not re.fullmatch(r"[A-Z]{2,5}", name):
+        offset = at.strftime("%z")
+        name = f"UTC{offset[:3]}:{offset[3:]}" if offset else "UTC"
+    return f"{when.local(stamp)} {name}"
+
+
 def _folders(path: str) -> str:
     """A workspace as the owner tells it apart at a glance: its last two folders."""
     return "/".join([part for part in path.split("/") if part][-2:]) or path
@@ -389,6 +401,8 @@ def _ended(question: dto.QuestionOut, me: str) -> str:
               " from another device")
     if question.status == "answered":
         return f"it was answered{by}"
+    if question.status == "cancelled" and receipt is not None and receipt.reason == Reason.RESTART:
+        return RESTARTED
     if question.status == "cancelled":
         return f"it was cancelled{by}"
     if question.status == "expired":
@@ -437,6 +451,9 @@ def _refusal(err: ClankieError) -> dict[str, str]:
     return {"outcome": "invalid", "message": f"Not sent: {err.detail}."}
 
 
+# R9: a restart's ending in words, as every surface says it
+RESTARTED: Final = ("it was cancelled because clankie restarted: nothing was answered or "
+                    "run; send a message to carry on (on the computer)")
 NOT_PAIRED: Final = ("This browser is not paired with clankie. On the computer, run clankie "
                      "devices pair --web and open the link it prints.")
 PAIR_AGAIN: Final = ("This browser's pairing is not for this page: it was paired before "
