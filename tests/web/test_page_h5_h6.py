@@ -12,6 +12,10 @@ from tests.web.test_page_words import section
 from tests.world import World
 
 
+def text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).strip()
+
+
 def headers(key: str) -> dict[str, str]:
     return {"Origin": LISTENER, "X-Clankie-Key": key}
 
@@ -81,3 +85,59 @@ def test_h5_every_time_on_the_page_shows_its_zone(world: World):
     assert len(times) >= 2, view  # the question's expiry and the lease's
     assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d (UTC[+-]\d\d:\d\d|UTC|[A-Z]{2,5})\b", t)
                for t in times), times
+
+
+def test_h5_above_the_question_what_led_to_it_then_clankies_reply_after_the_answer(
+        world: World):
+    """Issue 30: the page showed a question with nothing of what led to it. Above it now:
+    the last messages (the owner's, Clankie's, tool activity in one line each), read with
+    the browser's own token; after an answer, Clankie's reply when it comes."""
+    from clankie.core.model import RunStatus
+    from clankie.service.runs import CallRecord
+    from clankie.workspace.tools import Outcome
+    from tests.world import CHOICE
+
+    c = world.conversation()
+    run = world.running_turn(c, "please tidy the config\nand the tests")
+    world.service.record_tool_call(run, CallRecord(1, "call-1", "read_file", "{}"),
+                                   Outcome({}, "ok", None, "read config.toml lines 1-20"))
+    world.service.post_replies(run, ["I read <b>config.toml</b>."])
+    assert world.service.ask_question(run, CHOICE).status == "pending"
+    world.service.finish_run(run, RunStatus.SUCCEEDED)
+    with page_client(world) as client:
+        key = paired(world, client)
+        view = client.get(f"/view?c={c}").text
+        above = section(view, 'id="context"', 'id="prompt"')
+        lines = [text(li) for li in re.findall(r"<li[^>]*>(.*?)</li>", above, re.S)]
+        assert lines == ["You: please tidy the config\\nand the tests",
+                         "Tool: read config.toml lines 1-20",
+                         "Clankie: I read &lt;b&gt;config.toml&lt;/b&gt;."], lines
+        client.post("/api/take-control", json={}, headers=headers(key))
+        snap = world.snapshot(c)
+        answered = client.post("/api/answer", headers=headers(key), json={
+            "conversation_id": c, "request_id": snap["pending"]["request_id"],
+            "incarnation": snap["incarnation"], "revision": snap["revision"],
+            "option_id": snap["pending"]["options"][0]["option_id"]})
+        assert answered.json()["outcome"] == "accepted"
+        continuation = world.service.claim_next_run(c)
+        assert continuation is not None
+        world.service.post_replies(continuation.run_id, ["Done: pytest it is."])
+        world.service.finish_run(continuation.run_id, RunStatus.SUCCEEDED)
+        after = client.get(f"/view?c={c}&r={snap['pending']['request_id']}").text
+    assert "has ended" in after
+    assert "Clankie: Done: pytest it is." in text(section(after, 'id="context"', "</section>"))
+
+
+def test_h5_the_context_is_read_with_the_browsers_own_rights(world: World):
+    """A read-only browser reads it too (events_tail is a reader's); a revoked one reads
+    nothing."""
+    c = world.conversation()
+    world.ask(c)
+    with page_client(world) as client:
+        paired(world, client, mode="read_only")
+        assert 'id="context"' in client.get(f"/view?c={c}").text
+        device = next(x for x in world.call("credential_list")["credentials"]
+                      if x["kind"] == "device")
+        world.call("credential_revoke", {"credential_id": device["credential_id"]})
+        refused = client.get(f"/view?c={c}")
+    assert refused.status_code == 401 and "hello" not in refused.text
