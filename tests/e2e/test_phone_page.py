@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser import chromium
-from tests.e2e.served import ROOT, LineReader, Served, ask, clankie, settle
+from tests.e2e.served import ASK, ROOT, LineReader, Served, ask, clankie, settle
 
 pytestmark = pytest.mark.browser
 
@@ -621,3 +621,41 @@ def test_h5_a_long_word_from_others_wraps_within_the_phones_width(
     phone.goto(f"{web.web_url}/?c={asked['conversation_id']}")
     expect(phone.locator("#prompt")).to_contain_text(word, timeout=WAIT_MS)
     assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_h5_the_question_shows_what_led_to_it_and_clankies_reply_after_the_answer(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """Issue 30: above the question, what led to it (the owner's message, Clankie's reply,
+    its tool activity, one line each) and who asks; after an answer, Clankie's reply when
+    it comes. `PHONE_SCREENSHOTS=1` keeps the README's screenshot of it."""
+    script = {"turns": [[{"say": "I will look at the project first."},
+                         {"tool": "list_files", "args": {"path": "."}},
+                         {"say": "It has no .editorconfig yet."}, {"ask": ASK}],
+                        [{"say": "Done: {answer} from now on."}]]}
+    served = Served.start(tmp_path / "home", "--web", "127.0.0.1:0", script=script)
+    context = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True,
+                                  has_touch=True)
+    try:
+        page = context.new_page()
+        pair(served, page)
+        take_control(page)
+        c = new_conversation(served, workspace)
+        with served.client() as operator:
+            ask(operator, c, "Please set up the formatting for this project.")
+        page.goto(f"{served.web_url}/?c={c}")
+        lines = page.locator("#context li")
+        expect(lines.first).to_contain_text(
+            "You: Please set up the formatting for this project.", timeout=WAIT_MS)
+        expect(page.locator("#context")).to_contain_text(
+            "Clankie: I will look at the project first.")
+        expect(page.locator("#context li.tool")).to_have_count(1)
+        expect(page.locator("#asker")).to_have_text("Asked by Clankie")
+        shot(page, "phone-question-context", tmp_path)
+        page.get_by_role("button", name="Answer: tabs").tap()
+        expect(page.locator("#context")).to_contain_text("Clankie: Done: tabs from now on.",
+                                                         timeout=WAIT_MS)
+        expect(page.locator("#ended")).to_contain_text("answered from this browser")
+        shot(page, "phone-ended", tmp_path)
+    finally:
+        context.close()
+        served.stop()

@@ -38,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from clankie import dto, when, wording
+from clankie.agent.tools import ASK_QUESTION
 from clankie.api.app import parse_json, read_body
 from clankie.core.errors import ClankieError
 from clankie.core.vocabulary import Code, Reason
@@ -344,7 +345,7 @@ def _context_line(event: dict[str, Any]) -> dict[str, str] | None:
         who = {"owner": "You", "clankie": "Clankie"}.get(str(event["author"]),
                                                          str(event["author"]).capitalize())
         return {"who": who, "text": _cut(str(event["text"])), "kind": "message"}
-    if kind == "tool_activity":
+    if kind == "tool_activity" and event.get("tool") != ASK_QUESTION:  # the question says it
         return {"who": "Tool", "text": _cut(str(event["summary"])), "kind": "tool"}
     if kind == "conversation_reset":
         return {"who": "", "text": "The conversation was reset.", "kind": "note"}
