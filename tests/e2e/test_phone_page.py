@@ -542,7 +542,7 @@ def test_h5_h6_a_conflict_shows_the_question_afresh_and_keeps_the_typed_text(
     phone.unroute("**/api/events*")
 
 
-def test_h6_r9_the_page_says_clankie_is_not_reachable_and_recovers_after_a_restart(
+def test_h6_r3_the_page_says_clankie_is_not_reachable_and_recovers_after_a_restart(
         browser: Any, tmp_path: Path, workspace: Path):
     """Issue 30: with the service down the page said "No question is waiting. This page
     updates by itself."; after a restart it said "it was cancelled" without why, under a

@@ -1,4 +1,4 @@
-"""Issue 30's findings on the phone page, at the HTML level (SPEC H5, H6, R9): a restart's
+"""Issue 30's findings on the phone page, at the HTML level (SPEC H5, H6, R3): a restart's
 ending said in words, options shown as not yet active before the owner holds control (with
 the lease's length for the one confirmation that takes it and sends), text from others set
 apart from the page's own controls, and every time with its zone."""
@@ -20,9 +20,9 @@ def headers(key: str) -> dict[str, str]:
     return {"Origin": LISTENER, "X-Clankie-Key": key}
 
 
-def test_h6_r9_a_question_a_restart_ended_says_clankie_restarted_and_nothing_ran(
+def test_h6_r3_a_question_a_restart_ended_says_clankie_restarted_and_nothing_ran(
         world: World):
-    """Issue 30: after a restart the page said only "it was cancelled"; R9 wants why and
+    """Issue 30: after a restart the page said only "it was cancelled"; the SPEC wants why and
     what to do: clankie restarted, nothing was answered or run, send a message to go on."""
     c = world.conversation()
     shown = world.ask(c)["pending"]["request_id"]

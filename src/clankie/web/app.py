@@ -9,8 +9,11 @@ page's script once when it pairs and sent by it in `X-Clankie-Key` with every re
 data or for a change. The HTML a navigation loads is a shell with no user data, so a
 server on another port of the host, which browsers send the cookie to, can read and change
 nothing; and the key outlives a restart of the service, so an open page still answers.
-It decides nothing the service decides: who may answer, whether an answer binds, whether
-a code pairs are all the service's.
+The view (H5) is read with the browser's own token: the conversations, one question, what
+led to it (the conversation's last lines through `events_tail`, with a small cache of where
+each browser's last read stopped) and how a question it showed ended, in words. It
+decides nothing the service decides: who may answer, whether an answer binds, whether a
+code pairs are all the service's.
 """
 
 from __future__ import annotations
