@@ -244,6 +244,16 @@ def test_h5_a_stale_page_gets_the_conflict_and_the_fresh_question(
     with web.client() as operator:
         assert operator.input_get(c).pending.request_id == fresh.request_id  # untouched
     phone.unroute("**/api/events*")
+    # Issue 30: a refusal stayed said under questions it was not about. Once the question
+    # shown changes again (answered elsewhere; Clankie asks anew), it is cleared.
+    with web.client() as operator:
+        snap = operator.input_get(c)
+        operator.input_answer(c, fresh.request_id, incarnation=snap.incarnation,
+                              revision=snap.revision,
+                              option_id=snap.pending.options[0].option_id)
+    expect(phone.locator("#ended")).to_contain_text("answered from the terminal",
+                                                    timeout=WAIT_MS)
+    expect(phone.locator("#status")).to_have_text("", timeout=WAIT_MS)
 
 
 def test_h5_a_read_only_browser_sees_the_question_and_no_answer_controls(

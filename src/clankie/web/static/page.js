@@ -143,8 +143,11 @@
       if (!view.querySelector("#lease.held")) leaseEnded();
     }
     const now = state().dataset.request || "";
-    if (statusFor !== null && now !== statusFor && status.dataset.outcome !== "down") {
-      say("", "");  // the outcome said was about a question no longer shown
+    // A refusal or failure said about a question no longer shown is stale: cleared. What
+    // was accepted stays said (the ended note under it says the same).
+    if (statusFor !== null && now !== statusFor &&
+        !["down", "accepted", "duplicate", "control", ""].includes(status.dataset.outcome)) {
+      say("", "");
       statusFor = null;
     }
     tick();
