@@ -573,9 +573,18 @@ def test_h6_r3_the_page_says_clankie_is_not_reachable_and_recovers_after_a_resta
             ask(operator, c)
         page.goto(f"{first.web_url}/?c={c}")
         expect(page.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+        other = workspace.parent / "quiet"
+        other.mkdir()
+        quiet = new_conversation(first, other)  # no question there: "updates by itself"
+        tab = context.new_page()
+        tab.goto(f"{first.web_url}/?c={quiet}")
+        expect(tab.locator("#no-question")).to_be_visible(timeout=WAIT_MS)
         assert first.stop() == 0
         expect(page.locator("#status")).to_contain_text(
             "clankie is not reachable; retrying", timeout=WAIT_MS)
+        expect(tab.locator("#status")).to_contain_text(
+            "clankie is not reachable; retrying", timeout=WAIT_MS)
+        expect(tab.locator("#no-question")).to_be_hidden()  # not said while it is untrue
         second = Served.start(home, "--web", f"127.0.0.1:{port}", init=False)
         expect(page.locator("#ended")).to_contain_text(
             "clankie restarted: nothing was answered or run", timeout=WAIT_MS)
