@@ -678,3 +678,25 @@ def test_h5_the_question_shows_what_led_to_it_and_clankies_reply_after_the_answe
     finally:
         context.close()
         served.stop()
+
+
+def test_h5_before_control_a_typed_answer_takes_the_same_one_confirmation(
+        web: Served, phone: Any, workspace: Path):
+    pair(web, phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        request = ask(operator, c)
+    phone.goto(f"{web.web_url}/?c={c}")
+    phone.get_by_role("textbox", name="Or answer in your own words").fill("tabs, width 4")
+    phone.get_by_role("button", name="Send this answer").click()
+    expect(phone.locator("#control-confirm-text")).to_have_text(
+        "Take control and send your text answer?", timeout=WAIT_MS)
+    with web.client() as operator:
+        assert operator.input_get(c).pending.request_id == request  # nothing sent yet
+    phone.get_by_role("button", name="Take control and send").click()
+    expect(phone.locator("#status")).to_have_text(
+        "Accepted: your text answer. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+    expect(phone.locator("#kept")).to_have_count(0)  # sent: nothing left to copy
+    with web.client() as operator:
+        receipt = operator.input_get(c, request_id=request).request.receipt
+    assert receipt is not None and receipt.answer.text == "tabs, width 4"
