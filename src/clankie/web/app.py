@@ -9,8 +9,11 @@ page's script once when it pairs and sent by it in `X-Clankie-Key` with every re
 data or for a change. The HTML a navigation loads is a shell with no user data, so a
 server on another port of the host, which browsers send the cookie to, can read and change
 nothing; and the key outlives a restart of the service, so an open page still answers.
-It decides nothing the service decides: who may answer, whether an answer binds, whether
-a code pairs are all the service's.
+The view (H5) is read with the browser's own token: the conversations, one question, what
+led to it (the conversation's last lines through `events_tail`, with a small cache of where
+each browser's last read stopped) and how a question it showed ended, in words. It
+decides nothing the service decides: who may answer, whether an answer binds, whether a
+code pairs are all the service's.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import hmac
 import logging
 import re
 import secrets
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Final, cast
@@ -36,9 +41,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from clankie import dto, when, wording
+from clankie.agent.tools import ASK_QUESTION
 from clankie.api.app import parse_json, read_body
 from clankie.core.errors import ClankieError
-from clankie.core.vocabulary import Code
+from clankie.core.vocabulary import Code, Reason
 from clankie.service import Service
 from clankie.text import visible
 
@@ -60,6 +66,9 @@ STATIC: Final = {"page.js": "text/javascript; charset=utf-8",
 # Refusals that mean "the question changed since the page showed it" (an answer that came
 # second to another is one too: the page shows the question afresh, ended or not).
 CONFLICTS: Final = wording.READ_AGAIN | {Code.ALREADY_ANSWERED}
+CONTEXT_LINES: Final = 6  # H5: what led to a question, one line each
+CONTEXT_CHARS: Final = 280  # a line's length at most (the rest is on the computer)
+_PAGE: Final = 500  # events_tail's largest page
 
 
 class Origins:
@@ -79,12 +88,13 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     page_key = service.page_key()  # the browsers' keys: bound to the store, outlive a restart
     cookie = "__Host-clankie" if origins.secure else "clankie"
     limiter = anyio.CapacityLimiter(_THREADS)
+    context = Context(service)
     # Every value shown is escaped for HTML and, like the CLI's and the TUI's, shows the
     # characters that hide or reorder text as escapes (SPEC section 10 "Text from others").
     templates = jinja2.Environment(loader=jinja2.PackageLoader("clankie.web", "templates"),
                                    autoescape=True, undefined=jinja2.StrictUndefined,
                                    finalize=lambda v: visible(v) if isinstance(v, str) else v)
-    templates.filters["local"] = when.local  # the page adds "(in 5 min)" by its own clock
+    templates.filters["local"] = _zoned  # the page adds "(in 5 min)" by its own clock
     templates.filters["folders"] = _folders
     templates.filters["who"] = _who  # who asks (SPEC P3), as the CLI and TUI say it
     templates.globals["AGENT_ANSWER"] = wording.AGENT_ANSWER
@@ -169,7 +179,8 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     async def fragment(request: Request) -> Response:
         try:
             token = session(request)
-            view = await run(partial(_view, service, token, request.query_params.get("c"),
+            view = await run(partial(_view, service, token, context,
+                                     request.query_params.get("c"),
                                      request.query_params.get("r"),
                                      request.query_params.get("n")))
         except ClankieError as err:
@@ -297,9 +308,66 @@ class _Guard:
         await self.app(scope, receive, send_guarded)
 
 
-def _view(service: Service, token: str | None, conversation_id: str | None,
-          shown_request: str | None = None, noted_request: str | None = None,
-          ) -> dict[str, Any]:
+class Context:
+    """What led to a question (H5): the last lines of a conversation (the owner's
+    messages, Clankie's replies, tool activity, one line each), read with the browser's own
+    token through `events_tail`, on from where its last read stopped (a page looks every
+    second; a conversation keeps up to `event_retention` events)."""
+
+    def __init__(self, service: Service, kept: int = 64) -> None:
+        self.service = service
+        self.kept = kept
+        self.lock = threading.Lock()
+        self.seen: OrderedDict[tuple[str, str], tuple[int, deque[dict[str, str]]]] = (
+            OrderedDict())
+
+    def lines(self, token: str | None, conversation_id: str) -> list[dict[str, str]]:
+        key = (token or "", conversation_id)
+        with self.lock:
+            after, lines = self.seen.pop(key, (0, deque(maxlen=CONTEXT_LINES)))
+        while True:
+            page = cast(dto.EventsOut, self.service.call(
+                "events_tail", token, {"conversation_id": conversation_id, "after": after,
+                                       "limit": _PAGE}))
+            for event in page.events:
+                line = _context_line(event.model_dump())
+                if line is not None:
+                    lines.append(line)
+            after = page.next_after
+            if len(page.events) < _PAGE:
+                break
+        with self.lock:
+            self.seen[key] = (after, lines)
+            while len(self.seen) > self.kept:
+                self.seen.popitem(last=False)
+        return list(lines)
+
+
+def _context_line(event: dict[str, Any]) -> dict[str, str] | None:
+    """One event as a line of the context (H5), or None for those the question says."""
+    kind = event.get("type")
+    if kind == "message":
+        who = {"owner": "You", "clankie": "Clankie"}.get(str(event["author"]),
+                                                         str(event["author"]).capitalize())
+        return {"who": who, "text": _cut(str(event["text"])), "kind": "message"}
+    if kind == "tool_activity" and event.get("tool") != ASK_QUESTION:  # the question says it
+        return {"who": "Tool", "text": _cut(str(event["summary"])), "kind": "tool"}
+    if kind == "conversation_reset":
+        return {"who": "", "text": "The conversation was reset.", "kind": "note"}
+    if kind == "run_status" and event.get("status") == "failed":
+        why = wording.run_ended(event.get("error")) or str(event.get("error") or "no reason")
+        return {"who": "", "text": _cut(f"Clankie's run failed: {why}"), "kind": "note"}
+    return None
+
+
+def _cut(text: str) -> str:
+    line = wording.one_line(text)
+    return line if len(line) <= CONTEXT_CHARS else line[:CONTEXT_CHARS - 1] + "…"
+
+
+def _view(service: Service, token: str | None, context: Context | None,
+          conversation_id: str | None, shown_request: str | None = None,
+          noted_request: str | None = None) -> dict[str, Any]:
     """What the page shows (H5): the device, conversations with a question first, and one
     question; read from the service with this browser's own token. `shown_request` is the
     question the page showed last, `noted_request` the one whose end it says now: the
@@ -332,6 +400,8 @@ def _view(service: Service, token: str | None, conversation_id: str | None,
                 ended, noted = _ended(shown, device.credential_id), candidate
                 break
     return {"device": device, "conversations": ordered, "pending": set(pending),
+            "ttl": service.settings.take_control_ttl,  # how long a lease taken now lasts
+            "context": context.lines(token, chosen) if context and chosen else [],
             "chosen": chosen, "snapshot": snapshot, "ended": ended,
             "current": next((c for c in listed if c.conversation_id == chosen), None),
             # the question the page watches (pending now, else the one said ended) and the
@@ -368,6 +438,17 @@ def _asked_by_agent(service: Service, token: str | None, cancel: dict[str, Any])
     return False
 
 
+def _zoned(stamp: str) -> str:
+    """A time with its zone (H5), in the service's local time: `2026-12-01 23:47 CET`,
+    or `UTC+05:30` where the zone has no short name."""
+    at = when.parse(stamp).astimezone()
+    name = at.strftime("%Z")
+    if not re.fullmatch(r"[A-Z]{2,5}", name):
+        offset = at.strftime("%z")
+        name = f"UTC{offset[:3]}:{offset[3:]}" if offset else "UTC"
+    return f"{when.local(stamp)} {name}"
+
+
 def _folders(path: str) -> str:
     """A workspace as the owner tells it apart at a glance: its last two folders."""
     return "/".join([part for part in path.split("/") if part][-2:]) or path
@@ -391,6 +472,8 @@ def _ended(question: dto.QuestionOut, me: str) -> str:
               " from another device")
     if question.status == "answered":
         return f"it was answered{by}"
+    if question.status == "cancelled" and receipt is not None and receipt.reason == Reason.RESTART:
+        return RESTARTED
     if question.status == "cancelled":
         return f"it was cancelled{by}"
     if question.status == "expired":
@@ -439,6 +522,9 @@ def _refusal(err: ClankieError) -> dict[str, str]:
     return {"outcome": "invalid", "message": f"Not sent: {err.detail}."}
 
 
+# R9: a restart's ending in words, as every surface says it
+RESTARTED: Final = ("it was cancelled because clankie restarted: nothing was answered or "
+                    "run; send a message to carry on (on the computer)")
 NOT_PAIRED: Final = ("This browser is not paired with clankie. On the computer, run clankie "
                      "devices pair --web and open the link it prints.")
 PAIR_AGAIN: Final = ("This browser's pairing is not for this page: it was paired before "

@@ -52,6 +52,17 @@
   let after = 0;
   let watching = null;
   let busy = false;
+  let down = false;  // the last request to clankie failed: it is not reachable (H6)
+  // What the owner typed in the answer box, and for which question: kept across redraws
+  // and conflicts, and shown to copy when its question ended (H6).
+  let typed = "";
+  let typedFor = "";
+  // An answer tapped before this browser held control, waiting for the one confirmation
+  // that takes control and sends it (H5).
+  let offered = null;
+  // The question the status line's last outcome was about: a view of another question
+  // clears it, so no stale "Not sent" stays under a question it was not about.
+  let statusFor = null;
   // The server's clock less this browser's (its Date header, as of the last view), so a
   // phone whose clock is off still says the lease ended when it did.
   let skew = 0;
@@ -63,6 +74,26 @@
   function say(text, outcome) {
     status.textContent = text;
     status.dataset.outcome = outcome || "";
+  }
+
+  // H6: the service's own state. Unreachable: said in the status line, the view dimmed and
+  // its buttons off until clankie answers again; back: the line cleared by itself.
+  function unreachable() {
+    if (!alive) return;
+    down = true;
+    document.body.classList.add("down");
+    for (const b of view.querySelectorAll("button")) b.disabled = true;
+    const unsent = status.dataset.outcome === "error"
+      ? "Not sent: the connection to clankie failed; nothing was resent. " : "";
+    if (status.dataset.outcome !== "down") say(unsent + "clankie is not reachable; retrying…", "down");
+  }
+
+  function reachable() {
+    if (!down) return;
+    down = false;
+    document.body.classList.remove("down");
+    for (const b of view.querySelectorAll("button")) b.disabled = false;
+    if (status.dataset.outcome === "down" || status.dataset.outcome === "error") say("", "");
   }
 
   function revoked(message) {
@@ -84,20 +115,40 @@
     if (chosen) params.set("c", chosen);
     if (s.request) params.set("r", s.request);
     if (s.noted) params.set("n", s.noted);
-    const response = await fetch("/view?" + params.toString(),
-                                 { credentials: "same-origin", headers: { "X-Clankie-Key": key } });
+    let response;
+    try {
+      response = await fetch("/view?" + params.toString(),
+                             { credentials: "same-origin", headers: { "X-Clankie-Key": key } });
+    } catch (e) {
+      unreachable();
+      throw e;
+    }
     if (response.status === 401) {
       revoked((await response.json()).message);
+      return;
+    }
+    if (response.status >= 500) {  // a proxy in front says clankie is down
+      unreachable();
       return;
     }
     if (!response.ok) return;
     const served = Date.parse(response.headers.get("date") || "");
     if (!isNaN(served)) skew = served - Date.now();
     const html = await response.text();
-    const typing = document.activeElement && document.activeElement.id === "answer-text";
-    if (html !== view.dataset.shown && !(typing && !busy && sameQuestion(html))) {
+    const wasDown = down;
+    reachable();
+    // Redrawn also while the owner types (H6): what was typed is kept (redraw).
+    if (html !== view.dataset.shown || wasDown) {
       redraw(html);
       if (!view.querySelector("#lease.held")) leaseEnded();
+    }
+    const now = state().dataset.request || "";
+    // A refusal or failure said about a question no longer shown is stale: cleared. What
+    // was accepted stays said (the ended note under it says the same).
+    if (statusFor !== null && now !== statusFor &&
+        !["down", "accepted", "duplicate", "control", ""].includes(status.dataset.outcome)) {
+      say("", "");
+      statusFor = null;
     }
     tick();
   }
@@ -110,8 +161,13 @@
     const focused = view.contains(document.activeElement) ? document.activeElement.id : "";
     const confirm = document.getElementById("cancel-confirm");
     const confirming = confirm && !confirm.hidden;
+    const box = document.getElementById("answer-text");
+    const selection = box && focused === "answer-text" ? [box.selectionStart, box.selectionEnd]
+                                                       : null;
     view.innerHTML = html;
     view.dataset.shown = html;
+    keepTyped(selection);
+    reoffer();
     if (!request || state().dataset.request !== request) return;
     const again = document.getElementById("cancel-confirm");
     if (confirming && again) {
@@ -122,28 +178,122 @@
     if (control && !control.hidden) control.focus();
   }
 
-  function sameQuestion(html) {
-    const request = state().dataset.request;
-    return request && html.indexOf('data-request="' + request + '"') >= 0;
+  // What the owner typed survives a redraw (H6): back in the box while its question is the
+  // one shown (a conflict shows it afresh), else kept beside the view to copy, never sent.
+  function keepTyped(selection) {
+    const old = document.getElementById("kept");
+    if (old) old.remove();
+    if (!typed) return;
+    const form = document.getElementById("answer");
+    const box = document.getElementById("answer-text");
+    if (box && form && form.dataset.request === typedFor) {
+      box.value = typed;
+      if (selection) {
+        box.focus();
+        box.setSelectionRange(selection[0], selection[1]);
+      }
+      return;
+    }
+    const kept = document.createElement("section");
+    kept.id = "kept";
+    kept.className = "kept";
+    kept.setAttribute("aria-label", "Your text, not sent");
+    const p = document.createElement("p");
+    p.textContent = "Your text was not sent: its question is no longer the one shown. It " +
+                    "is kept here for you to copy.";
+    const copy = document.createElement("textarea");
+    copy.id = "kept-text";
+    copy.readOnly = true;
+    copy.rows = 3;
+    copy.value = typed;
+    copy.setAttribute("aria-label", "Your text, not sent");
+    const discard = document.createElement("button");
+    discard.type = "button";
+    discard.className = "big cancel";
+    discard.id = "kept-discard";
+    discard.textContent = "Discard this text";
+    kept.append(p, copy, discard);
+    const where = document.getElementById("ended") || document.querySelector("#state > section.device");
+    if (where) where.after(kept); else view.prepend(kept);
+    if (selection) copy.focus();
   }
 
-  async function send(action, body) {
+  // A control device that does not hold the lease (H5): its options are not yet active.
+  function needsControl() {
+    return !!document.getElementById("take-control") && !document.querySelector("#lease.held");
+  }
+
+  function offer(answer, label) {
+    offered = { answer: answer, label: label };
+    reoffer(true);
+  }
+
+  // The one deliberate confirmation: "Take control and send ANSWER?", with how long the
+  // lease lasts and until when (this browser's clock, with its zone).
+  function reoffer(focus) {
+    const box = document.getElementById("control-confirm");
+    const form = document.getElementById("answer");
+    if (!offered) return;
+    if (!box || !form || form.dataset.request !== offered.answer.request_id || !needsControl()) {
+      offered = null;
+      return;
+    }
+    const text = document.getElementById("control-confirm-text");
+    const theirs = document.createElement("span");
+    theirs.className = offered.label.quoted ? "theirs" : "";
+    theirs.textContent = offered.label.text;
+    text.replaceChildren("Take control and send ", theirs, "?");
+    const ttl = Number(box.dataset.ttl) || 0;
+    document.getElementById("control-confirm-lease").textContent =
+      "Taking control lets this browser answer for " + span(ttl) + ", until " +
+      zoned(new Date(Date.now() + skew + ttl * 1000)) + ".";
+    box.hidden = false;
+    if (focus) document.getElementById("control-confirm-send").focus();
+  }
+
+  function zoned(date) {
+    const parts = {};
+    const format = new Intl.DateTimeFormat("en-GB", {
+      year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+      hourCycle: "h23", timeZoneName: "short" });
+    for (const part of format.formatToParts(date)) parts[part.type] = part.value;
+    return parts.year + "-" + parts.month + "-" + parts.day + " " + parts.hour + ":" +
+           parts.minute + " " + (parts.timeZoneName || "");
+  }
+
+  async function post(action, body) {
+    const response = await fetch("/api/" + action, {
+      method: "POST",
+      credentials: "same-origin",
+      referrerPolicy: "strict-origin",
+      headers: { "Content-Type": "application/json", "X-Clankie-Key": key },
+      body: JSON.stringify(body || {}),
+    });
+    if (response.status >= 500) throw new Error("unreachable");
+    return response.json();
+  }
+
+  // `withControl`: take control first, then send (the one confirmation, H5); each is
+  // bound as ever, and the answer is sent only once control is held.
+  async function send(action, body, withControl) {
     if (busy) return;
     busy = true;
+    offered = null;
+    const confirm = document.getElementById("control-confirm");
+    if (confirm) confirm.hidden = true;
     for (const b of view.querySelectorAll("button")) b.disabled = true;
     say("Sending…", "sending");
+    statusFor = state().dataset.request || "";
     try {
-      const response = await fetch("/api/" + action, {
-        method: "POST",
-        credentials: "same-origin",
-        referrerPolicy: "strict-origin",
-        headers: { "Content-Type": "application/json", "X-Clankie-Key": key },
-        body: JSON.stringify(body || {}),
-      });
-      const reply = await response.json();
+      let reply = withControl ? await post("take-control", {}) : null;
+      if (!reply || reply.outcome === "control") reply = await post(action, body);
       if (reply.outcome === "revoked") {
         revoked(reply.message);
         return;
+      }
+      if (action === "answer" && body.text !== undefined &&
+          (reply.outcome === "accepted" || reply.outcome === "duplicate")) {
+        typed = "";  // sent: nothing to keep
       }
       say(reply.message, reply.outcome);
     } catch (e) {
@@ -156,6 +306,7 @@
       if (alive) {
         status.focus();
         await refresh();
+        statusFor = state().dataset.request || "";
       }
     }
   }
@@ -176,7 +327,18 @@
     if (button.id === "take-control") {
       send("take-control", {});
     } else if (button.dataset.option && form) {
-      send("answer", Object.assign(binding(form), { option_id: button.dataset.option }));
+      const answer = Object.assign(binding(form), { option_id: button.dataset.option });
+      const label = button.querySelector(".theirs");
+      if (needsControl()) offer(answer, { text: label ? label.textContent : "", quoted: true });
+      else send("answer", answer);
+    } else if (button.id === "control-confirm-send" && offered) {
+      send("answer", offered.answer, true);
+    } else if (button.id === "control-confirm-no") {
+      offered = null;
+      document.getElementById("control-confirm").hidden = true;
+    } else if (button.id === "kept-discard") {
+      typed = "";
+      keepTyped(null);
     } else if (button.id === "cancel-question") {
       // Cancelling takes a second, deliberate tap on a button that appears only now.
       const confirm = document.getElementById("cancel-confirm");
@@ -197,7 +359,16 @@
       say("Not sent: the answer is empty.", "invalid");
       return;
     }
-    send("answer", Object.assign(binding(form), { text: text.value }));
+    const answer = Object.assign(binding(form), { text: text.value });
+    if (needsControl()) offer(answer, { text: "your text answer", quoted: false });
+    else send("answer", answer);
+  });
+
+  view.addEventListener("input", function (event) {
+    if (event.target.id !== "answer-text") return;
+    const form = document.getElementById("answer");
+    typed = event.target.value;
+    typedFor = form ? form.dataset.request : "";
   });
 
   // The page's own clock (H6): "(in 5 min)" beside each time, and a lease line that says
@@ -230,6 +401,7 @@
                           "refused until you take it.";
       const take = document.getElementById("take-control");
       if (take) take.hidden = false;
+      for (const b of view.querySelectorAll("#answer .big")) b.classList.add("inactive");
       leaseEnded();
     }
   }
@@ -266,6 +438,7 @@
         }
         if (alive && !busy) await refresh();
       } catch (e) {
+        unreachable();  // the service stopped, or a proxy before it says so: try again
         await pause(1000);
       }
     }
