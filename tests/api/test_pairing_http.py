@@ -50,3 +50,33 @@ def test_h2_wrong_codes_over_v1_ops_are_limited_per_connection_never_for_everyon
         assert paired.status_code == 200, paired.json()
     listed = world.call("credential_list")["credentials"]
     assert [x["user_agent"] for x in listed if x["kind"] == "device"] == ["pair-script/1.0"]
+
+
+def test_h3_a_browsers_token_is_no_bearer_token_on_v1_ops(world: World):
+    """Red team of issue 30: a server on another port got the cookie (a top-level
+    navigation carries a Lax cookie) and used its value as a bearer token on `--tcp`: it
+    read the question, took control, answered, sent messages and rotated the credential.
+    A credential paired by a code is a browser's: it works on the page (with the page's
+    key) and `/v1/ops` refuses it, every op, before reading the body; nothing changes."""
+    c = world.conversation()
+    world.ask(c)
+    code = world.call("device_pair_start", {"name": "phone"})["code"]
+    with TestClient(create_app(world.service)) as client:
+        token = client.post("/v1/ops/device_pair_finish", json={"code": code}).json()["token"]
+        before = world.dump()
+        bearer = {"Authorization": f"Bearer {token}"}
+        snap = world.snapshot(c)
+        for op, payload in [("input_get", {"conversation_id": c}),
+                            ("device_take_control", {}), ("credential_rotate", {}),
+                            ("conversation_send", {"conversation_id": c, "text": "x"}),
+                            ("input_answer", {"conversation_id": c,
+                                              "request_id": snap["pending"]["request_id"],
+                                              "incarnation": snap["incarnation"],
+                                              "revision": snap["revision"],
+                                              "option_id": snap["pending"]["options"][0][
+                                                  "option_id"]})]:
+            refused = client.post(f"/v1/ops/{op}", json=payload, headers=bearer)
+            assert (refused.status_code, refused.json()["code"]) == (401, "unauthenticated")
+            assert "page" in refused.json()["detail"], refused.json()
+    assert world.dump() == before
+    assert world.snapshot(c)["pending"] is not None

@@ -98,7 +98,7 @@ def test_h7_with_web_origin_the_document_has_answer_url_and_no_credential(
         with served.client() as client:
             ask(client, c)
         (doc,) = eventually(lambda: documents(out), "the hook's document", timeout=20)
-        assert doc["answer_url"] == f"{origin}/?c={c}"
+        assert doc["answer_url"] == f"{origin}/?c={c}&r={doc['request_id']}"
         token = served.home.token_file.read_text().strip()
         assert token not in json.dumps(doc) and "clk_" not in json.dumps(doc)
     finally:

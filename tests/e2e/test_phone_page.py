@@ -152,7 +152,7 @@ def test_h2_h5_h6_pair_from_the_printed_url_see_a_question_live_answer_by_tap(
     assert phone.evaluate("document.documentElement.scrollWidth") <= 360
     phone.get_by_role("button", name="Answer: tabs").tap()
     expect(phone.locator("#status")).to_have_text(
-        "Accepted: tabs. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+        "Accepted: \u201ctabs\u201d. Clankie has not necessarily run yet.", timeout=WAIT_MS)
     expect(phone.locator("#ended")).to_contain_text("it was answered from this browser",
                                                     timeout=WAIT_MS)
     shot(phone, "phone-accepted", tmp_path)
@@ -199,7 +199,7 @@ def test_h5_h6_cancel_by_keyboard_takes_a_second_step_and_focus_stays_on_the_out
         assert operator.input_get(c).pending is not None  # the first step cancels nothing
     phone.keyboard.press("Enter")
     expect(phone.locator("#status")).to_have_text(
-        "Cancelled. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+        "Cancelled. No answer was sent, and no run of Clankie follows.", timeout=WAIT_MS)
     expect(phone.locator("#status")).to_be_focused()  # not the top of the page
     with web.client() as operator:
         assert operator.input_get(c).pending is None
@@ -476,7 +476,7 @@ def test_h3_an_open_page_answers_after_a_service_restart_without_a_reload(
             take_control(page)
         page.get_by_role("button", name="Answer: tabs").tap()
         expect(page.locator("#status")).to_have_text(
-            "Accepted: tabs. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+            "Accepted: \u201ctabs\u201d. Clankie has not necessarily run yet.", timeout=WAIT_MS)
         assert page.evaluate("performance.getEntriesByType('navigation').length") == loads
         with second.client() as operator:
             receipt = operator.input_get(c, request_id=request).request.receipt
@@ -622,11 +622,55 @@ def test_h5_before_control_a_tap_offers_take_control_and_send_as_one_confirmatio
         assert operator.input_get(c).pending is not None  # the tap alone sent nothing
     confirm.tap()
     expect(phone.locator("#status")).to_have_text(
-        "Accepted: tabs. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+        "Accepted: \u201ctabs\u201d. Clankie has not necessarily run yet.", timeout=WAIT_MS)
     expect(phone.locator("#lease.held")).to_be_visible(timeout=WAIT_MS)
     with web.client() as operator:
         receipt = operator.input_get(c, request_id=request).request.receipt
     assert receipt is not None and receipt.outcome == "answered"
+
+
+def test_h5_a_held_enter_opens_the_confirmation_and_sends_nothing(
+        web: Served, phone: Any, workspace: Path):
+    """Red team of issue 30: holding Enter on an option opened "Take control and send
+    ...?", moved the focus to its button, and the key's repeat pressed it: control taken
+    and the answer sent with no deliberate second press. A repeat acts on nothing."""
+    pair(web, phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        ask(operator, c)
+    phone.goto(f"{web.web_url}/?c={c}")
+    phone.get_by_role("button", name="Answer: tabs").focus()
+    phone.keyboard.down("Enter")
+    confirm = phone.get_by_role("button", name="Take control and send")
+    expect(confirm).to_be_focused()
+    for _ in range(5):
+        phone.keyboard.down("Enter")  # held: each a keydown with `repeat`
+    phone.keyboard.up("Enter")
+    expect(confirm).to_be_visible()
+    with web.client() as operator:
+        assert operator.input_get(c).pending is not None
+    assert not [d for d in devices(web) if d["holds_lease"]]
+    phone.keyboard.press("Enter")  # a fresh press is deliberate
+    expect(phone.locator("#status")).to_have_text(
+        "Accepted: \u201ctabs\u201d. Clankie has not necessarily run yet.", timeout=WAIT_MS)
+
+
+def test_h5_an_accepted_line_goes_when_the_next_question_is_shown(
+        web: Served, phone: Any, workspace: Path):
+    """New-owner trial: "Accepted: ..." stayed above the next question, as if about it."""
+    pair(web, phone)
+    take_control(phone)
+    c = new_conversation(web, workspace)
+    with web.client() as operator:
+        ask(operator, c)
+    phone.goto(f"{web.web_url}/?c={c}")
+    phone.get_by_role("button", name="Answer: tabs").tap()
+    expect(phone.locator("#status")).to_contain_text("Accepted", timeout=WAIT_MS)
+    with web.client() as operator:
+        settle(operator, c)
+        newer = ask(operator, c, "again")
+    expect(phone.locator(f'#answer[data-request="{newer}"]')).to_be_visible(timeout=WAIT_MS)
+    expect(phone.locator("#status")).to_have_text("", timeout=WAIT_MS)
 
 
 def test_h5_a_long_word_from_others_wraps_within_the_phones_width(
@@ -777,10 +821,26 @@ def test_h7_the_readmes_ntfy_recipe_carries_answer_url_and_the_tap_opens_the_que
         assert Ntfy.received, "the notifier published nothing"
         sent = Ntfy.received[0]
         assert sent["topic"] == "clankie" and sent["message"].strip() == "Tabs or spaces?"
-        assert sent["click"] == f"http://127.0.0.1:{port}/?c={c}"
+        assert sent["click"] == f"http://127.0.0.1:{port}/?c={c}&r={request}"
         page.goto(sent["click"])
         expect(page.locator(f'#answer[data-request="{request}"]')).to_be_visible(
             timeout=WAIT_MS)
+        # New-owner trial: an old notification's link opened the question asked after it
+        # as if it were the same one. It names its question: that one is said ended.
+        with served.client() as operator:
+            snap = operator.input_get(c)
+            assert snap.pending is not None
+            operator.input_answer(c, request, incarnation=snap.incarnation,
+                                  revision=snap.revision,
+                                  option_id=snap.pending.options[0].option_id)
+            settle(operator, c)
+            newer = ask(operator, c, "again")
+        page.goto("about:blank")
+        page.goto(sent["click"])
+        expect(page.locator("#ended")).to_contain_text(
+            "The question you were looking at has ended: it was answered from the terminal",
+            timeout=WAIT_MS)
+        expect(page.locator(f'#answer[data-request="{newer}"]')).to_be_visible()
     finally:
         context.close()
         served.stop()

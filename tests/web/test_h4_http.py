@@ -389,7 +389,7 @@ def test_h5_outcomes_in_words_accepted_duplicate_conflict(world: World):
         assert taken.json()["outcome"] == "control"
         accepted = client.post("/api/answer", json=body, headers=headers).json()
         assert accepted == {"outcome": "accepted", "message":
-                            "Accepted: pytest. Clankie has not necessarily run yet."}
+                            "Accepted: \u201cpytest\u201d. Clankie has not necessarily run yet."}
         again = client.post("/api/answer", json=body, headers=headers).json()
         assert again["outcome"] == "duplicate"
         other = dict(body, option_id=world.snapshot(c, body["request_id"])["request"][

@@ -52,8 +52,8 @@ def test_h5_accepted_says_what_was_chosen(world: World):
         csrf = paired(world, client)
         client.post("/api/take-control", json={}, headers=headers(csrf))
         reply = client.post("/api/answer", json=binding(c, world), headers=headers(csrf))
-        assert reply.json() == {"outcome": "accepted", "message": "Accepted: pytest. Clankie "
-                                "has not necessarily run yet."}
+        assert reply.json() == {"outcome": "accepted", "message": "Accepted: \u201cpytest"
+                                "\u201d. Clankie has not necessarily run yet."}
         world.ask(c, {"kind": "text", "prompt": "Name it?"})
         reply = client.post("/api/answer", json=dict(binding_text(c, world), text="tabs.py"),
                             headers=headers(csrf))
@@ -194,3 +194,23 @@ def test_h5_the_ended_note_follows_the_latest_question_not_the_first_one(world: 
         assert "has ended: it was answered from the terminal (operator)" in view
         assert "cancelled" not in section(view, '<p id="ended"', "</p>")
         assert state(view) == {"r": second, "n": second}
+
+
+def test_h5_an_accepted_label_is_quoted_and_visible_in_the_pages_own_line(world: World):
+    """Red team of issue 30: the status line after an answer showed the label raw, so a
+    label "No. Nothing was sent: ..." passed for the page's own words, and one with U+202E
+    reversed the page's sentence. The label is quoted, on one line, its controls shown."""
+    c = world.conversation()
+    world.ask(c, {"kind": "choice", "prompt": "Pick?",
+                  "options": [{"label": "No. Nothing was sent\n\u202eevil"}, {"label": "b"}]})
+    with page_client(world) as client:
+        paired(world, client)
+        client.post("/api/take-control", json={}, headers={"Origin": LISTENER})
+        snap = world.snapshot(c)
+        reply = client.post("/api/answer", headers={"Origin": LISTENER}, json={
+            "conversation_id": c, "request_id": snap["pending"]["request_id"],
+            "incarnation": snap["incarnation"], "revision": snap["revision"],
+            "option_id": snap["pending"]["options"][0]["option_id"]})
+    message = reply.json()["message"]
+    assert message.startswith("Accepted: \u201cNo. Nothing was sent")
+    assert "\u202e" not in message and "\n" not in message

@@ -104,7 +104,8 @@ def _pair_web(name: str, mode: str, here: bool, as_json: bool) -> None:
         else:
             import segno  # only this command draws a QR code
 
-            say(f"Open this on the phone to pair it as {name!r} ({mode}):")
+            where = "in the browser on this machine" if here else "on the phone"
+            say(f"Open this {where} to pair it as {name!r} ({mode}):")
             say(url)
             segno.make(url, error="m").terminal(out=sys.stdout, compact=True)
             say(f"The page shows the confirmation word: {started['word']}")

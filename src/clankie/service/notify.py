@@ -165,8 +165,9 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
              question: Question | None, web_origin: str = "") -> dict[str, Any]:
     """What a hook reads on standard input: the question, and how to read it; with
     `web_origin`, `answer_url`: the page's address for it (SPEC H7), which carries no
-    credential (without a paired browser it shows nothing). Who asks (P3): `asked_by`,
-    "Clankie" or the agent as the CLI and the TUI say it, and for an agent `asker` (its
+    credential (without a paired browser it shows nothing) and names the question, so an
+    old notification says that its question ended rather than pass another for it. Who
+    asks (P3): `asked_by`, "Clankie" or the agent as the CLI and the TUI say it, and for an agent `asker` (its
     credential's ID and name, the MCP client's name; the workspace is `workspace`)."""
     c, r = conversation.conversation_id, event.request_id
     doc: dict[str, Any] = {
@@ -174,7 +175,7 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
         "workspace": conversation.workspace.path if conversation.workspace else None,
         "request_id": r, "read_with": f"clankie conversations questions {c} --request {r}"}
     if web_origin:
-        doc["answer_url"] = f"{web_origin}/?c={c}"
+        doc["answer_url"] = f"{web_origin}/?c={c}&r={r}"  # that question, ended or not
     asker = question.asker if question is not None else conversation.agent
     if asker is not None:  # an agent asks, not Clankie (P3): its credential and client
         doc["asker"] = {"credential_id": asker.credential_id, "name": asker.name,

@@ -198,11 +198,18 @@ class Service:
         return self._table[op](Caller(op, token, peer, user_agent), request)
 
     def authenticate(self, token: str | None) -> None:
-        """Refuse `unauthenticated` unless `token` is a live credential (T6: the edge asks
-        this before it reads a request's body, so a stranger's body is never parsed)."""
+        """The dispatcher's check (`/v1/ops`): refuse `unauthenticated` unless `token` is a
+        live credential (T6: asked before a request's body is read, so a stranger's body is
+        never parsed) other than a browser's. A credential paired by a code is a browser's
+        (H2, H3): its token lives in a cookie that browsers send to every port of the host,
+        so it is good only on the page, together with the page's key."""
         now = self.ctx.clock()
         with storage(), self.ctx.store.read() as tx:
-            authenticate(tx, token, now)
+            principal = authenticate(tx, token, now)
+            if tx.paired_by_code(principal.credential_id):
+                raise ClankieError(Code.UNAUTHENTICATED, "this token is a browser's (paired "
+                                   "by a code): it works only on clankie's page, with the "
+                                   "page's key, never on /v1/ops")
 
     def open_poll(self, op: str, token: str | None, payload: Any, wake: Wake) -> Poll:
         """A long-poll op (`LONG_POLLS`) for a caller that waits in its own way: validated

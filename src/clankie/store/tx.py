@@ -195,6 +195,11 @@ class ReadTx:
     def credentials(self) -> list[CredentialRow]:
         return [_as_credential(r) for r in self._all(_CREDENTIAL + "ORDER BY rowid")]
 
+    def paired_by_code(self, credential_id: str) -> bool:
+        """Whether this credential was made by a pairing code: a browser's (H3)."""
+        return self._one("SELECT 1 FROM pairings WHERE pairing_id = ? AND used_at IS NOT NULL",
+                         credential_id) is not None
+
     def pairing_by_hash(self, code_hash: str) -> PairingRow | None:
         row = self._one("SELECT pairing_id, owner_id, code_hash, name, mode, word, created_at, "
                         "expires_at, used_at FROM pairings WHERE code_hash = ?", code_hash)

@@ -218,9 +218,9 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
             return JSONResponse({"outcome": "accepted", "message": f"Accepted: {chosen}. "
                                  f"{wording.accepted(reply.receipt.model_dump())}"})
         agent = await run(partial(_asked_by_agent, service, token, payload))
-        return JSONResponse({"outcome": "accepted", "message": "Cancelled. " + (
+        return JSONResponse({"outcome": "accepted", "message": "Cancelled. " + (  # A12: no run
             "The agent reads that it has no answer." if agent else
-            "Clankie has not necessarily run yet.")})
+            "No answer was sent, and no run of Clankie follows.")})
 
     async def events(request: Request) -> Response:
         """A long-poll on `events_tail` (H6); its reply says only whether to look again."""
@@ -410,8 +410,9 @@ def _view(service: Service, token: str | None, context: Context | None,
 
 
 def _chosen(service: Service, token: str | None, answer: dict[str, Any]) -> str:
-    """What an accepted answer chose, in the owner's words: the option's label, or "your
-    text answer"."""
+    """What an accepted answer chose, in the owner's words: the option's label in quotes
+    and made visible (red team: a label "No. Nothing was sent: ..." or one with U+202E
+    passed for the page's own words in its status line), or "your text answer"."""
     option_id = answer.get("option_id")
     if not option_id:
         return "your text answer"
@@ -419,8 +420,8 @@ def _chosen(service: Service, token: str | None, answer: dict[str, Any]) -> str:
         shown = _snapshot(service, token, str(answer.get("conversation_id")),
                           str(answer.get("request_id"))).request
         for option in shown.options if shown is not None else []:
-            if option.option_id == option_id:
-                return option.label
+            if option.option_id == option_id:  # others' text, quoted, in the page's line
+                return f"\u201c{visible(wording.one_line(option.label))}\u201d"
     return "the option you chose"
 
 
@@ -527,9 +528,11 @@ RESTARTED: Final = ("it was cancelled because clankie restarted: nothing was ans
                     "run; send a message to carry on (on the computer)")
 NOT_PAIRED: Final = ("This browser is not paired with clankie. On the computer, run clankie "
                      "devices pair --web and open the link it prints.")
-PAIR_AGAIN: Final = ("This browser's pairing is not for this page: it was paired before "
-                     "clankie's page changed, or at another address (each address keeps its "
-                     "own). To pair it here, run clankie devices pair --web on the computer.")
+PAIR_AGAIN: Final = ("This browser's pairing is not complete for this page: the page's own "
+                     "half of it is missing or does not match (the browser's site data was "
+                     "cleared or overwritten, it was paired at another address, each of "
+                     "which keeps its own, or before clankie's page changed). To pair it "
+                     "here, run clankie devices pair --web on the computer.")
 
 
 def _session_refused(err: ClankieError) -> str:
@@ -543,8 +546,9 @@ def _session_refused(err: ClankieError) -> str:
 
 def _pairing_refused(err: ClankieError) -> str:
     if err.code == Code.UNAUTHENTICATED:
-        return ("This pairing link is wrong, used or expired. For a new one, run clankie "
-                "devices pair --web on the computer again.")
+        return ("This pairing link is wrong, used or expired. If this browser was just "
+                "paired with it, open clankie's page at / (the address without /pair). For "
+                "a new link, run clankie devices pair --web on the computer again.")
     return err.detail
 
 

@@ -113,6 +113,9 @@
     const params = new URLSearchParams();
     const chosen = s.chosen || asked.get("c");
     if (chosen) params.set("c", chosen);
+    // answer_url names its question (H7): an old notification's is said ended, not passed
+    // for the question asked after it.
+    if (!s.request && !s.noted && asked.get("r")) params.set("r", asked.get("r"));
     if (s.request) params.set("r", s.request);
     if (s.noted) params.set("n", s.noted);
     let response;
@@ -144,9 +147,12 @@
     }
     const now = state().dataset.request || "";
     // A refusal or failure said about a question no longer shown is stale: cleared. What
-    // was accepted stays said (the ended note under it says the same).
-    if (statusFor !== null && now !== statusFor &&
-        !["down", "accepted", "duplicate", "control", ""].includes(status.dataset.outcome)) {
+    // was accepted stays said while no other question is shown (the ended note under it
+    // says the same); a newer question clears it (new-owner trial: "Accepted: ..." stood
+    // above the next question and seemed to be about it).
+    const said = status.dataset.outcome;
+    if (statusFor !== null && now !== statusFor && !["down", "control", ""].includes(said) &&
+        (now !== "" || !["accepted", "duplicate"].includes(said))) {
       say("", "");
       statusFor = null;
     }
@@ -319,6 +325,12 @@
       revision: Number(form.dataset.revision),
     };
   }
+
+  // A held key repeats: a held Enter opened "Take control and send ...?" and, with the
+  // focus on its button, sent at once (red team). Only a fresh press acts.
+  document.addEventListener("keydown", function (event) {
+    if (event.repeat && (event.key === "Enter" || event.key === " ")) event.preventDefault();
+  }, true);
 
   view.addEventListener("click", function (event) {
     const button = event.target.closest("button");
