@@ -167,8 +167,9 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
     `web_origin`, `answer_url`: the page's address for it (SPEC H7), which carries no
     credential (without a paired browser it shows nothing) and names the question, so an
     old notification says that its question ended rather than pass another for it. Who
-    asks (P3): `asked_by`, "Clankie" or the agent as the CLI and the TUI say it, and for an agent `asker` (its
-    credential's ID and name, the MCP client's name; the workspace is `workspace`)."""
+    asks (P3): `asked_by`, "Clankie" or the agent as the CLI and the TUI say it, and for an
+    agent `asker` (its credential's ID and name, the MCP client's name; the workspace is
+    `workspace`)."""
     c, r = conversation.conversation_id, event.request_id
     doc: dict[str, Any] = {
         "event": event.type, "conversation_id": c,
