@@ -359,7 +359,7 @@ def test_p3_h5_an_agents_question_says_who_asks_and_is_answered_by_a_tap(
     assert phone.locator("#view img, #view script").count() == 0 and dialogs == []
     phone.get_by_role("button", name="Answer: MIT").tap()
     expect(phone.locator("#status")).to_have_text(
-        "Accepted: MIT. " + wording.accepted({"run_id": None}), timeout=WAIT_MS)
+        "Accepted: \u201cMIT\u201d. " + wording.accepted({"run_id": None}), timeout=WAIT_MS)
     with web.client(token=made["token"]) as agent:
         read = agent.call("agent_wait", {"request_id": r, "wait_s": 0})
     assert (read["status"], read["answer"]["label"]) == ("answered", "MIT")
@@ -634,7 +634,7 @@ def test_h5_a_held_enter_opens_the_confirmation_and_sends_nothing(
     """Red team of issue 30: holding Enter on an option opened "Take control and send
     ...?", moved the focus to its button, and the key's repeat pressed it: control taken
     and the answer sent with no deliberate second press. A repeat acts on nothing."""
-    pair(web, phone)
+    mine = pair(web, phone)
     c = new_conversation(web, workspace)
     with web.client() as operator:
         ask(operator, c)
@@ -649,7 +649,7 @@ def test_h5_a_held_enter_opens_the_confirmation_and_sends_nothing(
     expect(confirm).to_be_visible()
     with web.client() as operator:
         assert operator.input_get(c).pending is not None
-    assert not [d for d in devices(web) if d["holds_lease"]]
+    assert not [d for d in devices(web) if d["holds_lease"] and d["credential_id"] == mine]
     phone.keyboard.press("Enter")  # a fresh press is deliberate
     expect(phone.locator("#status")).to_have_text(
         "Accepted: \u201ctabs\u201d. Clankie has not necessarily run yet.", timeout=WAIT_MS)
