@@ -655,24 +655,6 @@ def test_h5_a_held_enter_opens_the_confirmation_and_sends_nothing(
         "Accepted: \u201ctabs\u201d. Clankie has not necessarily run yet.", timeout=WAIT_MS)
 
 
-def test_h5_an_accepted_line_goes_when_the_next_question_is_shown(
-        web: Served, phone: Any, workspace: Path):
-    """New-owner trial: "Accepted: ..." stayed above the next question, as if about it."""
-    pair(web, phone)
-    take_control(phone)
-    c = new_conversation(web, workspace)
-    with web.client() as operator:
-        ask(operator, c)
-    phone.goto(f"{web.web_url}/?c={c}")
-    phone.get_by_role("button", name="Answer: tabs").tap()
-    expect(phone.locator("#status")).to_contain_text("Accepted", timeout=WAIT_MS)
-    with web.client() as operator:
-        settle(operator, c)
-        newer = ask(operator, c, "again")
-    expect(phone.locator(f'#answer[data-request="{newer}"]')).to_be_visible(timeout=WAIT_MS)
-    expect(phone.locator("#status")).to_have_text("", timeout=WAIT_MS)
-
-
 def test_h5_a_long_word_from_others_wraps_within_the_phones_width(
         web: Served, phone: Any, workspace: Path):
     """Issue 30: a 200-character word made the page 10,931 px wide."""

@@ -147,12 +147,11 @@
     }
     const now = state().dataset.request || "";
     // A refusal or failure said about a question no longer shown is stale: cleared. What
-    // was accepted stays said while no other question is shown (the ended note under it
-    // says the same); a newer question clears it (new-owner trial: "Accepted: ..." stood
-    // above the next question and seemed to be about it).
-    const said = status.dataset.outcome;
-    if (statusFor !== null && now !== statusFor && !["down", "control", ""].includes(said) &&
-        (now !== "" || !["accepted", "duplicate"].includes(said))) {
+    // was accepted stays said (the ended note under it says the same, and Clankie's next
+    // question may come within a second: the owner still reads what was sent; it names
+    // the answer in quotes).
+    if (statusFor !== null && now !== statusFor &&
+        !["down", "accepted", "duplicate", "control", ""].includes(status.dataset.outcome)) {
       say("", "");
       statusFor = null;
     }
