@@ -68,6 +68,19 @@ def phone(browser: Any) -> Iterator[Any]:
         context.close()
 
 
+def free_port() -> int:
+    """A loopback port free now, for a `--web` listener that must keep its origin (the
+    page's storage is per origin) across a restart of the service."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def phone_context(browser: Any) -> Any:
+    """A phone's browser context of its own (its own cookies and storage)."""
+    return browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+
+
 def expect(locator: Any) -> Any:
     from playwright.sync_api import expect as playwright_expect
 
@@ -297,7 +310,7 @@ def test_a1_h5_take_control_then_the_lease_expires_and_the_answer_is_refused(
         browser: Any, tmp_path: Path, workspace: Path):
     short = Served.start(tmp_path / "home", "--web", "127.0.0.1:0",
                          env={"CLANKIE_TAKE_CONTROL_TTL": "2"})
-    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    context = phone_context(browser)
     try:
         page = context.new_page()
         device = pair(short, page)
@@ -449,12 +462,10 @@ def test_h3_an_open_page_answers_after_a_service_restart_without_a_reload(
     page's CSRF token; reload the page". The page's key outlives the restart (the store's
     page key), so the open page goes on: it shows the restart's ending, then the question
     asked after it, and its tap answers, with no reload."""
-    with socket.socket() as probe:  # the same port again, so the page's origin is the same
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # the same port again after a restart: the same origin
     home = tmp_path / "home"
     first = Served.start(home, "--web", f"127.0.0.1:{port}")
-    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    context = phone_context(browser)
     page = context.new_page()
     second = None
     try:
@@ -561,12 +572,10 @@ def test_h6_r3_the_page_says_clankie_is_not_reachable_and_recovers_after_a_resta
     """Issue 30: with the service down the page said "No question is waiting. This page
     updates by itself."; after a restart it said "it was cancelled" without why, under a
     stale "Not sent: the connection to clankie failed"."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # the same port again after a restart: the same origin
     home = tmp_path / "home"
     first = Served.start(home, "--web", f"127.0.0.1:{port}")
-    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    context = phone_context(browser)
     page = context.new_page()
     second = None
     try:
@@ -782,15 +791,13 @@ def test_h7_the_readmes_ntfy_recipe_carries_answer_url_and_the_tap_opens_the_que
     thread.start()
     topic = f"http://127.0.0.1:{receiver.server_address[1]}/clankie"
     command = [part.replace("https://ntfy.example.org/clankie", topic) for part in command]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # the same port again after a restart: the same origin
     home = tmp_path / "home"
     init_home(home)
     (home / "settings.toml").write_text(
         f"web_origin = 'http://127.0.0.1:{port}'\nnotify_command = {json.dumps(command)}\n")
     served = Served.start(home, "--web", f"127.0.0.1:{port}", init=False)
-    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    context = phone_context(browser)
     page = context.new_page()
     try:
         pair(served, page)

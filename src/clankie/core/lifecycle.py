@@ -405,6 +405,12 @@ def _agent_refusal(conversation: Conversation, asker: Asker, facts: Facts) -> As
             conversation.agent is None or \
             conversation.agent.credential_id != asker.credential_id:
         return AskRefusal.NOT_OWNER_CONVERSATION
+    return _place_refusal(conversation, facts)
+
+
+def _place_refusal(conversation: Conversation, facts: Facts) -> AskRefusal | None:
+    """SPEC Q3's middle, for Clankie's questions and an agent's alike: the owner, the
+    workspace and the native seat, in that order."""
     if facts.owner_revoked:
         return AskRefusal.OWNER_REVOKED
     if facts.workspace is None:
@@ -422,15 +428,8 @@ def _ask_refusal(conversation: Conversation, pending: Question | None, run: Run,
     """SPEC Q3, in its order."""
     if conversation.kind is not ConversationKind.OWNER:
         return AskRefusal.NOT_OWNER_CONVERSATION
-    if facts.owner_revoked:
-        return AskRefusal.OWNER_REVOKED
-    if facts.workspace is None:
-        return AskRefusal.WORKSPACE_MISSING
-    if conversation.workspace is None or not conversation.workspace.same_directory(
-            facts.workspace):
-        return AskRefusal.WORKSPACE_REPLACED
-    if conversation.native_owner is not None:
-        return AskRefusal.NATIVE_OWNED
+    if (placed := _place_refusal(conversation, facts)) is not None:
+        return placed
     if (run.conversation_id != conversation.conversation_id
             or run.incarnation != conversation.incarnation
             or run.status is not RunStatus.RUNNING):
