@@ -129,7 +129,7 @@ def _no_web_origin(listener: str) -> NoReturn:
     the page at an address it can, and make no code."""
     port = listener.rsplit(":", 1)[-1]
     warn("clankie: a phone cannot open this service's page: web_origin is not set, so the "
-         f"pairing link would be {listener}, which only this machine reaches (SPEC H2)")
+         f"pairing link would be {listener}, which only this machine reaches")
     warn("  fix: put HTTPS in front of the page and name it in web_origin, e.g. with "
          "Tailscale (the README's \"Answer from your phone\"):")
     warn(f"    tailscale serve --bg http://127.0.0.1:{port}")
