@@ -57,14 +57,16 @@ def bridge_args(workspace: Path | None) -> list[str]:
 async def connect(home: Path, token: str | None, workspace: Path | None, stderr: Path, *,
                   mode: str = "legacy", client: str = HOST, cwd: Path = ROOT,
                   read_timeout_s: float | None = None,
-                  env: dict[str, str] | None = None) -> AsyncIterator[Client]:
-    """The SDK's client, connected to a new bridge; the bridge's stderr goes to `stderr`."""
+                  env: dict[str, str] | None = None,
+                  **options: Any) -> AsyncIterator[Client]:
+    """The SDK's client, connected to a new bridge; the bridge's stderr goes to `stderr`.
+    `options` go to the client as they are (an `elicitation_callback`, say)."""
     params = StdioServerParameters(command=sys.executable, args=bridge_args(workspace),
                                    env=bridge_env(home, token, **(env or {})), cwd=cwd)
     with stderr.open("a") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode=mode,  # type: ignore[arg-type]
                           client_info=Implementation(name=client, version="1.0"),
-                          read_timeout_seconds=read_timeout_s) as session:
+                          read_timeout_seconds=read_timeout_s, **options) as session:
             yield session
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, ElicitResult
 
 from clankie.client import Client
 from tests.e2e.bridged import HOST, RawBridge, connect, run_bridge, structured
@@ -643,3 +643,28 @@ async def test_r3_restarting_the_service_cancels_the_pending_question_restart(
             assert again["status"] == "pending" and again["duplicate"] is False
     finally:
         served.stop()
+
+
+async def test_p6_p7_an_elicitation_reply_never_answers_and_no_task_is_made(
+        served: Served, home: Path, agent_token: str, workspace: Path, stderr: Path):
+    """P6: a host that would answer an elicitation by itself ("accept", "yes") is never
+    asked one, and the question stays pending until the owner answers; P7: a call returns
+    a plain result, never a task."""
+    asked_of_client: list[Any] = []
+
+    async def would_accept(context: Any, params: Any) -> Any:
+        asked_of_client.append(params)
+        return ElicitResult(action="accept", content={"answer": "yes"})
+
+    async with connect(home, agent_token, workspace, stderr,
+                       elicitation_callback=would_accept) as session:
+        assert session.server_capabilities.tasks is None
+        asked, _ = await tool(session, "ask_owner", TEXT)
+        got, is_error = await tool(session, "wait_answer",
+                                   {"request_id": asked["request_id"], "wait_s": 1})
+        assert (got["status"], is_error) == ("pending", False)
+    assert asked_of_client == []
+    conversation_id = conversation_of(served, asked["request_id"])
+    with operator(served) as op:
+        pending = op.call("input_get", {"conversation_id": conversation_id})["pending"]
+    assert pending is not None and pending["request_id"] == asked["request_id"]

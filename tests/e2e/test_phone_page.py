@@ -108,6 +108,19 @@ def take_control(page: Any) -> None:
     expect(page.locator("#take-control")).to_be_hidden()  # not offered while held
 
 
+def on_a_question(served: Served, page: Any, workspace: Path) -> str:
+    """A paired browser holding control, open on a question Clankie asked: its
+    conversation."""
+    pair(served, page)
+    take_control(page)
+    c = new_conversation(served, workspace)
+    with served.client() as operator:
+        ask(operator, c)
+    page.goto(f"{served.web_url}/?c={c}")
+    expect(page.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+    return c
+
+
 def new_conversation(web: Served, workspace: Path) -> str:
     with web.client() as operator:
         return str(operator.op("conversation_create",
@@ -469,13 +482,7 @@ def test_h3_an_open_page_answers_after_a_service_restart_without_a_reload(
     page = context.new_page()
     second = None
     try:
-        pair(first, page)
-        take_control(page)
-        c = new_conversation(first, workspace)
-        with first.client() as operator:
-            ask(operator, c)
-        page.goto(f"{first.web_url}/?c={c}")
-        expect(page.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+        c = on_a_question(first, page, workspace)
         loads = page.evaluate("performance.getEntriesByType('navigation').length")
         assert first.stop() == 0
         second = Served.start(home, "--web", f"127.0.0.1:{port}", init=False)
@@ -579,13 +586,7 @@ def test_h6_r3_the_page_says_clankie_is_not_reachable_and_recovers_after_a_resta
     page = context.new_page()
     second = None
     try:
-        pair(first, page)
-        take_control(page)
-        c = new_conversation(first, workspace)
-        with first.client() as operator:
-            ask(operator, c)
-        page.goto(f"{first.web_url}/?c={c}")
-        expect(page.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
+        on_a_question(first, page, workspace)
         other = workspace.parent / "quiet"
         other.mkdir()
         quiet = new_conversation(first, other)  # no question there: "updates by itself"

@@ -307,14 +307,7 @@ def ask(
     A pending question found expired or invalid on use is ended first (section 6), and
     that transition is committed even when the ask is then refused.
     """
-    ended: list[Question] = []
-    ended_events: list[Event] = []
-    found = _found_on_use(pending, conversation, facts) if pending else None
-    if pending is not None and found is not None:
-        command, reason = found
-        closed, resolved = _end(conversation, pending, transition(pending.status, command),
-                                reason, facts.now, new_id)
-        ended, ended_events, pending = [closed], [resolved], None
+    ended, ended_events, pending = _ended_on_use(conversation, pending, facts, new_id)
     refusal = _ask_refusal(conversation, pending, run, facts)
     if refusal is not None:
         change = _change(conversation, questions=ended, events=ended_events) if ended else None
@@ -344,14 +337,7 @@ def agent_ask(
     `crowded`: the agent has `AGENT_PENDING_MAX` questions pending in its other
     conversations, so a new one is refused `too_many_pending` (one token cannot flood the
     owner's lists and notifications)."""
-    ended: list[Question] = []
-    ended_events: list[Event] = []
-    found = _found_on_use(pending, conversation, facts) if pending else None
-    if pending is not None and found is not None:
-        command, reason = found
-        closed, resolved = _end(conversation, pending, transition(pending.status, command),
-                                reason, facts.now, new_id)
-        ended, ended_events, pending = [closed], [resolved], None
+    ended, ended_events, pending = _ended_on_use(conversation, pending, facts, new_id)
     change = _change(conversation, questions=ended, events=ended_events) if ended else None
     refusal = _agent_refusal(conversation, asker, facts)
     if refusal is not None:
@@ -365,6 +351,19 @@ def agent_ask(
     question, event = _new_question(conversation, args, facts, new_id, ttl, None, asker)
     return Asked(_change(conversation, questions=[*ended, question],
                          events=[*ended_events, event]), question.request_id)
+
+
+def _ended_on_use(conversation: Conversation, pending: Question | None, facts: Facts,
+                  new_id: NewId) -> tuple[list[Question], list[Event], Question | None]:
+    """Section 6 on use, before an ask: the pending question found expired or invalid is
+    ended (the question, its event) and no longer pending; else nothing changes."""
+    found = _found_on_use(pending, conversation, facts) if pending else None
+    if pending is None or found is None:
+        return [], [], pending
+    command, reason = found
+    closed, resolved = _end(conversation, pending, transition(pending.status, command),
+                            reason, facts.now, new_id)
+    return [closed], [resolved], None
 
 
 def _new_question(conversation: Conversation, args: AskArgs, facts: Facts, new_id: NewId,
