@@ -8,6 +8,7 @@ service decides, and it never sends an answer twice.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,6 +98,8 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]],
         by = receipt["answered_by"]
         say(f"    by: {by['kind']} {by['credential_id']}")
     say(f"    at: {when.shown_now(receipt['resolved_at'])} (revision {receipt['revision']})")
+    if wording.restarted(receipt):  # R9: what the restart did, and how to carry on
+        say(f"    It was {wording.RESTARTED_QUESTION}.")
     if agent:
         collected = receipt.get("collected_at")
         say(f"    read by the agent: {when.shown_now(collected)}" if collected else
@@ -152,24 +155,47 @@ def _show_snapshot(snapshot: dict[str, Any], workspace: str | None = None) -> No
             f"--incarnation {snapshot['incarnation']} --revision {snapshot['revision']}")
 
 
-def _event_line(e: dict[str, Any]) -> str:
+def _event_line(e: dict[str, Any], restarted: frozenset[str] = frozenset()) -> str:
     """One event as one line; text from others that runs over several lines continues on
-    lines led by a bar, so that none can pose as an event of its own."""
-    return continued(_event_text(e), "    ")
+    lines led by a bar, so that none can pose as an event of its own. `restarted`: the
+    questions among them that a restart cancelled (R9: said with how to carry on)."""
+    return continued(_event_text(e, restarted), "    ")
 
 
-def _event_text(e: dict[str, Any]) -> str:
+def _restarted(client: Client, c: str, events: list[dict[str, Any]]) -> frozenset[str]:
+    """The questions among `events` that a restart cancelled: an `input_resolved` event
+    carries no reason (V2), so each cancelled one is read (one whose receipt R1 evicted
+    since is only said cancelled)."""
+    from clankie.client import ApiError
+
+    cancelled = [e["request_id"] for e in events
+                 if e["type"] == "input_resolved" and e["outcome"] == "cancelled"]
+    found = set()
+    for request_id in cancelled:
+        with contextlib.suppress(ApiError):
+            request = client.call("input_get", {"conversation_id": c,
+                                                "request_id": request_id})["request"]
+            if request and wording.restarted(request.get("receipt")):
+                found.add(request_id)
+    return frozenset(found)
+
+
+def _event_text(e: dict[str, Any], restarted: frozenset[str] = frozenset()) -> str:
     head = f"#{e['seq']} {when.local(e['at'])}"
     kind = e["type"]
     if kind == "message":
         return f"{head} {e['author']}: {e['text']}"
     if kind == "run_status":
         error = f" ({e['error']})" if e.get("error") else ""
-        return f"{head} run {e['run_id']} ({e['kind']}) {e['status']}{error}"
+        why = f": {wording.RUN_INTERRUPTED}" if e.get("error") == RunError.ORPHANED_BY_RESTART \
+            else ""
+        return f"{head} run {e['run_id']} ({e['kind']}) {e['status']}{error}{why}"
     if kind == "input_requested":
         choices = f" [{' | '.join(e['choices'])}]" if e["choices"] else ""
         return f"{head} question {e['request_id']} asked: {e['prompt']}{choices}"
     if kind == "input_resolved":
+        if e["request_id"] in restarted:
+            return f"{head} question {e['request_id']} {wording.RESTARTED_QUESTION}"
         return f"{head} question {e['request_id']} {e['outcome']}"
     if kind == "conversation_reset":
         return f"{head} conversation reset"
@@ -367,8 +393,9 @@ def events(conversation: str, after: int, follow: bool, as_json: bool) -> None:
                         "now:)")
                     _show_snapshot(call(client, "input_get", {"conversation_id": c},
                                         as_json=False))
+                restarted = _restarted(client, c, page["events"])
                 for event in page["events"]:
-                    say(_event_line(event))
+                    say(_event_line(event, restarted))
             after = page["next_after"]
             if not follow and not (page["events"] and len(page["events"]) == 500):
                 return
