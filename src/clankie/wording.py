@@ -65,7 +65,7 @@ def option_line(number: int, option: Mapping[str, Any]) -> str:
 def restarted(receipt: Mapping[str, Any] | None) -> bool:
     """Whether a question ended because clankie restarted (R3: cancelled, reason
     `restart`)."""
-    return bool(receipt) and receipt.get("outcome") == "cancelled" \
+    return receipt is not None and receipt.get("outcome") == "cancelled" \
         and receipt.get("reason") == Reason.RESTART
 
 

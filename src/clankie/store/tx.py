@@ -350,6 +350,19 @@ class ReadTx:
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {_UNFINISHED} "
             "ORDER BY rowid", conversation_id)]
 
+    def restart_ends(self) -> list[tuple[str, str | None, str | None]]:
+        """What a restart would end now (R3), everywhere: `(conversation_id, request_id,
+        None)` for each pending question and `(conversation_id, None, run_id)` for each
+        unfinished continuation, in the order `restart_all` writes their events (by
+        conversation, its question first, then its runs oldest first)."""
+        rows = self._all(
+            "SELECT conversation_id, request_id, NULL AS run_id, 0 AS rank FROM questions "
+            "WHERE status = 'pending' UNION ALL "
+            "SELECT conversation_id, NULL, run_id, rowid FROM runs "
+            f"WHERE kind = 'continuation' AND {_UNFINISHED} "
+            "ORDER BY conversation_id, rank")
+        return [(r["conversation_id"], r["request_id"], r["run_id"]) for r in rows]
+
     def started_before(self, run: Run) -> int:
         """How many runs of the conversation started before this one (runs start in order)."""
         row = self._one("SELECT count(*) AS started FROM runs WHERE conversation_id = ? AND "
