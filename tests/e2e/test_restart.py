@@ -141,6 +141,9 @@ def test_r9_the_cli_says_clankie_restarted_nothing_was_answered_or_run_and_how_t
         shown = " ".join(cli(served, "conversations", "questions", c, "--request",
                              request).stdout.split())
         assert "cancelled (restart)" in shown and wording.RESTARTED_QUESTION in shown
+        shown = " ".join(cli(served, "conversations", "questions", c).stdout.split())
+        assert f"{wording.NO_QUESTION}." in shown  # without --request: the restart said too
+        assert f"Question {request}" in shown and wording.RESTARTED_QUESTION in shown
         shown = " ".join(cli(served, "conversations", "questions", c, "--request",
                              answered).stdout.split())
         assert f"continuation run {continuation}: failed: orphaned_by_restart" in shown
