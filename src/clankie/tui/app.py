@@ -1,4 +1,7 @@
-"""The chat app: the conversation live, an input line, the `/question` commands and `/stop`.
+"""The chat app: the conversation live, an input line, the `/question` commands, `/stop` and
+`/continue` (R9: an ordinary message after a restart; the log and the panel say what a
+restart ended). A chat line that looks like an answer to the question shown is sent as chat
+and said to be chat, with the command that answers, on the line after it.
 
 Owns the screen and its one piece of question state: `snapshot`, the latest `input_get`
 snapshot the app read (on start, when a question starts or ends, after a reset, a
