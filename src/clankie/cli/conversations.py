@@ -442,7 +442,10 @@ def _whole_ids(client: Client, c: str, payload: dict[str, Any], choice: int | No
                as_json: bool) -> dict[str, Any]:
     """`payload` with whole IDs (SPEC section 10 "CLI"): a request, incarnation or option
     given as a unique prefix (at least 4 hex characters), and `--choice N`, resolved against
-    the snapshot read here; whole IDs are sent as given, without a read."""
+    the snapshot read here: the pending question and the ended ones whose receipts R1 keeps
+    (so the same answer given again with prefixes is a duplicate, as with whole IDs), an
+    incarnation against the conversation's and the question's own. Whole IDs are sent as
+    given, without a read."""
     names = {"request_id": "REQUEST_UUID", "incarnation": "--incarnation",
              "option_id": "--option"}  # each one's parameter, as the usage error names it
     payload = {k: id_or_prefix(v, "an", names[k]) if k in names and v is not None else v
@@ -453,25 +456,31 @@ def _whole_ids(client: Client, c: str, payload: dict[str, Any], choice: int | No
     whole = UUID.match(payload["request_id"]) is not None
     snapshot = call(client, "input_get", {"conversation_id": c, **(
         {"request_id": payload["request_id"]} if whole else {})}, as_json=as_json)
-    questions = [q for q in (snapshot["request"], snapshot["pending"]) if q is not None]
+    shown = {q["request_id"]: q for q in (snapshot["request"], snapshot["pending"]) if q}
     resolved = dict(payload)
     if "request_id" in partial:
         resolved["request_id"] = _one("request_id", payload["request_id"], names,
-                                      [q["request_id"] for q in questions])
+                                      [*shown, *snapshot.get("ended_requests", [])])
+    question = shown.get(resolved["request_id"])
+    if question is None and (choice is not None or len(partial) > 1):
+        # An ended question named by a prefix: its options and incarnation, read whole.
+        question = call(client, "input_get", {"conversation_id": c,
+                                              "request_id": resolved["request_id"]},
+                        as_json=as_json)["request"]
     if "incarnation" in partial:
         resolved["incarnation"] = _one("incarnation", payload["incarnation"], names,
-                                       [snapshot["incarnation"]])
-    question = next((q for q in questions if q["request_id"] == resolved["request_id"]), None)
+                                       [snapshot["incarnation"],
+                                        *([question["incarnation"]] if question else [])])
     options = [o["option_id"] for o in question["options"]] if question else []
     if "option_id" in partial:
         resolved["option_id"] = _one("option_id", payload["option_id"], names, options)
     if choice is not None:
         if not 1 <= choice <= len(options):
-            shown = (f"the question has options 1 to {len(options)}" if len(options) > 1 else
-                     "the question has only option 1" if options else
-                     "the question shown has no options (read it with `clankie conversations "
-                     f"questions {c}`)")
-            raise click.BadParameter(f"there is no option {choice}: {shown}",
+            said = (f"the question has options 1 to {len(options)}" if len(options) > 1 else
+                    "the question has only option 1" if options else
+                    "the question shown has no options (read it with `clankie conversations "
+                    f"questions {c}`)")
+            raise click.BadParameter(f"there is no option {choice}: {said}",
                                      param_hint="--choice")
         resolved["option_id"] = options[choice - 1]
     return resolved
@@ -486,9 +495,11 @@ def _one(key: str, given: str, names: dict[str, str], candidates: list[str]) -> 
     noun = {"request_id": "question", "incarnation": "incarnation", "option_id": "option"}[key]
     known = ", ".join(sorted(set(candidates))) or "none"
     if not found:
-        raise click.BadParameter(f"no {noun} the service shows now starts with {given!r} "
-                                 f"(it shows: {known}); use one of those (a question "
-                                 "that has ended: its whole ID)", param_hint=what)
+        among = {"request_id": "the pending one and those whose receipts are kept",
+                 "incarnation": "the conversation's and the question's",
+                 "option_id": "the question's"}[key]
+        raise click.BadParameter(f"no {noun} starts with {given!r} ({among}: {known})",
+                                 param_hint=what)
     raise click.BadParameter(f"{given!r} is ambiguous: it is the start of " + ", ".join(found),
                              param_hint=what)
 
