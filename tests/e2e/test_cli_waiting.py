@@ -5,11 +5,60 @@ the same answer again with prefixes, and `--json` usage errors said after a read
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.served import Served, ask, settle
-from tests.e2e.test_cli import cli, ok_json
+from tests.e2e.served import ROOT, LineReader, Served, ask, settle
+from tests.e2e.test_cli import _default_sigint, cli, ok_json
+
+SAYS = {"turns": [[{"say": f"Reply {n}."}] for n in range(50)]}
+
+
+@dataclass
+class Running:
+    """A CLI command running in the background, its output read line by line."""
+
+    proc: subprocess.Popen[str]
+    out: LineReader
+    err: LineReader
+
+    def ended(self, timeout: float = 60) -> int:
+        code = self.proc.wait(timeout=timeout)
+        self.out.all_lines(10)
+        self.err.all_lines(10)
+        return code
+
+
+@contextmanager
+def running(home: Path, *args: str) -> Iterator[Running]:
+    """`clankie ARGS` as a subprocess on `home`; interrupted (Ctrl+C) if still running at
+    the end, and killed if that does not end it."""
+    env = dict(os.environ, CLANKIE_HOME=str(home), PYTHONPATH=str(ROOT / "src"))
+    for name in ("CLANKIE_URL", "CLANKIE_TOKEN"):
+        env.pop(name, None)
+    proc = subprocess.Popen([sys.executable, "-m", "clankie", *args], env=env, cwd=ROOT,
+                            text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=_default_sigint)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        yield Running(proc, LineReader(proc.stdout), LineReader(proc.stderr))
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        assert "Traceback" not in "".join(proc.stderr.readlines() if proc.stderr else [])
 
 
 def new_conversation(served: Served, workspace: Path) -> str:
@@ -92,3 +141,38 @@ def test_section10_an_unmatched_request_prefix_lists_the_pending_and_kept_ones(
     unknown = cli(served, "conversations", "show", "ffffffff", "--json")
     assert unknown.returncode == 2
     assert "no conversation starts with" in json.loads(unknown.stdout)["detail"]
+
+
+# ------------------------------------------------------------------ events --follow
+
+
+def test_section10_events_follow_survives_a_restart_says_so_and_repeats_nothing(
+        tmp_path: Path, workspace: Path):
+    """SPEC section 10: "`conversations events --follow` survives a service restart like the
+    TUI (it says so and goes on from the event it had reached)": the real service is stopped
+    (SIGTERM) and started again on the same home, a message is posted, and the follower
+    prints the restart note, then the new event; no event is printed twice."""
+    home = tmp_path / "home"
+    served = Served.start(home, script=SAYS)
+    try:
+        c = new_conversation(served, workspace)
+        cli(served, "conversations", "send", c, "before the restart")
+        with served.client() as client:
+            settle(client, c)
+        with running(home, "conversations", "events", c, "--follow") as follower:
+            follower.out.until(lambda line: "clankie: Reply 0." in line, 30)
+            assert served.stop() == 0
+            served = Served.start(home, init=False, script=SAYS)
+            cli(served, "conversations", "send", c, "after the restart")
+            follower.out.until(lambda line: "clankie: Reply 1." in line, 30)
+            assert follower.proc.poll() is None  # still following
+        lines = follower.out.seen
+    finally:
+        served.stop()
+    said = "".join(lines)
+    note = next(i for i, line in enumerate(lines) if "clankie restarted at" in line)
+    new = next(i for i, line in enumerate(lines) if "owner: after the restart" in line)
+    assert note < new, said
+    seqs = [int(m.group(1)) for line in lines if (m := re.match(r"#(\d+) ", line))]
+    assert len(seqs) == len(set(seqs)) and seqs == sorted(seqs), said
+    assert seqs[0] == 1

@@ -8,7 +8,6 @@ service decides, and it never sends an answer twice.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +64,6 @@ incarnation_option = click.option("--incarnation", metavar="UUID", required=True
 revision_option = click.option("--revision", metavar="N", required=True,
                                type=GivenInt(_shown_by),
                                help="The revision shown with the question.")
-FOLLOW_WAIT_MS = 25_000
 
 
 # ------------------------------------------------------------------------------ rendering
@@ -347,18 +345,17 @@ def stop(conversation: str, as_json: bool) -> None:
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new ones.")
 @json_option
 def events(conversation: str, after: int, follow: bool, as_json: bool) -> None:
-    """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C."""
-    from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S
+    """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C
+    (across a restart of the service: it says so and goes on from the event it reached)."""
+    from .follow import Follower
 
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
+        tail = Follower(client, c, after, as_json=as_json, note=warn if as_json else say) \
+            if follow else None
         while True:
-            asked = time.monotonic()
-            page = call(client, "events_tail", {
-                "conversation_id": c, "after": after, "limit": 500,
-                "wait_ms": FOLLOW_WAIT_MS if follow else 0}, as_json=as_json)
-            if follow and not page["events"] and time.monotonic() - asked < EMPTY_AT_ONCE_S:
-                time.sleep(PAUSE_AFTER_EMPTY_S)
+            page = tail.page() if tail is not None else call(client, "events_tail", {
+                "conversation_id": c, "after": after, "limit": 500}, as_json=as_json)
             if as_json:
                 print_json(page)
             else:
