@@ -10,14 +10,21 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.served import ROOT, LineReader, Served, ask, settle
+import pytest
+
+from clankie import wording
+from clankie.core.vocabulary import RunError
+from tests.e2e.served import ASK, ROOT, LineReader, Served, ask, finished, settle
 from tests.e2e.test_cli import _default_sigint, cli, ok_json
+from tests.e2e.test_providers import PROVIDERS, World, served_world
+from tests.fakes import Reply, error_reply
 
 SAYS = {"turns": [[{"say": f"Reply {n}."}] for n in range(50)]}
 
@@ -176,3 +183,109 @@ def test_section10_events_follow_survives_a_restart_says_so_and_repeats_nothing(
     seqs = [int(m.group(1)) for line in lines if (m := re.match(r"#(\d+) ", line))]
     assert len(seqs) == len(set(seqs)) and seqs == sorted(seqs), said
     assert seqs[0] == 1
+
+
+# ---------------------------------------------------------------------------- send --wait
+
+
+ASKS = {"turns": [[{"say": "Let me look."}, {"ask": ASK}]] * 10}
+
+
+def test_section10_send_wait_prints_the_reply_and_the_question_and_exits_0(
+        tmp_path: Path, workspace: Path):
+    """SPEC section 10: `send --wait` waits for the run it started to end and prints
+    Clankie's reply and any question it asked (options numbered as `questions` prints them,
+    and the command that answers); with --json, the run and its messages; exit 0 when the
+    run succeeded."""
+    served = Served.start(tmp_path / "home", script=ASKS)
+    try:
+        c = new_conversation(served, workspace)
+        done = cli(served, "conversations", "send", c[:6], "hello", "--wait")
+        assert done.returncode == 0, done.stderr
+        out = done.stdout
+        assert "Clankie: Let me look." in out
+        assert "Tabs or spaces?" in out
+        assert "  1. tabs - one per level" in out and "  2. spaces" in out
+        assert f"clankie conversations answer {c} " in out and "--choice N" in out
+        assert out.index("Let me look.") < out.index("Tabs or spaces?")
+
+        other = new_conversation(served, workspace)
+        got = ok_json(served, "conversations", "send", other, "hello", "--wait")
+        assert got["run"]["status"] == "succeeded" and got["run"]["conversation_id"] == other
+        assert [(m["author"], m["text"]) for m in got["messages"]] == [
+            ("clankie", "Let me look.")]
+        assert [(q["prompt"], q["status"]) for q in got["questions"]] == [
+            ("Tabs or spaces?", "pending")]
+    finally:
+        served.stop()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    yield from served_world(PROVIDERS["openai"], tmp_path)  # the CLI is the same for each
+
+
+def test_section10_send_wait_exits_1_when_the_run_fails_saying_why(world: World):
+    world.endpoint.plan.append(error_reply(400, "no such model"))
+    c = world.conversation()
+    done = cli(world.served, "conversations", "send", c, "hello", "--wait")
+    assert done.returncode == 1, done
+    assert "failed" in done.stderr and "400" in done.stderr, done.stderr
+    got = cli(world.served, "conversations", "send", c, "again", "--wait", "--json")
+    assert got.returncode == 1  # the endpoint's plan is empty: this one fails too
+    assert json.loads(got.stdout)["run"]["status"] == "failed"
+
+
+def test_section10_send_wait_exits_1_when_the_run_is_stopped(world: World):
+    """R7 while waiting: the stop is said with the words every surface uses."""
+    release = threading.Event()
+    world.endpoint.plan.append(Reply(body=world.provider.text("Too late.").body, hold=release))
+    c = world.conversation()
+    try:
+        with running(world.home, "conversations", "send", c, "hello", "--wait") as waiter:
+            world.endpoint.wait_for_requests(1)
+            assert cli(world.served, "conversations", "stop", c).returncode == 0
+            assert waiter.ended() == 1
+    finally:
+        release.set()
+    said = "".join(waiter.err.seen)
+    assert str(wording.run_ended(RunError.STOPPED_BY_OWNER)) in said, said
+
+
+def test_section10_send_wait_timeout_says_the_run_goes_on_and_how_to_follow_it(
+        world: World):
+    release = threading.Event()
+    world.endpoint.plan.append(Reply(body=world.provider.text("Done now.").body, hold=release))
+    c = world.conversation()
+    try:
+        done = cli(world.served, "conversations", "send", c, "hello", "--wait", "--timeout", "1")
+    finally:
+        release.set()
+    assert done.returncode == 1, done
+    assert "goes on" in done.stderr, done.stderr
+    assert f"clankie conversations events {c} --after " in done.stderr
+    assert "--follow" in done.stderr and f"clankie conversations stop {c}" in done.stderr
+    with world.served.client() as client:
+        runs = [e for e in client.call("events_tail", {"conversation_id": c})["events"]
+                if e["type"] == "run_status"]
+        assert finished(client, runs[0]["run_id"])["status"] == "succeeded"
+    bad = cli(world.served, "conversations", "send", c, "x", "--wait", "--timeout", "0")
+    assert bad.returncode == 2  # a usage error: nothing was sent
+
+
+def test_section10_send_wait_says_when_a_restart_orphaned_the_run(world: World):
+    """R3 while waiting: the service restarts; the waiting CLI says so, and that the run
+    was interrupted by the restart (it is never run again), exit 1."""
+    release = threading.Event()
+    world.endpoint.plan.append(Reply(body=world.provider.text("Never.").body, hold=release))
+    c = world.conversation()
+    try:
+        with running(world.home, "conversations", "send", c, "hello", "--wait") as waiter:
+            world.endpoint.wait_for_requests(1)
+            world.restart()
+            assert waiter.ended() == 1
+    finally:
+        release.set()
+    said = "".join(waiter.err.seen)
+    assert "clankie restarted at" in said, said
+    assert str(wording.run_ended(RunError.ORPHANED_BY_RESTART)) in said, said

@@ -8,8 +8,9 @@ service decides, and it never sends an answer twice.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -41,6 +42,8 @@ from .common import (
 if TYPE_CHECKING:
     from clankie.client import ApiError, Client
 
+    from .follow import Follower
+
 app = Group("conversations", help="Conversations, their events and questions.")
 
 
@@ -64,6 +67,8 @@ incarnation_option = click.option("--incarnation", metavar="UUID", required=True
 revision_option = click.option("--revision", metavar="N", required=True,
                                type=GivenInt(_shown_by),
                                help="The revision shown with the question.")
+WAIT_TIMEOUT_S = 600  # how long `send --wait` waits by default (docs/decisions.md, issue 31)
+RUN_ENDED = frozenset({"succeeded", "failed", "cancelled"})
 
 
 # ------------------------------------------------------------------------------ rendering
@@ -284,19 +289,92 @@ def show(conversation: str, as_json: bool) -> None:
 @app.command()
 @conversation_arg
 @click.argument("text", cls=Arg, metavar="TEXT", help="The message.")
+@click.option("--wait", is_flag=True,
+              help="Wait for Clankie's run to end, and print its reply and any question it "
+                   "asked (exit 0 when it succeeded, 1 when it failed or was stopped).")
+@click.option("--timeout", metavar="S", type=Whole(1, 86_400),
+              help=f"With --wait: stop waiting after S seconds (default {WAIT_TIMEOUT_S}); "
+                   "the run goes on.")
 @json_option
-def send(conversation: str, text: str, as_json: bool) -> None:
+def send(conversation: str, text: str, wait: bool, timeout: int | None, as_json: bool) -> None:
     """Send a chat message to Clankie (a message never answers a question)."""
+    if timeout is not None and not wait:
+        raise click.BadParameter("--timeout says how long --wait waits: give --wait too; "
+                                 "nothing was sent", param_hint="--timeout")
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
+        tail = None
+        if wait:
+            from .follow import Follower
+
+            tail = Follower(client, c, 0, as_json=as_json, note=warn)
+            tail.to_the_end()  # the run's events are the ones after the message
         sent = call(client, "conversation_send", {"conversation_id": c, "text": text},
                     as_json=as_json,
                     inspect=f"clankie conversations events {c}")
+        if tail is not None and sent["run_id"]:
+            _wait_for_run(client, tail, sent["run_id"], timeout or WAIT_TIMEOUT_S, as_json)
     if as_json:
         print_json(sent)
     else:
         run = f"; turn run {sent['run_id']} queued" if sent["run_id"] else "; no turn starts"
         say(f"message {sent['message_id']} sent{run}")
+
+
+def _wait_for_run(client: Client, tail: Follower, run_id: str, timeout: int,
+                  as_json: bool) -> NoReturn:
+    """`send --wait` (SPEC section 10): follow the conversation until the run ends or
+    `timeout` passes; print what Clankie said in it (its messages between the run's start
+    and its end: runs of a conversation run one at a time, R4) and the questions it asked;
+    exit 0 when it succeeded, else 1, saying why or that it goes on."""
+    from .follow import FOLLOW_WAIT_MS
+
+    c, begun = tail.conversation_id, tail.after
+    deadline = time.monotonic() + timeout
+    started, ended = False, False
+    said: list[dict[str, Any]] = []
+    asked: list[str] = []
+    while not ended and (left := deadline - time.monotonic()) > 0:
+        for e in tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000))))["events"]:
+            if e["type"] == "run_status" and e["run_id"] == run_id:
+                started = started or e["status"] == "running"
+                ended = e["status"] in RUN_ENDED
+            elif not started or ended:
+                continue
+            elif e["type"] == "message" and e["author"] == "clankie":
+                said.append(e)
+            elif e["type"] == "input_requested":
+                asked.append(e["request_id"])
+            elif e["type"] == "run_activity" and not as_json:
+                warn(_event_line(e))  # a model retry: why the wait is long (R6)
+    run = call(client, "run_get", {"run_id": run_id}, as_json=as_json)
+    questions = [call(client, "input_get", {"conversation_id": c, "request_id": r},
+                      as_json=as_json)["request"] for r in asked]
+    if as_json:
+        print_json({"run": run, "messages": said, "questions": questions})
+    else:
+        for message in said:
+            say(continued(f"{wording.CLANKIE}: {message['text']}"))
+        for question in questions:
+            if question["status"] == "pending":
+                _show_snapshot(call(client, "input_get", {"conversation_id": c},
+                                    as_json=False))
+            else:
+                _show_question(question)
+        if run["status"] == "succeeded" and not said and not questions:
+            say(f"Clankie's run {run_id} ended without a word.")
+    if run["status"] == "succeeded":
+        exit_with(0)
+    if run["status"] in RUN_ENDED:
+        why = wording.run_ended(run["error"])
+        warn(f"Clankie's run {run_id} was {why}." if why else
+             f"Clankie's run {run_id} {run['status']}: {run['error']}")
+        exit_with(1)
+    warn(f"Still {run['status']} after {timeout} s: the run goes on; this only stopped "
+         "waiting for it.")
+    warn(f"Follow it with: clankie conversations events {c} --after {begun} --follow")
+    warn(f"Stop it with: clankie conversations stop {c}")
+    exit_with(1)
 
 
 @app.command()
