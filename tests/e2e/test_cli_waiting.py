@@ -212,6 +212,7 @@ def test_section10_send_wait_prints_the_reply_and_the_question_and_exits_0(
         other = new_conversation(served, workspace)
         got = ok_json(served, "conversations", "send", other, "hello", "--wait")
         assert got["run"]["status"] == "succeeded" and got["run"]["conversation_id"] == other
+        assert isinstance(got["message_id"], str)
         assert [(m["author"], m["text"]) for m in got["messages"]] == [
             ("clankie", "Let me look.")]
         assert [(q["prompt"], q["status"]) for q in got["questions"]] == [
@@ -271,6 +272,29 @@ def test_section10_send_wait_timeout_says_the_run_goes_on_and_how_to_follow_it(
         assert finished(client, runs[0]["run_id"])["status"] == "succeeded"
     bad = cli(world.served, "conversations", "send", c, "x", "--wait", "--timeout", "0")
     assert bad.returncode == 2  # a usage error: nothing was sent
+
+
+def test_section10_send_wait_interrupted_says_the_message_was_sent_and_the_run_goes_on(
+        world: World):
+    """Ctrl+C while waiting stops only the waiting (130): the message was sent, the run
+    goes on, and the CLI says how to follow or stop it."""
+    release = threading.Event()
+    world.endpoint.plan.append(Reply(body=world.provider.text("Later.").body, hold=release))
+    c = world.conversation()
+    try:
+        with running(world.home, "conversations", "send", c, "hello", "--wait") as waiter:
+            world.endpoint.wait_for_requests(1)
+            waiter.proc.send_signal(signal.SIGINT)
+            assert waiter.ended() == 130
+    finally:
+        release.set()
+    said = "".join(waiter.err.seen)
+    assert "was sent and the run goes on" in said, said
+    assert f"clankie conversations events {c} --after " in said
+    with world.served.client() as client:
+        runs = [e for e in client.call("events_tail", {"conversation_id": c})["events"]
+                if e["type"] == "run_status"]
+        assert finished(client, runs[0]["run_id"])["status"] == "succeeded"
 
 
 def test_section10_send_wait_says_when_a_restart_orphaned_the_run(world: World):

@@ -3,8 +3,9 @@
 Owns the one function `call` through which a command reaches the service; its exit codes
 are SPEC section 10's, read from `core.vocabulary`. A command sends a request at most
 once: `Uncertain` (no reply after sending) is exit 7 with the way to inspect the result,
-never a second try. A listener that is not the owner's (`NotYours`, T2) is exit 5 with the
-fix; nothing was sent to it.
+never a second try; only a follower (`follow`) asks a read again, once the service is back.
+A listener that is not the owner's (`NotYours`, T2) is exit 5 with the fix; nothing was
+sent to it.
 
 Everything a command prints goes through `say`, `warn` or `print_json`, which show text
 from others (prompts, options, messages, summaries, paths, details) with its control and

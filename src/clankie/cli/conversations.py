@@ -2,8 +2,9 @@
 
 Owns what a person sees for the question contract of SPEC section 10: the snapshot with
 numbered options and their IDs, the incarnation and revision to bind an answer to, the
-receipt, and one or two lines on each refusal saying what to do. It decides nothing the
-service decides, and it never sends an answer twice.
+receipt, and one or two lines on each refusal saying what to do; and, for `send --wait`,
+what Clankie said and asked in the run it waited for. It decides nothing the service
+decides, and it never sends an answer (or a message) twice.
 """
 
 from __future__ import annotations
@@ -313,7 +314,7 @@ def send(conversation: str, text: str, wait: bool, timeout: int | None, as_json:
                     as_json=as_json,
                     inspect=f"clankie conversations events {c}")
         if tail is not None and sent["run_id"]:
-            _wait_for_run(client, tail, sent["run_id"], timeout or WAIT_TIMEOUT_S, as_json)
+            _wait_for_run(client, tail, sent, timeout or WAIT_TIMEOUT_S, as_json)
     if as_json:
         print_json(sent)
     else:
@@ -321,7 +322,7 @@ def send(conversation: str, text: str, wait: bool, timeout: int | None, as_json:
         say(f"message {sent['message_id']} sent{run}")
 
 
-def _wait_for_run(client: Client, tail: Follower, run_id: str, timeout: int,
+def _wait_for_run(client: Client, tail: Follower, sent: dict[str, Any], timeout: int,
                   as_json: bool) -> NoReturn:
     """`send --wait` (SPEC section 10): follow the conversation until the run ends or
     `timeout` passes; print what Clankie said in it (its messages between the run's start
@@ -329,29 +330,38 @@ def _wait_for_run(client: Client, tail: Follower, run_id: str, timeout: int,
     exit 0 when it succeeded, else 1, saying why or that it goes on."""
     from .follow import FOLLOW_WAIT_MS
 
-    c, begun = tail.conversation_id, tail.after
+    c, begun, run_id = tail.conversation_id, tail.after, sent["run_id"]
+    goes_on = (f"Follow it with: clankie conversations events {c} --after {begun} --follow",
+               f"Stop it with: clankie conversations stop {c}")
     deadline = time.monotonic() + timeout
     started, ended = False, False
     said: list[dict[str, Any]] = []
     asked: list[str] = []
-    while not ended and (left := deadline - time.monotonic()) > 0:
-        for e in tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000))))["events"]:
-            if e["type"] == "run_status" and e["run_id"] == run_id:
-                started = started or e["status"] == "running"
-                ended = e["status"] in RUN_ENDED
-            elif not started or ended:
-                continue
-            elif e["type"] == "message" and e["author"] == "clankie":
-                said.append(e)
-            elif e["type"] == "input_requested":
-                asked.append(e["request_id"])
-            elif e["type"] == "run_activity" and not as_json:
-                warn(_event_line(e))  # a model retry: why the wait is long (R6)
+    try:
+        while not ended and (left := deadline - time.monotonic()) > 0:
+            for e in tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000))))["events"]:
+                if e["type"] == "run_status" and e["run_id"] == run_id:
+                    started = started or e["status"] == "running"
+                    ended = e["status"] in RUN_ENDED
+                elif not started or ended:
+                    continue
+                elif e["type"] == "message" and e["author"] == "clankie":
+                    said.append(e)
+                elif e["type"] == "input_requested":
+                    asked.append(e["request_id"])
+                elif e["type"] == "run_activity" and not as_json:
+                    warn(_event_line(e))  # a model retry: why the wait is long (R6)
+    except KeyboardInterrupt:  # the message was sent: only the waiting stops
+        warn(f"Stopped waiting; message {sent['message_id']} was sent and the run goes on.")
+        for line in goes_on:
+            warn(line)
+        exit_with(130)
     run = call(client, "run_get", {"run_id": run_id}, as_json=as_json)
     questions = [call(client, "input_get", {"conversation_id": c, "request_id": r},
                       as_json=as_json)["request"] for r in asked]
     if as_json:
-        print_json({"run": run, "messages": said, "questions": questions})
+        print_json({"message_id": sent["message_id"], "run": run, "messages": said,
+                    "questions": questions})
     else:
         for message in said:
             say(continued(f"{wording.CLANKIE}: {message['text']}"))
@@ -372,8 +382,8 @@ def _wait_for_run(client: Client, tail: Follower, run_id: str, timeout: int,
         exit_with(1)
     warn(f"Still {run['status']} after {timeout} s: the run goes on; this only stopped "
          "waiting for it.")
-    warn(f"Follow it with: clankie conversations events {c} --after {begun} --follow")
-    warn(f"Stop it with: clankie conversations stop {c}")
+    for line in goes_on:
+        warn(line)
     exit_with(1)
 
 
