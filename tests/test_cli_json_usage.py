@@ -61,6 +61,8 @@ def test_section10_json_usage_error_missing_argument_and_bad_value(
         assert "0 is not allowed" in str(problem_of(capsys.readouterr().out)["detail"])
     assert main(["credentials", "issue", "--json"]) == USAGE  # NAME missing
     problem_of(capsys.readouterr().out)
+    assert main(["conversations", "lst", "--json"]) == USAGE  # a mistyped command
+    assert "lst" in str(problem_of(capsys.readouterr().out)["detail"])
 
 
 def test_section10_without_json_a_usage_error_leaves_stdout_empty(

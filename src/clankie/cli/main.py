@@ -199,13 +199,14 @@ def main(argv: list[str] | None = None) -> int:
 def _wants_json(exc: click.UsageError, argv: list[str] | None) -> bool:
     """Whether the command that failed to parse was given `--json` (SPEC section 10: with
     it, a usage error is a problem document on stdout too). What click parsed says so when
-    it got that far; else the words before a `--`, for a command that has the option."""
+    it got that far; else the words before a `--`, for a command that has the option (or a
+    mistyped one: which command was meant is not known, but JSON was asked for)."""
     ctx = exc.ctx
     if ctx is not None and "as_json" in ctx.params:
         return bool(ctx.params["as_json"])
     words = sys.argv[1:] if argv is None else argv
     words = words[:words.index("--")] if "--" in words else words
-    return "--json" in words and (ctx is None or any(
+    return "--json" in words and (ctx is None or isinstance(ctx.command, click.Group) or any(
         p.name == "as_json" for p in ctx.command.params))
 
 
