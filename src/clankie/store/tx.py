@@ -286,6 +286,13 @@ class ReadTx:
             _QUESTION + "WHERE conversation_id = ? AND status != 'pending' "
             "ORDER BY resolved_revision DESC, rowid DESC", conversation_id)]
 
+    def ended_request_ids(self, conversation_id: str) -> list[str]:
+        """The IDs of the ended questions whose receipts a conversation keeps (R1), newest
+        first, without reading the questions."""
+        return [r["request_id"] for r in self._all(
+            "SELECT request_id FROM questions WHERE conversation_id = ? AND status != "
+            "'pending' ORDER BY resolved_revision DESC, rowid DESC", conversation_id)]
+
     def collected_at(self, request_id: str) -> datetime | None:
         row = self._one("SELECT collected_at FROM collections WHERE request_id = ?", request_id)
         return None if row is None else _when(row["collected_at"])
