@@ -13,7 +13,7 @@ from clankie import dto
 from clankie.core.errors import ClankieError
 from clankie.core.model import Asker, Conversation, Question, Receipt, Run, iso
 from clankie.store import ReadTx
-from clankie.store.tx import CredentialRow
+from clankie.store.tx import CredentialRow, ListedConversation
 from clankie.workspace.membership import Membership
 
 
@@ -106,6 +106,16 @@ def conversation(c: Conversation, fact: Membership | None = None,
         native_owner=c.native_owner,
         created_at=iso(c.created_at),
     )
+
+
+def listed(x: ListedConversation) -> dto.ListedConversationOut:
+    """A `conversation_list` item (SPEC section 10 "Finding what waits")."""
+    pending = None if x.pending is None else dto.PendingOut(
+        request_id=x.pending[0], prompt=x.pending[1], expires_at=iso(x.pending[2]))
+    return dto.ListedConversationOut(
+        **conversation(x.conversation).model_dump(), pending=pending,
+        last_activity_at=iso(x.activity_at), archived=x.archived,
+        run=None if x.run is None else x.run.value)
 
 
 def run(r: Run) -> dto.RunOut:
