@@ -306,7 +306,8 @@ def resolve_conversation(client: Client, given: str | None, *, as_json: bool) ->
     given = id_or_prefix(given, "a conversation", "CONVERSATION")
     if UUID.match(given):
         return given
-    listed = call(client, "conversation_list", {"prefix": given, "limit": 10},
+    listed = call(client, "conversation_list", {"prefix": given, "limit": 10,
+                                                "archived": True},  # named: found
                   as_json=as_json)["conversations"]
     matches = [c["conversation_id"] for c in listed if c["conversation_id"].startswith(given)]
     if not matches:
