@@ -51,8 +51,10 @@ def _shown_by(ctx: click.Context | None) -> str:
     """Where a missing --incarnation or --revision is shown (issue 19: a new user who leaves
     them out learns the command that prints both)."""
     given = ctx.params.get("conversation") if ctx is not None else None
+    if ctx is not None and ctx.params.get("request") is None:  # `answer REQUEST`: shifted
+        given = None
     return ("The question's incarnation and revision, and the whole command to answer it, "
-            f"are shown by `clankie conversations questions {given or 'CONVERSATION'}`.")
+            f"are shown by `clankie conversations questions{' ' + given if given else ''}`.")
 
 
 conversation_arg = click.argument(
