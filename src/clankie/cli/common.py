@@ -6,6 +6,10 @@ once: `Uncertain` (no reply after sending) is exit 7 with the way to inspect the
 never a second try. A listener that is not the owner's (`NotYours`, T2) is exit 5 with the
 fix; nothing was sent to it.
 
+Owns which conversation a command means (`resolve_conversation`): the one named by ID or
+prefix, else the one from where the owner stands (`conversation_here`, SPEC section 10
+"Finding what waits").
+
 Everything a command prints goes through `say`, `warn` or `print_json`, which show text
 from others (prompts, options, messages, summaries, paths, details) with its control and
 invisible format characters made visible (`clankie.text`): nothing from the service
@@ -348,8 +352,8 @@ def conversation_here(client: Client, *, as_json: bool) -> str:
     (exit 2) listing the candidates (with --json, a problem document on stdout)."""
     from pathlib import Path
 
-    here = str(Path.cwd().resolve())
-    found = directory_conversation(workspace_conversations(client, here, as_json=as_json))
+    cwd = str(Path.cwd().resolve())
+    found = directory_conversation(workspace_conversations(client, cwd, as_json=as_json))
     if found is not None:
         return str(found["conversation_id"])
     waiting = call(client, "conversation_list", {"waiting": True, "limit": 10},
@@ -358,6 +362,7 @@ def conversation_here(client: Client, *, as_json: bool) -> str:
         return str(waiting[0]["conversation_id"])
     candidates = waiting or call(client, "conversation_list", {"limit": 10},
                                  as_json=as_json)["conversations"]
+    here = wording.one_line(cwd)
     if not candidates:
         said = (f"no conversation is bound to {here} or a parent of it, and there are no "
                 "conversations: start one here with `clankie chat`")
