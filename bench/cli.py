@@ -8,7 +8,8 @@ venv's python). One warm-up round is not counted. The cases:
 
 - `clankie --version` and `clankie --help`;
 - `clankie conversations list` and `clankie conversations questions CONV` against a
-  running service: the bench runs `clankie init` and `clankie serve --script` (a scripted
+  running service holding `--conversations` conversations (1,000; every tenth with a
+  question waiting): the bench runs `clankie init` and `clankie serve --script` (a scripted
   model that asks one question) in a temporary CLANKIE_HOME, in a process of its own,
   makes a conversation with a pending question, and always stops the service at the end;
 - shell completion of a conversation ID from a 2-character prefix (click's
@@ -223,7 +224,29 @@ def figures(samples: list[float]) -> dict[str, float]:
             "min_ms": round(min(samples) * 1000, 1)}
 
 
-def measure(runs: int, completion: str) -> dict[str, Any]:
+def seed(home: Path, tmp: Path, count: int) -> None:
+    """`count` more conversations, each in a directory of its own, every tenth with a
+    question waiting (issue 31: the list stays quick with what waits in each), made
+    through the client directly (a process each would take minutes)."""
+    from clankie.client import Client
+
+    token = (home / "operator.token").read_text().strip()
+    with Client(f"unix://{home / 'clankie.sock'}", token) as client:
+        asked = []
+        for n in range(count):
+            where = tmp / "seeded" / str(n)
+            where.mkdir(parents=True)
+            c = client.call("conversation_create", {"workspace": str(where)})
+            if n % 10 == 0:
+                client.call("conversation_send", {"conversation_id": c["conversation_id"],
+                                                  "text": "please ask"})
+                asked.append(c["conversation_id"])
+        for c in asked:
+            wait_for(lambda c=c: client.call("input_get", {"conversation_id": c})["pending"]
+                     is not None, "the seeded questions")
+
+
+def measure(runs: int, completion: str, conversations: int = 1000) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="clankie-bench-cli-") as name:
         tmp = Path(name)
         home, workspace, script = tmp / "home", tmp / "project", tmp / "script.json"
@@ -240,6 +263,7 @@ def measure(runs: int, completion: str) -> dict[str, Any]:
                             "--json"], env, where)
                 return str(json.loads(made.stdout)["conversation_id"])
 
+            seed(home, tmp, conversations - 2)
             quiet = new(quiet_workspace)  # never asked anything: `no question`
             conversation = new(workspace)
             run([CLANKIE, "conversations", "send", conversation, "please ask"], env, workspace)
@@ -305,18 +329,23 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="measured rounds (after 1 warm-up)")
     parser.add_argument("--completion", choices=("auto", "click", "typer"), default="auto",
                         help="the shell-completion protocol (auto: click's, else Typer's)")
+    parser.add_argument("--conversations", type=int, default=1000,
+                        help="how many conversations the listed home holds (at least 2)")
     args = parser.parse_args()
+    if args.conversations < 2:
+        parser.error("--conversations must be at least 2")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     # A SIGTERM to the bench unwinds it like Ctrl+C, so the service is always stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    measured = measure(args.runs, args.completion)
+    measured = measure(args.runs, args.completion, args.conversations)
     print(json.dumps({
         "benchmark": "bench/cli.py",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
         "runs": args.runs,
+        "conversations": args.conversations,
         "clankie": CLANKIE,
         "baselines": {
             "python_pass": {"command": f"{PYTHON} -c pass", **measured["baselines"]["python_pass"]},

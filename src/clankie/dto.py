@@ -161,6 +161,12 @@ class ConversationList(Strict):
     limit: Annotated[int, Field(ge=1, le=500)] = 100
     after: Annotated[str, Field(pattern=r"^[0-9]{1,19}$")] | None = None  # a `next_after`
     prefix: Annotated[str, Field(pattern=r"^[0-9a-f-]{1,36}$")] | None = None
+    # SPEC section 10 "Finding what waits": archived ones too; only those bound to this
+    # directory or one of its parents (as the service stores paths: resolved), nearest
+    # first, on one page; only those whose question waits.
+    archived: bool = False
+    workspace: PathText | None = None
+    waiting: bool = False
 
 
 class ConversationSend(Strict):
@@ -377,8 +383,26 @@ class ConversationOut(Out):
     unfinished_runs: list[RunOut] | None = None
 
 
+class PendingOut(Out):
+    """The question waiting in a listed conversation (SPEC section 10)."""
+
+    request_id: str
+    prompt: str
+    expires_at: str
+
+
+class ListedConversationOut(ConversationOut):
+    """A `conversation_list` item: what waits in it (SPEC section 10 "Finding what waits").
+    The fields are optional so that an older service's items still read."""
+
+    pending: PendingOut | None = None
+    last_activity_at: str | None = None
+    run: Literal["running", "queued"] | None = None
+    archived: bool = False
+
+
 class ConversationsOut(Out):
-    conversations: list[ConversationOut]
+    conversations: list[ListedConversationOut]
     next_after: str | None = None  # the cursor of the next page; null on the last page
 
 
@@ -743,6 +767,7 @@ OPS: dict[str, Op] = {
     "conversation_list": _op(ConversationList, ConversationsOut),
     "conversation_send": _op(ConversationSend, SendOut),
     "conversation_reset": _op(ConversationRef, ResetOut),
+    "conversation_archive": _op(ConversationRef, Empty),
     "conversation_set_workspace": _op(ConversationSetWorkspace, ConversationOut),
     "events_tail": _op(EventsTail, EventsOut),
     "run_get": _op(RunRef, RunOut),

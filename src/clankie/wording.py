@@ -116,6 +116,12 @@ def asks(asker: Mapping[str, Any] | None, workspace: str | None) -> str:
     return said
 
 
+def short(text: str, most: int = 60) -> str:
+    """Text from others shortened to its first `most` characters on one line, quoted: a
+    prompt in a list of conversations."""
+    return quoted(text if len(text) <= most else text[:most - 1] + "…")
+
+
 def one_line(text: str) -> str:
     """Text shown within one line: its line feeds and tabs as escapes (`\\n`, `\\t`);
     every other control character, a carriage return included, is the surface's to make

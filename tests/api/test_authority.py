@@ -67,6 +67,7 @@ def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
         "conversation_list": {},
         "conversation_send": {"conversation_id": c, "text": "hello"},
         "conversation_reset": {"conversation_id": c},
+        "conversation_archive": {"conversation_id": room},  # c has a question waiting
         "conversation_set_workspace": {"conversation_id": c, "workspace": ws},
         "events_tail": {"conversation_id": c},
         "run_get": {"run_id": run_id},

@@ -26,6 +26,7 @@ EXPECTED = {
     "conversation_list": READERS,
     "conversation_send": ANSWERERS,
     "conversation_reset": {"operator"},
+    "conversation_archive": {"operator"},  # issue 31: SPEC section 10 "Finding what waits"
     "conversation_set_workspace": {"operator"},
     "events_tail": READERS,
     "run_get": READERS,

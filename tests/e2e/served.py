@@ -39,13 +39,13 @@ DEFAULT_SCRIPT: dict[str, Any] = {"turns": [[{"ask": ASK}]] * 500}
 
 
 def clankie(*args: str, home: Path, timeout: float = 60, env_extra: dict[str, str] | None = None,
-            **kwargs: Any) -> subprocess.CompletedProcess[str]:
+            cwd: Path = ROOT, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, CLANKIE_HOME=str(home), PYTHONPATH=str(ROOT / "src"))
     env.pop("CLANKIE_URL", None)
     env.pop("CLANKIE_TOKEN", None)
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "clankie", *args], env=env, text=True,
-                          capture_output=True, timeout=timeout, cwd=ROOT, **kwargs)
+                          capture_output=True, timeout=timeout, cwd=cwd, **kwargs)
 
 
 def init_home(home: Path) -> None:

@@ -96,7 +96,7 @@ def test_p3_an_agent_asks_the_owner_answers_with_the_cli_and_the_agent_reads_ans
     # P3: `conversations list` (and --json) show who asks: name, client, workspace
     row = next(line for line in cli(served, "conversations", "list").stdout.splitlines()
                if c in line)
-    assert row.split()[1] == "agent" and where in row
+    assert row.split()[:3] == ["?", c, "agent"] and where in row  # `?`: its question waits
     assert 'agent "coder" through "claude-code"' in row, row
     listed = ok_json(served, "conversations", "list")["conversations"]
     assert next(x for x in listed if x["conversation_id"] == c)["asker"] == {

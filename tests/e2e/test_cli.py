@@ -90,13 +90,14 @@ def test_conversations_list_has_headings_and_json_has_none(served: Served, works
     """Issue 19: `conversations list` says what each column is (always; scripts read
     --json, which is the service's object unchanged); with none, it says how to start."""
     empty = cli(served, "conversations", "list")
-    assert empty.returncode == 0 and "No conversations yet" in empty.stdout, empty
+    assert empty.returncode == 0 and "No conversations" in empty.stdout, empty
     c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
     lines = cli(served, "conversations", "list").stdout.splitlines()
-    assert lines[0].split() == ["CONVERSATION", "KIND", "REVISION", "WORKSPACE"], lines
+    assert lines[0].split() == ["CONVERSATION", "KIND", "LAST", "ACTIVE", "RUN", "WORKSPACE"]
     row = lines[1].split()
-    assert row[:3] == [c, "owner", "1"] and str(workspace.resolve()) in lines[1], lines
-    assert lines[0].index("KIND") == lines[1].index("owner")
+    assert row[:2] == [c, "owner"] and str(workspace.resolve()) in lines[1], lines
+    for column, value in (("KIND", "owner"), ("CONVERSATION", c)):
+        assert lines[0].index(column) == lines[1].index(value)
     listed = ok_json(served, "conversations", "list")
     assert set(listed) == {"conversations", "next_after"}
     assert [x["conversation_id"] for x in listed["conversations"]] == [c]

@@ -213,7 +213,7 @@ def test_h2_migration_8_keeps_credentials_and_bounds_the_user_agent(tmp_path: Pa
                      "'phone', 'h', '2026-12-01T00:00:00.000000Z')")
     migrated = Store(old)
     try:
-        assert migrated.schema_version == len(MIGRATIONS) == 8
+        assert migrated.schema_version == len(MIGRATIONS) >= 8
         with migrated.read() as tx:
             [row] = tx.credentials()
         assert (row.name, row.user_agent) == ("phone", None)
@@ -223,3 +223,38 @@ def test_h2_migration_8_keeps_credentials_and_bounds_the_user_agent(tmp_path: Pa
         with pytest.raises(sqlite3.IntegrityError):
             conn.execute("UPDATE credentials SET user_agent = ?", ("x" * 513,))
         assert conn.execute("SELECT user_agent FROM credentials").fetchall() == [(None,)]
+
+
+def test_finding_migration_9_dates_each_conversations_activity_and_archives_none(
+        world: World, tmp_path: Path):
+    """Migration 9 (SPEC section 10 "Finding what waits"): a version-8 store's
+    conversations get `activity_at` from their newest event (else their creation) and
+    are not archived; the list reads them with what waits in each."""
+    busy, quiet = world.conversation(), world.conversation("room")
+    world.clock.advance(90)
+    world.ask(busy)
+    before = world.dump()
+    old = tmp_path / "old.db"
+    with closing(sqlite3.connect(old, isolation_level=None)) as conn:
+        for script in MIGRATIONS[:8]:
+            conn.executescript(script)
+        conn.execute("PRAGMA user_version = 8")
+        conn.execute("ATTACH ? AS now", (str(world.store.path),))
+        for table, _ in before:
+            columns = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
+            names = ", ".join(columns)
+            conn.execute(f"INSERT INTO main.{table} ({names}) SELECT {names} FROM now.{table}")
+    migrated = Store(old)
+    try:
+        assert migrated.schema_version == len(MIGRATIONS) >= 9
+    finally:
+        migrated.close()
+    with closing(sqlite3.connect(old)) as conn:
+        rows = dict(conn.execute("SELECT conversation_id, activity_at FROM conversations "
+                                 "WHERE archived_activity IS NULL"))
+        newest = conn.execute("SELECT json_extract(body, '$.at') FROM events WHERE "
+                              "conversation_id = ? ORDER BY seq DESC LIMIT 1", (busy,)).fetchone()
+        created = conn.execute("SELECT created_at FROM conversations WHERE conversation_id = ?",
+                               (quiet,)).fetchone()
+    assert rows == {busy: newest[0], quiet: created[0]}
+    assert rows[busy] > rows[quiet]

@@ -184,9 +184,11 @@ QUIET_C = "33333333-3333-4333-8333-333333333333"
 ELSEWHERE_C = "44444444-4444-4444-8444-444444444444"
 
 
-def listed(c: str, kind: str, path: str, asker: dict[str, Any] | None) -> dict[str, Any]:
+def listed(c: str, kind: str, path: str, asker: dict[str, Any] | None,
+           waiting: bool = False) -> dict[str, Any]:
     return {"conversation_id": c, "kind": kind, "workspace": {"path": path},
-            "native_owner": None, "asker": asker}
+            "native_owner": None, "asker": asker,
+            "pending": {"request_id": "r", "prompt": "p", "expires_at": "x"} if waiting else None}
 
 
 def test_p3_clankie_chat_in_a_directory_names_the_agents_waiting_there(
@@ -210,7 +212,7 @@ def test_p3_clankie_chat_in_a_directory_names_the_agents_waiting_there(
         def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
             if op == "conversation_list":
                 return {"next_after": None, "conversations": [
-                    listed(AGENT_C, "agent", here, AGENT),
+                    listed(AGENT_C, "agent", here, AGENT, waiting=True),
                     listed(OWNER_C, "owner", here, None),
                     listed(QUIET_C, "agent", here, quiet),
                     listed(ELSEWHERE_C, "agent", "/elsewhere", AGENT)]}
@@ -227,7 +229,8 @@ def test_p3_clankie_chat_in_a_directory_names_the_agents_waiting_there(
     assert main(["chat"]) == 0
     (app,) = opened
     assert app.conversation_id == OWNER_C  # the owner's conversation, as before
-    assert app.notes == ['Agent "coder" asks, through "claude-code", in this directory too: '
+    assert app.notes == [f"Opened conversation {OWNER_C[:8]}, bound to {here}.",
+                         'Agent "coder" asks, through "claude-code", in this directory too: '
                          f"open it with clankie chat {AGENT_C[:8]}"]
 
 

@@ -1,8 +1,9 @@
 """`clankie chat`: open the operator TUI on a conversation.
 
 Owns choosing the conversation: the one named (ID or unique prefix), else the most
-recently active owner conversation bound to the directory (default: the current one)
-that no native seat owns, else a new one for it. A coding agent's question waiting in that
+recently active owner conversation bound to the directory (default: the current one) or
+its nearest parent that no native seat owns (SPEC section 10 "Finding what waits"), else a
+new one for it; the TUI is told which, in words. A coding agent's question waiting in that
 directory is in a conversation of its own (SPEC P3): the TUI is told to say so, with the
 command that opens it. The TUI itself is `clankie.tui`.
 """
@@ -25,9 +26,11 @@ from .common import (
     call,
     complete_conversation,
     connect,
+    directory_conversation,
     exit_with,
     resolve_conversation,
     warn,
+    workspace_conversations,
 )
 
 if TYPE_CHECKING:
@@ -52,10 +55,19 @@ def chat(conversation: str | None, workspace: Path | None) -> None:
         else:
             target = str((workspace or Path.cwd()).resolve())
             mine, agents = _latest_in(client, target)
-            chosen = mine or call(client, "conversation_create", {"workspace": target},
-                                  as_json=False)["conversation_id"]
             where = "this directory" if workspace is None else wording.one_line(target)
-            notes = _agents_waiting(client, agents, where)
+            if mine is not None:
+                chosen = str(mine["conversation_id"])
+                bound = wording.one_line(mine["workspace"]["path"])
+                notes.append(f"Opened conversation {chosen[:8]}, bound to {bound}" + (
+                    ", a parent of this directory." if mine["workspace"]["path"] != target
+                    else "."))
+            else:
+                chosen = call(client, "conversation_create", {"workspace": target},
+                              as_json=False)["conversation_id"]
+                notes.append(f"No conversation is bound to {wording.one_line(target)} or a "
+                             f"parent of it: started a new one, {chosen[:8]}.")
+            notes += _agents_waiting(client, agents, where)
         url, token = client.url, client.token
     app = ChatApp(AsyncClient(url, token), chosen, url, notes=notes)
     app.run()
@@ -82,26 +94,15 @@ def _existing(client: Client, given: str) -> str:
     return chosen
 
 
-def _latest_in(client: Client, workspace: str, pages: int = 20
-               ) -> tuple[str | None, list[dict[str, Any]]]:
-    """The most recently active owner conversation of `workspace` that no native seat
-    owns, and the agents' conversations of `workspace` listed before it (more recently
-    active), looking through at most `pages` pages of 500."""
-    payload: dict[str, Any] = {"limit": 500}
-    agents: list[dict[str, Any]] = []
-    for _ in range(pages):
-        listed = call(client, "conversation_list", payload, as_json=False)
-        for c in listed["conversations"]:
-            if not (c["workspace"] and c["workspace"]["path"] == workspace):
-                continue
-            if c["kind"] == "agent":
-                agents.append(c)
-            elif c["kind"] == "owner" and c["native_owner"] is None:
-                return str(c["conversation_id"]), agents
-        if listed["next_after"] is None:
-            return None, agents
-        payload["after"] = listed["next_after"]
-    return None, agents
+def _latest_in(client: Client, workspace: str
+               ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The conversation for `workspace` that chat can talk in (`directory_conversation`,
+    one no native seat owns), and the agents' conversations of `workspace` itself whose
+    question waits."""
+    listed = workspace_conversations(client, workspace, as_json=False)
+    agents = [c for c in listed if c["kind"] == "agent" and c.get("pending")
+              and c["workspace"]["path"] == workspace]
+    return directory_conversation(listed, free=True), agents
 
 
 def _agents_waiting(client: Client, agents: list[dict[str, Any]], where: str,

@@ -7,6 +7,10 @@ never a second try; only a follower (`follow`) asks a read again, once the servi
 A listener that is not the owner's (`NotYours`, T2) is exit 5 with the fix; nothing was
 sent to it.
 
+Owns which conversation a command means (`resolve_conversation`): the one named by ID or
+prefix, else the one from where the owner stands (`conversation_here`, SPEC section 10
+"Finding what waits").
+
 Everything a command prints goes through `say`, `warn` or `print_json`, which show text
 from others (prompts, options, messages, summaries, paths, details) with its control and
 invisible format characters made visible (`clankie.text`): nothing from the service
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
+from clankie import wording
 from clankie.core.vocabulary import EXIT_OF_CODE, Exit
 from clankie.text import visible, visible_json
 
@@ -313,15 +318,20 @@ def id_or_prefix(given: str, what: str, param_hint: str) -> str:
     return given
 
 
-def resolve_conversation(client: Client, given: str, *, as_json: bool) -> str:
-    """A full conversation ID, or a unique prefix of one of at least 4 hex characters (like
-    git's short hashes; SPEC section 10 "CLI"); the service filters by the prefix, so this
-    costs one small page. A shorter, ambiguous or unmatched prefix is a usage error (exit 2)
-    naming the candidates, or, when none matches, how to list the conversations."""
+def resolve_conversation(client: Client, given: str | None, *, as_json: bool) -> str:
+    """The conversation a command names: none given, the one from where the owner stands
+    (`conversation_here`); else a full conversation ID, or a unique prefix of one of at
+    least 4 hex characters (like git's short hashes; SPEC section 10 "CLI"); the service
+    filters by the prefix, so this costs one small page. A shorter, ambiguous or unmatched
+    prefix is a usage error (exit 2) naming the candidates, or, when none matches, how to
+    list the conversations."""
+    if given is None:
+        return conversation_here(client, as_json=as_json)
     given = id_or_prefix(given, "a conversation", "CONVERSATION")
     if UUID.match(given):
         return given
-    listed = call(client, "conversation_list", {"prefix": given, "limit": 10},
+    listed = call(client, "conversation_list", {"prefix": given, "limit": 10,
+                                                "archived": True},  # named: found
                   as_json=as_json)["conversations"]
     matches = [c["conversation_id"] for c in listed if c["conversation_id"].startswith(given)]
     if not matches:
@@ -334,6 +344,73 @@ def resolve_conversation(client: Client, given: str, *, as_json: bool) -> str:
                                  ", ".join(matches) + (" and more" if len(matches) == 10
                                                        else ""), param_hint="CONVERSATION")
     return str(matches[0])
+
+
+def workspace_conversations(client: Client, directory: str, *, as_json: bool
+                            ) -> list[dict[str, Any]]:
+    """The conversations bound to `directory` (resolved, as the service stores workspaces)
+    or to a parent of it, nearest first, then latest activity first; archived ones left
+    out (they are no candidates)."""
+    return list(call(client, "conversation_list", {"workspace": directory, "limit": 100},
+                     as_json=as_json)["conversations"])
+
+
+def directory_conversation(listed: list[dict[str, Any]], *, free: bool = False
+                           ) -> dict[str, Any] | None:
+    """The conversation for a directory (SPEC section 10 "Finding what waits"), of its
+    `workspace_conversations`: the owner conversation bound to it or to its nearest parent,
+    the most recently active there. `free`: only one no native seat owns (one `clankie
+    chat` can talk in)."""
+    return next((c for c in listed if c["kind"] == "owner"
+                 and not (free and c["native_owner"])), None)
+
+
+def conversation_here(client: Client, *, as_json: bool) -> str:
+    """The conversation a `conversations` command means when it names none (SPEC section
+    10 "Finding what waits"): the current directory's (`directory_conversation`); else,
+    when exactly one conversation has a question waiting, that one; else a usage error
+    (exit 2) listing the candidates (with --json, a problem document on stdout)."""
+    from pathlib import Path
+
+    cwd = str(Path.cwd().resolve())
+    found = directory_conversation(workspace_conversations(client, cwd, as_json=as_json))
+    if found is not None:
+        return str(found["conversation_id"])
+    waiting = call(client, "conversation_list", {"waiting": True, "limit": 10},
+                   as_json=as_json)["conversations"]
+    if len(waiting) == 1:
+        return str(waiting[0]["conversation_id"])
+    candidates = waiting or call(client, "conversation_list", {"limit": 10},
+                                 as_json=as_json)["conversations"]
+    here = wording.one_line(cwd)
+    if not candidates:
+        said = (f"no conversation is bound to {here} or a parent of it, and there are no "
+                "conversations: start one here with `clankie chat`")
+    elif waiting:
+        said = (f"no conversation is bound to {here} or a parent of it, and questions wait "
+                "in several: name one")
+    else:
+        said = (f"no conversation is bound to {here} or a parent of it, and no question "
+                "waits: name one")
+    lines = [f"{c['conversation_id']}  " + (
+        wording.one_line(c["workspace"]["path"]) if c["workspace"] else c["kind"]) + (
+        f"  waits: {wording.short(c['pending']['prompt'])}" if c.get("pending") else "")
+        for c in candidates]
+    if as_json:
+        print_json({"type": "urn:clankie:problem:invalid_request", "title": "invalid request",
+                    "status": 422, "code": "invalid_request", "detail": said,
+                    "candidates": [c["conversation_id"] for c in candidates]})
+    else:
+        warn(f"clankie: {said}" + (":" if lines else "."))
+        for line in lines:
+            warn(f"  {line}")
+    exit_with(USAGE)
+
+
+def shifted(first: str | None, second: str | None) -> tuple[str | None, str | None]:
+    """A command's CONVERSATION and the argument after it, when CONVERSATION may be left
+    out: one given is the second (`send TEXT`, `answer REQUEST`)."""
+    return (None, first) if second is None else (first, second)
 
 
 def fail_usage(message: str) -> NoReturn:

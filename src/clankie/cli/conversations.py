@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -37,6 +38,7 @@ from .common import (
     print_json,
     resolve_conversation,
     say,
+    shifted,
     stdin_text,
     warn,
 )
@@ -53,14 +55,17 @@ def _shown_by(ctx: click.Context | None) -> str:
     """Where a missing --incarnation or --revision is shown (issue 19: a new user who leaves
     them out learns the command that prints both)."""
     given = ctx.params.get("conversation") if ctx is not None else None
+    if ctx is not None and ctx.params.get("request") is None:  # `answer REQUEST`: shifted
+        given = None
     return ("The question's incarnation and revision, and the whole command to answer it, "
-            f"are shown by `clankie conversations questions {given or 'CONVERSATION'}`.")
+            f"are shown by `clankie conversations questions{' ' + given if given else ''}`.")
 
 
 conversation_arg = click.argument(
-    "conversation", cls=Arg, metavar="CONVERSATION",
-    help="A conversation ID, or a unique prefix of one.", shell_complete=complete_conversation)
-request_arg = click.argument("request", cls=Arg, metavar="REQUEST_UUID",
+    "conversation", cls=Arg, metavar="[CONVERSATION]", required=False,
+    help="A conversation ID, or a unique prefix of one (default: this directory's, else the "
+         "one whose question waits).", shell_complete=complete_conversation)
+request_arg = click.argument("request", cls=Arg, metavar="REQUEST_UUID", required=False,
                              help="The question's ID, or a unique prefix of it.")
 incarnation_option = click.option("--incarnation", metavar="UUID", required=True,
                                   type=Given(_shown_by),
@@ -76,14 +81,25 @@ RUN_ENDED = frozenset({"succeeded", "failed", "cancelled"})
 # ------------------------------------------------------------------------------ rendering
 
 
-LIST_HEADING = f"{'CONVERSATION':<36}  {'KIND':<11} {'REVISION':<8} WORKSPACE"
+LIST_HEADING = (f"  {'CONVERSATION':<36}  {'KIND':<11} {'LAST ACTIVE':<13} {'RUN':<8} "
+                "WORKSPACE")
 
 
-def _conversation_line(c: dict[str, Any]) -> str:
+def _conversation_lines(c: dict[str, Any], now: datetime) -> list[str]:
+    """A listed conversation: `?` before one whose question waits, and the question's
+    prompt, shortened, on the line below (SPEC section 10 "Finding what waits")."""
     where = wording.one_line(c["workspace"]["path"]) if c["workspace"] else "-"
     native = f"  (native owner {c['native_owner']})" if c["native_owner"] else ""
     asker = f"  ({wording.who(c['asker'])})" if c.get("asker") else ""  # P3: who asks
-    return f"{c['conversation_id']}  {c['kind']:<11} {c['revision']:<8} {where}{native}{asker}"
+    archived = "  (archived)" if c.get("archived") else ""
+    active = when.relative(c["last_activity_at"], now) if c.get("last_activity_at") else "-"
+    pending = c.get("pending")
+    lines = [f"{'?' if pending else ' '} {c['conversation_id']}  {c['kind']:<11} "
+             f"{active:<13} {c.get('run') or '-':<8} {where}{native}{asker}{archived}"]
+    if pending:
+        lines.append(f"    question waits: {wording.short(pending['prompt'])} (expires "
+                     f"{when.relative(pending['expires_at'], now)})")
+    return lines
 
 
 def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]],
@@ -260,21 +276,27 @@ def new(workspace: Path | None, kind: str, as_json: bool) -> None:
 @app.command("list")
 @click.option("--limit", "-L", metavar="N", type=Whole(1, 500), default=30,
               show_default=True, help="How many to show, latest activity first.")
+@click.option("--all", "archived", is_flag=True, help="Archived conversations too.")
 @json_option
-def list_(limit: int, as_json: bool) -> None:
-    """List the conversations, latest activity first."""
+def list_(limit: int, archived: bool, as_json: bool) -> None:
+    """List the conversations, latest activity first; `?` marks a question waiting."""
     with connect() as client:
-        listed = call(client, "conversation_list", {"limit": limit}, as_json=as_json)
+        listed = call(client, "conversation_list", {"limit": limit, "archived": archived},
+                      as_json=as_json)
     if as_json:
         print_json(listed)
         return
     if not listed["conversations"]:
         say("No conversations yet: start one with `clankie chat` (or `clankie conversations "
-            "new`) in a project's directory.")
+            "new`) in a project's directory." if archived else
+            "No conversations (archived ones are listed with --all): start one with "
+            "`clankie chat` in a project's directory.")
         return
     say(LIST_HEADING)  # always: scripts read --json, whose output has none (docs/decisions.md)
+    now = datetime.now(UTC)
     for c in listed["conversations"]:
-        say(_conversation_line(c))
+        for line in _conversation_lines(c, now):
+            say(line)
     if listed.get("next_after"):
         say(f"(more: showing the latest {limit}; use --limit to see more)")
 
@@ -282,7 +304,30 @@ def list_(limit: int, as_json: bool) -> None:
 @app.command()
 @conversation_arg
 @json_option
-def show(conversation: str, as_json: bool) -> None:
+def archive(conversation: str | None, as_json: bool) -> None:
+    """Hide a conversation from lists and the phone page until something new happens in
+    it (a message you send brings it back); refused while its question waits."""
+    with connect() as client:
+        c = resolve_conversation(client, conversation, as_json=as_json)
+
+        def explain(err: ApiError) -> None:
+            if err.code == Code.QUESTION_PENDING:
+                warn(f"clankie: a question waits in {c}; it was not archived. Answer or "
+                     f"cancel it first: clankie conversations questions {c}")
+            else:
+                warn(f"clankie: {wording.problem(err.code, err.detail)}")
+
+        done = call(client, "conversation_archive", {"conversation_id": c}, as_json=as_json,
+                    explain=explain, inspect="clankie conversations list --all")
+    print_json(done) if as_json else say(
+        f"Archived {c}: `clankie conversations list` and the phone page leave it out (list "
+        "it with --all) until something new happens in it.")
+
+
+@app.command()
+@conversation_arg
+@json_option
+def show(conversation: str | None, as_json: bool) -> None:
     """Show a conversation."""
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
@@ -316,7 +361,7 @@ def show(conversation: str, as_json: bool) -> None:
 
 @app.command()
 @conversation_arg
-@click.argument("text", cls=Arg, metavar="TEXT", help="The message.")
+@click.argument("text", cls=Arg, metavar="TEXT", required=False, help="The message.")
 @click.option("--wait", is_flag=True,
               help="Wait for Clankie's run to end, and print its reply and any question it "
                    "asked (exit 0 when it succeeded, 1 when it failed or was stopped).")
@@ -324,8 +369,12 @@ def show(conversation: str, as_json: bool) -> None:
               help=f"With --wait: stop waiting after S seconds (default {WAIT_TIMEOUT_S}); "
                    "the run goes on.")
 @json_option
-def send(conversation: str, text: str, wait: bool, timeout: int | None, as_json: bool) -> None:
+def send(conversation: str | None, text: str | None, wait: bool, timeout: int | None,
+         as_json: bool) -> None:
     """Send a chat message to Clankie (a message never answers a question)."""
+    conversation, text = shifted(conversation, text)
+    if text is None:
+        raise click.MissingParameter(param_hint="'TEXT'", param_type="argument")
     if timeout is not None and not wait:
         raise click.BadParameter("--timeout says how long --wait waits: give --wait too; "
                                  "nothing was sent", param_hint="--timeout")
@@ -417,7 +466,7 @@ def _wait_for_run(client: Client, tail: Follower, sent: dict[str, Any], timeout:
 @app.command()
 @conversation_arg
 @json_option
-def reset(conversation: str, as_json: bool) -> None:
+def reset(conversation: str | None, as_json: bool) -> None:
     """Reset a conversation: a new incarnation; a pending question is invalidated."""
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
@@ -430,7 +479,7 @@ def reset(conversation: str, as_json: bool) -> None:
 @app.command()
 @conversation_arg
 @json_option
-def stop(conversation: str, as_json: bool) -> None:
+def stop(conversation: str | None, as_json: bool) -> None:
     """Stop Clankie's running run in a conversation, and the runs queued behind it."""
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
@@ -459,7 +508,7 @@ def stop(conversation: str, as_json: bool) -> None:
               help="Show events after this seq.")
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new ones.")
 @json_option
-def events(conversation: str, after: int, follow: bool, as_json: bool) -> None:
+def events(conversation: str | None, after: int, follow: bool, as_json: bool) -> None:
     """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C
     (across a restart of the service: it says so and goes on from the event it reached)."""
     from .follow import Follower
@@ -492,7 +541,7 @@ def events(conversation: str, after: int, follow: bool, as_json: bool) -> None:
 @click.option("--request", metavar="REQUEST_UUID",
               help="Also show this question and its receipt.")
 @json_option
-def questions(conversation: str, request: str | None, as_json: bool) -> None:
+def questions(conversation: str | None, request: str | None, as_json: bool) -> None:
     """Show the pending question (and a named one, with its receipt)."""
     payload: dict[str, Any] = {}
     with connect() as client:
@@ -553,7 +602,7 @@ def _last_restarted(client: Client, c: str) -> dict[str, Any] | None:
 @click.option("--text", metavar="TEXT", help="A text answer.")
 @click.option("--stdin", is_flag=True, help="Read the text answer from standard input.")
 @json_option
-def answer(conversation: str, request: str, incarnation: str, revision: int,
+def answer(conversation: str | None, request: str | None, incarnation: str, revision: int,
            option: str | None, choice: int | None, text: str | None, stdin: bool,
            as_json: bool) -> None:
     """Answer a question, bound to the incarnation and revision it was shown with."""
@@ -575,7 +624,8 @@ def answer(conversation: str, request: str, incarnation: str, revision: int,
 @incarnation_option
 @revision_option
 @json_option
-def cancel_question(conversation: str, request: str, incarnation: str, revision: int,
+def cancel_question(conversation: str | None, request: str | None, incarnation: str,
+                    revision: int,
                     as_json: bool) -> None:
     """Cancel a question, bound to the incarnation and revision it was shown with."""
     _resolve("input_cancel", conversation, request,
@@ -649,8 +699,12 @@ def _one(key: str, given: str, names: dict[str, str], candidates: list[str]) -> 
                              param_hint=what)
 
 
-def _resolve(op: str, conversation: str, request: str, payload: dict[str, Any],
-             as_json: bool, choice: int | None = None) -> None:
+def _resolve(op: str, conversation: str | None, request: str | None,
+             payload: dict[str, Any], as_json: bool, choice: int | None = None) -> None:
+    conversation, request = shifted(conversation, request)
+    if request is None:
+        raise click.MissingParameter(param_hint="'REQUEST_UUID'", param_type="argument")
+    payload = {**payload, "request_id": request}
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
         payload = _whole_ids(client, c, payload, choice, as_json)

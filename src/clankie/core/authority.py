@@ -71,6 +71,7 @@ WHO_MAY: Final[dict[str, Rule]] = {
     "conversation_list": reader,
     "conversation_send": ANSWERER,
     "conversation_reset": operator,
+    "conversation_archive": operator,
     "conversation_set_workspace": operator,
     "events_tail": reader,
     "run_get": reader,

@@ -44,6 +44,7 @@ class Code(StrEnum):
     REQUEST_EXPIRED = "request_expired"
     NOT_ELIGIBLE = "not_eligible"
     INVALID_ANSWER = "invalid_answer"
+    QUESTION_PENDING = "question_pending"  # a conversation whose question waits is not archived
     STORAGE_UNAVAILABLE = "storage_unavailable"
     INTERNAL_ERROR = "internal_error"
 
@@ -62,6 +63,7 @@ CODES: Final[Mapping[Code, tuple[int, Exit]]] = {
     Code.REQUEST_CLOSED: (409, Exit.REFUSED),
     Code.REQUEST_EXPIRED: (409, Exit.REFUSED),
     Code.NOT_ELIGIBLE: (409, Exit.REFUSED),
+    Code.QUESTION_PENDING: (409, Exit.REFUSED),
     Code.INVALID_ANSWER: (422, Exit.USAGE),
     Code.STORAGE_UNAVAILABLE: (503, Exit.OTHER),
     Code.INTERNAL_ERROR: (500, Exit.OTHER),

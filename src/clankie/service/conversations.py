@@ -1,11 +1,14 @@
 """The conversations part: conversations, their events and runs, projects.
 
-Owns creating and reading conversations, sending a message (which queues a turn run,
+Owns creating, listing (with what waits in each: SPEC section 10) and archiving
+conversations, reading them, sending a message (which queues a turn run,
 started after the commit), reset, binding a workspace, native takeover, room posts, pane
 metadata, projects, the event tail (V1, with its long-poll), and reading and stopping runs.
 """
 
 from __future__ import annotations
+
+from pathlib import PurePath
 
 from clankie import dto
 from clankie.core import lifecycle
@@ -52,16 +55,37 @@ class Conversations:
     @op
     def conversation_list(self, caller: Caller, r: dto.ConversationList
                           ) -> dto.ConversationsOut:
-        """A page of the caller's conversations, latest activity first; its cost grows
-        with the page, not with history."""
+        """A page of the caller's conversations, latest activity first, each with what waits
+        in it (SPEC section 10); one statement, whose cost grows with the page, not with
+        history. With `workspace`: those bound to it or a parent, nearest first, one page."""
+        within = None if r.workspace is None else _ancestors(r.workspace)
         with self.ctx.read(caller) as c:
             page = c.tx.conversation_page(c.principal.owner_id, r.limit + 1,
-                                          int(r.after) if r.after else None, r.prefix)
-        more = len(page) > r.limit
+                                          int(r.after) if r.after else None, r.prefix,
+                                          now=c.now, archived=r.archived, within=within,
+                                          waiting=r.waiting)
+        more = len(page) > r.limit and within is None
         page = page[:r.limit]
         return dto.ConversationsOut(
-            conversations=[views.conversation(x) for _, x in page],
-            next_after=str(page[-1][0]) if more else None)
+            conversations=[views.listed(x) for x in page],
+            next_after=str(page[-1].activity) if more else None)
+
+    @op
+    def conversation_archive(self, caller: Caller, r: dto.ConversationRef) -> dto.Empty:
+        """Hide a conversation from lists and the page until anything new happens in it;
+        refused `question_pending` while its question waits (it would wait unseen)."""
+        with self.ctx.write(caller) as c:
+            conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
+            pending = c.tx.pending_question(r.conversation_id)
+            if pending is not None:
+                expired = lifecycle.expire_if_due(conversation, pending, c.now,
+                                                  self.ctx.new_id)
+                if expired is None:
+                    raise ClankieError(Code.QUESTION_PENDING, "a question waits in this "
+                                       "conversation: answer or cancel it before archiving")
+                self.ctx.save(c.tx, expired)
+            c.tx.archive(r.conversation_id)
+            return dto.Empty()
 
     @op
     def conversation_send(self, caller: Caller, r: dto.ConversationSend) -> dto.SendOut:
@@ -189,3 +213,9 @@ def existing_dir(path: str, what: str) -> WorkspaceIdentity:
     if identity is None:
         raise ClankieError(Code.INVALID_REQUEST, f"{what} {path!r} is not an existing directory")
     return identity
+
+
+def _ancestors(path: str) -> list[str]:
+    """`path` and each of its parents: the workspaces a directory's conversation may have."""
+    here = PurePath(path)
+    return [str(p) for p in (here, *here.parents)]

@@ -13,7 +13,7 @@ from clankie import dto
 from clankie.core.errors import ClankieError
 from clankie.core.model import Asker, Conversation, Question, Receipt, Run, iso
 from clankie.store import ReadTx
-from clankie.store.tx import CredentialRow
+from clankie.store.tx import CredentialRow, ListedConversation
 from clankie.workspace.membership import Membership
 
 
@@ -95,17 +95,28 @@ def question(tx: ReadTx, q: Question) -> dto.QuestionOut:
 def conversation(c: Conversation, fact: Membership | None = None,
                  unfinished: list[Run] | None = None) -> dto.ConversationOut:
     return dto.ConversationOut(
-        asker=asker(c.agent),
         unfinished_runs=None if unfinished is None else [run(r) for r in unfinished],
         membership=None if fact is None else dto.MembershipOut(**fact.as_dict()),
-        conversation_id=c.conversation_id,
-        kind=c.kind,
-        workspace=None if c.workspace is None else dto.WorkspaceOut(path=c.workspace.path),
-        incarnation=c.incarnation,
-        revision=c.revision,
-        native_owner=c.native_owner,
-        created_at=iso(c.created_at),
-    )
+        **_conversation(c))
+
+
+def _conversation(c: Conversation) -> dict[str, Any]:
+    """The fields every conversation object has."""
+    return {"asker": asker(c.agent), "conversation_id": c.conversation_id, "kind": c.kind,
+            "workspace": None if c.workspace is None else dto.WorkspaceOut(
+                path=c.workspace.path),
+            "incarnation": c.incarnation, "revision": c.revision,
+            "native_owner": c.native_owner, "created_at": iso(c.created_at)}
+
+
+def listed(x: ListedConversation) -> dto.ListedConversationOut:
+    """A `conversation_list` item (SPEC section 10 "Finding what waits")."""
+    pending = None if x.pending is None else dto.PendingOut(
+        request_id=x.pending[0], prompt=x.pending[1], expires_at=iso(x.pending[2]))
+    return dto.ListedConversationOut(
+        **_conversation(x.conversation), pending=pending,
+        last_activity_at=iso(x.activity_at), archived=x.archived,
+        run=None if x.run is None else x.run.value)
 
 
 def run(r: Run) -> dto.RunOut:

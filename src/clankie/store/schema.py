@@ -370,4 +370,17 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ALTER TABLE credentials ADD COLUMN user_agent TEXT
         CHECK (user_agent IS NULL OR length(user_agent) <= 512);
     """,
+    # 9: finding what waits (SPEC section 10). `activity_at` is when `activity` last moved
+    # (one notion of activity: both move together), filled for older rows from their
+    # newest event, else their creation. `archived_activity` is the activity mark at which
+    # the owner archived the conversation: it is hidden while that is still its mark, so
+    # anything new in it (a message, a question, a run's end) brings it back by itself.
+    """
+    ALTER TABLE conversations ADD COLUMN activity_at TEXT;
+    ALTER TABLE conversations ADD COLUMN archived_activity INTEGER;
+    UPDATE conversations SET activity_at = coalesce(
+        (SELECT json_extract(e.body, '$.at') FROM events e
+         WHERE e.conversation_id = conversations.conversation_id
+           AND e.seq = conversations.last_seq), created_at);
+    """,
 )

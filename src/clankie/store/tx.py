@@ -30,6 +30,7 @@ from clankie.core.model import (
     DeviceMode,
     Event,
     Message,
+    MessagePosted,
     Option,
     Question,
     QuestionKind,
@@ -126,6 +127,18 @@ class QuestionEnd:
 
 
 @dataclass(frozen=True, slots=True)
+class ListedConversation:
+    """A conversation as the list shows it (SPEC section 10 "Finding what waits")."""
+
+    activity: int  # its activity mark: the list's order and cursor
+    conversation: Conversation
+    activity_at: datetime  # when the mark last moved
+    archived: bool
+    pending: tuple[str, str, datetime] | None  # the waiting question: ID, prompt, expiry
+    run: RunStatus | None  # running, else queued, else none
+
+
+@dataclass(frozen=True, slots=True)
 class ProjectRow:
     project_id: str
     name: str
@@ -139,6 +152,10 @@ _CONVERSATION_COLUMNS = (
 _CONVERSATION_READ = (f"{_CONVERSATION_COLUMNS}, (SELECT name FROM credentials "
                       "WHERE credential_id = agent) AS agent_name")
 _CONVERSATION = f"SELECT {_CONVERSATION_READ} FROM conversations "
+_LISTED_READ = (", ".join(f"c.{name}" for name in _CONVERSATION_COLUMNS.split(", ")) +
+                ", (SELECT name FROM credentials WHERE credential_id = c.agent) AS agent_name")
+# Archived: the owner archived it, and nothing has happened in it since (migration 9).
+_ARCHIVED = "(c.archived_activity IS c.activity)"
 _NEXT_ACTIVITY = "(SELECT coalesce(max(activity), 0) + 1 FROM conversations)"
 _RUN_COLUMNS = ("run_id, conversation_id, kind, status, incarnation, created_at, receipt_id, "
                 "error, started_at, finished_at")
@@ -226,22 +243,53 @@ class ReadTx:
             _CONVERSATION + "WHERE owner_id = ? ORDER BY rowid", owner_id)]
 
     def conversation_page(self, owner_id: str, limit: int, after: int | None,
-                          prefix: str | None) -> list[tuple[int, Conversation]]:
+                          prefix: str | None, *, now: datetime, archived: bool = False,
+                          within: Sequence[str] | None = None, waiting: bool = False
+                          ) -> list[ListedConversation]:
         """Up to `limit` conversations of an owner, latest activity first, each with its
-        activity mark; `after` is the mark of the previous page's last one. With a prefix
-        the ID index finds the few candidates (`+owner_id` keeps SQLite on it)."""
-        where = ["+owner_id = ?" if prefix else "owner_id = ?"]
-        args: list[str | int] = [owner_id]
+        activity mark, its question still waiting and its run; `after` is the mark of the
+        previous page's last one. One statement, whatever the page: the pending question
+        and the unfinished runs are found through their partial indexes. With a prefix
+        the ID index finds the few candidates (`+owner_id` keeps SQLite on it). Archived
+        ones only with `archived`; `within`: only those bound to one of these paths, the
+        longest (nearest) first; `waiting`: only those with a question waiting."""
+        where = ["+c.owner_id = ?" if prefix else "c.owner_id = ?"]
+        args: list[str | int] = [iso(now), owner_id]
         if after is not None:
-            where.append("activity < ?")
+            where.append("c.activity < ?")
             args.append(after)
         if prefix:
-            where.append("conversation_id >= ? AND conversation_id < ?")
+            where.append("c.conversation_id >= ? AND c.conversation_id < ?")
             args += [prefix, prefix + "\U0010ffff"]
-        rows = self._all(f"SELECT activity, {_CONVERSATION_READ} FROM conversations "
-                         f"WHERE {' AND '.join(where)} ORDER BY activity DESC LIMIT ?",
-                         *args, limit)
-        return [(r["activity"], _as_conversation(r)) for r in rows]
+        if not archived:
+            where.append(f"NOT {_ARCHIVED}")
+        if within is not None:
+            where.append(f"c.workspace_path IN ({', '.join('?' * len(within))})")
+            args += within
+        if waiting:
+            where.append("q.request_id IS NOT NULL")
+        order = "length(c.workspace_path) DESC, " if within is not None else ""
+        rows = self._all(
+            f"SELECT c.activity, c.activity_at, {_ARCHIVED} AS archived, {_LISTED_READ}, "
+            "q.request_id AS pending_id, q.prompt AS pending_prompt, "
+            "q.expires_at AS pending_expires_at, "
+            # 'running' sorts after 'queued': a running run is said over one queued behind it
+            f"(SELECT max(r.status) FROM runs r WHERE r.conversation_id = c.conversation_id "
+            f"AND r.{_UNFINISHED}) AS run "
+            "FROM conversations c LEFT JOIN questions q ON q.conversation_id = "
+            "c.conversation_id AND q.status = 'pending' AND q.expires_at > ? "
+            f"WHERE {' AND '.join(where)} ORDER BY {order}c.activity DESC LIMIT ?",
+            *args, limit)
+        return [ListedConversation(
+            r["activity"], _as_conversation(r), _when(r["activity_at"]), bool(r["archived"]),
+            None if r["pending_id"] is None else (
+                r["pending_id"], r["pending_prompt"], _when(r["pending_expires_at"])),
+            None if r["run"] is None else RunStatus(r["run"])) for r in rows]
+
+    def archived(self, conversation_id: str) -> bool:
+        row = self._one(f"SELECT {_ARCHIVED} FROM conversations c "
+                        "WHERE conversation_id = ?", conversation_id)
+        return bool(row and row[0])
 
     # ---------------------------------------------------------------------------- questions
 
@@ -491,13 +539,14 @@ class WriteTx(ReadTx):
 
     def insert_conversation(self, c: Conversation) -> None:
         ws = c.workspace
-        self._execute(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}, activity) "
-                      f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_NEXT_ACTIVITY})",
+        self._execute(f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}, activity, "
+                      f"activity_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                      f"{_NEXT_ACTIVITY}, ?)",
                       c.conversation_id, c.kind.value, c.owner_id, ws.path if ws else None,
                       ws.dev if ws else None, ws.ino if ws else None, c.incarnation,
                       c.revision, c.native_owner, iso(c.created_at), ws.birth if ws else None,
                       c.agent.credential_id if c.agent else None,
-                      c.agent.client if c.agent else None)
+                      c.agent.client if c.agent else None, iso(c.created_at))
 
     def page_key(self, new: bytes) -> bytes:
         """The phone page's key (H3): `new` the first time, the kept one ever after."""
@@ -505,6 +554,11 @@ class WriteTx(ReadTx):
         row = self._returned("SELECT key FROM page_key WHERE id = 1")
         assert row is not None
         return bytes(row[0])
+
+    def archive(self, conversation_id: str) -> None:
+        """Hide the conversation from lists until anything new happens in it."""
+        self._execute("UPDATE conversations SET archived_activity = activity "
+                      "WHERE conversation_id = ?", conversation_id)
 
     def set_agent_client(self, conversation_id: str, client: str | None) -> None:
         """The MCP client an agent conversation was last asked through (who asks, P3)."""
@@ -560,13 +614,17 @@ class WriteTx(ReadTx):
         self.saved.append(change)
         c = change.conversation
         ws = c.workspace
+        moments = [m.at for m in change.messages] + [
+            e.message.at if isinstance(e, MessagePosted) else e.at for e in change.events]
         numbered = self._returned(  # the events' numbers are taken in the same statement
             "UPDATE conversations SET revision = ?, incarnation = ?, native_owner = ?, "
             "workspace_path = ?, workspace_dev = ?, workspace_ino = ?, workspace_birth = ?, "
-            f"activity = {_NEXT_ACTIVITY}, last_seq = last_seq + ? "
+            f"activity = {_NEXT_ACTIVITY}, activity_at = coalesce(?, activity_at), "
+            "last_seq = last_seq + ? "
             "WHERE conversation_id = ? AND revision = ? RETURNING last_seq, trimmed_through",
             c.revision, c.incarnation, c.native_owner, ws.path if ws else None,
             ws.dev if ws else None, ws.ino if ws else None, ws.birth if ws else None,
+            iso(max(moments)) if moments else None,
             len(change.events), c.conversation_id, c.revision - 1)
         if numbered is None:
             raise sqlite3.IntegrityError(f"conversation {c.conversation_id} moved concurrently")
@@ -743,7 +801,8 @@ def _restart_all(plan: RestartPlan) -> tuple[list[str], dict[str, Any]]:
               AND seq <= (SELECT p.last_seq - :retention FROM temp.restart_plan p
                           WHERE p.conversation_id = events.conversation_id)""",
         """UPDATE conversations
-            SET revision = p.revision, activity = p.activity, last_seq = p.last_seq,
+            SET revision = p.revision, activity = p.activity, activity_at = :now,
+                last_seq = p.last_seq,
                 trimmed_through = max(p.trimmed_through, p.last_seq - :retention)
             FROM temp.restart_plan p WHERE conversations.conversation_id = p.conversation_id""",
         f"""UPDATE questions

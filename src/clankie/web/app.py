@@ -378,9 +378,9 @@ def _view(service: Service, token: str | None, context: Context | None,
     listed = cast(dto.ConversationsOut,
                   service.call("conversation_list", token, {"limit": 50})).conversations
     pending = {}
-    for c in listed:
-        snap = _snapshot(service, token, c.conversation_id)
-        if snap.pending is not None:
+    for c in listed:  # archived ones are not listed; the list says where a question waits
+        snap = _snapshot(service, token, c.conversation_id) if c.pending else None
+        if snap is not None and snap.pending is not None:
             pending[c.conversation_id] = snap
     ordered = ([c for c in listed if c.conversation_id in pending]
                + [c for c in listed if c.conversation_id not in pending])
