@@ -55,8 +55,8 @@ def _shown_by(ctx: click.Context | None) -> str:
     """Where a missing --incarnation or --revision is shown (issue 19: a new user who leaves
     them out learns the command that prints both)."""
     given = ctx.params.get("conversation") if ctx is not None else None
-    if ctx is not None and ctx.params.get("request") is None:  # `answer REQUEST`: shifted
-        given = None
+    if ctx is None or not isinstance(ctx.params.get("request"), str):  # `answer REQUEST`
+        given = None  # shifted, or not read yet (click's sentinel while it reports a usage error)
     return ("The question's incarnation and revision, and the whole command to answer it, "
             f"are shown by `clankie conversations questions{' ' + given if given else ''}`.")
 
