@@ -2,7 +2,8 @@
 
 Owns starting a committed run (A10), claiming the next run of a conversation in order
 (R4), finishing runs, the `ask_question` tool (Q1-Q5), Clankie's replies, the context a
-run is given (each earlier question with its outcome as of that run, R5), and recovery
+run is given (each earlier question with its outcome as of that run, R5; each owner message
+whose run was stopped or failed, R9), and recovery
 before serving (R3). The executor is `executor.py`.
 """
 
@@ -27,6 +28,7 @@ from clankie.agent.context import (
     PastStep,
     QuestionOutcome,
     TurnContext,
+    Unfinished,
     with_outcome,
 )
 from clankie.agent.tools import ASK_QUESTION
@@ -35,6 +37,7 @@ from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import AskArgs, RunCommand
 from clankie.core.model import (
     Author,
+    Message,
     Question,
     QuestionKind,
     QuestionStatus,
@@ -87,6 +90,8 @@ class Runs:
             ends = tx.question_ends(run.conversation_id,
                                     [r for r in (_asked(c) for _, c in calls) if r])
             pending = tx.pending_question(run.conversation_id)
+            unfinished = tx.turns_ended_unfinished(run.conversation_id, messages[0][1].at) \
+                if messages else []
             answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
             latest = tx.latest_ended_question(run.conversation_id)
             index = tx.started_before(run)
@@ -111,6 +116,7 @@ class Runs:
             workspace=conversation.workspace.path if conversation.workspace else "-",
             history=tuple((m.author.value, m.text) for _, m in messages),
             older_messages=older,
+            unfinished=_unfinished([m for _, m in messages], unfinished),
             steps=_steps([position for position, _ in messages], calls, outcomes),
             membership=fact.as_dict() if fact else None,
             answered=_answered(answered) if answered else None,
@@ -339,6 +345,15 @@ def _steps(positions: list[int], calls: list[tuple[int, ToolCallRow]],
             key = (call.run_id, call.step)
             steps.append(PastStep(sum(p <= after_message for p in positions), (past,)))
     return tuple(steps)
+
+
+def _unfinished(messages: list[Message], runs: list[Run]) -> tuple[Unfinished, ...]:
+    """The owner messages whose turn run was stopped or failed (SPEC R9): a message and
+    the turn it queued are written with the same time."""
+    ended = {run.created_at: run for run in runs}
+    return tuple(Unfinished(index, run.status.value, run.error)
+                 for index, message in enumerate(messages)
+                 if message.author is Author.OWNER and (run := ended.get(message.at)))
 
 
 def _answered(question: Question) -> AnsweredQuestion:
