@@ -146,7 +146,7 @@ OWNER = ("Read a.txt, b.txt and c.txt one after another and tell me which ledger
 
 
 def _ledger(name: str) -> str:
-    return "".join(f"{name} line {n:03}: " + "entry " * 10 + "\n" for n in range(200)) + \
+    return "".join(f"{name} line {n:03}: " + "entry " * 10 + "\n" for n in range(120)) + \
         f"end of {name}\n"
 
 
