@@ -285,3 +285,16 @@ def test_r8_with_the_budget_to_spare_the_earlier_history_stays_and_nothing_is_sh
 def test_r8_an_owner_message_that_cannot_fit_whole_fails_its_run_and_is_never_cut():
     with pytest.raises(BudgetError, match="context_budget"):
         openai_request("m", "system", [user("語" * 8_000)], TOOL_SPECS, 4_000)
+
+
+def test_r8_a_step_of_the_run_too_big_even_cut_leaves_saying_so_and_the_owner_message_stays():
+    """A reply of thousands of calls (red team, issue 18): the run's own step cannot fit
+    even cut, so it leaves whole, said in the owner's turn; the owner's message stays."""
+    calls = [ToolCall(f"c{i}", "list_files", "{}") for i in range(3_000)]
+    results = [ToolResult(f"c{i}", '{"status": "refused"}') for i in range(3_000)]
+    openai, anthropic = requests([user("Look at my project."), assistant(*calls),
+                                  user(*results)], budget=8_000)
+    assert _user_texts(openai) == [
+        "Look at my project.\n\n(1 earlier steps of this run, your tool calls and their "
+        "results, are left out here to fit the context budget of 8,000 tokens.)"]
+    assert [m["role"] for m in anthropic["messages"]] == ["user"]

@@ -210,7 +210,9 @@ def fit(turns: list[Turn], base: int, budget: int,
     the run's older tool results are shortened, oldest first, each saying how much was
     left out; then its longest texts, tool results and call arguments are cut, saying so.
     Calls whose results the owner's turn holds that cannot fit even cut (a stored step of
-    thousands of calls) leave too, so that one bad step never fails a later run (R8)."""
+    thousands of calls) leave too, so that one bad step never fails a later run (R8); so
+    do the run's own oldest steps, saying so, if even cut they cannot fit (a reply of
+    thousands of calls). Only an owner message that cannot fit whole fails its run."""
     costs = [_cost(render([t])) for t in turns]
     if base + sum(costs) <= budget:
         return turns
@@ -220,7 +222,30 @@ def fit(turns: list[Turn], base: int, budget: int,
             return _fit_from(turns, costs, owner - 1, owner, base, budget, render)
         except BudgetError:
             pass
-    return _fit_from(turns, costs, owner, owner, base, budget, render)
+    try:
+        return _fit_from(turns, costs, owner, owner, base, budget, render)
+    except BudgetError as exc:
+        failed = exc
+    for steps in range(1, (len(turns) - owner + 1) // 2):  # the run's own, oldest first
+        fewer = _without_steps(turns, owner, steps, budget)
+        try:
+            return _fit_from(fewer, [_cost(render([t])) for t in fewer], owner, owner, base,
+                             budget, render)
+        except BudgetError as exc:
+            failed = exc
+    raise failed
+
+
+def run_steps_note(steps: int, budget: int) -> str:
+    return (f"({steps} earlier steps of this run, your tool calls and their results, are "
+            f"left out here to fit the context budget of {budget:,} tokens.)")
+
+
+def _without_steps(turns: list[Turn], owner: int, steps: int, budget: int) -> list[Turn]:
+    """`turns` without the run's `steps` oldest steps (an assistant turn after the owner's
+    and the user turn of its results each), the owner's turn saying so."""
+    said = Turn("user", (*turns[owner].blocks, Text(run_steps_note(steps, budget))))
+    return [*turns[:owner], said, *turns[owner + 1 + 2 * steps:]]
 
 
 def _fit_from(turns: list[Turn], costs: list[int], keep_from: int, owner: int, base: int,
