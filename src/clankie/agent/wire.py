@@ -317,7 +317,9 @@ def _cut(turns: list[Turn], owner: int, base: int, budget: int,
         size, i, j = max(spots, default=(0, 0, 0))
         if size <= 2 * SHORTEST:
             raise BudgetError(f"context_budget: the request is {over:,} tokens over it even "
-                              "with the history left out and its longest parts cut")
+                              "with the history left out and its longest parts cut; the "
+                              "owner's message that started the run is never cut: send a "
+                              "shorter one or raise context_budget")
         block = turns[i].blocks[j]
         new: Block
         if isinstance(block, ToolCall):
