@@ -90,7 +90,7 @@ class Runs:
             ends = tx.question_ends(run.conversation_id,
                                     [r for r in (_asked(c) for _, c in calls) if r])
             pending = tx.pending_question(run.conversation_id)
-            unfinished = tx.turns_ended_unfinished(run.conversation_id, messages[0][1].at) \
+            turn_runs = tx.turn_runs_since(run.conversation_id, messages[0][1].at) \
                 if messages else []
             answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
             latest = tx.latest_ended_question(run.conversation_id)
@@ -116,7 +116,7 @@ class Runs:
             workspace=conversation.workspace.path if conversation.workspace else "-",
             history=tuple((m.author.value, m.text) for _, m in messages),
             older_messages=older,
-            unfinished=_unfinished([m for _, m in messages], unfinished),
+            unfinished=_unfinished([m for _, m in messages], turn_runs),
             steps=_steps([position for position, _ in messages], calls, outcomes),
             membership=fact.as_dict() if fact else None,
             answered=_answered(answered) if answered else None,
@@ -347,13 +347,22 @@ def _steps(positions: list[int], calls: list[tuple[int, ToolCallRow]],
     return tuple(steps)
 
 
-def _unfinished(messages: list[Message], runs: list[Run]) -> tuple[Unfinished, ...]:
-    """The owner messages whose turn run was stopped or failed (SPEC R9): a message and
-    the turn it queued are written with the same time."""
-    ended = {run.created_at: run for run in runs}
-    return tuple(Unfinished(index, run.status.value, run.error)
-                 for index, message in enumerate(messages)
-                 if message.author is Author.OWNER and (run := ended.get(message.at)))
+def _unfinished(messages: list[Message], turn_runs: list[Run]) -> tuple[Unfinished, ...]:
+    """The owner messages whose turn run was stopped or failed (SPEC R9). A message and
+    the turn run it queued are written in one transaction with the same time; where a
+    coarse clock gives several the same time, they pair in order, newest first (the
+    window holds the newest messages)."""
+    at: dict[datetime, list[Run]] = {}
+    for turn in turn_runs:
+        at.setdefault(turn.created_at, []).append(turn)
+    found = []
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.author is Author.OWNER and (same := at.get(message.at)):
+            turn = same.pop()
+            if turn.status in (RunStatus.CANCELLED, RunStatus.FAILED):
+                found.append(Unfinished(index, turn.status.value, turn.error))
+    return tuple(reversed(found))
 
 
 def _answered(question: Question) -> AnsweredQuestion:

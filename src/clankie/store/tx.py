@@ -350,14 +350,12 @@ class ReadTx:
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {_UNFINISHED} "
             "ORDER BY rowid", conversation_id)]
 
-    def turns_ended_unfinished(self, conversation_id: str, since: datetime) -> list[Run]:
-        """The conversation's turn runs created at or after `since` that were stopped
-        (cancelled) or failed, oldest first: each started by the owner message posted with
-        it (SPEC R9)."""
+    def turn_runs_since(self, conversation_id: str, since: datetime) -> list[Run]:
+        """The conversation's turn runs created at or after `since`, oldest first: each
+        queued by the owner message written with it, at the same time (SPEC R9)."""
         return [_as_run(r) for r in self._all(
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND kind = 'turn' "
-            "AND status IN ('cancelled', 'failed') AND created_at >= ? ORDER BY rowid",
-            conversation_id, iso(since))]
+            "AND created_at >= ? ORDER BY rowid", conversation_id, iso(since))]
 
     def started_before(self, run: Run) -> int:
         """How many runs of the conversation started before this one (runs start in order)."""
