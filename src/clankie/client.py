@@ -520,6 +520,9 @@ class Client(_Target):
         super().__init__(url, token, home, timeout, fit)
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
+        # How many connections were opened: a follower that sees a new one asks whether the
+        # service restarted meanwhile (`clankie.cli.follow`).
+        self.connections = 0
 
     def __enter__(self) -> Client:
         return self
@@ -599,6 +602,7 @@ class Client(_Target):
         except BaseException:
             sock.close()
             raise
+        self.connections += 1
         return _Connection(sock)
 
     # One overload an op, as `dto.OPS` pairs them (a test holds the two equal): `op`'s

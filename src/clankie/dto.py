@@ -328,6 +328,9 @@ class Snapshot(Out):
     revision: int
     pending: QuestionOut | None
     request: QuestionOut | None
+    # The ended questions whose receipts R1 keeps, newest first: what a client may name by
+    # a prefix (SPEC section 10 "CLI"), read whole with `request_id`. Bounded by R1 (S3).
+    ended_requests: list[str] = []
 
 
 class AnswerReply(Out):

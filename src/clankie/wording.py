@@ -2,11 +2,11 @@
 
 Owns the words they share: which refusals mean "the state moved on, read it again" and
 which "that question has ended" (the problem codes are `core.vocabulary.Code`), how an
-ended question's outcome reads, a numbered option, that no question is pending, and why
-a run ended that no model ended, who asks (Clankie, or an agent by its credential's name,
-its MCP client and the workspace: SPEC P3) and what an answer to an agent means. Each
-surface puts these in its own frame: the CLI names the command to run next, the TUI what
-its panel shows now.
+ended question's outcome reads, a numbered option, that no question is pending, why a run
+ended that no model ended, what a restart did and how to carry on (R9, the phone page
+says it too), who asks (Clankie, or an agent by its credential's name, its MCP client and
+the workspace: SPEC P3) and what an answer to an agent means. Each surface puts these in
+its own frame: the CLI names the command to run next, the TUI what its panel shows now.
 
 Pure and standard library only (with `clankie.text`): the CLI imports it on its light
 paths (`--help`, `--version`).
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from clankie.core.vocabulary import Code, RunError
+from clankie.core.vocabulary import Code, Reason, RunError
 from clankie.text import continued
 
 # The answer was bound to a state that moved on: read the question again and decide again.
@@ -27,9 +27,17 @@ ENDED: Final = frozenset({Code.ALREADY_ANSWERED, Code.REQUEST_CLOSED, Code.REQUE
 
 NO_QUESTION: Final = "No question is pending"  # each surface ends the sentence its way
 
-# A run that ended without a model's error, and why it will not run again (R3).
-RUN_INTERRUPTED: Final = ("interrupted by a restart and will not run again; anything it "
-                          "said before is not a finished run")
+# R9: what a restart did and how to carry on, said alike by every surface (the CLI, the
+# TUI, the phone page, each in its own frame): a question R3 cancelled, and a run it failed
+# (also why that run will not run again, R3).
+CARRY_ON: Final = "send a message to carry on"
+RESTARTED_QUESTION: Final = ("cancelled because clankie restarted: nothing was answered or "
+                             f"run; {CARRY_ON}")
+RUN_INTERRUPTED: Final = ("interrupted by a restart and will not run again (clankie restarted "
+                          "before it was done; anything it said before is not a finished "
+                          f"run); {CARRY_ON}")
+# What the TUI's `/continue` sends: an ordinary owner message, never a replay (R9).
+CONTINUE_MESSAGE: Final = "Carry on where you left off."
 RUN_STOPPED: Final = "stopped by its owner and will not run again"  # R7
 
 # An agent's question (SPEC P4, A11): what the agent is told of an answer, said to the owner
@@ -52,6 +60,13 @@ def option_line(number: int, option: Mapping[str, Any]) -> str:
     it: `  2. spaces - four of them`, a label over several lines continued under itself."""
     description = f" - {option['description']}" if option["description"] else ""
     return f"  {number}. {continued(str(option['label']) + description, '     ')}"
+
+
+def restarted(receipt: Mapping[str, Any] | None) -> bool:
+    """Whether a question ended because clankie restarted (R3: cancelled, reason
+    `restart`)."""
+    return receipt is not None and receipt.get("outcome") == "cancelled" \
+        and receipt.get("reason") == Reason.RESTART
 
 
 def problem(code: str, detail: str) -> str:

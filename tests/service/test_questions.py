@@ -42,7 +42,9 @@ def continuations(world: World, conversation_id: str) -> int:
 def test_s1_s2_snapshot_shape_pending_and_request(world: World):
     c = world.conversation()
     snap = world.ask(c)
-    assert set(snap) == {"conversation_id", "incarnation", "revision", "pending", "request"}
+    assert set(snap) == {"conversation_id", "incarnation", "revision", "pending", "request",
+                         "ended_requests"}
+    assert snap["ended_requests"] == []
     assert snap["request"] is None
     q = snap["pending"]
     assert set(q) == QUESTION_KEYS
@@ -229,6 +231,22 @@ def test_a3_evicted_request_is_unknown_and_starts_no_run(make_world: Callable[..
     assert world.snapshot(c, snaps[1]["pending"]["request_id"])["request"]["status"] == \
         "answered"
     assert continuations(world, c) == before
+
+
+def test_s1_r1_snapshot_names_the_ended_questions_whose_receipts_are_kept(
+        make_world: Callable[..., World]):
+    """SPEC section 10 "CLI": prefixes resolve against the question and the receipts R1
+    keeps, so the snapshot names those (newest first); an evicted one is not named."""
+    world = make_world(Settings(receipt_limit=2))
+    c = world.conversation()
+    asked = []
+    for _ in range(3):
+        snap = world.ask(c)
+        asked.append(snap["pending"]["request_id"])
+        world.answer(c, snap, option=0)
+    pending = world.ask(c)
+    assert pending["ended_requests"] == [asked[2], asked[1]]
+    assert world.snapshot(c, asked[1])["ended_requests"] == [asked[2], asked[1]]
 
 
 def test_a4_duplicate_identical_answer_returns_original_receipt(world: World):

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from clankie.core import lifecycle
+from clankie.service import Recovery, Service
+from clankie.service.notify import Notifier
 from clankie.settings import Settings
 from clankie.store import Store
 
@@ -127,3 +129,46 @@ def test_r3_recovery_wakes_the_conversations_it_changed(world: World):
     world.service.recover()
     assert (world.service.generation(c), world.service.generation(quiet)) == (
         before[0] + 1, before[1])
+
+
+class Told(Notifier):
+    """A notifier that keeps what it is given instead of running a hook."""
+
+    def __init__(self) -> None:
+        super().__init__(["true"])
+        self.told: list[tuple[str, dict[str, Any]]] = []
+
+    def submit(self, conversation_id: str, document: dict[str, Any]) -> None:
+        self.told.append((conversation_id, document))
+
+
+def test_r9_recovery_tells_the_notifier_each_ending_once_in_order_with_notify_on_resolved(
+        tmp_path: Path):
+    for resolved in (True, False):
+        (tmp_path / str(resolved)).mkdir()
+        world = World.create(tmp_path / str(resolved), Settings(notify_on_resolved=resolved))
+        told = Told()
+        world.service = Service(world.store, world.service.settings, clock=world.clock,
+                                notifier=told)
+        try:
+            c = world.conversation()
+            first = world.ask(c)
+            world.answer(c, first, option=0)
+            continuation = world.service.claim_next_run(c)
+            assert continuation is not None  # running, and it asks again
+            asked = world.service.ask_question(continuation.run_id, TEXT).request_id
+            told.told.clear()
+            assert world.service.recover() == Recovery(1, 1)
+            assert world.service.recover() == Recovery(0, 0)  # nothing is told twice
+        finally:
+            world.close()
+        if not resolved:
+            assert told.told == []
+            continue
+        (c1, question), (c2, run) = told.told
+        assert c1 == c2 == c
+        assert (question["event"], question["request_id"], question["outcome"],
+                question["reason"]) == ("input_resolved", asked, "cancelled", "restart")
+        assert (run["event"], run["request_id"], run["run_id"], run["reason"],
+                run["error"]) == ("continuation_failed", first["pending"]["request_id"],
+                                  continuation.run_id, "restart", "orphaned_by_restart")

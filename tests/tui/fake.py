@@ -75,7 +75,7 @@ class FakeService:
         """The request ID of the question asked last (pending or ended)."""
         return next(reversed(self.questions), None)
 
-    def _event(self, kind: str, **fields: Any) -> None:
+    def _event(self, kind: str, /, **fields: Any) -> None:
         self.events.append({"type": kind, "seq": len(self.events) + 1,
                             "conversation_id": self.c, **fields,
                             "at": stamp(self.clock())})
@@ -160,10 +160,15 @@ class FakeService:
         """Retention drops every event so far (V1): a follower behind gets `trimmed`."""
         self.oldest = len(self.events) + 1
 
-    def start(self) -> None:
-        """The service is back; at start-up it cancels the pending question (E)."""
+    def start(self, orphaned: str | None = None) -> None:
+        """The service is back; at start-up it cancels the pending question (E) and fails
+        the run `orphaned` (R3: a continuation that was running)."""
         if (q := self.pending) is not None:
             self._end(q, "cancelled", "restart")
+        if orphaned is not None:
+            self.revision += 1
+            self._event("run_status", run_id=orphaned, status="failed",
+                        error="orphaned_by_restart", kind="continuation")
         self.up = True
 
     def snapshot(self, request_id: str | None = None) -> dict[str, Any]:
@@ -192,6 +197,11 @@ class FakeService:
             return self.snapshot(payload.get("request_id"))
         if op in ("input_answer", "input_cancel"):
             return self._resolve(op, payload)
+        if op == "conversation_send":  # an owner's message; no run starts in the fake
+            self.revision += 1
+            message = str(uuid.uuid4())
+            self._event("message", message_id=message, author="owner", text=payload["text"])
+            return {"message_id": message, "run_id": None}
         if op == "service_info":
             return {"version": "0.0.0", "started_at": stamp(START), "model": MODEL,
                     "settings": {}}

@@ -59,7 +59,7 @@ def agrees(app: ChatApp, snapshot: dict[str, Any] | None) -> bool:
         return app.snapshot is None and "question: ?" in status(app)
     now = app.clock()
     return (app.snapshot is not None and same(app.snapshot, snapshot)
-            and panel(app) == render.question_panel(snapshot, now, app.workspace)
+            and panel(app) == render.question_panel(snapshot, now, app.workspace, app.rows)
             and render.question_state(snapshot, now) in status(app))
 
 

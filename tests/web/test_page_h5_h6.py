@@ -36,6 +36,23 @@ def test_h6_r3_a_question_a_restart_ended_says_clankie_restarted_and_nothing_ran
     assert "send a message to carry on" in ended
 
 
+def test_r9_a_continuation_a_restart_failed_is_said_with_how_to_carry_on(world: World):
+    """R9 on the page: the answer's run, orphaned by a restart, is said in the context above
+    the question (in the words every surface uses), never as a bare error code."""
+    from clankie import wording
+
+    c = world.conversation()
+    snap = world.ask(c)
+    world.answer(c, snap, option=0)  # its continuation waits, queued (no executor here)
+    world.service.recover()
+    with page_client(world) as client:
+        paired(world, client)
+        view = client.get(f"/view?c={c}&r={snap['pending']['request_id']}").text
+    context = text(section(view, 'id="context"', "</section>"))
+    assert f"Clankie&#39;s run failed: {wording.RUN_INTERRUPTED}" in context
+    assert "clankie restarted" in context and "send a message to carry on" in context
+
+
 def test_h5_options_before_control_are_shown_not_yet_active_with_the_leases_length(
         world: World):
     c = world.conversation()

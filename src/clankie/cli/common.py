@@ -3,8 +3,9 @@
 Owns the one function `call` through which a command reaches the service; its exit codes
 are SPEC section 10's, read from `core.vocabulary`. A command sends a request at most
 once: `Uncertain` (no reply after sending) is exit 7 with the way to inspect the result,
-never a second try. A listener that is not the owner's (`NotYours`, T2) is exit 5 with the
-fix; nothing was sent to it.
+never a second try; only a follower (`follow`) asks a read again, once the service is back.
+A listener that is not the owner's (`NotYours`, T2) is exit 5 with the fix; nothing was
+sent to it.
 
 Everything a command prints goes through `say`, `warn` or `print_json`, which show text
 from others (prompts, options, messages, summaries, paths, details) with its control and
@@ -25,7 +26,14 @@ from clankie.core.vocabulary import EXIT_OF_CODE, Exit
 from clankie.text import visible, visible_json
 
 if TYPE_CHECKING:  # httpx loads with the first call: `--help` and `--version` need none of it
-    from clankie.client import ApiError, Client, NotClankie, NotYours
+    from clankie.client import (
+        ApiError,
+        Client,
+        NotClankie,
+        NotYours,
+        ServiceUnreachable,
+        Uncertain,
+    )
 
 DONE, OTHER, USAGE, CONFLICT = Exit.DONE, Exit.OTHER, Exit.USAGE, Exit.CONFLICT
 REFUSED, DENIED, MISSING, UNCERTAIN = Exit.REFUSED, Exit.DENIED, Exit.MISSING, Exit.UNCERTAIN
@@ -147,10 +155,13 @@ def exit_with(code: int) -> NoReturn:
 def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
          explain: Callable[[ApiError], None] | None = None,
          inspect: str | None = None,
-         exit_of: dict[str, int] | None = None) -> dict[str, Any]:
+         exit_of: dict[str, int] | None = None,
+         reconnecting: bool = False) -> dict[str, Any]:
     """Call `op` once. On failure, say why (or print the problem with --json) and exit, with
     the code of SPEC section 10 or, for a problem code in `exit_of`, that one. A change
-    (one with `inspect`) interrupted by Ctrl+C is uncertain too (exit 7), not 130."""
+    (one with `inspect`) interrupted by Ctrl+C is uncertain too (exit 7), not 130.
+    `reconnecting`: a read its caller tries again (`follow`): a service that cannot be
+    reached, or that gave no reply, is raised to it (`ServiceUnreachable`, `Uncertain`)."""
     from clankie.client import ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain
 
     for name, value in payload.items():
@@ -180,23 +191,32 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         warn("It was not sent again, and must not be. Inspect it with:")
         warn(f"  {inspect}")
         exit_with(UNCERTAIN)
-    except Uncertain as exc:
-        warn(f"clankie: the outcome is uncertain: {exc}.")
-        warn("It was not sent again" + (", and must not be. Inspect it with:" if inspect
-                                        else "; read the current state before doing anything."))
-        if inspect:
-            warn(f"  {inspect}")
-        exit_with(UNCERTAIN)
-    except ServiceUnreachable as exc:
-        warn(f"clankie: {exc}")
-        warn(f"  fix: {exc.fix}")
-        exit_with(OTHER)
     except NotYours as exc:
         if as_json:
             print_json(not_yours_problem(exc))
         else:
             explain_not_yours(exc)
         exit_with(DENIED)
+    except (Uncertain, ServiceUnreachable) as exc:
+        if reconnecting:
+            raise
+        _unreached(exc, inspect)
+
+
+def _unreached(exc: Uncertain | ServiceUnreachable, inspect: str | None) -> NoReturn:
+    """No reply came (`Uncertain`, exit 7) or nothing was sent (`ServiceUnreachable`)."""
+    from clankie.client import Uncertain
+
+    if isinstance(exc, Uncertain):
+        warn(f"clankie: the outcome is uncertain: {exc}.")
+        warn("It was not sent again" + (", and must not be. Inspect it with:" if inspect
+                                        else "; read the current state before doing anything."))
+        if inspect:
+            warn(f"  {inspect}")
+        exit_with(UNCERTAIN)
+    warn(f"clankie: {exc}")
+    warn(f"  fix: {exc.fix}")
+    exit_with(OTHER)
 
 
 def not_utf8(text: str) -> str:

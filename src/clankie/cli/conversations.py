@@ -2,15 +2,17 @@
 
 Owns what a person sees for the question contract of SPEC section 10: the snapshot with
 numbered options and their IDs, the incarnation and revision to bind an answer to, the
-receipt, and one or two lines on each refusal saying what to do. It decides nothing the
-service decides, and it never sends an answer twice.
+receipt, and one or two lines on each refusal saying what to do; and, for `send --wait`,
+what Clankie said and asked in the run it waited for. It decides nothing the service
+decides, and it never sends an answer (or a message) twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -42,6 +44,8 @@ from .common import (
 if TYPE_CHECKING:
     from clankie.client import ApiError, Client
 
+    from .follow import Follower
+
 app = Group("conversations", help="Conversations, their events and questions.")
 
 
@@ -65,7 +69,8 @@ incarnation_option = click.option("--incarnation", metavar="UUID", required=True
 revision_option = click.option("--revision", metavar="N", required=True,
                                type=GivenInt(_shown_by),
                                help="The revision shown with the question.")
-FOLLOW_WAIT_MS = 25_000
+WAIT_TIMEOUT_S = 600  # how long `send --wait` waits by default (docs/decisions.md, issue 31)
+RUN_ENDED = frozenset({"succeeded", "failed", "cancelled"})
 
 
 # ------------------------------------------------------------------------------ rendering
@@ -97,6 +102,8 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]],
         by = receipt["answered_by"]
         say(f"    by: {by['kind']} {by['credential_id']}")
     say(f"    at: {when.shown_now(receipt['resolved_at'])} (revision {receipt['revision']})")
+    if wording.restarted(receipt):  # R9: what the restart did, and how to carry on
+        say(f"    It was {wording.RESTARTED_QUESTION}.")
     if agent:
         collected = receipt.get("collected_at")
         say(f"    read by the agent: {when.shown_now(collected)}" if collected else
@@ -110,6 +117,7 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]],
 
 
 STOPPED = RunError.STOPPED_BY_OWNER
+EVENT_PAGES = 10  # of 500 events: the default `event_retention` (V1) four times over
 
 
 def _show_question(q: dict[str, Any], workspace: str | None = None) -> None:
@@ -152,24 +160,47 @@ def _show_snapshot(snapshot: dict[str, Any], workspace: str | None = None) -> No
             f"--incarnation {snapshot['incarnation']} --revision {snapshot['revision']}")
 
 
-def _event_line(e: dict[str, Any]) -> str:
+def _event_line(e: dict[str, Any], restarted: frozenset[str] = frozenset()) -> str:
     """One event as one line; text from others that runs over several lines continues on
-    lines led by a bar, so that none can pose as an event of its own."""
-    return continued(_event_text(e), "    ")
+    lines led by a bar, so that none can pose as an event of its own. `restarted`: the
+    questions among them that a restart cancelled (R9: said with how to carry on)."""
+    return continued(_event_text(e, restarted), "    ")
 
 
-def _event_text(e: dict[str, Any]) -> str:
+def _restarted(client: Client, c: str, events: list[dict[str, Any]]) -> frozenset[str]:
+    """The questions among `events` that a restart cancelled: an `input_resolved` event
+    carries no reason (V2), so each cancelled one is read (one whose receipt R1 evicted
+    since is only said cancelled)."""
+    from clankie.client import ApiError
+
+    cancelled = [e["request_id"] for e in events
+                 if e["type"] == "input_resolved" and e["outcome"] == "cancelled"]
+    found = set()
+    for request_id in cancelled:
+        with contextlib.suppress(ApiError):
+            request = client.call("input_get", {"conversation_id": c,
+                                                "request_id": request_id})["request"]
+            if request and wording.restarted(request.get("receipt")):
+                found.add(request_id)
+    return frozenset(found)
+
+
+def _event_text(e: dict[str, Any], restarted: frozenset[str] = frozenset()) -> str:
     head = f"#{e['seq']} {when.local(e['at'])}"
     kind = e["type"]
     if kind == "message":
         return f"{head} {e['author']}: {e['text']}"
     if kind == "run_status":
         error = f" ({e['error']})" if e.get("error") else ""
-        return f"{head} run {e['run_id']} ({e['kind']}) {e['status']}{error}"
+        why = f": {wording.RUN_INTERRUPTED}" if e.get("error") == RunError.ORPHANED_BY_RESTART \
+            else ""
+        return f"{head} run {e['run_id']} ({e['kind']}) {e['status']}{error}{why}"
     if kind == "input_requested":
         choices = f" [{' | '.join(e['choices'])}]" if e["choices"] else ""
         return f"{head} question {e['request_id']} asked: {e['prompt']}{choices}"
     if kind == "input_resolved":
+        if e["request_id"] in restarted:
+            return f"{head} question {e['request_id']} {wording.RESTARTED_QUESTION}"
         return f"{head} question {e['request_id']} {e['outcome']}"
     if kind == "conversation_reset":
         return f"{head} conversation reset"
@@ -286,19 +317,101 @@ def show(conversation: str, as_json: bool) -> None:
 @app.command()
 @conversation_arg
 @click.argument("text", cls=Arg, metavar="TEXT", help="The message.")
+@click.option("--wait", is_flag=True,
+              help="Wait for Clankie's run to end, and print its reply and any question it "
+                   "asked (exit 0 when it succeeded, 1 when it failed or was stopped).")
+@click.option("--timeout", metavar="S", type=Whole(1, 86_400),
+              help=f"With --wait: stop waiting after S seconds (default {WAIT_TIMEOUT_S}); "
+                   "the run goes on.")
 @json_option
-def send(conversation: str, text: str, as_json: bool) -> None:
+def send(conversation: str, text: str, wait: bool, timeout: int | None, as_json: bool) -> None:
     """Send a chat message to Clankie (a message never answers a question)."""
+    if timeout is not None and not wait:
+        raise click.BadParameter("--timeout says how long --wait waits: give --wait too; "
+                                 "nothing was sent", param_hint="--timeout")
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
+        tail = None
+        if wait:
+            from .follow import Follower
+
+            tail = Follower(client, c, 0, as_json=as_json, note=warn)
+            tail.to_the_end()  # the run's events are the ones after the message
         sent = call(client, "conversation_send", {"conversation_id": c, "text": text},
                     as_json=as_json,
                     inspect=f"clankie conversations events {c}")
+        if tail is not None and sent["run_id"]:
+            _wait_for_run(client, tail, sent, timeout or WAIT_TIMEOUT_S, as_json)
     if as_json:
         print_json(sent)
     else:
         run = f"; turn run {sent['run_id']} queued" if sent["run_id"] else "; no turn starts"
         say(f"message {sent['message_id']} sent{run}")
+
+
+def _wait_for_run(client: Client, tail: Follower, sent: dict[str, Any], timeout: int,
+                  as_json: bool) -> NoReturn:
+    """`send --wait` (SPEC section 10): follow the conversation until the run ends or
+    `timeout` passes; print what Clankie said in it (its messages between the run's start
+    and its end: runs of a conversation run one at a time, R4) and the questions it asked;
+    exit 0 when it succeeded, else 1, saying why or that it goes on."""
+    from .follow import FOLLOW_WAIT_MS
+
+    c, begun, run_id = tail.conversation_id, tail.after, sent["run_id"]
+    goes_on = (f"Follow it with: clankie conversations events {c} --after {begun} --follow",
+               f"Stop it with: clankie conversations stop {c}")
+    deadline = time.monotonic() + timeout
+    started, ended = False, False
+    said: list[dict[str, Any]] = []
+    asked: list[str] = []
+    try:
+        while not ended and (left := deadline - time.monotonic()) > 0:
+            for e in tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000))))["events"]:
+                if e["type"] == "run_status" and e["run_id"] == run_id:
+                    started = started or e["status"] == "running"
+                    ended = e["status"] in RUN_ENDED
+                elif not started or ended:
+                    continue
+                elif e["type"] == "message" and e["author"] == "clankie":
+                    said.append(e)
+                elif e["type"] == "input_requested":
+                    asked.append(e["request_id"])
+                elif e["type"] == "run_activity" and not as_json:
+                    warn(_event_line(e))  # a model retry: why the wait is long (R6)
+    except KeyboardInterrupt:  # the message was sent: only the waiting stops
+        warn(f"Stopped waiting; message {sent['message_id']} was sent and the run goes on.")
+        for line in goes_on:
+            warn(line)
+        exit_with(130)
+    run = call(client, "run_get", {"run_id": run_id}, as_json=as_json)
+    questions = [call(client, "input_get", {"conversation_id": c, "request_id": r},
+                      as_json=as_json)["request"] for r in asked]
+    if as_json:
+        print_json({"message_id": sent["message_id"], "run": run, "messages": said,
+                    "questions": questions})
+    else:
+        for message in said:
+            say(continued(f"{wording.CLANKIE}: {message['text']}"))
+        for question in questions:
+            if question["status"] == "pending":
+                _show_snapshot(call(client, "input_get", {"conversation_id": c},
+                                    as_json=False))
+            else:
+                _show_question(question)
+        if run["status"] == "succeeded" and not said and not questions:
+            say(f"Clankie's run {run_id} ended without a word.")
+    if run["status"] == "succeeded":
+        exit_with(0)
+    if run["status"] in RUN_ENDED:
+        why = wording.run_ended(run["error"])
+        warn(f"Clankie's run {run_id} was {why}." if why else
+             f"Clankie's run {run_id} {run['status']}: {run['error']}")
+        exit_with(1)
+    warn(f"Still {run['status']} after {timeout} s: the run goes on; this only stopped "
+         "waiting for it.")
+    for line in goes_on:
+        warn(line)
+    exit_with(1)
 
 
 @app.command()
@@ -347,18 +460,17 @@ def stop(conversation: str, as_json: bool) -> None:
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new ones.")
 @json_option
 def events(conversation: str, after: int, follow: bool, as_json: bool) -> None:
-    """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C."""
-    from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S
+    """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C
+    (across a restart of the service: it says so and goes on from the event it reached)."""
+    from .follow import Follower
 
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
+        tail = Follower(client, c, after, as_json=as_json, note=warn if as_json else say) \
+            if follow else None
         while True:
-            asked = time.monotonic()
-            page = call(client, "events_tail", {
-                "conversation_id": c, "after": after, "limit": 500,
-                "wait_ms": FOLLOW_WAIT_MS if follow else 0}, as_json=as_json)
-            if follow and not page["events"] and time.monotonic() - asked < EMPTY_AT_ONCE_S:
-                time.sleep(PAUSE_AFTER_EMPTY_S)
+            page = tail.page() if tail is not None else call(client, "events_tail", {
+                "conversation_id": c, "after": after, "limit": 500}, as_json=as_json)
             if as_json:
                 print_json(page)
             else:
@@ -367,8 +479,9 @@ def events(conversation: str, after: int, follow: bool, as_json: bool) -> None:
                         "now:)")
                     _show_snapshot(call(client, "input_get", {"conversation_id": c},
                                         as_json=False))
+                restarted = _restarted(client, c, page["events"])
                 for event in page["events"]:
-                    say(_event_line(event))
+                    say(_event_line(event, restarted))
             after = page["next_after"]
             if not follow and not (page["events"] and len(page["events"]) == 500):
                 return
@@ -393,7 +506,39 @@ def questions(conversation: str, request: str | None, as_json: bool) -> None:
                                for q in (snapshot["pending"], snapshot["request"])):
             got = call(client, "conversation_get", {"conversation_id": c}, as_json=False)
             workspace = got["workspace"]["path"] if got["workspace"] else None
+        restarted = (_last_restarted(client, c) if not as_json and snapshot["pending"] is None
+                     and snapshot["request"] is None else None)
     print_json(snapshot) if as_json else _show_snapshot(snapshot, workspace)
+    if restarted is not None:  # R9: what the restart did, and how to carry on
+        say("The latest question to end:")
+        _show_question(restarted)
+
+
+def _last_restarted(client: Client, c: str) -> dict[str, Any] | None:
+    """The question that ended last, when a restart cancelled it (R9), else None: found in
+    the events the conversation keeps (at most `EVENT_PAGES` pages read; a longer log is
+    left unsaid rather than misread), then its receipt read."""
+    from clankie.client import ApiError
+
+    after, last = 0, None
+    for _ in range(EVENT_PAGES):
+        page = client.call("events_tail", {"conversation_id": c, "after": after,
+                                           "limit": 500})
+        last = next((e["request_id"] for e in reversed(page["events"])
+                     if e["type"] == "input_resolved"), last)
+        after = page["next_after"]
+        if len(page["events"]) < 500:
+            break
+    else:
+        return None
+    if last is None:
+        return None
+    with contextlib.suppress(ApiError):
+        request: dict[str, Any] | None = client.call("input_get", {
+            "conversation_id": c, "request_id": last})["request"]
+        if request is not None and wording.restarted(request.get("receipt")):
+            return request
+    return None
 
 
 @app.command()
@@ -442,7 +587,10 @@ def _whole_ids(client: Client, c: str, payload: dict[str, Any], choice: int | No
                as_json: bool) -> dict[str, Any]:
     """`payload` with whole IDs (SPEC section 10 "CLI"): a request, incarnation or option
     given as a unique prefix (at least 4 hex characters), and `--choice N`, resolved against
-    the snapshot read here; whole IDs are sent as given, without a read."""
+    the snapshot read here: the pending question and the ended ones whose receipts R1 keeps
+    (so the same answer given again with prefixes is a duplicate, as with whole IDs), an
+    incarnation against the conversation's and the question's own. Whole IDs are sent as
+    given, without a read."""
     names = {"request_id": "REQUEST_UUID", "incarnation": "--incarnation",
              "option_id": "--option"}  # each one's parameter, as the usage error names it
     payload = {k: id_or_prefix(v, "an", names[k]) if k in names and v is not None else v
@@ -453,25 +601,31 @@ def _whole_ids(client: Client, c: str, payload: dict[str, Any], choice: int | No
     whole = UUID.match(payload["request_id"]) is not None
     snapshot = call(client, "input_get", {"conversation_id": c, **(
         {"request_id": payload["request_id"]} if whole else {})}, as_json=as_json)
-    questions = [q for q in (snapshot["request"], snapshot["pending"]) if q is not None]
+    shown = {q["request_id"]: q for q in (snapshot["request"], snapshot["pending"]) if q}
     resolved = dict(payload)
     if "request_id" in partial:
         resolved["request_id"] = _one("request_id", payload["request_id"], names,
-                                      [q["request_id"] for q in questions])
+                                      [*shown, *snapshot.get("ended_requests", [])])
+    question = shown.get(resolved["request_id"])
+    if question is None and (choice is not None or len(partial) > 1):
+        # An ended question named by a prefix: its options and incarnation, read whole.
+        question = call(client, "input_get", {"conversation_id": c,
+                                              "request_id": resolved["request_id"]},
+                        as_json=as_json)["request"]
     if "incarnation" in partial:
         resolved["incarnation"] = _one("incarnation", payload["incarnation"], names,
-                                       [snapshot["incarnation"]])
-    question = next((q for q in questions if q["request_id"] == resolved["request_id"]), None)
+                                       [snapshot["incarnation"],
+                                        *([question["incarnation"]] if question else [])])
     options = [o["option_id"] for o in question["options"]] if question else []
     if "option_id" in partial:
         resolved["option_id"] = _one("option_id", payload["option_id"], names, options)
     if choice is not None:
         if not 1 <= choice <= len(options):
-            shown = (f"the question has options 1 to {len(options)}" if len(options) > 1 else
-                     "the question has only option 1" if options else
-                     "the question shown has no options (read it with `clankie conversations "
-                     f"questions {c}`)")
-            raise click.BadParameter(f"there is no option {choice}: {shown}",
+            said = (f"the question has options 1 to {len(options)}" if len(options) > 1 else
+                    "the question has only option 1" if options else
+                    "the question shown has no options (read it with `clankie conversations "
+                    f"questions {c}`)")
+            raise click.BadParameter(f"there is no option {choice}: {said}",
                                      param_hint="--choice")
         resolved["option_id"] = options[choice - 1]
     return resolved
@@ -486,9 +640,11 @@ def _one(key: str, given: str, names: dict[str, str], candidates: list[str]) -> 
     noun = {"request_id": "question", "incarnation": "incarnation", "option_id": "option"}[key]
     known = ", ".join(sorted(set(candidates))) or "none"
     if not found:
-        raise click.BadParameter(f"no {noun} the service shows now starts with {given!r} "
-                                 f"(it shows: {known}); use one of those (a question "
-                                 "that has ended: its whole ID)", param_hint=what)
+        among = {"request_id": "the pending one and those whose receipts are kept",
+                 "incarnation": "the conversation's and the question's",
+                 "option_id": "the question's"}[key]
+        raise click.BadParameter(f"no {noun} starts with {given!r} ({among}: {known})",
+                                 param_hint=what)
     raise click.BadParameter(f"{given!r} is ambiguous: it is the start of " + ", ".join(found),
                              param_hint=what)
 

@@ -14,9 +14,20 @@ import click
 
 from clankie import __version__
 from clankie.core.errors import ClankieError
+from clankie.core.vocabulary import CODES, Code
 
 from . import access, bridge, chat, common, conversations
-from .common import DENIED, USAGE, Arg, Group, exit_with, explain_not_yours, say, warn
+from .common import (
+    DENIED,
+    USAGE,
+    Arg,
+    Group,
+    exit_with,
+    explain_not_yours,
+    print_json,
+    say,
+    warn,
+)
 from .entry import COMPLETE_VAR
 
 
@@ -160,7 +171,8 @@ def demo() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: no traceback ever reaches the user.
 
-    click's usage errors are said as click says them (exit 2); Ctrl+C is 130; shell
+    click's usage errors are said as click says them (exit 2), and with `--json` also printed
+    on stdout as an `invalid_request` problem document; Ctrl+C is 130; shell
     completion (`_CLANKIE_COMPLETE`) is click's and exits by itself.
     """
     try:
@@ -168,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                         standalone_mode=False)
     except click.ClickException as exc:
         exc.show()
+        if isinstance(exc, click.UsageError) and _wants_json(exc, argv):
+            print_json(usage_problem(exc))
         return exc.exit_code
     except click.exceptions.Abort as exc:  # click's word for Ctrl+C (or an EOF at a prompt)
         return 130 if isinstance(exc.__cause__, KeyboardInterrupt) else 1
@@ -180,6 +194,27 @@ def main(argv: list[str] | None = None) -> int:
             return 0  # gets nothing, never an error in the middle of the command line
         return _said(exc)
     return code if isinstance(code, int) else 0
+
+
+def _wants_json(exc: click.UsageError, argv: list[str] | None) -> bool:
+    """Whether the command that failed to parse was given `--json` (SPEC section 10: with
+    it, a usage error is a problem document on stdout too). What click parsed says so when
+    it got that far; else the words before a `--`, for a command that has the option (or a
+    mistyped one: which command was meant is not known, but JSON was asked for)."""
+    ctx = exc.ctx
+    if ctx is not None and "as_json" in ctx.params:
+        return bool(ctx.params["as_json"])
+    words = sys.argv[1:] if argv is None else argv
+    words = words[:words.index("--")] if "--" in words else words
+    return "--json" in words and (ctx is None or isinstance(ctx.command, click.Group) or any(
+        p.name == "as_json" for p in ctx.command.params))
+
+
+def usage_problem(exc: click.UsageError) -> dict[str, object]:
+    """A usage error as the service's own `invalid_request` problem document."""
+    code = Code.INVALID_REQUEST
+    return {"type": f"urn:clankie:problem:{code}", "title": code.replace("_", " "),
+            "status": CODES[code][0], "detail": exc.format_message(), "code": code.value}
 
 
 def _said(exc: Exception) -> int:

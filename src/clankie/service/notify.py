@@ -1,12 +1,13 @@
 """The notification hook: the owner's own command, run after a question is committed.
 
 Owns running `notify_command` (an argv, never a shell string) with one JSON document on
-standard input, after each committed `input_requested` (and `input_resolved` with
-`notify_on_resolved`). A hook runs in the background: at most one at a time for a
-conversation, at most `MAX_RUNNING` at once in all, `TIMEOUT_S` each (then its process
-group is killed); a conversation keeps at most `MAX_QUEUED` waiting documents (the oldest
-are dropped, and said so in the log). Its failure, timeout or missing program is logged
-with the reason and changes nothing about any question.
+standard input, after each committed `input_requested` (and, with `notify_on_resolved`,
+each `input_resolved` and each continuation a restart failed: R9). A hook runs in the
+background: at most one at a time for a conversation, at most `MAX_RUNNING` at once in
+all, `TIMEOUT_S` each (then its process group is killed); a conversation keeps at most
+`MAX_QUEUED` waiting documents (the oldest are dropped, and said so in the log). Its
+failure, timeout or missing program is logged with the reason and changes nothing about
+any question.
 
 A hook gets nothing secret (SPEC T4): its environment is built from an allow list
 (`ENVIRONMENT`: the locale, the paths, the desktop's session variables; never a token,
@@ -29,7 +30,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from clankie import wording
-from clankie.core.model import Conversation, InputRequested, InputResolved, Question, iso
+from clankie.core.model import (
+    Conversation,
+    InputRequested,
+    InputResolved,
+    Question,
+    Run,
+    iso,
+)
+from clankie.core.vocabulary import Reason
 from clankie.text import visible
 
 from .serial import SerialQueues
@@ -169,22 +178,45 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
     old notification says that its question ended rather than pass another for it. Who
     asks (P3): `asked_by`, "Clankie" or the agent as the CLI and the TUI say it, and for an
     agent `asker` (its credential's ID and name, the MCP client's name; the workspace is
-    `workspace`)."""
-    c, r = conversation.conversation_id, event.request_id
+    `workspace`). An ending says its `outcome` and, from the receipt, its `reason`
+    (`restart` for R3's, R9)."""
+    doc = _about(conversation, event.type, event.request_id, question, web_origin)
+    if isinstance(event, InputResolved):
+        receipt = question.receipt if question is not None else None
+        return dict(doc, outcome=event.outcome.value,
+                    reason=receipt.reason if receipt is not None else None)
+    assert question is not None
+    return dict(doc, kind=question.kind.value, prompt=question.prompt,
+                options=[o.label for o in question.options],
+                expires_at=iso(question.expires_at))
+
+
+def continuation_document(conversation: Conversation, run: Run, question: Question | None,
+                          web_origin: str = "") -> dict[str, Any]:
+    """A continuation that a restart failed (R3, R9), told like a question's ending:
+    `event: "continuation_failed"`, the question whose answer started it (`request_id`,
+    null when its receipt was evicted), `run_id`, `reason: "restart"` and the run's
+    `error` (`orphaned_by_restart`)."""
+    doc = _about(conversation, "continuation_failed",
+                 question.request_id if question is not None else None, question, web_origin)
+    return dict(doc, run_id=run.run_id, reason=Reason.RESTART.value, error=run.error)
+
+
+def _about(conversation: Conversation, event: str, request_id: str | None,
+           question: Question | None, web_origin: str) -> dict[str, Any]:
+    """What every document says: which event, where, which question and how to read it,
+    who asks."""
+    c, r = conversation.conversation_id, request_id
     doc: dict[str, Any] = {
-        "event": event.type, "conversation_id": c,
+        "event": event, "conversation_id": c,
         "workspace": conversation.workspace.path if conversation.workspace else None,
-        "request_id": r, "read_with": f"clankie conversations questions {c} --request {r}"}
-    if web_origin:
+        "request_id": r, "read_with": f"clankie conversations questions {c}" + (
+            f" --request {r}" if r is not None else "")}
+    if web_origin and r is not None:
         doc["answer_url"] = f"{web_origin}/?c={c}&r={r}"  # that question, ended or not
     asker = question.asker if question is not None else conversation.agent
     if asker is not None:  # an agent asks, not Clankie (P3): its credential and client
         doc["asker"] = {"credential_id": asker.credential_id, "name": asker.name,
                         "client": asker.client}
     doc["asked_by"] = wording.who(doc.get("asker"))  # in the words the CLI and TUI use
-    if isinstance(event, InputResolved):
-        return dict(doc, outcome=event.outcome.value)
-    assert question is not None
-    return dict(doc, kind=question.kind.value, prompt=question.prompt,
-                options=[o.label for o in question.options],
-                expires_at=iso(question.expires_at))
+    return doc

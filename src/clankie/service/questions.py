@@ -59,7 +59,8 @@ class Questions:
             incarnation=conversation.incarnation,
             revision=conversation.revision,
             pending=views.question(c.tx, pending) if pending else None,
-            request=views.question(c.tx, request) if request else None)
+            request=views.question(c.tx, request) if request else None,
+            ended_requests=c.tx.ended_request_ids(r.conversation_id))
 
     @op
     def input_answer(self, caller: Caller, r: dto.InputAnswer) -> dto.AnswerReply:

@@ -37,6 +37,7 @@ from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import AskArgs, RunCommand
 from clankie.core.model import (
     Author,
+    InputResolved,
     Message,
     Question,
     QuestionKind,
@@ -53,6 +54,7 @@ from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.tools import Outcome
 
 from .base import Context, Executor, invalid_request, storage
+from .notify import continuation_document, document
 
 log = logging.getLogger("clankie.service")
 TOOL_CALLS_KEPT = 200  # per conversation: history beyond the history budget is not kept
@@ -273,13 +275,39 @@ class Runs:
     def recover(self) -> Recovery:
         """SPEC R3, before serving: pending questions cancelled (`restart`), unfinished runs
         failed (`orphaned_by_restart`), all conversations at once. Nothing is executed
-        again."""
+        again. With `notify_on_resolved`, each question cancelled and each continuation
+        failed is told to the hook like any other ending (R9), once its commit is made:
+        in the order its events say, and never twice (a restart right after finds them
+        ended already; one whose hook had not run by then is not told again)."""
+        notifier = self.ctx.notifier if self.ctx.settings.notify_on_resolved else None
+        told: list[tuple[str, dict[str, Any]]] = []
         with self.ctx.internal_write() as tx:
+            ending = tx.restart_ends() if notifier is not None else []
             questions, runs = tx.restart_all(
                 lifecycle.restart_plan(self.ctx.clock()),
                 receipt_limit=self.ctx.settings.receipt_limit,
                 event_retention=self.ctx.settings.event_retention)
+            told = [self._ended(tx, *end) for end in ending]
+        for conversation_id, doc in told:
+            assert notifier is not None
+            notifier.submit(conversation_id, doc)
         return Recovery(questions, runs)
+
+    def _ended(self, tx: WriteTx, conversation_id: str, request_id: str | None,
+               run_id: str | None) -> tuple[str, dict[str, Any]]:
+        """The hook's document for one of a restart's endings, read after it was written."""
+        conversation = self.ctx.conversation(tx, conversation_id)
+        origin = self.ctx.settings.web_origin
+        if run_id is not None:
+            run = self.ctx.load_run(tx, run_id)
+            question = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
+            return conversation_id, continuation_document(conversation, run, question, origin)
+        assert request_id is not None
+        question = tx.question_by_id(request_id)
+        assert question is not None and question.receipt is not None
+        event = InputResolved(conversation_id, request_id, question.status,
+                              question.receipt.resolved_at)
+        return conversation_id, document(conversation, event, question, origin)
 
 
 @dataclass(frozen=True)

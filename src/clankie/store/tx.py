@@ -286,6 +286,13 @@ class ReadTx:
             _QUESTION + "WHERE conversation_id = ? AND status != 'pending' "
             "ORDER BY resolved_revision DESC, rowid DESC", conversation_id)]
 
+    def ended_request_ids(self, conversation_id: str) -> list[str]:
+        """The IDs of the ended questions whose receipts a conversation keeps (R1), newest
+        first, without reading the questions."""
+        return [r["request_id"] for r in self._all(
+            "SELECT request_id FROM questions WHERE conversation_id = ? AND status != "
+            "'pending' ORDER BY resolved_revision DESC, rowid DESC", conversation_id)]
+
     def collected_at(self, request_id: str) -> datetime | None:
         row = self._one("SELECT collected_at FROM collections WHERE request_id = ?", request_id)
         return None if row is None else _when(row["collected_at"])
@@ -349,6 +356,19 @@ class ReadTx:
         return [_as_run(r) for r in self._all(
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {_UNFINISHED} "
             "ORDER BY rowid", conversation_id)]
+
+    def restart_ends(self) -> list[tuple[str, str | None, str | None]]:
+        """What a restart would end now (R3), everywhere: `(conversation_id, request_id,
+        None)` for each pending question and `(conversation_id, None, run_id)` for each
+        unfinished continuation, in the order `restart_all` writes their events (by
+        conversation, its question first, then its runs oldest first)."""
+        rows = self._all(
+            "SELECT conversation_id, request_id, NULL AS run_id, 0 AS rank FROM questions "
+            "WHERE status = 'pending' UNION ALL "
+            "SELECT conversation_id, NULL, run_id, rowid FROM runs "
+            f"WHERE kind = 'continuation' AND {_UNFINISHED} "
+            "ORDER BY conversation_id, rank")
+        return [(r["conversation_id"], r["request_id"], r["run_id"]) for r in rows]
 
     def turn_runs_since(self, conversation_id: str, since: datetime) -> list[Run]:
         """The conversation's turn runs created at or after `since`, oldest first: each

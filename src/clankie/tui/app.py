@@ -1,4 +1,7 @@
-"""The chat app: the conversation live, an input line, the `/question` commands and `/stop`.
+"""The chat app: the conversation live, an input line, the `/question` commands, `/stop` and
+`/continue` (R9: an ordinary message after a restart; the log and the panel say what a
+restart ended). A chat line that looks like an answer to the question shown is sent as chat
+and said to be chat, with the command that answers, on the line after it.
 
 Owns the screen and its one piece of question state: `snapshot`, the latest `input_get`
 snapshot the app read (on start, when a question starts or ends, after a reset, a
@@ -35,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,6 +76,7 @@ from .commands import (
     AnswerText,
     CancelQuestion,
     Chat,
+    Continue,
     Help,
     ShowQuestion,
     Stop,
@@ -150,12 +155,13 @@ class QuestionPanel(Static):
     snapshot: reactive[dict[str, Any] | None] = reactive(None, layout=True)
     now: reactive[datetime] = reactive(EPOCH, layout=True)
     workspace: reactive[str | None] = reactive(None, layout=True)  # said with an agent's
+    rows: reactive[int] = reactive(render.ID_LINE_ROWS, layout=True)  # the window's
 
     def render(self) -> Content:
         if self.snapshot is None:
             return Content("")
         return Content(visible(render.question_panel(self.snapshot, self.now,
-                                                     self.workspace)))
+                                                     self.workspace, self.rows)))
 
 
 class QuestionBox(VerticalScroll):
@@ -228,6 +234,7 @@ class ChatApp(App[None]):
     workspace: var[str | None] = var(None)
     model: var[dict[str, Any] | None] = var(None)
     asker: var[dict[str, Any] | None] = var(None)
+    rows: var[int] = var(render.ID_LINE_ROWS)  # the window's height: the panel's ID line
 
     def __init__(self, api: Api, conversation_id: str, service: str,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -245,6 +252,11 @@ class ChatApp(App[None]):
         # What the panel showed when the input line was begun, (request_id, revision): an
         # answer typed for one question is never sent to another that replaced it meanwhile.
         self.typed_against: tuple[str, int] | None = None
+        # A chat line that looked like an answer is said to be chat on the line after it
+        # (SPEC section 10 "Operator TUI"): its hint by message ID until the log shows the
+        # message, and the owner's messages the log showed last (the tail may be first).
+        self.hints: dict[str, str] = {}
+        self.logged: deque[str] = deque(maxlen=64)
 
     def compose(self) -> ComposeResult:
         yield HeaderLine(id="where", markup=False).data_bind(ChatApp.workspace, ChatApp.model,
@@ -255,7 +267,7 @@ class ChatApp(App[None]):
         yield ChatLog(id="log", wrap=True, markup=False, min_width=1)  # not RichLog's 78
         with QuestionBox(id="question-box").data_bind(ChatApp.snapshot):
             yield QuestionPanel(id="question", markup=False).data_bind(
-                ChatApp.snapshot, ChatApp.now, ChatApp.workspace)
+                ChatApp.snapshot, ChatApp.now, ChatApp.workspace, ChatApp.rows)
         yield Input(placeholder=PLACEHOLDER, id="input")
         yield Footer()
 
@@ -266,6 +278,9 @@ class ChatApp(App[None]):
             self.say(note, style="bold")
         self.about()
         self.tail()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.rows = event.size.height
 
     async def on_unmount(self) -> None:
         await self.api.aclose()
@@ -399,8 +414,9 @@ class ChatApp(App[None]):
                 if page["trimmed"]:
                     self.say(f"(events before #{page['oldest_seq']} were trimmed)")
                 moved = [e for e in page["events"] if e["type"] in QUESTION_EVENTS]
+                restarted = await self._restarted(page["events"])
                 for event in page["events"]:
-                    self._apply(event)
+                    self._apply(event, restarted)
                 self.after = page["next_after"]
                 # While a question is pending, any change moves the revision its answer
                 # binds to: the panel is read again, so it never shows a stale one.
@@ -440,14 +456,29 @@ class ChatApp(App[None]):
         self.notice(f"{wording.asks(question.get('asker'), None)}: {prompt}"
                     "\nThe question panel shows it.", title="A question")
 
-    def _apply(self, event: dict[str, Any]) -> None:
+    async def _restarted(self, events: list[dict[str, Any]]) -> frozenset[str]:
+        """The questions among `events` that a restart cancelled (R9), each read: an
+        `input_resolved` event carries no reason (V2). One evicted since is only said
+        cancelled."""
+        found = set()
+        for e in events:
+            if e["type"] == "input_resolved" and e["outcome"] == "cancelled":
+                with contextlib.suppress(ApiError):
+                    request = (await self._call("input_get", {
+                        "conversation_id": self.conversation_id,
+                        "request_id": e["request_id"]}))["request"]
+                    if request and wording.restarted(request.get("receipt")):
+                        found.add(e["request_id"])
+        return frozenset(found)
+
+    def _apply(self, event: dict[str, Any], restarted: frozenset[str] = frozenset()) -> None:
         if event["type"] == "run_status":
             if event["status"] in ("queued", "running"):
                 self.running = self.running | {event["run_id"]}
             else:
                 self.running = self.running - {event["run_id"]}
                 self.doing = None
-        line = render.event_line(event, self.asker)
+        line = render.event_line(event, self.asker, restarted)
         at = render.stamp(event, self.clock())
         self.waiting = None  # anything that happens after a wait ends it
         if event["type"] == "run_activity":
@@ -458,6 +489,10 @@ class ChatApp(App[None]):
             self.say(str(line), style="dim", at=at)
         elif line is not None:
             self.say(line, at=at)
+        if event["type"] == "message" and event["author"] == "owner":
+            self.logged.append(event["message_id"])
+            if (hint := self.hints.pop(event["message_id"], None)) is not None:
+                self.say(hint)
 
     # ----------------------------------------------------------------------- commands
 
@@ -485,11 +520,17 @@ class ChatApp(App[None]):
             self.say(AGENT_USAGE if self.asker is not None else USAGE)
         elif isinstance(command, Usage):
             self.say(command.message)
+        elif isinstance(command, Continue) and self.asker is not None:
+            self.say("Not sent: no run of Clankie works in an agent's conversation; the agent "
+                     "reads only your answer.")
+        elif isinstance(command, Continue):
+            self.send(wording.CONTINUE_MESSAGE)  # an ordinary message, never a replay (R9)
         elif isinstance(command, Stop) and self.asker is not None:
             self.say("No run of Clankie works in an agent's conversation: there is nothing to "
                      "stop. /question cancel cancels the agent's question.")
         elif isinstance(command, Chat):
-            self.send(command.text)
+            pending = self.snapshot["pending"] if self.snapshot else None
+            self.send(command.text, render.answer_hint(pending, command.text))
         elif isinstance(command, ShowQuestion):
             self.show_question()
         elif isinstance(command, Stop):
@@ -540,10 +581,16 @@ class ChatApp(App[None]):
                      payload, agent=q.get("asker") is not None)
 
     @work(group="send")
-    async def send(self, text: str) -> None:
+    async def send(self, text: str, hint: str | None = None) -> None:
+        """Send a chat message; `hint`, said on the line after the message once the log
+        shows it: that it was chat, not an answer, and the command that answers."""
         try:
-            await self._call("conversation_send", {"conversation_id": self.conversation_id,
-                                                      "text": text})
+            sent = await self._call("conversation_send", {
+                "conversation_id": self.conversation_id, "text": text})
+            if hint is not None and sent["message_id"] in self.logged:
+                self.say(hint)  # the tail showed the message first
+            elif hint is not None:
+                self.hints[sent["message_id"]] = hint
         except Uncertain:
             self.say("No reply from the service: the message may or may not have been sent.")
         except (ApiError, NotYours, ServiceUnreachable) as exc:

@@ -1,7 +1,8 @@
 """What a line typed in the TUI means: a chat message, or one of the `/question` commands.
 
 Owns the parsing only (pure, no I/O). Exactly `/question`, `/question answer N`,
-`/question text ...`, `/question cancel`, `/stop` (SPEC R7) and `/help` are commands; a malformed
+`/question text ...`, `/question cancel`, `/stop` (SPEC R7), `/continue` (R9: the owner's
+message "Carry on where you left off.") and `/help` are commands; a malformed
 `/question ...` is a usage hint; any other line that starts with `/` is refused on the spot
 with the commands, the nearest first, and sent nowhere (SPEC section 10 "Operator TUI");
 `//text` is the chat message `/text`; every other line, `yes` and `1` included, is a chat
@@ -13,11 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from clankie import wording
+
 USAGE = ("/question                 show the current question\n"
          "/question answer N        answer with the N-th option shown\n"
          "/question text WORDS      answer in words (where the question allows text)\n"
          "/question cancel          cancel the question shown\n"
          "/stop                     stop Clankie's running run (and those queued behind it)\n"
+         f"/continue                 send \"{wording.CONTINUE_MESSAGE}\" (after a restart)\n"
          "/help                     this help; Ctrl+Q quits\n"
          "Anything else is a chat message to Clankie; it never answers a question\n"
          "(to send one that starts with /, begin it with //).")
@@ -28,7 +32,7 @@ AGENT_USAGE = ("/question                 show the agent's question\n"
                "/question cancel          cancel the question shown\n"
                "/help                     this help; Ctrl+Q quits\n"
                "The agent reads only your answer: nothing else typed here is sent.")
-COMMANDS = ("/question", "/stop", "/help")
+COMMANDS = ("/question", "/stop", "/continue", "/help")
 
 
 @dataclass(frozen=True)
@@ -67,11 +71,17 @@ class Stop:
 
 
 @dataclass(frozen=True)
+class Continue:
+    """R9: carry on after a restart or a stop, as an ordinary owner message."""
+
+
+@dataclass(frozen=True)
 class Usage:
     message: str
 
 
-Command = Chat | ShowQuestion | AnswerOption | AnswerText | CancelQuestion | Help | Stop | Usage
+Command = (Chat | ShowQuestion | AnswerOption | AnswerText | CancelQuestion | Help | Stop
+           | Continue | Usage)
 
 
 def parse(line: str) -> Command | None:
@@ -83,10 +93,12 @@ def parse(line: str) -> Command | None:
         return Help()
     if text == "/stop":
         return Stop()
+    if text == "/continue":
+        return Continue()
     if text.startswith("//"):
         return Chat(text[1:])
     words = text.split(maxsplit=2)
-    if words[0] in ("/stop", "/help"):
+    if words[0] in ("/stop", "/continue", "/help"):
         return Usage(f"usage: {words[0]} (with nothing after it); nothing was sent")
     if text.startswith("/") and words[0] != "/question":
         return Usage(_not_a_command(words[0]))

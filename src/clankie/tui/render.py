@@ -16,6 +16,7 @@ from clankie import when, wording
 from clankie.core.vocabulary import RunError
 from clankie.text import continued, visible
 
+ASK_QUESTION = "ask_question"  # Clankie's tool that asks (SPEC Q1), as activity names it
 # IDs in the panel: a prefix the CLI takes too (SPEC section 10 "CLI": >= 4 hex), so the
 # panel stays narrow; what an answer from here binds to is the whole ID in `snapshot`.
 SHORT = 8
@@ -30,16 +31,24 @@ def shown_request(snapshot: dict[str, Any] | None) -> str | None:
     return str(q["request_id"]) if q else None
 
 
+# The panel's line of IDs is left out on a window of fewer rows (SPEC section 10 "Operator
+# TUI"): the question and how to answer it come first.
+ID_LINE_ROWS = 30
+# After a restart's ending, the TUI's own way to carry on besides any message (R9).
+OR_CONTINUE = "or type /continue"
+
+
 def question_panel(snapshot: dict[str, Any], now: datetime,
-                   workspace: str | None = None) -> str:
+                   workspace: str | None = None, rows: int = ID_LINE_ROWS) -> str:
     """The panel: the pending question with its numbered options and what an answer binds
     to; else the question last asked, said to have ended (never with its options). An
     agent's question (SPEC P3) says first who asks: the agent's name, its MCP client and
     `workspace` (the conversation's), and that the agent is told an answer is a preference,
-    not an approval."""
+    not an approval. In a window of fewer than `ID_LINE_ROWS` `rows`, no line of IDs."""
     q = snapshot.get("pending")
+    ids = rows >= ID_LINE_ROWS
     if q is None:
-        return _ended(snapshot.get("request"), now)
+        return _ended(snapshot.get("request"), now, ids)
     asker = q.get("asker")
     lines = ([f"{wording.asks(asker, workspace)}:", f"  {continued(q['prompt'])}"] if asker
              else [f"Clankie asks: {continued(q['prompt'])}"])
@@ -57,12 +66,13 @@ def question_panel(snapshot: dict[str, Any], now: datetime,
     if q.get("asked_at"):  # a line each: together they wrap on 80 columns
         lines.append(f"  Asked {when.shown(q['asked_at'], now)}")
     lines.append(f"  Expires {when.shown(q['expires_at'], now)}")
-    lines.append(f"  request {q['request_id'][:SHORT]}, incarnation "
-                 f"{snapshot['incarnation'][:SHORT]}, revision {snapshot['revision']}")
+    if ids:
+        lines.append(f"  request {q['request_id'][:SHORT]}, incarnation "
+                     f"{snapshot['incarnation'][:SHORT]}, revision {snapshot['revision']}")
     return "\n".join(lines)
 
 
-def _ended(q: dict[str, Any] | None, now: datetime) -> str:
+def _ended(q: dict[str, Any] | None, now: datetime, ids: bool = True) -> str:
     if q is None or q["status"] == "pending":  # pending: the snapshot says none is now
         return f"{wording.NO_QUESTION}."
     receipt = q.get("receipt") or {}
@@ -76,11 +86,15 @@ def _ended(q: dict[str, Any] | None, now: datetime) -> str:
     else:
         outcome = wording.outcome(receipt, q["status"])
     at = f", {when.shown(receipt['resolved_at'], now)}" if receipt.get("resolved_at") else ""
-    return "\n".join([f"{wording.NO_QUESTION}.",
-                      f"  {asked_by(q.get('asker'))} asked: {continued(q['prompt'], '    ')}",
-                      f"  That question ended: {outcome}{at}.",
-                      f"  request {q['request_id'][:SHORT]}, asked "
-                      f"{when.shown(q['asked_at'], now)}"])
+    lines = [f"{wording.NO_QUESTION}.",
+             f"  {asked_by(q.get('asker'))} asked: {continued(q['prompt'], '    ')}",
+             f"  That question ended: {outcome}{at}."]
+    if wording.restarted(receipt):  # R9: what the restart did, and how to carry on
+        lines.append(f"  It was {wording.RESTARTED_QUESTION} ({OR_CONTINUE}).")
+    if ids:
+        lines.append(f"  request {q['request_id'][:SHORT]}, asked "
+                     f"{when.shown(q['asked_at'], now)}")
+    return "\n".join(lines)
 
 
 def panel_shown(snapshot: dict[str, Any] | None) -> bool:
@@ -94,9 +108,12 @@ def asked_by(asker: dict[str, Any] | None) -> str:
     return "Clankie" if asker is None else f"Agent {wording.quoted(str(asker['name']))}"
 
 
-def event_line(event: dict[str, Any], asker: dict[str, Any] | None = None) -> str | None:
-    """A line for the chat log, or None for events shown only in the status line. `asker`:
-    the conversation's, when an agent asks in it (P3), not Clankie."""
+def event_line(event: dict[str, Any], asker: dict[str, Any] | None = None,
+               restarted: frozenset[str] = frozenset()) -> str | None:
+    """A line for the chat log, or None for events shown only in the status line or by
+    another line (`ask_question`'s own activity: the question's event says it, once).
+    `asker`: the conversation's, when an agent asks in it (P3), not Clankie. `restarted`:
+    the questions a restart cancelled (R9: an `input_resolved` event carries no reason)."""
     kind = event["type"]
     if kind == "message":
         who = {"owner": "you", "clankie": "clankie", "room": "room"}.get(event["author"],
@@ -104,6 +121,9 @@ def event_line(event: dict[str, Any], asker: dict[str, Any] | None = None) -> st
         return f"{who}: {continued(event['text'])}"
     if kind == "input_requested":
         return f"{asked_by(asker)} asked a question."
+    if kind == "input_resolved" and event["request_id"] in restarted:
+        return (f"The question {event['request_id'][:8]} was {wording.RESTARTED_QUESTION} "
+                f"({OR_CONTINUE}).")
     if kind == "input_resolved":
         return f"The question {event['request_id'][:8]} ended: {event['outcome']}."
     if kind == "conversation_reset":
@@ -113,7 +133,7 @@ def event_line(event: dict[str, Any], asker: dict[str, Any] | None = None) -> st
         return "Clankie's run was stopped."
     if kind == "run_status" and event["status"] == "failed":
         if event.get("error") == RunError.ORPHANED_BY_RESTART:
-            return f"Clankie's run was {wording.RUN_INTERRUPTED}."
+            return f"Clankie's run was {wording.RUN_INTERRUPTED} ({OR_CONTINUE})."
         return f"Clankie's run failed: {continued(event.get('error') or 'no reason given')}"
     return activity_line(event)
 
@@ -133,7 +153,31 @@ def activity_line(event: dict[str, Any]) -> str | None:
         return f"  model busy: {continued(event['summary'], '    ')}"
     if event["type"] != "tool_activity":
         return None
+    if event["tool"] == ASK_QUESTION and event["status"] == "ok":
+        return None  # the question's own event says it was asked
     return f"  {continued(event['summary'], '    ')}"
+
+
+def answer_hint(question: dict[str, Any] | None, text: str) -> str | None:
+    """What the TUI says after a chat line that looks like an answer to the `question`
+    shown (a number, `yes`, `no`, an option's label; case and spaces aside): it was sent as
+    a chat message, not an answer, and the command that answers (SPEC section 10 "Operator
+    TUI", A2). None for any other line, or with no question shown."""
+    if question is None:
+        return None
+    said = text.strip().casefold()
+    labels = [str(o["label"]).strip().casefold() for o in question["options"]]
+    if said in labels:
+        command = f"/question answer {labels.index(said) + 1}"
+    elif said.isdigit() and labels and 1 <= int(said) <= len(labels):
+        command = f"/question answer {int(said)}"
+    elif said.isdigit() or said in ("yes", "no"):
+        command = ("/question answer N" if labels else
+                   f"/question text {continued(text.strip())}")
+    else:
+        return None
+    return (f"That was a chat message, not an answer: Clankie reads it, and the question is "
+            f"still open. To answer it: {command}")
 
 
 def retry_status(event: dict[str, Any], now: datetime) -> str:

@@ -523,9 +523,8 @@ def _refusal(err: ClankieError) -> dict[str, str]:
     return {"outcome": "invalid", "message": f"Not sent: {err.detail}."}
 
 
-# R9: a restart's ending in words, as every surface says it
-RESTARTED: Final = ("it was cancelled because clankie restarted: nothing was answered or "
-                    "run; send a message to carry on (on the computer)")
+# R9: a restart's ending in the words every surface says it in (`clankie.wording`)
+RESTARTED: Final = f"it was {wording.RESTARTED_QUESTION} (on the computer)"
 NOT_PAIRED: Final = ("This browser is not paired with clankie. On the computer, run clankie "
                      "devices pair --web and open the link it prints.")
 PAIR_AGAIN: Final = ("This browser's pairing is not complete for this page: the page's own "

@@ -1,0 +1,104 @@
+"""Following a conversation's events from the CLI, across a restart of the service.
+
+Owns the long-poll loop that `conversations events --follow` and `conversations send
+--wait` share (SPEC section 10 "Finding what waits": it survives a service restart like the
+TUI, says so, and goes on from the event it had reached). A read that finds the service gone
+(`ServiceUnreachable`, or `Uncertain`: an `events_tail` is a read, safe to ask again) is
+asked again after 0.2 s, 0.5 s, then every 0.8 s (the TUI's spacing), for at most
+`GIVE_UP_S` from the loss; then the command says how to follow again and exits 1. Once the
+service answers, it says whether it restarted (its `started_at` moved) and goes on from the
+event it had reached, so no event is shown twice. A restart between two reads (the old
+service ends a long poll at once as it stops) is told the same way: whenever a read came
+over a new connection, `service_info` says whether `started_at` moved. Every other failure
+is `call`'s.
+It decides nothing and sends nothing but reads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from clankie import when
+
+from .common import OTHER, call, exit_with, warn
+
+if TYPE_CHECKING:
+    from clankie.client import Client
+
+FOLLOW_WAIT_MS: Final = 25_000
+RETRY_S: Final = (0.2, 0.5, 0.8)  # as the TUI's (SPEC section 10 "Operator TUI")
+GIVE_UP_S: Final = 60.0  # docs/decisions.md, issue 31: a restart takes seconds, not minutes
+PAGE: Final = 500
+
+
+class Follower:
+    """The events of one conversation after `after`, page by page, across restarts."""
+
+    def __init__(self, client: Client, conversation_id: str, after: int, *, as_json: bool,
+                 note: Callable[[str], None]) -> None:
+        self.client, self.conversation_id, self.after = client, conversation_id, after
+        self.as_json, self.note = as_json, note
+        self.started_at = self._started_at()
+
+    def _started_at(self) -> str:
+        return str(call(self.client, "service_info", {}, as_json=self.as_json)["started_at"])
+
+    def page(self, wait_ms: int = FOLLOW_WAIT_MS) -> dict[str, Any]:
+        """The next page (waiting up to `wait_ms` for one); `after` moves past it."""
+        from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S
+
+        asked = time.monotonic()
+        page = self._read(wait_ms)
+        if wait_ms and not page["events"] and time.monotonic() - asked < EMPTY_AT_ONCE_S:
+            time.sleep(PAUSE_AFTER_EMPTY_S)  # no long-poll slot was free (V5): not a spin
+        self.after = page["next_after"]
+        return page
+
+    def to_the_end(self) -> None:
+        """Move `after` past every event there is now, without showing them."""
+        while len(self.page(0)["events"]) == PAGE:
+            pass
+
+    def _read(self, wait_ms: int) -> dict[str, Any]:
+        from clankie.client import ServiceUnreachable, Uncertain
+
+        payload = {"conversation_id": self.conversation_id, "limit": PAGE, "wait_ms": wait_ms}
+        lost: float | None = None
+        tries = 0
+        while True:
+            connections = self.client.connections
+            try:
+                page = call(self.client, "events_tail", {**payload, "after": self.after},
+                            as_json=self.as_json, reconnecting=True)
+                # A new connection: the service may have restarted between two reads too
+                # (its old one ended a long poll at once as it stopped), not only during one.
+                if lost is not None or self.client.connections != connections:
+                    self._back(lost is not None)
+                return page
+            except (ServiceUnreachable, Uncertain) as exc:
+                now = time.monotonic()
+                if lost is None:
+                    lost = now
+                    self.note(f"(lost clankie: {exc}; trying again for up to "
+                              f"{GIVE_UP_S:.0f} s)")
+                elif now - lost >= GIVE_UP_S:
+                    warn(f"clankie: the service has not come back within {GIVE_UP_S:.0f} s: "
+                         f"{exc}")
+                    if exc.fix:
+                        warn(f"  fix: {exc.fix}")
+                    warn(f"Then follow again from here with: clankie conversations events "
+                         f"{self.conversation_id} --after {self.after} --follow")
+                    exit_with(OTHER)
+                time.sleep(RETRY_S[min(tries, len(RETRY_S) - 1)])
+                tries += 1
+
+    def _back(self, lost: bool) -> None:
+        """Say that the service restarted (or, after a loss, that it answers again)."""
+        started_at, self.started_at = self.started_at, self._started_at()
+        where = f"following again after #{self.after}" if self.after else "following again"
+        if started_at != self.started_at:
+            self.note(f"(clankie restarted at {when.shown_now(self.started_at)}; {where})")
+        elif lost:
+            self.note(f"(reached clankie again; {where})")

@@ -1,0 +1,113 @@
+"""`clankie.cli.follow.Follower` alone, against a fake client and a fake clock (SPEC section
+10 "Finding what waits": `events --follow` survives a restart like the TUI). The e2e test
+(tests/e2e/test_cli_waiting.py) restarts a real service; the give-up bound (60 s of a
+service that never comes back) and the spacing of the tries need a clock a test can move."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import click
+import pytest
+
+from clankie.cli import follow
+from clankie.cli.common import OTHER
+from clankie.client import Client, ServiceUnreachable, Uncertain
+
+C = "abcd1234-0000-4000-8000-000000000001"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now, self.slept = 1000.0, []  # type: float, list[float]
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class Service:
+    """Answers `service_info` and `events_tail` as `plan` says: a page, or an error."""
+
+    def __init__(self, plan: list[Any]) -> None:
+        self.plan, self.started_at, self.connections = plan, "2026-12-05T02:00:00Z", 1
+        self.asked: list[int] = []
+
+    def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if op == "service_info":
+            return {"started_at": self.started_at}
+        self.asked.append(payload["after"])
+        step = self.plan.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        if callable(step):
+            return cast(dict[str, Any], step())
+        return {"events": [{"seq": s} for s in step], "next_after": step[-1] if step else
+                payload["after"], "oldest_seq": 1, "trimmed": False}
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(follow.time, "monotonic", fake.monotonic)
+    monkeypatch.setattr(follow.time, "sleep", fake.sleep)
+    return fake
+
+
+def follower(service: Service, notes: list[str], after: int = 0) -> follow.Follower:
+    return follow.Follower(cast(Client, service), C, after, as_json=False, note=notes.append)
+
+
+def test_a_service_that_never_comes_back_is_given_up_after_60_s_saying_how_to_go_on(
+        clock: Clock, capsys: pytest.CaptureFixture[str]):
+    gone = ServiceUnreachable("cannot reach clankie", "start it with `clankie serve`")
+    service = Service([gone] * 1000)
+    notes: list[str] = []
+    tail = follower(service, notes, after=7)
+    with pytest.raises(click.exceptions.Exit) as exited:
+        tail.page()
+    assert exited.value.exit_code == OTHER
+    assert clock.slept[:3] == [0.2, 0.5, 0.8] and set(clock.slept[2:]) == {0.8}
+    assert follow.GIVE_UP_S <= sum(clock.slept) < follow.GIVE_UP_S + 1
+    assert len(notes) == 1 and "trying again for up to 60 s" in notes[0]
+    err = capsys.readouterr().err
+    assert "has not come back within 60 s" in err and "clankie serve" in err
+    assert f"clankie conversations events {C} --after 7 --follow" in err
+    assert set(service.asked) == {7}
+
+
+def test_after_a_loss_it_goes_on_from_the_event_it_reached_and_says_what_happened(
+        clock: Clock):
+    service = Service([[1, 2], Uncertain("no reply"), ServiceUnreachable("gone", "fix"), [3]])
+    notes: list[str] = []
+    tail = follower(service, notes)
+    assert [e["seq"] for e in tail.page()["events"]] == [1, 2]
+    service.started_at = "2026-12-05T02:05:00Z"  # it restarted while the follower waited
+    assert [e["seq"] for e in tail.page()["events"]] == [3]
+    assert service.asked == [0, 2, 2, 2]
+    assert "lost clankie" in notes[0] and "clankie restarted at" in notes[1]
+    assert "following again after #2" in notes[1] and len(notes) == 2
+
+
+def test_a_restart_between_two_reads_is_said_too_a_reconnect_alone_is_not(clock: Clock):
+    """The old service may end a long poll at once as it stops; the next read then reaches
+    the new one over a new connection, with no failure in between."""
+    service = Service([[1], [], [2]])
+    notes: list[str] = []
+    tail = follower(service, notes)
+    tail.page()
+    service.connections += 1  # a new connection, the same service: nothing to say
+    tail.page()
+    assert notes == []
+
+    def restarted() -> dict[str, Any]:
+        service.connections += 1
+        service.started_at = "2026-12-05T02:09:00Z"
+        return {"events": [{"seq": 2}], "next_after": 2, "oldest_seq": 1, "trimmed": False}
+
+    service.plan = [restarted]
+    tail.page()
+    assert len(notes) == 1 and "clankie restarted at" in notes[0]
