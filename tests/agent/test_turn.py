@@ -13,14 +13,17 @@ from clankie.agent.context import (
     DROPPED,
     HISTORY,
     HISTORY_TOOL_BYTES,
+    NOT_FINISHED,
     OLDER,
     AnsweredQuestion,
     EndedQuestion,
     PastCall,
     PastStep,
     TurnContext,
+    Unfinished,
     system_prompt,
     turns,
+    unfinished_note,
 )
 from clankie.agent.scripted import ScriptedModel, ScriptError, load_script
 from clankie.agent.tools import ASK_QUESTION_SPEC, TOOL_SPECS
@@ -262,3 +265,26 @@ def test_r8_a_reply_of_thousands_of_calls_runs_the_first_max_calls_and_refuses_t
     refused = json.loads(results[-1].content)  # type: ignore[union-attr]
     assert (refused["status"], refused["code"]) == ("refused", "too_many_calls")
     assert tools.said == ["Done."]
+
+
+def test_r9_unfinished_messages_end_with_their_note_each_kept_apart_from_the_next():
+    """R9: what a stopped run said and called stays where it happened, then its note; a
+    failed message right after it is a turn of its own too, and so is the next message."""
+    stopped, failed = Unfinished(0, "cancelled", "stopped_by_owner"), \
+        Unfinished(2, "failed", "model_error: openai: 400 bad request")
+    ctx = context(history=(("owner", "look"), ("clankie", "Looking."), ("owner", "go on"),
+                           ("owner", "now tests")),
+                  steps=(_step(2, ("c1", '{"content": "x"}')),), unfinished=(stopped, failed))
+    transcript = turns(ctx)
+    assert [t.role for t in transcript] == ["user", "assistant", "user", "assistant", "user",
+                                           "assistant", "user"]
+    assert transcript[2].blocks == (ToolResult("c1", '{"content": "x"}'),
+                                    Text(unfinished_note(stopped)))
+    assert transcript[3].blocks == (Text(NOT_FINISHED),)
+    assert transcript[4].blocks == (Text(f"go on\n\n{unfinished_note(failed)}"),)
+    assert transcript[5].blocks == (Text(NOT_FINISHED),)
+    assert transcript[6].blocks == (Text("now tests"),)
+    assert "the owner stopped this before you finished" in unfinished_note(stopped)
+    assert "this run failed: model_error: openai: 400 bad request" in unfinished_note(failed)
+    assert "clankie restarted before this was done" in unfinished_note(
+        Unfinished(0, "failed", "orphaned_by_restart"))

@@ -232,3 +232,69 @@ def test_r8_a_stored_step_of_thousands_of_calls_fails_no_later_run():
     for body in (openai, anthropic):
         text = json.dumps(body)
         assert "The next message." in text and "earlier turns of this conversation" in text
+
+
+# ------------------------------------------------------------------ R8 as amended (issue 31)
+
+
+OWNER = "Compare the three ledgers and tell me which balances. " + "Careful now. " * 150
+
+
+def _run_reading(files: int, size: int = 9_000) -> list[Turn]:
+    """An earlier exchange, then a run (as `run_turn` builds it) that read `files` long
+    files, one a step."""
+    turns = [user("An earlier message. " + "earlier " * 400), assistant("Hello."), user(OWNER)]
+    for n in range(files):
+        turns += [assistant(ToolCall(f"read_{n}", "read_file", json.dumps({"path": f"{n}"}))),
+                  user(ToolResult(f"read_{n}", json.dumps({"content": f"{n}" * size})))]
+    return turns
+
+
+def _user_texts(openai: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in openai["messages"] if m["role"] == "user"]
+
+
+def test_r8_the_owner_message_that_started_the_run_stays_whole_when_its_results_grow():
+    """The issue's shape was `system, user: "earlier history left out", assistant, tool`:
+    the run's owner message left out to fit its own tool results."""
+    for files in range(4):
+        openai, anthropic = requests(_run_reading(files), budget=8_000)
+        assert any(OWNER in text for text in _user_texts(openai)), (files, _user_texts(openai))
+        assert any(b.get("text", "").endswith(OWNER) for m in anthropic["messages"]
+                   if m["role"] == "user" for b in m["content"])
+
+
+def test_r8_the_earlier_history_leaves_first_then_the_runs_older_results_are_shortened():
+    openai, _ = requests(_run_reading(3), budget=8_000)
+    text = json.dumps(openai)
+    assert "An earlier message." not in text and "earlier turns of this conversation" in text
+    results = {m["tool_call_id"]: m["content"] for m in openai["messages"]
+               if m["role"] == "tool"}
+    assert list(results) == ["read_0", "read_1", "read_2"]
+    assert "left out here" not in results["read_2"]  # the newest whole, as it fits
+    for older in ("read_0", "read_1"):
+        assert results[older].endswith("characters left out here to fit the context budget]")
+    assert len(results["read_0"]) <= len(results["read_1"])  # the oldest first
+
+
+def test_r8_with_the_budget_to_spare_the_earlier_history_stays_and_nothing_is_shortened():
+    openai, _ = requests(_run_reading(3), budget=20_000)
+    assert "left out" not in json.dumps(openai)
+
+
+def test_r8_an_owner_message_that_cannot_fit_whole_fails_its_run_and_is_never_cut():
+    with pytest.raises(BudgetError, match="context_budget"):
+        openai_request("m", "system", [user("語" * 8_000)], TOOL_SPECS, 4_000)
+
+
+def test_r8_a_step_of_the_run_too_big_even_cut_leaves_saying_so_and_the_owner_message_stays():
+    """A reply of thousands of calls (red team, issue 18): the run's own step cannot fit
+    even cut, so it leaves whole, said in the owner's turn; the owner's message stays."""
+    calls = [ToolCall(f"c{i}", "list_files", "{}") for i in range(3_000)]
+    results = [ToolResult(f"c{i}", '{"status": "refused"}') for i in range(3_000)]
+    openai, anthropic = requests([user("Look at my project."), assistant(*calls),
+                                  user(*results)], budget=8_000)
+    assert _user_texts(openai) == [
+        "Look at my project.\n\n(1 earlier steps of this run, your tool calls and their "
+        "results, are left out here to fit the context budget of 8,000 tokens.)"]
+    assert [m["role"] for m in anthropic["messages"]] == ["user"]

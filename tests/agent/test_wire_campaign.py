@@ -27,7 +27,16 @@ from hypothesis import strategies as st
 from clankie.agent.context import HISTORY, AnsweredQuestion, EndedQuestion, TurnContext
 from clankie.agent.transcript import Text, ToolCall, ToolSpec, Turn
 from clankie.agent.turn import run_turn
-from clankie.agent.wire import anthropic_request, estimate, openai_request
+from clankie.agent.wire import (
+    BudgetError,
+    anthropic_request,
+    estimate,
+    left_out_note,
+    normalise,
+    openai_request,
+    owner_turn,
+    run_steps_note,
+)
 from clankie.service.runs import _steps
 from clankie.store.tx import ToolCallRow
 from tests.strict_endpoints import anthropic_problem, openai_problem
@@ -95,7 +104,8 @@ def replies(draw: st.DrawFn, run: int, model: str) -> list[list[Text | ToolCall]
 
 
 class StrictModel:
-    """Plays planned steps; first checks the request each provider would be sent."""
+    """Plays planned steps; first checks the request each provider would be sent. Only a
+    run whose owner message cannot fit whole fails (R8 as amended: it is never cut)."""
 
     name = "strict"
 
@@ -103,15 +113,31 @@ class StrictModel:
         self.steps = steps
         self.budget = budget
         self.requests = 0
+        self.too_big = False
+
+    def owner_alone(self, system: str, turns: list[Turn], tools: list[ToolSpec]) -> int:
+        """The smallest request that holds the run's owner message whole: its texts, with
+        the notes of the history and the steps left out."""
+        normalised = normalise(turns)
+        owner = normalised[owner_turn(normalised)]
+        texts = tuple(b for b in owner.blocks if isinstance(b, Text))
+        alone = Turn("user", (Text(left_out_note(1, self.budget)), *texts,
+                              Text(run_steps_note(1, self.budget))))
+        return estimate(openai_request("gpt", system, [alone], tools, 10**9))
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
              waits: object = None) -> list[Text | ToolCall]:
-        openai = openai_request("gpt", system, turns, tools, self.budget)
-        anthropic = anthropic_request("claude", system, turns, tools, self.budget, 2048)
+        self.requests += 1
+        try:
+            openai = openai_request("gpt", system, turns, tools, self.budget)
+            anthropic = anthropic_request("claude", system, turns, tools, self.budget, 2048)
+        except BudgetError:
+            self.too_big = True
+            assert self.owner_alone(system, turns, tools) > self.budget
+            raise
         assert openai_problem(openai) is None, openai_problem(openai)
         assert anthropic_problem(anthropic) is None, anthropic_problem(anthropic)
         assert estimate(openai) <= self.budget and estimate(anthropic) <= self.budget
-        self.requests += 1
         return self.steps.pop(0) if self.steps else []
 
 
@@ -180,7 +206,10 @@ def test_r8_campaign_no_request_is_rejected_and_none_exceeds_the_budget(data: st
         results = data.draw(st.lists(RESULTS, min_size=1, max_size=4))
         tools = Tools(store, run, results)
         strict = StrictModel(steps, budget)
-        run_turn(strict, store.context(run, answered, ended, pending), tools, max_steps=6)
+        try:
+            run_turn(strict, store.context(run, answered, ended, pending), tools, max_steps=6)
+        except BudgetError:
+            assert strict.too_big  # only as the model checked it: the owner's message
         assert strict.requests >= 1
         for text in tools.said:
             store.add("clankie", text)

@@ -139,3 +139,56 @@ def test_r8_a_long_conversation_stays_within_a_small_context_budget(strict: Any,
     text = json.dumps(last)
     assert "Message 5: " in text and "Message 0: " not in text
     assert "left out here to fit the context budget of 4,000 tokens" in text
+
+
+OWNER = ("Read a.txt, b.txt and c.txt one after another and tell me which ledger balances. "
+         + "Every detail of this request matters to me. " * 40 + "That is all.")
+
+
+def _ledger(name: str) -> str:
+    return "".join(f"{name} line {n:03}: " + "entry " * 10 + "\n" for n in range(120)) + \
+        f"end of {name}\n"
+
+
+def _owner_texts(provider: str, body: dict[str, Any]) -> list[str]:
+    """The texts of the request's user messages (tool results aside), in order."""
+    if provider == "openai":
+        return [m["content"] for m in body["messages"] if m["role"] == "user"]
+    return ["\n\n".join(b["text"] for b in m["content"] if b["type"] == "text")
+            for m in body["messages"] if m["role"] == "user"]
+
+
+@pytest.mark.parametrize("strict", [8_000], indirect=True)
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_r8_a_run_reading_three_long_files_keeps_its_owner_message_whole_in_every_request(
+        strict: Any, provider: str):
+    """Issue 31: the last request of a run that read three long files was `system, user:
+    "earlier history left out", assistant, tool`. R8 as amended: the owner message that
+    started the run is in every request of it, in full; the earlier history leaves first,
+    saying so; then the run's older tool results are shortened, each saying how much."""
+    s = strict(provider, budget=8_000)
+    p = s.provider
+    for name in ("a", "b", "c"):
+        (s.workspace / f"{name}.txt").write_text(_ledger(name))
+    reads = [p.calls((f"read_{name}", "read_file", {"path": f"{name}.txt"}))
+             for name in ("a", "b", "c")]
+    s.endpoint.plan += [p.text("Hello."), *reads, p.text("Ledger c balances.")]
+    c = s.conversation()
+    assert s.turn(c, "An earlier message. " + "earlier " * 600)["status"] == "succeeded"
+    assert s.turn(c, OWNER)["status"] == "succeeded"
+    assert s.endpoint.rejected == []
+    run = [r["body"] for r in s.endpoint.requests[1:]]
+    assert len(run) == 4
+    for body in run:
+        assert estimate(body) <= 8_000
+        assert any(OWNER in text for text in _owner_texts(provider, body)), \
+            _owner_texts(provider, body)
+    last = run[-1]
+    assert "An earlier message." not in json.dumps(last)
+    assert "left out here to fit the context budget of 8,000 tokens" in json.dumps(last)
+    results = p.results(last)
+    assert list(results) == ["read_a", "read_b", "read_c"]
+    assert "end of c" in results["read_c"]  # the newest result whole
+    for older in ("read_a", "read_b"):  # the older ones shortened, each saying by how much
+        assert "end of" not in results[older]
+        assert "characters left out here to fit the context budget" in results[older]

@@ -204,3 +204,21 @@ def test_r8_run_context_says_when_messages_older_than_the_window_exist(world: Wo
     contexts = [next_context(world, c) for _ in range(HISTORY + 1)]
     assert [ctx.older_messages for ctx in contexts[HISTORY - 1:]] == [False, True]
     assert len(contexts[-1].history) == HISTORY
+
+
+def test_r9_run_context_names_each_owner_message_whose_run_did_not_finish(world: World):
+    """R9 on a real store: each owner message of the window whose turn run was stopped,
+    failed or orphaned by a restart is named with its run's status and error; a message
+    whose run succeeded is not."""
+    c = world.conversation()
+    world.service.finish_run(world.running_turn(c, "done"), RunStatus.SUCCEEDED)
+    world.call("run_cancel", {"run_id": world.running_turn(c, "stopped")})
+    world.service.finish_run(world.running_turn(c, "failed"), RunStatus.FAILED,
+                             "model_error: openai: 400 bad request")
+    world.running_turn(c, "orphaned")
+    world.service.recover()
+    ctx = next_context(world, c)
+    assert [(ctx.history[u.message], u.status, u.error) for u in ctx.unfinished] == [
+        (("owner", "stopped"), "cancelled", "stopped_by_owner"),
+        (("owner", "failed"), "failed", "model_error: openai: 400 bad request"),
+        (("owner", "orphaned"), "failed", "orphaned_by_restart")]

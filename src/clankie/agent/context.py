@@ -5,7 +5,10 @@ fact; a pending question; for a continuation, the answer and who gave it, with t
 statement that an answer is preference and context, never approval (SPEC A11); how the
 latest question ended when it ended without an answer, so that no answer is invented; and,
 next to each earlier `ask_question` result that said `pending`, how that question stands as
-of this run (SPEC R5: `QuestionOutcome`, `outcome_note`, `with_outcome`).
+of this run (SPEC R5: `QuestionOutcome`, `outcome_note`, `with_outcome`); and each owner
+message whose run was stopped, failed or orphaned by a restart, replayed as its own turn
+with a note saying so, never merged into the owner's next message (SPEC R9: `Unfinished`,
+`unfinished_note`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clankie import tool_dto
+from clankie.core.vocabulary import RunError
 
 from .transcript import Block, Text, ToolCall, ToolResult, Turn
 
@@ -61,6 +65,17 @@ class PastStep:
 
 
 @dataclass(frozen=True, slots=True)
+class Unfinished:
+    """An owner message of the history whose run ended before it finished (SPEC R9): the
+    run's status (`cancelled` or `failed`) and error (`stopped_by_owner`,
+    `orphaned_by_restart`, or why it failed)."""
+
+    message: int  # its index in `TurnContext.history`
+    status: str
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class TurnContext:
     run_kind: Literal["turn", "continuation"]
     run_index: int  # how many runs of this conversation started before this one
@@ -73,6 +88,7 @@ class TurnContext:
     notes: tuple[str, ...] = field(default=())
     steps: tuple[PastStep, ...] = field(default=())  # earlier tool calls, oldest first
     older_messages: bool = False  # the conversation has messages before `history`
+    unfinished: tuple[Unfinished, ...] = field(default=())  # owner messages, oldest first
 
 
 RULES = """You are Clankie, an agent working with your owner in the local directory {workspace}.
@@ -144,6 +160,23 @@ def with_outcome(result: str, outcome: QuestionOutcome) -> str:
     return json.dumps({**payload, OUTCOME_KEY: outcome_note(outcome)}, ensure_ascii=False)
 
 
+NOT_FINISHED = "(Not finished.)"  # the assistant turn between an unfinished one and the next
+REASON_SHOWN = 300  # characters of a failed run's error
+
+
+def unfinished_note(unfinished: Unfinished) -> str:
+    """What the model reads after an owner message whose run did not finish (SPEC R9)."""
+    if unfinished.error == RunError.STOPPED_BY_OWNER:
+        why = "the owner stopped this before you finished"
+    elif unfinished.error == RunError.ORPHANED_BY_RESTART:
+        why = "clankie restarted before this was done"
+    elif unfinished.status == "failed":
+        why = f"this run failed: {(unfinished.error or 'no reason on record')[:REASON_SHOWN]}"
+    else:  # a queued run cancelled by a reset or a native takeover
+        why = "this was cancelled before you began it"
+    return f"(A note from clankie, not the owner's words: {why}.)"
+
+
 def system_prompt(ctx: TurnContext) -> str:
     # The tools are named from the table the model's tool list is made from (SPEC W1).
     parts = [RULES.format(workspace=ctx.workspace, tools=", ".join(tool_dto.TOOL_ARGS))]
@@ -175,10 +208,14 @@ def answered_note(a: AnsweredQuestion) -> str:
 def turns(ctx: TurnContext) -> list[Turn]:
     """The conversation as alternating user/assistant turns, starting and ending with the
     owner (as every provider requires), with earlier tool calls and their results where
-    they happened; a continuation ends with the answer itself."""
+    they happened; a continuation ends with the answer itself. What a run that did not
+    finish said and called ends with its note, and a short assistant turn keeps it apart
+    from the owner's next message (SPEC R9)."""
     history = ctx.history[-HISTORY:]
     skipped = len(ctx.history) - len(history)
     steps = _within_budget(ctx.steps)
+    notes = {u.message - skipped: unfinished_note(u) for u in ctx.unfinished}
+    owed: str | None = None  # the note of the latest owner message, if its run did not finish
     merged: list[Turn] = []
     for index in range(len(history) + 1):
         for step in steps:
@@ -187,9 +224,16 @@ def turns(ctx: TurnContext) -> list[Turn]:
                     ToolCall(c.call_id, c.name, c.arguments) for c in step.calls)))
                 _append(merged, Turn("user", tuple(
                     ToolResult(c.call_id, c.result) for c in step.calls)))
+        author, text = history[index] if index < len(history) else ("owner", "")
+        if author != "clankie" and owed is not None:  # the next run's, or the end
+            _append(merged, Turn("user", (Text(owed),)))
+            if index < len(history):
+                merged.append(Turn("assistant", (Text(NOT_FINISHED),)))
+            owed = None
         if index < len(history):
-            author, text = history[index]
             _append(merged, Turn("assistant" if author == "clankie" else "user", (Text(text),)))
+            if author == "owner":
+                owed = notes.get(index)
     result = _from_the_owner(merged)
     if ctx.older_messages or skipped:
         first = result[0].blocks if result else ()

@@ -14,8 +14,10 @@ Owns the one way a transcript goes on the wire, whatever was stored before:
   the length of its JSON text with every non-ASCII character escaped, divided by 3,
   plus 4 a message.
 - `openai_request` and `anthropic_request` give the keyword arguments of each SDK's
-  create call: the oldest history is left out first, whole turns at a time, until the
-  request fits the budget, and the first user turn then says how much was left out.
+  create call within the budget (`fit`): the owner message that started the run is never
+  left out or cut; the oldest history is left out first, whole turns at a time, and the
+  first user turn then says how much was left out; then the run's older tool results are
+  shortened, each saying how much.
 """
 
 from __future__ import annotations
@@ -189,45 +191,80 @@ def left_out_note(turns: int, budget: int) -> str:
             "tokens; the conversation continues from here.)")
 
 
+def owner_turn(turns: list[Turn]) -> int:
+    """The index of the user turn with the owner message that started the run: the newest
+    one with a text other than `CONTINUE` (a run's own steps add only tool results), or
+    the newest turn if none has."""
+    return next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role == "user"
+                 and any(isinstance(b, Text) and b.text != CONTINUE for b in turns[i].blocks)),
+                len(turns) - 1)
+
+
 def fit(turns: list[Turn], base: int, budget: int,
         render: Callable[[list[Turn]], list[dict[str, Any]]]) -> list[Turn]:
     """The normalised `turns` within `budget` tokens, given `base` for the rest of the
-    body: the oldest turns leave first, a user turn and the assistant turn after it at a
-    time; the newest user turn, and the calls its results answer, stay if they can. The
-    new first user turn says how many turns were left out; if what stays is still too
-    big, its longest texts, tool results and call arguments are cut, saying so. Calls
-    whose results the newest user turn holds that cannot fit even cut (a stored step of
-    thousands of calls) leave too, so that one bad step never fails a later run (R8)."""
+    body. The owner message that started the run (`owner_turn`) is never left out or cut
+    (SPEC R8). The oldest turns before it leave first, a user turn and the assistant turn
+    after it at a time, and the new first user turn says how many were left out; the calls
+    whose results the owner's turn holds stay if they can. If what stays is still too big,
+    the run's older tool results are shortened, oldest first, each saying how much was
+    left out; then its longest texts, tool results and call arguments are cut, saying so.
+    Calls whose results the owner's turn holds that cannot fit even cut (a stored step of
+    thousands of calls) leave too, so that one bad step never fails a later run (R8); so
+    do the run's own oldest steps, saying so, if even cut they cannot fit (a reply of
+    thousands of calls). Only an owner message that cannot fit whole fails its run."""
     costs = [_cost(render([t])) for t in turns]
-    total = base + sum(costs)
-    if total <= budget:
+    if base + sum(costs) <= budget:
         return turns
-    keep_from = len(turns) - 1
-    if keep_from >= 1 and any(isinstance(b, ToolResult) for b in turns[-1].blocks):
-        try:  # the calls the newest results answer, if they can stay
-            return _fit_from(turns, costs, keep_from - 1, base, budget, render)
+    owner = owner_turn(turns)
+    if owner >= 1 and any(isinstance(b, ToolResult) for b in turns[owner].blocks):
+        try:  # the calls the owner's turn answers, if they can stay
+            return _fit_from(turns, costs, owner - 1, owner, base, budget, render)
         except BudgetError:
             pass
-    return _fit_from(turns, costs, keep_from, base, budget, render)
+    try:
+        return _fit_from(turns, costs, owner, owner, base, budget, render)
+    except BudgetError as exc:
+        failed = exc
+    for steps in range(1, (len(turns) - owner + 1) // 2):  # the run's own, oldest first
+        fewer = _without_steps(turns, owner, steps, budget)
+        try:
+            return _fit_from(fewer, [_cost(render([t])) for t in fewer], owner, owner, base,
+                             budget, render)
+        except BudgetError as exc:
+            failed = exc
+    raise failed
 
 
-def _fit_from(turns: list[Turn], costs: list[int], keep_from: int, base: int, budget: int,
-              render: Callable[[list[Turn]], list[dict[str, Any]]]) -> list[Turn]:
+def run_steps_note(steps: int, budget: int) -> str:
+    return (f"({steps} earlier steps of this run, your tool calls and their results, are "
+            f"left out here to fit the context budget of {budget:,} tokens.)")
+
+
+def _without_steps(turns: list[Turn], owner: int, steps: int, budget: int) -> list[Turn]:
+    """`turns` without the run's `steps` oldest steps (an assistant turn after the owner's
+    and the user turn of its results each), the owner's turn saying so."""
+    said = Turn("user", (*turns[owner].blocks, Text(run_steps_note(steps, budget))))
+    return [*turns[:owner], said, *turns[owner + 1 + 2 * steps:]]
+
+
+def _fit_from(turns: list[Turn], costs: list[int], keep_from: int, owner: int, base: int,
+              budget: int, render: Callable[[list[Turn]], list[dict[str, Any]]]
+              ) -> list[Turn]:
     total = base + sum(costs)
     start = 0
     note_cost = _cost(render([Turn("user", (Text(left_out_note(len(turns), budget)),))]))
     while start + 2 <= keep_from and total + note_cost > budget:
         total -= costs[start] + costs[start + 1]
         start += 2
-    if start < keep_from and keep_from == len(turns) - 1 and total + note_cost > budget:
-        start = keep_from  # everything before the newest user turn leaves
-    kept = turns[start:] if start < len(turns) else turns[-1:]
+    kept = turns[start:]
     if start:
         first = kept[0]
         rest = tuple(b for b in first.blocks if not isinstance(b, ToolResult))
         rest = tuple(b for b in rest if not (isinstance(b, Text) and b.text == CONTINUE))
         kept = [Turn("user", (Text(left_out_note(start, budget)), *rest)), *kept[1:]]
-    return _cut(kept, base, budget, render)
+    kept = _shorten_older_results(kept, owner - start, base, budget, render)
+    return _cut(kept, owner - start, base, budget, render)
 
 
 def left_out_arguments(size: int) -> str:
@@ -236,30 +273,62 @@ def left_out_arguments(size: int) -> str:
                        "here to fit the context budget"})
 
 
-def _cut(turns: list[Turn], base: int, budget: int,
+def _left_out(text: str, keep: int) -> str:
+    return (f"{text[:keep]} [... {len(text) - keep:,} characters left out here to fit the "
+            "context budget]")
+
+
+def _with_block(turns: list[Turn], i: int, j: int, block: Block) -> list[Turn]:
+    blocks = turns[i].blocks
+    return [*turns[:i], Turn(turns[i].role, (*blocks[:j], block, *blocks[j + 1:])),
+            *turns[i + 1:]]
+
+
+def _shorten_older_results(turns: list[Turn], owner: int, base: int, budget: int,
+                           render: Callable[[list[Turn]], list[dict[str, Any]]]
+                           ) -> list[Turn]:
+    """The run's tool results before its newest ones (those after the owner's turn),
+    oldest first, each shortened to what the budget needs, but not below `SHORTEST`."""
+    over = base + _cost(render(turns)) - budget
+    older = [(i, j) for i in range(owner + 1, len(turns) - 1)
+             for j, b in enumerate(turns[i].blocks) if isinstance(b, ToolResult)]
+    for i, j in older:
+        if over <= 0:
+            break
+        block = turns[i].blocks[j]
+        assert isinstance(block, ToolResult)
+        keep = max(SHORTEST, len(block.content) - over * BYTES_PER_TOKEN - SHORTEST)
+        if keep >= len(block.content):
+            continue
+        before = _cost(render([turns[i]]))
+        turns = _with_block(turns, i, j, ToolResult(block.call_id,
+                                                    _left_out(block.content, keep)))
+        over += _cost(render([turns[i]])) - before
+    return turns
+
+
+def _cut(turns: list[Turn], owner: int, base: int, budget: int,
          render: Callable[[list[Turn]], list[dict[str, Any]]]) -> list[Turn]:
     """Cut the longest text or tool result by half, or replace the longest call
-    arguments by a note, until the turns fit."""
+    arguments by a note, until the turns fit; never a text of the owner's turn."""
     while (over := base + _cost(render(turns)) - budget) > 0:
         spots = [(len(_body(b)), i, j) for i, t in enumerate(turns)
-                 for j, b in enumerate(t.blocks)]
+                 for j, b in enumerate(t.blocks) if not (i == owner and isinstance(b, Text))]
         size, i, j = max(spots, default=(0, 0, 0))
         if size <= 2 * SHORTEST:
             raise BudgetError(f"context_budget: the request is {over:,} tokens over it even "
-                              "with the history left out and its longest parts cut")
-        keep = size // 2
+                              "with the history left out and its longest parts cut; the "
+                              "owner's message that started the run is never cut: send a "
+                              "shorter one or raise context_budget")
         block = turns[i].blocks[j]
-        cut = (f"{_body(block)[:keep]} [... {size - keep:,} characters left out here to fit "
-               "the context budget]")
         new: Block
         if isinstance(block, ToolCall):
             new = ToolCall(block.call_id, block.name, left_out_arguments(size))
         elif isinstance(block, Text):
-            new = Text(cut)
+            new = Text(_left_out(block.text, size // 2))
         else:
-            new = ToolResult(block.call_id, cut)
-        turns = [*turns[:i], Turn(turns[i].role, (*turns[i].blocks[:j], new,
-                                                  *turns[i].blocks[j + 1:])), *turns[i + 1:]]
+            new = ToolResult(block.call_id, _left_out(block.content, size // 2))
+        turns = _with_block(turns, i, j, new)
     return turns
 
 

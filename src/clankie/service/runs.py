@@ -2,7 +2,8 @@
 
 Owns starting a committed run (A10), claiming the next run of a conversation in order
 (R4), finishing runs, the `ask_question` tool (Q1-Q5), Clankie's replies, the context a
-run is given (each earlier question with its outcome as of that run, R5), and recovery
+run is given (each earlier question with its outcome as of that run, R5; each owner message
+whose run was stopped or failed, R9), and recovery
 before serving (R3). The executor is `executor.py`.
 """
 
@@ -27,6 +28,7 @@ from clankie.agent.context import (
     PastStep,
     QuestionOutcome,
     TurnContext,
+    Unfinished,
     with_outcome,
 )
 from clankie.agent.tools import ASK_QUESTION
@@ -36,6 +38,7 @@ from clankie.core.lifecycle import AskArgs, RunCommand
 from clankie.core.model import (
     Author,
     InputResolved,
+    Message,
     Question,
     QuestionKind,
     QuestionStatus,
@@ -89,6 +92,8 @@ class Runs:
             ends = tx.question_ends(run.conversation_id,
                                     [r for r in (_asked(c) for _, c in calls) if r])
             pending = tx.pending_question(run.conversation_id)
+            turn_runs = tx.turn_runs_since(run.conversation_id, messages[0][1].at) \
+                if messages else []
             answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
             latest = tx.latest_ended_question(run.conversation_id)
             index = tx.started_before(run)
@@ -113,6 +118,7 @@ class Runs:
             workspace=conversation.workspace.path if conversation.workspace else "-",
             history=tuple((m.author.value, m.text) for _, m in messages),
             older_messages=older,
+            unfinished=_unfinished([m for _, m in messages], turn_runs),
             steps=_steps([position for position, _ in messages], calls, outcomes),
             membership=fact.as_dict() if fact else None,
             answered=_answered(answered) if answered else None,
@@ -367,6 +373,24 @@ def _steps(positions: list[int], calls: list[tuple[int, ToolCallRow]],
             key = (call.run_id, call.step)
             steps.append(PastStep(sum(p <= after_message for p in positions), (past,)))
     return tuple(steps)
+
+
+def _unfinished(messages: list[Message], turn_runs: list[Run]) -> tuple[Unfinished, ...]:
+    """The owner messages whose turn run was stopped or failed (SPEC R9). A message and
+    the turn run it queued are written in one transaction with the same time; where a
+    coarse clock gives several the same time, they pair in order, newest first (the
+    window holds the newest messages)."""
+    at: dict[datetime, list[Run]] = {}
+    for turn in turn_runs:
+        at.setdefault(turn.created_at, []).append(turn)
+    found = []
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.author is Author.OWNER and (same := at.get(message.at)):
+            turn = same.pop()
+            if turn.status in (RunStatus.CANCELLED, RunStatus.FAILED):
+                found.append(Unfinished(index, turn.status.value, turn.error))
+    return tuple(reversed(found))
 
 
 def _answered(question: Question) -> AnsweredQuestion:

@@ -418,6 +418,13 @@ class ReadTx:
             "ORDER BY conversation_id, rank")
         return [(r["conversation_id"], r["request_id"], r["run_id"]) for r in rows]
 
+    def turn_runs_since(self, conversation_id: str, since: datetime) -> list[Run]:
+        """The conversation's turn runs created at or after `since`, oldest first: each
+        queued by the owner message written with it, at the same time (SPEC R9)."""
+        return [_as_run(r) for r in self._all(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND kind = 'turn' "
+            "AND created_at >= ? ORDER BY rowid", conversation_id, iso(since))]
+
     def started_before(self, run: Run) -> int:
         """How many runs of the conversation started before this one (runs start in order)."""
         row = self._one("SELECT count(*) AS started FROM runs WHERE conversation_id = ? AND "
