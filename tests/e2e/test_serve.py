@@ -231,6 +231,30 @@ def test_t3_serve_with_a_hostile_setting_stops_before_it_touches_the_store(
     assert (home / "clankie.db").read_bytes() == before
 
 
+def test_t3_issue31_an_unknown_clankie_variable_is_warned_about_once_and_the_command_goes_on(
+        tmp_path: Path):
+    """Issue 31: a harness's own `CLANKIE_BIN` and a misspelt setting stopped `init` and
+    `serve`; now each is one warning on standard error naming the nearest setting, and the
+    command goes on. The variables clankie reads that are not settings are not warned about."""
+    home = tmp_path / "home"
+    extra = {"CLANKIE_BIN": "/opt/harness/clankie", "CLANKIE_QUESTION_TLL": "60",
+             "CLANKIE_URL_TRUSTED": "1", "CLANKIE_AGENT_TOKEN": "x"}
+    warned = ["clankie: warning: CLANKIE_BIN is not a setting; ignored\n",
+              "clankie: warning: CLANKIE_QUESTION_TLL is not a setting (did you mean "
+              "CLANKIE_QUESTION_TTL?); ignored\n"]
+    done = clankie("init", home=home, env_extra=extra)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines(keepends=True) == warned
+    served = Served.start(home, init=False, env=extra)
+    try:
+        assert [line for line in served.log if "warning" in line] == warned, served.log
+        with served.client() as client:
+            info = client.call("service_info")
+        assert info["settings"]["question_ttl"] == 86_400
+    finally:
+        served.stop()
+
+
 def test_t5_the_log_is_the_owners_alone_visible_and_says_a_flood_once(
         tmp_path: Path, workspace: Path):
     served = Served.start(tmp_path / "home")
