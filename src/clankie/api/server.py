@@ -7,6 +7,9 @@ request is read or any run starts (R3), the socket created with mode 0600, and a
 stop on SIGTERM or SIGINT (in-flight requests finish, long-polls are woken, the store is
 closed). The HTTP layer (FastAPI, uvicorn: a fifth of a second to import) is imported while
 recovery runs in SQLite on another thread, so a restart after a crash is ready sooner.
+What only a run or the phone page needs is not imported before the service answers (issue
+31, SPEC section 10: ready within 1 s): a model's SDK loads at the first run
+(`agent.providers`), the page at its first request (`page_when_asked`).
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ import resource
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from clankie.agent.providers import (
     DEFAULT_URLS,
@@ -208,11 +213,9 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                      recovery.cancelled_questions, recovery.failed_runs)
             page = None
             if web_socket is not None:
-                from clankie.web.app import create_web_app
-
                 listener = http_url(web_socket)
                 service.web_url = settings.web_origin or listener
-                page = (tuple(web_socket.getsockname()[:2]), create_web_app(service, listener))
+                page = (tuple(web_socket.getsockname()[:2]), page_when_asked(service, listener))
             server = http.http_server(service, page)
             # A stop signal that arrives before uvicorn has installed its own handlers (the
             # ready line is printed first) must still stop it; and uvicorn re-raises the
@@ -238,6 +241,30 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             home.socket.unlink(missing_ok=True)
             store.close()
     log.info("clankie stopped")
+
+
+def page_when_asked(service: Service, listener: str) -> Any:
+    """The phone page's app (H1), made at its first request, on a worker thread, once
+    however many browsers ask at the same moment: its templates and routes are nothing the
+    dispatcher needs, so `serve` answers before it imports them (issue 31)."""
+    lock = threading.Lock()
+    made: list[Any] = []
+
+    def make() -> Any:
+        with lock:
+            if not made:
+                from clankie.web.app import create_web_app
+
+                made.append(create_web_app(service, listener))
+            return made[0]
+
+    async def page(scope: Any, receive: Any, send: Any) -> None:
+        import anyio
+
+        app = made[0] if made else await anyio.to_thread.run_sync(make)
+        await app(scope, receive, send)
+
+    return page
 
 
 def _model_said(settings: Settings, script: Path | None = None) -> str:
