@@ -19,6 +19,12 @@ venv's python). One warm-up round is not counted. The cases:
   escapes stripped), then killed: for a conversation with a pending question and for one
   that never asked. A TUI that does not know the
   state within 5 s is not waited for again (on main before issue 19 it took ~25 s).
+- issue 31: `clankie serve --script` (and `clankie serve --model openai`, its endpoint
+  never asked) in a home of its own, from spawn to its first answered `service_info` on
+  the Unix socket (asked every 5 ms on a raw socket, then SIGTERM and a wait for its exit,
+  not timed); `clankie doctor` against the running service, all checks passing, scripted
+  model; and `clankie conversations list` against another service whose home holds 1,000
+  conversations (made through the client in the set-up, each with a workspace of its own).
 
 Prints one JSON document: p50, p90 and min of each case, its ratio to each baseline's p50,
 and the issue's target with whether it is met.
@@ -38,6 +44,7 @@ import random
 import re
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -66,7 +73,10 @@ ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]"            # CSI
                   r"|[()*+][0-9A-Za-z]"                    # character sets
                   r"|[@-Z\\-_=>78])")                      # two-byte sequences
 TARGETS_MS = {"version": 50, "list": 150, "questions": 150, "completion": 150,
-              "tui_first_screen_question_pending": 400, "tui_first_screen_no_question": 400}
+              "tui_first_screen_question_pending": 400, "tui_first_screen_no_question": 400,
+              "serve": 1000, "serve_openai": 1000, "doctor": 1000, "list_1000": 150}
+MANY_CONVERSATIONS = 1_000
+SERVE_TIMEOUT_S = 30.0
 BASELINES = ("python_pass", "python_import_httpx")
 
 
@@ -127,6 +137,67 @@ class Service:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+
+
+def service_info_answered(sock_path: Path, token: str) -> bool:
+    """One `service_info` over the Unix socket on a raw socket (no client library in the
+    way): True once it answers 200."""
+    request = (f"POST /v1/ops/service_info HTTP/1.1\r\nHost: localhost\r\nAuthorization: "
+               f"Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+               f"Connection: close\r\n\r\n{{}}").encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(SERVE_TIMEOUT_S)
+        try:
+            sock.connect(str(sock_path))
+            sock.sendall(request)
+            return sock.recv(16).startswith(b"HTTP/1.1 200")
+        except OSError:  # not listening yet (no socket file, or refused)
+            return False
+
+
+def serve_to_first_answer(home: Path, argv: list[str], env: dict[str, str], cwd: Path
+                          ) -> float:
+    """Spawn -> the first answered `service_info`; the service is then stopped (SIGTERM)
+    and waited for, outside the time."""
+    token = (home / "operator.token").read_text().strip()
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + SERVE_TIMEOUT_S
+        while not service_info_answered(home / "clankie.sock", token):
+            if proc.poll() is not None:
+                raise RuntimeError(f"{argv} exited {proc.returncode}:\n"
+                                   + (proc.stderr.read() if proc.stderr else ""))
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{argv} did not answer service_info within "
+                                   f"{SERVE_TIMEOUT_S:g} s")
+            time.sleep(0.005)
+        return time.perf_counter() - start
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def many_conversations(home: Path, root: Path, count: int) -> None:
+    """`count` conversations in the served `home`, each with a workspace of its own, made
+    through the client (a CLI process each would take minutes)."""
+    from clankie.client import Client
+
+    token = (home / "operator.token").read_text().strip()
+    with Client(f"unix://{home / 'clankie.sock'}", token) as client:
+        for number in range(count):
+            workspace = root / f"w{number:04d}"
+            workspace.mkdir()
+            client.call("conversation_create", {"workspace": str(workspace)})
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
@@ -256,8 +327,18 @@ def measure(runs: int, completion: str, conversations: int = 1000) -> dict[str, 
         script.write_text(json.dumps(SCRIPT))
         env = clankie_env(home)
         run([CLANKIE, "init"], env, workspace)
+        serve_home, many_home, many_root = tmp / "serve-home", tmp / "many-home", tmp / "many"
+        serve_env, many_env = clankie_env(serve_home), clankie_env(many_home)
+        run([CLANKIE, "init"], serve_env, workspace)
+        run([CLANKIE, "init"], many_env, workspace)
+        many_root.mkdir()
+        openai_env = dict(serve_env, CLANKIE_OPENAI_BASE_URL="http://127.0.0.1:9/v1")
         service = Service(home, script, env, workspace)
+        services = [service]
         try:
+            many = Service(many_home, script, many_env, workspace)
+            services.append(many)
+            many_conversations(many_home, many_root, MANY_CONVERSATIONS)
             def new(where: Path) -> str:
                 made = run([CLANKIE, "conversations", "new", "--workspace", str(where),
                             "--json"], env, where)
@@ -288,6 +369,15 @@ def measure(runs: int, completion: str, conversations: int = 1000) -> dict[str, 
                     env, workspace, conversation),
                 "tui_first_screen_no_question": lambda: tui_first_screen(
                     env, quiet_workspace, quiet, NO_QUESTION_BOUND_S),
+                "serve": lambda: serve_to_first_answer(
+                    serve_home, [CLANKIE, "serve", "--script", str(script)], serve_env,
+                    workspace),
+                "serve_openai": lambda: serve_to_first_answer(
+                    serve_home, [CLANKIE, "serve", "--model", "openai"], openai_env,
+                    workspace),
+                "doctor": lambda: timed([CLANKIE, "doctor"], env, workspace, "ok   model"),
+                "list_1000": lambda: timed([CLANKIE, "conversations", "list"], many_env,
+                                           workspace, str(many_root)),
             }
             samples: dict[str, list[float]] = {case: [] for case in cases}
             over_bound: set[str] = set()
@@ -304,7 +394,8 @@ def measure(runs: int, completion: str, conversations: int = 1000) -> dict[str, 
                     if round_number:  # round 0 warms the caches up
                         samples[case].append(elapsed)
         finally:
-            service.stop()
+            for each in services:
+                each.stop()
     base = {b: figures(samples[b]) for b in BASELINES}
     commands = {case: report(samples[case], base, TARGETS_MS.get(case), case in over_bound)
                 for case in cases if case not in BASELINES}

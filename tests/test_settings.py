@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from clankie.settings import SETTINGS, Settings, SettingsError, load_settings, settings_table
+from clankie.settings import (
+    NOT_SETTINGS,
+    SETTINGS,
+    Settings,
+    SettingsError,
+    load_settings,
+    settings_table,
+    unknown_variables,
+)
 
 
 def test_v5_max_connections_defaults_to_256_and_is_read_from_file_and_environment(
@@ -93,9 +101,8 @@ def test_t3_a_settings_file_value_must_have_its_own_type_and_says_where_it_is(
 @pytest.mark.parametrize("variable,value,said", [
     ("CLANKIE_QUESTION_TTL", "١٠", "question_ttl in CLANKIE_QUESTION_TTL"),
     ("CLANKIE_QUESTION_TTL", "1" * 400, "question_ttl in CLANKIE_QUESTION_TTL"),
-    ("CLANKIE_QUESTION_TLL", "5", "did you mean CLANKIE_QUESTION_TTL?"),
 ])
-def test_t3_a_variable_is_read_as_its_settings_type_and_a_misspelt_one_is_refused(
+def test_t3_a_variable_is_read_as_its_settings_type_and_a_malformed_one_is_refused(
         variable: str, value: str, said: str):
     with pytest.raises(SettingsError) as err:
         load_settings(None, {variable: value})
@@ -150,8 +157,52 @@ def test_h1_web_origin_is_said_as_text_not_as_a_list_in_the_settings_help():
 
 
 def test_p2_clankie_agent_token_is_a_variable_clankie_reads_not_a_setting(tmp_path: Path):
-    """The bridge's token never stops a command as an unknown setting would (P2)."""
-    got = load_settings(tmp_path, {"CLANKIE_AGENT_TOKEN": "clk_" + "A" * 43})
-    assert got == Settings()
-    with pytest.raises(SettingsError):  # a misspelt one is still refused
-        load_settings(tmp_path, {"CLANKIE_AGENT_TOKN": "x"})
+    """The bridge's token is never warned about as an unknown name (P2); a misspelt one is,
+    with the name it is near."""
+    environ = {"CLANKIE_AGENT_TOKEN": "clk_" + "A" * 43}
+    assert load_settings(tmp_path, environ) == Settings()
+    assert unknown_variables(environ) == []
+    assert unknown_variables({"CLANKIE_AGENT_TOKN": "x"}) == [
+        "CLANKIE_AGENT_TOKN is not a setting (did you mean CLANKIE_AGENT_TOKEN?); ignored"]
+
+
+@pytest.mark.parametrize("variable,near", [
+    ("CLANKIE_QUESTION_TLL", "CLANKIE_QUESTION_TTL"),
+    ("CLANKIE_OPENAI_MODLE", "CLANKIE_OPENAI_MODEL"),
+    ("CLANKIE_URL_TRUSTD", "CLANKIE_URL_TRUSTED"),
+    ("CLANKIE_BIN", None),
+])
+def test_t3_issue31_an_unknown_variable_is_warned_about_with_the_nearest_name_and_ignored(
+        tmp_path: Path, variable: str, near: str | None):
+    """Issue 31: an unknown `CLANKIE_` variable (a typo, or a harness's own `CLANKIE_BIN`)
+    no longer stops a command: it is named once, with the nearest name clankie reads, and
+    the settings are as if it were not there. A malformed value of a real setting still
+    stops (T3, above)."""
+    environ = {variable: "5", "CLANKIE_QUESTION_TTL": "60"}
+    assert load_settings(tmp_path, environ) == Settings(question_ttl=60)
+    hint = f" (did you mean {near}?)" if near else ""
+    assert unknown_variables(environ) == [f"{variable} is not a setting{hint}; ignored"]
+
+
+def test_t3_issue31_the_variables_clankie_reads_that_are_not_settings_are_never_warned_about():
+    """CLANKIE_HOME, CLANKIE_URL, CLANKIE_TOKEN, CLANKIE_URL_TRUSTED, CLANKIE_AGENT_TOKEN:
+    read by clankie, not settings; nor is a setting's own variable ever unknown."""
+    assert {"CLANKIE_HOME", "CLANKIE_URL", "CLANKIE_TOKEN", "CLANKIE_URL_TRUSTED",
+            "CLANKIE_AGENT_TOKEN"} <= NOT_SETTINGS
+    environ = dict.fromkeys(NOT_SETTINGS, "x") | {
+        f"CLANKIE_{s.name.upper()}": "x" for s in SETTINGS} | {"PATH": "/bin", "HOME": "/h"}
+    assert unknown_variables(environ) == []
+
+
+def test_t3_issue31_every_clankie_variable_the_code_reads_is_known():
+    """Each `CLANKIE_NAME` the package's source names is a setting or in `NOT_SETTINGS`, so
+    a variable clankie reads is never called unknown (grep-like, over src/clankie)."""
+    import re
+
+    import clankie
+
+    source = Path(clankie.__file__).parent
+    named = {m for f in source.rglob("*.py")
+             for m in re.findall(r"(?<![_A-Z])CLANKIE_[A-Z][A-Z_]*[A-Z]", f.read_text())}
+    assert named, "no CLANKIE_ names found"
+    assert unknown_variables(dict.fromkeys(named, "x")) == []

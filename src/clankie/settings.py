@@ -2,9 +2,11 @@
 
 Owns `Settings` (each field: its default, bounds, unit and help), the table `SETTINGS`
 derived from it, and `load_settings`. `$CLANKIE_HOME/settings.toml` sets values, and
-`CLANKIE_<NAME>` environment variables override it. Unknown names and bad values are
-refused with a clear message rather than ignored: a TOML value must have its own type (a
-number, not "86400"), a variable's text is read as the setting's type.
+`CLANKIE_<NAME>` environment variables override it. Bad values, and unknown names in the
+file, are refused with a clear message rather than ignored: a TOML value must have its own
+type (a number, not "86400"), a variable's text is read as the setting's type. An unknown
+`CLANKIE_` variable (a typo, or another program's own) changes nothing: `unknown_variables`
+says it, with the nearest name, for the command to warn about (issue 31).
 """
 
 from __future__ import annotations
@@ -172,28 +174,44 @@ class _Text(str):
     """A variable's text: read as the setting's type, where a file's value must have it."""
 
 
-# CLANKIE_ variables that are not settings: where to find the home and the service, and
-# the token `clankie mcp` asks with (P2).
+# CLANKIE_ variables that are not settings: where to find the home and the service, the
+# token `clankie mcp` asks with (P2); and the test suite's own sizes of its campaigns.
 NOT_SETTINGS: Final = frozenset({"CLANKIE_HOME", "CLANKIE_URL", "CLANKIE_TOKEN",
-                                 "CLANKIE_URL_TRUSTED", "CLANKIE_CAMPAIGN_EXAMPLES",
-                                 "CLANKIE_AGENT_TOKEN"})
+                                 "CLANKIE_URL_TRUSTED", "CLANKIE_AGENT_TOKEN",
+                                 "CLANKIE_CAMPAIGN_EXAMPLES", "CLANKIE_AGREEMENT_EXAMPLES"})
+
+
+def _unknown(environ: dict[str, str]) -> list[str]:
+    return [v for v in environ if v.startswith("CLANKIE_") and v not in NOT_SETTINGS
+            and v.removeprefix("CLANKIE_").lower() not in _BY_NAME]
+
+
+def unknown_variables(environ: dict[str, str] | None = None) -> list[str]:
+    """One sentence for each `CLANKIE_` variable of `environ` that is neither a setting nor
+    one clankie reads otherwise, with the nearest name it could be; such a variable changes
+    nothing (`load_settings` leaves it out), so the command warns and goes on."""
+    names = [s.name.upper() for s in SETTINGS] + [v.removeprefix("CLANKIE_")
+                                                   for v in sorted(NOT_SETTINGS)]
+    said = []
+    for variable in sorted(_unknown(dict(os.environ) if environ is None else environ)):
+        close = difflib.get_close_matches(variable.removeprefix("CLANKIE_"), names, n=1)
+        hint = f" (did you mean CLANKIE_{close[0]}?)" if close else ""
+        said.append(f"{variable} is not a setting{hint}; ignored")
+    return said
 
 
 class _Variables(PydanticBaseSettingsSource):
-    """`CLANKIE_<NAME>` variables of `environ`, each value as `_Text`; an unknown name is
-    refused, not ignored."""
+    """`CLANKIE_<NAME>` variables of `environ` that name a setting, each value as `_Text`
+    (the others are `unknown_variables`')."""
 
     def __init__(self, environ: dict[str, str]) -> None:
         super().__init__(Settings)
-        self._values: dict[str, Any] = {}
-        for variable, text in environ.items():
-            if not variable.startswith("CLANKIE_") or variable in NOT_SETTINGS:
-                continue
-            name = variable.removeprefix("CLANKIE_").lower()
-            if name not in _BY_NAME:
-                raise SettingsError(f"{variable} is not a setting{_near(name, variable=True)}",
-                                    f"unset {variable}, or correct its name")
-            self._values[name] = _Text(text)
+        unknown = _unknown(environ)
+        self._values: dict[str, Any] = {
+            variable.removeprefix("CLANKIE_").lower(): _Text(text)
+            for variable, text in environ.items()
+            if variable.startswith("CLANKIE_") and variable not in NOT_SETTINGS
+            and variable not in unknown}
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return self._values.get(field_name), field_name, False
@@ -204,8 +222,9 @@ class _Variables(PydanticBaseSettingsSource):
 
 def load_settings(home: Path | None, environ: dict[str, str] | None = None) -> Settings:
     """The settings: `settings.toml` in the home, then `CLANKIE_<NAME>` variables over it.
-    A value of the wrong type, out of bounds or of an unknown name is a `SettingsError`
-    that says where it came from, what it may be, and how to fix it."""
+    A value of the wrong type, out of bounds or of an unknown name in the file is a
+    `SettingsError` that says where it came from, what it may be, and how to fix it; an
+    unknown variable is left out (see `unknown_variables`)."""
     variables = _Variables(dict(os.environ) if environ is None else environ)
     path = home / "settings.toml" if home is not None else None
     sources: list[PydanticBaseSettingsSource] = []
@@ -260,11 +279,9 @@ def shown(settings: Settings) -> dict[str, Any]:
     return values
 
 
-def _near(name: str, variable: bool = False) -> str:
+def _near(name: str) -> str:
     close = difflib.get_close_matches(name, [s.name for s in SETTINGS], n=1)
-    if not close:
-        return ""
-    return f" (did you mean {'CLANKIE_' + close[0].upper() if variable else close[0]}?)"
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _coerce(setting: Setting, value: Any) -> Any:

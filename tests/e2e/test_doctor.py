@@ -16,13 +16,18 @@ from tests.peers import OtherProgram
 from tests.squatter import Squatter, needs_root
 
 
-def doctor(home: Path, **env: str) -> tuple[int, dict[str, dict[str, object]]]:
+def doctor_run(home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`clankie doctor --json` for `home`, with `env` and no other CLANKIE_ variable."""
     full = {k: v for k, v in os.environ.items()
             if not k.startswith("CLANKIE_") and k not in ("OPENAI_API_KEY",
                                                           "ANTHROPIC_API_KEY")}
     full.update(CLANKIE_HOME=str(home), PYTHONPATH=str(ROOT / "src"), **env)
-    done = subprocess.run([sys.executable, "-m", "clankie", "doctor", "--json"], env=full,
+    return subprocess.run([sys.executable, "-m", "clankie", "doctor", "--json"], env=full,
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def doctor(home: Path, **env: str) -> tuple[int, dict[str, dict[str, object]]]:
+    done = doctor_run(home, **env)
     return done.returncode, {c["check"]: c for c in json.loads(done.stdout)}
 
 
@@ -130,6 +135,20 @@ def test_invalid_settings(served: Served):
     code, checks = doctor(served.home.path)
     assert (code, failing(checks)) == (1, {"settings"})
     assert "question_ttl" in str(checks["settings"]["detail"])
+
+
+def test_t3_issue31_doctor_warns_about_a_misspelt_variable_once_and_fails_nothing(
+        served: Served):
+    """Issue 31: `CLANKIE_OPENAI_MODLE` failed the settings line and, with the settings
+    then taken as their defaults, the model line too. Now it is one warning on standard
+    error, with the nearest setting, and every check passes."""
+    done = doctor_run(served.home.path, CLANKIE_OPENAI_MODLE="gpt-4o", CLANKIE_BIN="/x")
+    checks = {c["check"]: c for c in json.loads(done.stdout)}
+    assert (done.returncode, failing(checks)) == (0, set()), checks
+    assert done.stderr.splitlines() == [
+        "clankie: warning: CLANKIE_BIN is not a setting; ignored",
+        "clankie: warning: CLANKIE_OPENAI_MODLE is not a setting (did you mean "
+        "CLANKIE_OPENAI_MODEL?); ignored"]
 
 
 @needs_root

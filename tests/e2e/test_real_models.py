@@ -210,6 +210,25 @@ def test_doctor_reports_the_services_scripted_model_not_the_settings_here(served
         "here choose openai: `clankie serve` uses them from its next start)")
 
 
+def test_t3_issue31_doctor_reports_one_cause_once_a_bad_setting_is_not_a_second_model_failure(
+        tmp_path: Path, endpoint: Endpoint):
+    """A malformed setting fails the settings line; the model line does not then compare
+    the service's endpoint with the defaults (a base URL never set) and fail for that: it
+    says it was not checked because of the settings, and names no endpoint of its own."""
+    env = provider_env("openai", endpoint.url)
+    served = serve(tmp_path, "openai", env)
+    try:
+        code, checks = doctor(served.home.path, **env, CLANKIE_MODEL="openai",
+                              CLANKIE_QUESTION_TTL="soon")
+    finally:
+        served.stop()
+    assert code == 1 and "question_ttl" in str(checks["settings"]["detail"]), checks
+    detail = str(checks["model"]["detail"])
+    assert "api.openai.com" not in detail and "base URL" not in detail, detail
+    assert "not checked: the settings here cannot be read (see the settings line)" in detail
+    assert not endpoint.listed
+
+
 def test_doctor_the_settings_here_name_another_endpoint_than_the_service_uses(
         tmp_path: Path, endpoint: Endpoint):
     env = provider_env("openai", endpoint.url)

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import re
 import resource
 import signal
 import socket
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from clankie.client import ApiError, Client, ServiceUnreachable, Uncertain
-from tests.e2e.served import Served, ask, clankie, settle
+from tests.e2e.served import ROOT, Served, ask, clankie, settle
 
 
 def test_init_is_idempotent_and_private(tmp_path: Path):
@@ -229,6 +232,81 @@ def test_t3_serve_with_a_hostile_setting_stops_before_it_touches_the_store(
     assert f"setting {name.lower()}" in done.stderr and value in done.stderr
     assert "Traceback" not in done.stderr and not (home / "clankie.sock").exists()
     assert (home / "clankie.db").read_bytes() == before
+
+
+def test_t3_issue31_an_unknown_clankie_variable_is_warned_about_once_and_the_command_goes_on(
+        tmp_path: Path):
+    """Issue 31: a harness's own `CLANKIE_BIN` and a misspelt setting stopped `init` and
+    `serve`; now each is one warning on standard error naming the nearest setting, and the
+    command goes on. The variables clankie reads that are not settings are not warned about."""
+    home = tmp_path / "home"
+    extra = {"CLANKIE_BIN": "/opt/harness/clankie", "CLANKIE_QUESTION_TLL": "60",
+             "CLANKIE_URL_TRUSTED": "1", "CLANKIE_AGENT_TOKEN": "x"}
+    warned = ["clankie: warning: CLANKIE_BIN is not a setting; ignored\n",
+              "clankie: warning: CLANKIE_QUESTION_TLL is not a setting (did you mean "
+              "CLANKIE_QUESTION_TTL?); ignored\n"]
+    done = clankie("init", home=home, env_extra=extra)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines(keepends=True) == warned
+    served = Served.start(home, init=False, env=extra)
+    try:
+        assert [line for line in served.log if "warning" in line] == warned, served.log
+        with served.client() as client:
+            info = client.call("service_info")
+        assert info["settings"]["question_ttl"] == 86_400
+    finally:
+        served.stop()
+
+
+# What the serve path runs in a process of its own: `clankie serve` in the main thread, and a
+# thread that waits (with a deadline) for `service_info` over the socket, then prints the
+# provider the service reports and every module imported by then, and stops it (SIGTERM).
+SERVE_AND_LIST_MODULES = """
+import os, signal, sys, threading
+from clankie.cli.main import main
+from clankie.client import Client, ClientError
+from tests.polling import eventually
+
+def info():
+    try:
+        with Client(timeout=5) as client:
+            return client.call("service_info")
+    except ClientError:
+        return None
+
+def probe():
+    said = eventually(info, "service_info", timeout=60, every=0.02)
+    print(said["model"]["provider"], *sorted(sys.modules), sep="\\n", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=probe, daemon=True).start()
+sys.exit(main(sys.argv[1:]))
+"""
+ONLY_FOR_RUNS_OR_THE_PAGE = ("openai", "anthropic", "httpx2", "httpcore2", "tenacity",
+                             "jinja2", "clankie.web", "clankie.service.executor",
+                             "clankie.agent.turn", "clankie.agent.retry",
+                             "clankie.agent.openai_chat", "clankie.agent.anthropic_messages",
+                             "clankie.agent.probe")
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_issue31_serve_answers_service_info_before_it_imports_a_models_sdk_or_the_page(
+        tmp_path: Path, provider: str):
+    """SPEC section 10: `clankie serve` accepts connections within 1 s of its start, before
+    it loads what only a run or the page needs. Timed by bench/cli.py; here, what it has
+    imported when it first answers: neither the model's SDK, nor the run executor and its
+    HTTP stack, nor the phone page."""
+    home = tmp_path / "home"
+    assert clankie("init", home=home).returncode == 0
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE_AND_LIST_MODULES, "serve", "--model", provider, "--web",
+         "127.0.0.1:0"], capture_output=True, text=True, timeout=90, cwd=ROOT,
+        env=dict(os.environ, CLANKIE_HOME=str(home), PYTHONPATH=f"{ROOT / 'src'}:{ROOT}"))
+    assert done.returncode == 0, done.stderr
+    said, *modules = done.stdout.splitlines()
+    assert said == provider and "clankie.api.app" in modules, done.stdout[:2000]
+    assert [m for m in modules if m.split(".")[0] in ONLY_FOR_RUNS_OR_THE_PAGE
+            or m.startswith(ONLY_FOR_RUNS_OR_THE_PAGE[6:])] == []
 
 
 def test_t5_the_log_is_the_owners_alone_visible_and_says_a_flood_once(

@@ -3,25 +3,30 @@
 Owns the one place where a provider is made, and the one place that says which model and
 endpoint the settings choose (`model_in_use`, `base_url`: what `service_info` reports and
 what `clankie doctor` probes). It returns a function giving the model for a run (the
-scripted model plays one script entry a run; the SDK models are shared).
+scripted model plays one script entry a run; the SDK models are shared). An SDK model is
+made, and its SDK imported (a third of a second), at the first run that asks for it, not
+while `clankie serve` starts (issue 31); a missing SDK still stops `serve` at once. Nothing
+here imports the turn loop, the tools or an SDK until a model is made: `clankie doctor` and
+`service_info` read only the names and URLs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from clankie.settings import Settings
 
-from .context import TurnContext
-from .retry import Policy
-from .scripted import ScriptedModel, load_script
-from .transcript import Model
+if TYPE_CHECKING:
+    from .context import TurnContext
+    from .transcript import Model
 
 PROVIDERS = ("scripted", "openai", "anthropic")
 
@@ -115,6 +120,15 @@ def model_in_use(settings: Settings) -> ModelInUse:
                       bool(os.environ.get(KEY_VARIABLES[settings.model])))
 
 
+def sdk_installed(provider: str) -> bool:
+    """Whether the provider's SDK (the extra `clankie[PROVIDER]`) is installed, found
+    without importing it."""
+    try:
+        return importlib.util.find_spec(provider) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def model_for_runs(settings: Settings, script: Path | None = None
                    ) -> Callable[[TurnContext], Model]:
     if settings.model not in PROVIDERS:
@@ -123,18 +137,53 @@ def model_for_runs(settings: Settings, script: Path | None = None
     if script is not None and settings.model != "scripted":
         raise ProviderError("--script goes with the scripted model")
     if settings.model == "scripted":
+        from .scripted import ScriptedModel, load_script
+
         scripted = ScriptedModel(load_script(script) if script else None)
         return scripted.for_run
+    provider = settings.model
+    if not sdk_installed(provider):
+        raise ProviderError(f"the {provider} model needs its SDK, which is not installed "
+                            f"here: pip install 'clankie[{provider}]'")
+    return OnFirstRun(provider, lambda: _sdk_model(settings))
+
+
+def _sdk_model(settings: Settings) -> Model:
+    from .retry import Policy
+
     policy = Policy(retries=settings.model_retries, total_wait=settings.model_retry_wait,
                     timeout=settings.model_timeout)
     if settings.model == "openai":
         from .openai_chat import OpenAIChatModel
 
-        shared: Model = OpenAIChatModel(settings.openai_model, base_url(settings, "openai"),
-                                        policy, settings.context_budget)
-    else:
-        from .anthropic_messages import AnthropicModel
+        return OpenAIChatModel(settings.openai_model, base_url(settings, "openai"), policy,
+                               settings.context_budget)
+    from .anthropic_messages import AnthropicModel
 
-        shared = AnthropicModel(settings.anthropic_model, base_url(settings, "anthropic"),
-                                policy, settings.context_budget)
-    return lambda _context: shared
+    return AnthropicModel(settings.anthropic_model, base_url(settings, "anthropic"), policy,
+                          settings.context_budget)
+
+
+class OnFirstRun:
+    """The one model every run shares, made when the first run asks for it: once, however
+    many run threads ask at the same moment. An SDK that cannot be imported (broken, or
+    removed since `serve` started) fails the run that asked, saying so, and the next run
+    tries again."""
+
+    def __init__(self, provider: str, make: Callable[[], Model]) -> None:
+        self._provider, self._make = provider, make
+        self._lock = threading.Lock()
+        self._made: Model | None = None
+
+    def __call__(self, _context: TurnContext) -> Model:
+        with self._lock:
+            if self._made is None:
+                try:
+                    self._made = self._make()
+                except ImportError as exc:
+                    from .transcript import ModelError
+
+                    raise ModelError(f"{self._provider}: its SDK cannot be imported "
+                                     f"({type(exc).__name__}: {exc}); reinstall it: pip "
+                                     f"install 'clankie[{self._provider}]'") from None
+            return self._made

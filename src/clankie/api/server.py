@@ -7,6 +7,10 @@ request is read or any run starts (R3), the socket created with mode 0600, and a
 stop on SIGTERM or SIGINT (in-flight requests finish, long-polls are woken, the store is
 closed). The HTTP layer (FastAPI, uvicorn: a fifth of a second to import) is imported while
 recovery runs in SQLite on another thread, so a restart after a crash is ready sooner.
+What only a run or the phone page needs is not imported before the service answers (issue
+31, SPEC section 10: ready within 1 s): the run executor and a model's SDK load with the
+first run (`ExecutorOnFirstRun`, `agent.providers`), the page at its first request
+(`page_when_asked`).
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ import resource
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from clankie.agent.providers import (
     DEFAULT_URLS,
@@ -38,13 +44,15 @@ from clankie.agent.providers import (
 from clankie.agent.scripted import ScriptError
 from clankie.home import LOG, Home, check, open_lock
 from clankie.service import Service
-from clankie.service.base import has_owner
-from clankie.service.executor import RunExecutor
+from clankie.service.base import Executor, has_owner
 from clankie.service.notify import Notifier
 from clankie.settings import Settings
 from clankie.store import Store
 
 from . import logs
+
+if TYPE_CHECKING:
+    from clankie.service.executor import ModelForRun
 
 log = logging.getLogger("clankie.serve")
 
@@ -185,7 +193,7 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             # Nothing runs before recovery: the executor starts a run only when one is
             # queued after it, and the notifier a hook only after a commit that asks.
             service = Service(store, settings,
-                              executor=lambda service: RunExecutor(service, model_for),
+                              executor=lambda service: ExecutorOnFirstRun(service, model_for),
                               notifier=(Notifier(settings.notify_command)
                                         if settings.notify_command else None))
             # Listen first: an address that cannot be had (another user's listener on the
@@ -208,11 +216,9 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                      recovery.cancelled_questions, recovery.failed_runs)
             page = None
             if web_socket is not None:
-                from clankie.web.app import create_web_app
-
                 listener = http_url(web_socket)
                 service.web_url = settings.web_origin or listener
-                page = (tuple(web_socket.getsockname()[:2]), create_web_app(service, listener))
+                page = (tuple(web_socket.getsockname()[:2]), page_when_asked(service, listener))
             server = http.http_server(service, page)
             # A stop signal that arrives before uvicorn has installed its own handlers (the
             # ready line is printed first) must still stop it; and uvicorn re-raises the
@@ -238,6 +244,69 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             home.socket.unlink(missing_ok=True)
             store.close()
     log.info("clankie stopped")
+
+
+class ExecutorOnFirstRun:
+    """The run executor (`service.executor`), made when the first run is handed to it: the
+    turn loop, the tools' dispatch and the model's HTTP stack (httpx2, httpcore2, tenacity)
+    are nothing `service_info` needs (issue 31). Made once, whichever threads hand runs at
+    the same moment; before that, no run executes, so there is nothing to stop."""
+
+    def __init__(self, service: Service, model_for: ModelForRun) -> None:
+        self._service, self._model_for = service, model_for
+        self._lock = threading.Lock()
+        self._made: Executor | None = None
+        self._stopped = False
+
+    def _executor(self) -> Executor:
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("the run executor is stopped")
+            if self._made is None:
+                from clankie.service.executor import RunExecutor
+
+                self._made = RunExecutor(self._service, self._model_for)
+            return self._made
+
+    def submit(self, conversation_id: str, run_id: str) -> None:
+        self._executor().submit(conversation_id, run_id)
+
+    def stop_run(self, run_id: str) -> None:
+        with self._lock:
+            made = self._made
+        if made is not None:
+            made.stop_run(run_id)
+
+    def stop(self, timeout: float) -> None:
+        with self._lock:
+            self._stopped = True
+            made = self._made
+        if made is not None:
+            made.stop(timeout)
+
+
+def page_when_asked(service: Service, listener: str) -> Any:
+    """The phone page's app (H1), made at its first request, on a worker thread, once
+    however many browsers ask at the same moment: its templates and routes are nothing the
+    dispatcher needs, so `serve` answers before it imports them (issue 31)."""
+    lock = threading.Lock()
+    made: list[Any] = []
+
+    def make() -> Any:
+        with lock:
+            if not made:
+                from clankie.web.app import create_web_app
+
+                made.append(create_web_app(service, listener))
+            return made[0]
+
+    async def page(scope: Any, receive: Any, send: Any) -> None:
+        import anyio
+
+        app = made[0] if made else await anyio.to_thread.run_sync(make)
+        await app(scope, receive, send)
+
+    return page
 
 
 def _model_said(settings: Settings, script: Path | None = None) -> str:

@@ -11,12 +11,15 @@ limit of an agent's credential (SPEC P2). Exit 0 when every check passes, 1 othe
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import shutil
 import sqlite3
 import stat
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -177,15 +180,25 @@ def check_service(home_usable: bool = True) -> tuple[Check, Running | None]:
         Running(where, info)
 
 
-def check_model(settings: Settings, running: Running | None) -> Check:
+def check_model(settings: Settings | None, running: Running | None) -> Check:
     """The model the running service uses (`service_info`), else the one `serve` would use
-    with the settings here; its endpoint asked for its models list (`agent.probe`)."""
-    here = replace(model_in_use(settings), key_set=None)  # only a service's is compared
+    with the settings here; its endpoint asked for its models list (`agent.probe`). With
+    settings that cannot be read (None) only a service's scripted model passes; any other is
+    not checked, since its endpoint is known only from them: the cause is said once, on the
+    settings line, and never as a second one here (issue 31)."""
+    here = replace(model_in_use(settings or Settings()), key_set=None)  # a service's compared
     model, who = _model_checked(here, running)
+    said = running is not None and running.info is not None  # the service said its model
+    if settings is None and not (said and model.provider == "scripted"):
+        shown = (f"{who} {model.provider} ({model.model}) at {model.endpoint_host}; "
+                 if said else "")
+        return Check("model", False, f"{shown}not checked: the settings here cannot be read "
+                     "(see the settings line)", "fix the settings first")
     if model.provider == "scripted":
         other = (f" (the settings here choose {here.provider}: `clankie serve` uses them "
                  "from its next start)" if here.provider != "scripted" else "")
         return Check("model", True, f"{who} scripted (offline){other}")
+    assert settings is not None  # without them, only a scripted model is checked (above)
     if model.provider not in KEY_VARIABLES:
         return Check("model", False, f"{who} an unknown model {model.provider!r}",
                      "set model to scripted, openai or anthropic")
@@ -332,22 +345,38 @@ def check_agents(home: Home) -> Check:
 
 
 def run_checks(home: Home) -> list[Check]:
+    """Every check, in order. Those that wait on another process (the service's reply, Git)
+    run at once on threads, and the model's SDK is imported meanwhile when the settings
+    choose one (issue 31: doctor within 1 s); nothing is cached from one doctor to the next."""
     found = problems(home, write=True)  # the words `init` and `serve` would refuse it with
-    checks = check_trust(home, found)
-    service, running = check_service(home_usable=not found)
-    if found:  # nothing in such a home is read: not the store, the token, the settings
-        checks += [not_read("store"), not_read("token"), service]
-    else:
-        checks += [check_store(home), check_token(home), service]
-    try:
-        settings = load_settings(home.path if home.path.is_dir() and not found else None)
-    except SettingsError as exc:
-        checks.append(Check("settings", False, str(exc), exc.fix))
-        settings = Settings()
-    else:
-        checks.append(not_read("settings") if found else Check("settings", True, "valid"))
-    checks += [check_model(settings, running), check_git(), check_agents(home)]
+    with ThreadPoolExecutor(3, thread_name_prefix="clankie-doctor") as pool:
+        asked = pool.submit(check_service, not found)
+        git = pool.submit(check_git)
+        checks = check_trust(home, found)
+        if found:  # nothing in such a home is read: not the store, the token, the settings
+            checks += [not_read("store"), not_read("token")]
+        else:
+            checks += [check_store(home), check_token(home)]
+        settings: Settings | None = None
+        try:
+            settings = load_settings(home.path if home.path.is_dir() and not found else None)
+        except SettingsError as exc:
+            read = Check("settings", False, str(exc), exc.fix)
+        else:
+            read = not_read("settings") if found else Check("settings", True, "valid")
+            if settings.model in KEY_VARIABLES:
+                pool.submit(_sdk_loaded, settings.model)
+        service, running = asked.result()
+        checks += [service, read, check_model(settings, running), git.result(),
+                   check_agents(home)]
     return checks
+
+
+def _sdk_loaded(provider: str) -> None:
+    """Import the provider's SDK (the probe's), while the service is asked: a failure is
+    left for the probe to say, on its own line."""
+    with contextlib.suppress(Exception):
+        importlib.import_module(provider)
 
 
 def doctor(as_json: bool) -> None:

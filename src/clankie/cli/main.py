@@ -60,6 +60,16 @@ def fail(message: str, code: int = 1) -> click.exceptions.Exit:
     return click.exceptions.Exit(code)
 
 
+def warn_unknown_variables(environ: dict[str, str] | None = None) -> None:
+    """Issue 31: each `CLANKIE_` variable that is no setting and no other name clankie
+    reads is said once on standard error, with the nearest name, and the command goes on
+    (it changes nothing). Called once by each command that reads the settings."""
+    from clankie.settings import unknown_variables
+
+    for sentence in unknown_variables(environ):
+        warn(f"clankie: warning: {sentence}")
+
+
 @app.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 def doctor_command(as_json: bool) -> None:
@@ -67,6 +77,7 @@ def doctor_command(as_json: bool) -> None:
     settings."""
     from . import doctor  # the providers and the store schema: only for this command
 
+    warn_unknown_variables()
     doctor.doctor(as_json)
 
 
@@ -108,6 +119,7 @@ def init() -> None:
 
     home = Home.from_env()
     make_home(home)
+    warn_unknown_variables()
     store = Store(home.store)
     try:
         service = Service(store, load_settings(home.path))
@@ -153,6 +165,7 @@ def serve(tcp: str | None, web: str | None, model: str | None, script: Path | No
     home = Home.from_env()
     check(home)  # before settings.toml is read or the store touched (T1)
     environ = dict(os.environ) | ({"CLANKIE_MODEL": model} if model is not None else {})
+    warn_unknown_variables(environ)
     settings = load_settings(home.path, environ)  # T3: before anything touches the store
     try:
         run(home, settings, tcp, script, web)
