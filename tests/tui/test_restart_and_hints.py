@@ -143,6 +143,8 @@ async def test_operator_tui_a_question_is_logged_once(chat, served, conversation
     said = app.transcript()
     assert said.count("Clankie asked a question") == 1
     assert "asked question" not in said  # the ask_question tool's own activity line
+    # ... and nothing in its place: no line of the log is an empty or "None" entry
+    assert not [line for line in said.splitlines() if line.split(" ", 1)[-1] in ("None", "")]
 
 
 async def test_r9_after_a_real_restart_the_tui_says_so_and_continue_starts_a_new_turn(

@@ -486,7 +486,8 @@ class ChatApp(App[None]):
             self.say(str(line), style="dim", at=at)
         elif event["type"] == "tool_activity":
             self.doing = event["summary"] if event["run_id"] in self.running else None
-            self.say(str(line), style="dim", at=at)
+            if line is not None:  # None: `ask_question`'s own, said by the question's event
+                self.say(line, style="dim", at=at)
         elif line is not None:
             self.say(line, at=at)
         if event["type"] == "message" and event["author"] == "owner":
