@@ -155,11 +155,18 @@ class Nothing(Strict):
     pass
 
 
+def _a_cursor(after: str) -> str:
+    if int(after) >= 2 ** 63:
+        raise ValueError("a cursor is a next_after this list gave, below 2**63")
+    return after
+
+
 class ConversationList(Strict):
     """A page of conversations, latest activity first (older clients send `{}`)."""
 
     limit: Annotated[int, Field(ge=1, le=500)] = 100
-    after: Annotated[str, Field(pattern=r"^[0-9]{1,19}$")] | None = None  # a `next_after`
+    after: Annotated[str, Field(pattern=r"^[0-9]{1,19}$"),  # a `next_after`: a 64-bit integer
+                     AfterValidator(_a_cursor)] | None = None
     prefix: Annotated[str, Field(pattern=r"^[0-9a-f-]{1,36}$")] | None = None
     # SPEC section 10 "Finding what waits": archived ones too; only those bound to this
     # directory or one of its parents (as the service stores paths: resolved), nearest

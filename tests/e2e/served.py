@@ -39,12 +39,16 @@ DEFAULT_SCRIPT: dict[str, Any] = {"turns": [[{"ask": ASK}]] * 500}
 
 
 def clankie(*args: str, home: Path, timeout: float = 60, env_extra: dict[str, str] | None = None,
-            cwd: Path = ROOT, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+            cwd: Path = ROOT, program: list[str] | None = None, **kwargs: Any
+            ) -> subprocess.CompletedProcess[str]:
+    """The CLI as a subprocess (`program`: what runs instead of `python -m clankie`, with
+    the same environment: a shell that prepares the directory first)."""
     env = dict(os.environ, CLANKIE_HOME=str(home), PYTHONPATH=str(ROOT / "src"))
     env.pop("CLANKIE_URL", None)
     env.pop("CLANKIE_TOKEN", None)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "clankie", *args], env=env, text=True,
+    argv = program if program is not None else [sys.executable, "-m", "clankie"]
+    return subprocess.run([*argv, *args], env=env, text=True,
                           capture_output=True, timeout=timeout, cwd=cwd, **kwargs)
 
 

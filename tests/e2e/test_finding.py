@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.e2e.served import Served, ask, clankie, settle
@@ -139,3 +140,44 @@ def test_finding_elsewhere_the_one_waiting_question_else_exit_2_listing_the_cand
     problem = json.loads(as_json.stdout)
     assert problem["code"] == "invalid_request" and set(problem["candidates"]) == {a, b}
     assert f"Conversation {b}" in sh(served, second, "conversations", "questions").stdout
+
+
+def test_finding_an_archived_conversation_is_still_its_directorys(
+        served: Served, workspace: Path, tmp_path: Path):
+    """Archive only hides a conversation from lists and the page: in its workspace (or a
+    subdirectory) a command that names none still means it, never another project's
+    waiting question (red team of issue 31: a message went to the wrong project), and a
+    message sent there brings it back. The command says which conversation it chose."""
+    deep = workspace / "src"
+    deep.mkdir()
+    other = tmp_path / "other"
+    other.mkdir()
+    mine, theirs = new(served, workspace), new(served, other)
+    assert sh(served, workspace, "conversations", "archive").returncode == 0
+    asked(served, theirs)  # the one question that waits is another project's
+    shown = sh(served, deep, "conversations", "show")
+    assert f"conversation_id: {mine}" in shown.stdout, shown
+    assert mine in shown.stderr and str(workspace.resolve()) in shown.stderr, shown
+    sent = sh(served, deep, "conversations", "send", "for this project")
+    assert sent.returncode == 0, sent
+    with served.client() as client:
+        settle(client, mine)
+        texts = [e.get("text") for e in client.call("events_tail", {
+            "conversation_id": theirs, "limit": 500})["events"] if e["type"] == "message"]
+    assert "for this project" not in texts
+    assert mine in sh(served, tmp_path, "conversations", "list").stdout  # brought back
+
+
+def test_finding_a_deleted_current_directory_is_a_directory_with_no_conversation(
+        served: Served, tmp_path: Path):
+    """A current directory removed under the shell is no internal error: it is a
+    directory no conversation is bound to (red team of issue 31)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    c = new(served, tmp_path)
+    request = asked(served, c)
+    done = clankie("-c", f"cd {gone} && rmdir {gone} && exec \"$@\"", "sh", sys.executable,
+                   "-m", "clankie", "conversations", "questions", home=served.home.path,
+                   program=["sh"])
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done
+    assert done.returncode == 0 and request in done.stdout, done

@@ -162,5 +162,6 @@ def test_conversation_list_pages_by_latest_activity_with_a_cursor_and_a_prefix(w
     everything = world.call("conversation_list", {"limit": 500})
     assert len(everything["conversations"]) == 7 and everything["next_after"] is None
     for bad in ({"limit": 0}, {"limit": 501}, {"after": "x"}, {"prefix": "XYZ"},
-                {"after": 3}):
+                {"after": 3}, {"after": "9223372036854775808"},  # past SQLite's integers
+                {"after": "9999999999999999999"}):
         assert refused(world, "conversation_list", bad) == "invalid_request"

@@ -26,6 +26,7 @@ from .common import (
     call,
     complete_conversation,
     connect,
+    current_directory,
     directory_conversation,
     exit_with,
     resolve_conversation,
@@ -53,7 +54,7 @@ def chat(conversation: str | None, workspace: Path | None) -> None:
         if conversation is not None:
             chosen = _existing(client, conversation)
         else:
-            target = str((workspace or Path.cwd()).resolve())
+            target = str(workspace.resolve() if workspace else current_directory())
             mine, agents = _latest_in(client, target)
             where = "this directory" if workspace is None else wording.one_line(target)
             if mine is not None:

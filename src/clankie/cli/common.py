@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
@@ -349,9 +350,10 @@ def resolve_conversation(client: Client, given: str | None, *, as_json: bool) ->
 def workspace_conversations(client: Client, directory: str, *, as_json: bool
                             ) -> list[dict[str, Any]]:
     """The conversations bound to `directory` (resolved, as the service stores workspaces)
-    or to a parent of it, nearest first, then latest activity first; archived ones left
-    out (they are no candidates)."""
-    return list(call(client, "conversation_list", {"workspace": directory, "limit": 100},
+    or to a parent of it, nearest first, then latest activity first; archived ones too
+    (archive only hides a conversation from lists: its directory still means it)."""
+    return list(call(client, "conversation_list", {"workspace": directory, "limit": 100,
+                                                   "archived": True},
                      as_json=as_json)["conversations"])
 
 
@@ -365,20 +367,32 @@ def directory_conversation(listed: list[dict[str, Any]], *, free: bool = False
                  and not (free and c["native_owner"])), None)
 
 
+def _chosen(conversation: dict[str, Any], why: str, as_json: bool) -> None:
+    """Say on standard error which conversation a command that named none acts on, and
+    why (a symlinked directory or an archived conversation is no surprise then)."""
+    if not as_json:
+        warn(f"(conversation {conversation['conversation_id']}: {why})")
+
+
 def conversation_here(client: Client, *, as_json: bool) -> str:
     """The conversation a `conversations` command means when it names none (SPEC section
     10 "Finding what waits"): the current directory's (`directory_conversation`); else,
     when exactly one conversation has a question waiting, that one; else a usage error
     (exit 2) listing the candidates (with --json, a problem document on stdout)."""
-    from pathlib import Path
-
-    cwd = str(Path.cwd().resolve())
-    found = directory_conversation(workspace_conversations(client, cwd, as_json=as_json))
+    try:
+        cwd = str(Path.cwd().resolve())
+    except OSError:  # removed under the shell: a directory no conversation is bound to
+        cwd = "the current directory (which no longer exists)"
+        found = None
+    else:
+        found = directory_conversation(workspace_conversations(client, cwd, as_json=as_json))
     if found is not None:
+        _chosen(found, f"bound to {wording.one_line(found['workspace']['path'])}", as_json)
         return str(found["conversation_id"])
     waiting = call(client, "conversation_list", {"waiting": True, "limit": 10},
                    as_json=as_json)["conversations"]
     if len(waiting) == 1:
+        _chosen(waiting[0], "the one whose question waits", as_json)
         return str(waiting[0]["conversation_id"])
     candidates = waiting or call(client, "conversation_list", {"limit": 10},
                                  as_json=as_json)["conversations"]
@@ -415,6 +429,16 @@ def shifted(first: str | None, second: str | None) -> tuple[str | None, str | No
 
 def fail_usage(message: str) -> NoReturn:
     raise click.BadParameter(message)
+
+
+def current_directory() -> Path:
+    """The current directory, resolved; one removed under the shell is a usage error
+    saying so (exit 2), not an internal error."""
+    try:
+        return Path.cwd().resolve()
+    except OSError:
+        raise click.UsageError("the current directory no longer exists: change to a folder "
+                               "(or name one with --workspace) and run it again") from None
 
 
 def stdin_text(limit: int) -> str:

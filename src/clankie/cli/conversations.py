@@ -31,6 +31,7 @@ from .common import (
     call,
     complete_conversation,
     connect,
+    current_directory,
     exit_with,
     fail_usage,
     id_or_prefix,
@@ -267,7 +268,7 @@ def new(workspace: Path | None, kind: str, as_json: bool) -> None:
     """Start a conversation bound to a directory."""
     payload: dict[str, Any] = {"kind": kind}
     if kind == "owner" or workspace is not None:
-        payload["workspace"] = str((workspace or Path.cwd()).resolve())
+        payload["workspace"] = str(workspace.resolve() if workspace else current_directory())
     with connect() as client:
         created = call(client, "conversation_create", payload, as_json=as_json)
     print_json(created) if as_json else say(created["conversation_id"])
