@@ -159,6 +159,8 @@ def test_stale_answer_exits_3_then_read_again_0_then_repeat_is_a_duplicate(
     assert again["duplicate"] is True
     receipt = ok_json(served, "conversations", "questions", c, "--request", r)["request"]
     assert again["receipt"] == receipt["receipt"]
+    shown = cli(served, "conversations", "questions", c, "--request", r).stdout
+    assert re.search(r"; ended \d{4}-\d\d-\d\d \d\d:\d\d", shown) and "expires" not in shown
 
 
 def test_refusals_and_their_exit_codes(served: Served, asked: tuple[str, str]):

@@ -148,7 +148,10 @@ def _show_question(q: dict[str, Any], workspace: str | None = None) -> None:
         say(wording.option_line(number, option))
         say(f"     option {option['option_id']}")
     say(f"  Text answer: {'allowed' if q['allow_text'] else 'not allowed'}")
-    say(f"  Asked {when.shown_now(q['asked_at'])}; expires {when.shown_now(q['expires_at'])}")
+    ended = q["receipt"]["resolved_at"] if q["status"] != "pending" and q["receipt"] else None
+    say(f"  Asked {when.shown_now(q['asked_at'])}; " + (  # an ended question expires no more
+        f"ended {when.shown_now(ended)}" if ended else
+        f"expires {when.shown_now(q['expires_at'])}"))
     if asker and q["status"] == "pending":
         say(f"  {wording.AGENT_ANSWER}")
     if q["receipt"]:
