@@ -222,3 +222,27 @@ def test_r9_run_context_names_each_owner_message_whose_run_did_not_finish(world:
         (("owner", "stopped"), "cancelled", "stopped_by_owner"),
         (("owner", "failed"), "failed", "model_error: openai: 400 bad request"),
         (("owner", "orphaned"), "failed", "orphaned_by_restart")]
+
+
+@pytest.mark.parametrize("ending", ["orphaned", "stopped", "failed"])
+def test_r5_r9_an_answer_whose_continuation_did_not_finish_says_so(world: World, ending: str):
+    """R5 with R9 (new-owner trial of issue 31): an answer stays remembered, and when
+    Clankie's run for it was stopped, failed or orphaned by a restart, the model reads that
+    too, next to the answer: it neither redoes stopped work unasked nor loses it."""
+    c = world.conversation()
+    snap = ask(world, c, "call-1")
+    world.answer(c, snap, option=1)
+    run = world.service.claim_next_run(c)
+    assert run is not None and run.kind.value == "continuation"
+    if ending == "orphaned":
+        world.service.recover()
+        said = "clankie restarted before it was done"
+    elif ending == "stopped":
+        world.call("run_cancel", {"run_id": run.run_id})
+        said = "the owner stopped it before you finished"
+    else:
+        world.service.finish_run(run.run_id, RunStatus.FAILED, "model_error: openai: 400 bad")
+        said = "it failed: model_error: openai: 400 bad"
+    assert outcome(next_context(world, c), "call-1") == (
+        f"answered: the owner (operator) chose the option 'unittest'. {A11} Your run that "
+        f"followed this answer did not finish: {said}.")

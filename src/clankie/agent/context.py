@@ -127,6 +127,8 @@ class QuestionOutcome:
     answer: str | None = None  # the chosen option's label, or the text
     by_option: bool = False
     answered_by: str | None = None  # the credential kind
+    # the continuation that followed the answer, when it did not finish: (status, error)
+    unfinished: tuple[str, str | None] | None = None
 
 
 GONE = QuestionOutcome("gone")
@@ -138,7 +140,11 @@ def outcome_note(outcome: QuestionOutcome) -> str:
     if outcome.status == "answered":
         given = (f"chose the option {outcome.answer!r}" if outcome.by_option
                  else f"answered in text: {outcome.answer!r}")
-        return f"answered: the owner ({outcome.answered_by or 'owner'}) {given}. {A11}"
+        said = f"answered: the owner ({outcome.answered_by or 'owner'}) {given}. {A11}"
+        if outcome.unfinished is not None:  # SPEC R9: neither redone unasked nor lost
+            said += (" Your run that followed this answer did not finish: "
+                     f"{_why(*outcome.unfinished, 'it', 'it')}.")
+        return said
     if outcome.status == "pending":
         return "still pending: not answered yet."
     if outcome.status == "gone":
@@ -164,16 +170,21 @@ NOT_FINISHED = "(Not finished.)"  # the assistant turn between an unfinished one
 REASON_SHOWN = 300  # characters of a failed run's error
 
 
+def _why(status: str, error: str | None, this: str, run: str) -> str:
+    """Why a run did not finish (SPEC R9's notes): `this` names what it was doing, `run`
+    the run."""
+    if error == RunError.STOPPED_BY_OWNER:
+        return f"the owner stopped {this} before you finished"
+    if error == RunError.ORPHANED_BY_RESTART:
+        return f"clankie restarted before {this} was done"
+    if status == "failed":
+        return f"{run} failed: {(error or 'no reason on record')[:REASON_SHOWN]}"
+    return f"{this} was cancelled before you began it"  # by a reset or a native takeover
+
+
 def unfinished_note(unfinished: Unfinished) -> str:
     """What the model reads after an owner message whose run did not finish (SPEC R9)."""
-    if unfinished.error == RunError.STOPPED_BY_OWNER:
-        why = "the owner stopped this before you finished"
-    elif unfinished.error == RunError.ORPHANED_BY_RESTART:
-        why = "clankie restarted before this was done"
-    elif unfinished.status == "failed":
-        why = f"this run failed: {(unfinished.error or 'no reason on record')[:REASON_SHOWN]}"
-    else:  # a queued run cancelled by a reset or a native takeover
-        why = "this was cancelled before you began it"
+    why = _why(unfinished.status, unfinished.error, "this", "this run")
     return f"(A note from clankie, not the owner's words: {why}.)"
 
 

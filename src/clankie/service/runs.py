@@ -351,7 +351,8 @@ def _outcome(end: QuestionEnd, now: datetime) -> QuestionOutcome:
         return QuestionOutcome(
             end.status.value, answer=end.option_label if end.option_label is not None
             else end.text or "", by_option=end.option_label is not None,
-            answered_by=end.answered_by.value if end.answered_by else None)
+            answered_by=end.answered_by.value if end.answered_by else None,
+            unfinished=end.continuation)
     return QuestionOutcome(end.status.value, end.reason)
 
 

@@ -124,6 +124,7 @@ class QuestionEnd:
     option_label: str | None  # of the chosen option
     text: str | None  # of a text answer
     answered_by: CredentialKind | None
+    continuation: tuple[str, str | None] | None = None  # (status, error) when it did not finish
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,14 +358,18 @@ class ReadTx:
             return {}
         rows = self._all(
             "SELECT q.request_id, q.status, q.reason, q.expires_at, o.label, q.answer_text, "
-            "q.answered_by_kind FROM questions q LEFT JOIN options o "
+            "q.answered_by_kind, u.status AS run_status, u.error AS run_error "
+            "FROM questions q LEFT JOIN options o "
             "ON o.option_id = q.answer_option_id AND o.request_id = q.request_id "
+            "LEFT JOIN runs u ON u.receipt_id = q.receipt_id "
+            "AND u.status IN ('failed', 'cancelled') "
             "WHERE q.conversation_id = ? AND q.request_id IN (SELECT value FROM json_each(?))",
             conversation_id, json.dumps(list(request_ids)))
         return {r["request_id"]: QuestionEnd(
                     r["request_id"], QuestionStatus(r["status"]), r["reason"],
                     _when(r["expires_at"]),
-                    r["label"], r["answer_text"], _kind(r["answered_by_kind"]))
+                    r["label"], r["answer_text"], _kind(r["answered_by_kind"]),
+                    (r["run_status"], r["run_error"]) if r["run_status"] else None)
                 for r in rows}
 
     def _question(self, row: sqlite3.Row) -> Question:
