@@ -1,16 +1,16 @@
 """Following a conversation's events from the CLI, across a restart of the service.
 
-Owns the long-poll loop that `conversations events --follow` and `conversations send
---wait` share (SPEC section 10 "Finding what waits": it survives a service restart like the
-TUI, says so, and goes on from the event it had reached). A read that finds the service gone
+Owns the long-poll loop that `conversations events --follow` and `conversations send --wait`
+share (SPEC section 10 "Finding what waits": it survives a service restart like the TUI,
+says so, and goes on from the event it had reached). A read that finds the service gone
 (`ServiceUnreachable`, or `Uncertain`: an `events_tail` is a read, safe to ask again) is
 asked again after 0.2 s, 0.5 s, then every 0.8 s (the TUI's spacing), for at most
-`GIVE_UP_S` (10 minutes) from the loss; then the command says how to follow again and
-exits 1. Once the service answers, it says whether it restarted (its `started_at` moved)
-and goes on from the event it had reached, so no event is shown twice. A restart between two reads (the old
-service ends a long poll at once as it stops) is told the same way: whenever a read came
-over a new connection, `service_info` says whether `started_at` moved. Every other failure
-is `call`'s.
+`GIVE_UP_S` (10 minutes) from the loss; then the command says how to follow again and exits
+1. Once the service answers, it says whether it restarted (its `started_at` moved) and goes
+on from the event it had reached, so no event is shown twice. A restart between two reads
+(the old service ends a long poll at once as it stops) is told the same way: whenever a read
+came over a new connection, `service_info` says whether `started_at` moved. Every other
+failure is `call`'s.
 It decides nothing and sends nothing but reads.
 """
 
