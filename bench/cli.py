@@ -23,8 +23,7 @@ venv's python). One warm-up round is not counted. The cases:
   never asked) in a home of its own, from spawn to its first answered `service_info` on
   the Unix socket (asked every 5 ms on a raw socket, then SIGTERM and a wait for its exit,
   not timed); `clankie doctor` against the running service, all checks passing, scripted
-  model; and `clankie conversations list` against another service whose home holds 1,000
-  conversations (made through the client in the set-up, each with a workspace of its own).
+  model. (The `list` case above is issue 31's list on 1,000 conversations.)
 
 Prints one JSON document: p50, p90 and min of each case, its ratio to each baseline's p50,
 and the issue's target with whether it is met.
@@ -74,8 +73,7 @@ ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]"            # CSI
                   r"|[@-Z\\-_=>78])")                      # two-byte sequences
 TARGETS_MS = {"version": 50, "list": 150, "questions": 150, "completion": 150,
               "tui_first_screen_question_pending": 400, "tui_first_screen_no_question": 400,
-              "serve": 1000, "serve_openai": 1000, "doctor": 1000, "list_1000": 150}
-MANY_CONVERSATIONS = 1_000
+              "serve": 1000, "serve_openai": 1000, "doctor": 1000}
 SERVE_TIMEOUT_S = 30.0
 BASELINES = ("python_pass", "python_import_httpx")
 
@@ -185,19 +183,6 @@ def serve_to_first_answer(home: Path, argv: list[str], env: dict[str, str], cwd:
             proc.wait(timeout=10)
         if proc.stderr is not None:
             proc.stderr.close()
-
-
-def many_conversations(home: Path, root: Path, count: int) -> None:
-    """`count` conversations in the served `home`, each with a workspace of its own, made
-    through the client (a CLI process each would take minutes)."""
-    from clankie.client import Client
-
-    token = (home / "operator.token").read_text().strip()
-    with Client(f"unix://{home / 'clankie.sock'}", token) as client:
-        for number in range(count):
-            workspace = root / f"w{number:04d}"
-            workspace.mkdir()
-            client.call("conversation_create", {"workspace": str(workspace)})
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
@@ -327,18 +312,12 @@ def measure(runs: int, completion: str, conversations: int = 1000) -> dict[str, 
         script.write_text(json.dumps(SCRIPT))
         env = clankie_env(home)
         run([CLANKIE, "init"], env, workspace)
-        serve_home, many_home, many_root = tmp / "serve-home", tmp / "many-home", tmp / "many"
-        serve_env, many_env = clankie_env(serve_home), clankie_env(many_home)
+        serve_home = tmp / "serve-home"
+        serve_env = clankie_env(serve_home)
         run([CLANKIE, "init"], serve_env, workspace)
-        run([CLANKIE, "init"], many_env, workspace)
-        many_root.mkdir()
         openai_env = dict(serve_env, CLANKIE_OPENAI_BASE_URL="http://127.0.0.1:9/v1")
         service = Service(home, script, env, workspace)
-        services = [service]
         try:
-            many = Service(many_home, script, many_env, workspace)
-            services.append(many)
-            many_conversations(many_home, many_root, MANY_CONVERSATIONS)
             def new(where: Path) -> str:
                 made = run([CLANKIE, "conversations", "new", "--workspace", str(where),
                             "--json"], env, where)
@@ -376,8 +355,6 @@ def measure(runs: int, completion: str, conversations: int = 1000) -> dict[str, 
                     serve_home, [CLANKIE, "serve", "--model", "openai"], openai_env,
                     workspace),
                 "doctor": lambda: timed([CLANKIE, "doctor"], env, workspace, "ok   model"),
-                "list_1000": lambda: timed([CLANKIE, "conversations", "list"], many_env,
-                                           workspace, str(many_root)),
             }
             samples: dict[str, list[float]] = {case: [] for case in cases}
             over_bound: set[str] = set()
@@ -394,8 +371,7 @@ def measure(runs: int, completion: str, conversations: int = 1000) -> dict[str, 
                     if round_number:  # round 0 warms the caches up
                         samples[case].append(elapsed)
         finally:
-            for each in services:
-                each.stop()
+            service.stop()
     base = {b: figures(samples[b]) for b in BASELINES}
     commands = {case: report(samples[case], base, TARGETS_MS.get(case), case in over_bound)
                 for case in cases if case not in BASELINES}
