@@ -152,7 +152,8 @@ def test_h7_the_readmes_notify_recipes_send_the_prompt_as_it_is_and_read_no_file
         (bin_dir / other).write_text("#!/bin/sh\ncat > /dev/null\n")
         (bin_dir / other).chmod(0o755)
     prompt = f"@{secret}\nsecond line"
-    document = json.dumps({"prompt": prompt, "read_with": "clankie conversations questions c",
+    document = json.dumps({"event": "input_requested", "asked_by": "Clankie",
+                           "prompt": prompt, "read_with": "clankie conversations questions c",
                            "answer_url": "https://laptop.example.ts.net/c/x"})
     recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(README.read_text())]
     assert len(recipes) >= 2, recipes
@@ -171,3 +172,51 @@ def test_h7_the_readmes_notify_recipes_send_the_prompt_as_it_is_and_read_no_file
         # curl's -d (--data) drops line breaks from what it reads; --data-binary keeps them
         assert "--data-binary" in args and "-d" not in args and "--data" not in args, args
         assert prompt in Path(f"{record}.stdin").read_text(), sent  # line breaks and all
+
+
+QUESTION = {"event": "input_requested", "conversation_id": "c1", "request_id": "r1",
+            "kind": "choice", "prompt": "Tabs or spaces?", "options": ["tabs", "spaces"],
+            "asked_by": "Clankie", "read_with": "clankie conversations questions c1",
+            "answer_url": "https://laptop.example.ts.net/?c=c1&r=r1"}
+# The two endings `notify_on_resolved = true` adds (service/notify.py): no prompt, no kind.
+CANCELLED = {"event": "input_resolved", "conversation_id": "c1", "request_id": "r1",
+             "outcome": "cancelled", "reason": "restart", "asked_by": "Clankie",
+             "read_with": "clankie conversations questions c1 --request r1",
+             "answer_url": "https://laptop.example.ts.net/?c=c1&r=r1"}
+ORPHANED = {"event": "continuation_failed", "conversation_id": "c1", "request_id": "r1",
+            "run_id": "run1", "reason": "restart", "error": "orphaned_by_restart",
+            "asked_by": "Clankie", "read_with": "clankie conversations questions c1 --request r1",
+            "answer_url": "https://laptop.example.ts.net/?c=c1&r=r1"}
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the README's recipes use jq")
+def test_h7_r9_issue31_the_readmes_notify_recipes_say_an_ending_as_an_ending(tmp_path: Path):
+    """Issue 31: with `notify_on_resolved = true` the README's desktop recipe popped
+    "Clankie asks: " (an ending has no prompt) for a restart's endings. Each recipe, fed a
+    question and the two endings a restart sends (R9), says the question as one, and an
+    ending as what it was, with how to carry on; never "asks" or "null" for an ending."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "curl").write_text('#!/bin/sh\ncat > "$RECORD"\n')
+    (bin_dir / "notify-send").write_text('#!/bin/sh\nshift\nprintf "%s" "$*" > "$RECORD"\n')
+    for fake in bin_dir.iterdir():
+        fake.chmod(0o755)
+    recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(README.read_text())]
+    assert len(recipes) >= 3, recipes
+    for n, argv in enumerate(recipes):
+        said = {}
+        for name, document in (("question", QUESTION), ("cancelled", CANCELLED),
+                               ("orphaned", ORPHANED)):
+            record = tmp_path / f"recipe{n}-{name}"
+            done = subprocess.run(argv, input=json.dumps(document), text=True, timeout=30,
+                                  capture_output=True,
+                                  env={**os.environ, "RECORD": str(record),
+                                       "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+            assert done.returncode == 0, done
+            said[name] = record.read_text()
+        assert "Tabs or spaces?" in said["question"], (argv, said)
+        for ending in ("cancelled", "orphaned"):
+            assert "asks" not in said[ending] and "null" not in said[ending], (argv, said)
+            assert "restart" in said[ending] and "carry on" in said[ending], (argv, said)
+        assert "question ended: cancelled" in said["cancelled"], (argv, said)
+        assert "answer" in said["orphaned"] and "interrupted" in said["orphaned"], said

@@ -2,7 +2,8 @@
 
 Owns the names inside `$CLANKIE_HOME`, the rules of SPEC section 10 "Setting up and
 running" (`CLANKIE_HOME`, default the platform's user data folder; `CLANKIE_URL`, default
-the home's socket; `CLANKIE_TOKEN`, default the home's `operator.token`) and SPEC T1.
+the home's socket; `CLANKIE_TOKEN`, default the home's `operator.token`) and SPEC T1, and
+`NOT_SETTINGS`, the `CLANKIE_` variables clankie reads that are not settings.
 
 T1 is checked the way OpenSSH's StrictModes checks `~/.ssh`: before anything in a home is
 read or created, the folders above it (up to the user's own home, or `/`), the home and
@@ -43,6 +44,12 @@ TOKEN: Final = "operator.token"
 LOCK: Final = "serve.lock"
 SETTINGS: Final = "settings.toml"
 LOG: Final = "serve.log"
+# CLANKIE_ variables that are not settings: where to find the home and the service, the
+# token `clankie mcp` asks with (P2); and the test suite's own sizes of its campaigns. Here,
+# not in settings.py, so every command can tell an unknown name without importing pydantic.
+NOT_SETTINGS: Final = frozenset({"CLANKIE_HOME", "CLANKIE_URL", "CLANKIE_TOKEN",
+                                 "CLANKIE_URL_TRUSTED", "CLANKIE_AGENT_TOKEN",
+                                 "CLANKIE_CAMPAIGN_EXAMPLES", "CLANKIE_AGREEMENT_EXAMPLES"})
 # Every file clankie reads or writes in a home, and what the fix adds to "remove PATH".
 # SQLite's own files are here too: a planted hot journal would be rolled back into the
 # store on open.

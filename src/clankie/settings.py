@@ -31,6 +31,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from clankie.home import NOT_SETTINGS
 from clankie.workspace.deny import DEFAULT_DENY
 
 YEAR_S = 31_536_000
@@ -172,13 +173,6 @@ class _Refused(ValueError):
 
 class _Text(str):
     """A variable's text: read as the setting's type, where a file's value must have it."""
-
-
-# CLANKIE_ variables that are not settings: where to find the home and the service, the
-# token `clankie mcp` asks with (P2); and the test suite's own sizes of its campaigns.
-NOT_SETTINGS: Final = frozenset({"CLANKIE_HOME", "CLANKIE_URL", "CLANKIE_TOKEN",
-                                 "CLANKIE_URL_TRUSTED", "CLANKIE_AGENT_TOKEN",
-                                 "CLANKIE_CAMPAIGN_EXAMPLES", "CLANKIE_AGREEMENT_EXAMPLES"})
 
 
 def _unknown(environ: dict[str, str]) -> list[str]:

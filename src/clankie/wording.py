@@ -36,6 +36,10 @@ RESTARTED_QUESTION: Final = ("cancelled because clankie restarted: nothing was a
 RUN_INTERRUPTED: Final = ("interrupted by a restart and will not run again (clankie restarted "
                           "before it was done; anything it said before is not a finished "
                           f"run); {CARRY_ON}")
+# An answer that did not reach the service (it is down, perhaps restarting): a restart
+# would end the question (R3), so the owner is told before it happens, not only after.
+ANSWER_NOT_SENT: Final = ("If clankie is restarting, this question will end and you will be "
+                          "told how to carry on.")
 # What the TUI's `/continue` sends: an ordinary owner message, never a replay (R9).
 CONTINUE_MESSAGE: Final = "Carry on where you left off."
 RUN_STOPPED: Final = "stopped by its owner and will not run again"  # R7

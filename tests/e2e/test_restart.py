@@ -152,3 +152,38 @@ def test_r9_the_cli_says_clankie_restarted_nothing_was_answered_or_run_and_how_t
         assert f"question {request} {wording.RESTARTED_QUESTION}" in lines
         assert (f"run {continuation} (continuation) failed (orphaned_by_restart): "
                 f"{wording.RUN_INTERRUPTED}") in lines
+
+
+def test_r9_issue31_questions_says_the_latest_answer_whose_run_a_restart_interrupted(
+        tmp_path: Path, workspace: Path):
+    """Issue 31: after a restart orphaned the continuation of an answered question (no
+    question waits), plain `conversations questions` said only "No question is pending.";
+    now it shows that answered question as the latest to end, saying the answer was kept
+    but Clankie's run for it was interrupted by the restart, and how to carry on (R9)."""
+    with hooked_on_a_model(tmp_path) as world:
+        p, endpoint = OPENAI, world.endpoint
+        held = threading.Event()  # never set: the continuation's model call never returns
+        endpoint.plan += [p.tool(ASK), p.text("Asked."), Reply(body=p.text("late").body,
+                                                               hold=held)]
+        with world.served.client() as client:
+            c = str(client.op("conversation_create", workspace=str(workspace)).conversation_id)
+            finished(client, client.call("conversation_send", {
+                "conversation_id": c, "text": "Set up tests."})["run_id"])
+            snap = client.input_get(c)
+            assert snap.pending is not None
+            answered = snap.pending.request_id
+            continuation = client.input_answer(
+                c, answered, incarnation=snap.incarnation, revision=snap.revision,
+                option_id=snap.pending.options[0].option_id).receipt.run_id
+            endpoint.wait_for_requests(3)  # the continuation waits on the model
+            assert client.call("run_get", {"run_id": continuation})["status"] == "running"
+        world.stop(signal.SIGKILL)
+        world.start()
+        shown = " ".join(cli(world.served, "conversations", "questions", c).stdout.split())
+        assert f"{wording.NO_QUESTION}. The latest question to end: Question {answered}" \
+            in shown, shown
+        assert "Receipt" in shown and ": answered" in shown
+        assert f"continuation run {continuation}: failed: orphaned_by_restart" in shown
+        assert f"The answer is kept, but Clankie's run for it was {wording.RUN_INTERRUPTED}" \
+            in shown
+        assert wording.CARRY_ON in shown

@@ -412,3 +412,19 @@ def _status(store_path: Path, request_id: str) -> str:
     finally:
         store.close()
     return str(status)
+
+
+def test_t3_issue31_a_command_that_reads_no_settings_warns_about_a_misspelt_variable_too(
+        tmp_path: Path):
+    """Issue 31: `CLANKIE_ULR=unix:///x CLANKIE_TOKNE=clk_x clankie conversations list` was
+    silent; from a real shell each unknown name is one warning naming the nearest variable
+    clankie reads, never its value, and the command goes on (here: no service to reach)."""
+    done = clankie("conversations", "list", home=tmp_path / "home",
+                   env_extra={"CLANKIE_ULR": "unix:///x", "CLANKIE_TOKNE": "clk_x"})
+    warned = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert warned == [
+        "clankie: warning: CLANKIE_TOKNE is not a setting (did you mean CLANKIE_TOKEN?); "
+        "ignored",
+        "clankie: warning: CLANKIE_ULR is not a setting (did you mean CLANKIE_URL?); ignored"]
+    assert "unix:///x" not in done.stderr and "clk_x" not in done.stderr
+    assert "Traceback" not in done.stderr and done.returncode != 0  # nothing listens

@@ -197,3 +197,27 @@ def test_r9_clankie_chat_in_tmux_says_clankie_restarted_and_how_to_carry_on(tmp_
             screen_shows(session, "you: Carry on where you left off.")
         finally:
             again.stop()
+
+
+@pytest.mark.parametrize("line", ["/question answer 1", "/question text four spaces"])
+async def test_r9_issue31_an_answer_typed_while_the_service_is_down_says_the_question_will_end(
+        line: str):
+    """Issue 31: an answer typed during a restart got only "Not sent: cannot reach
+    clankie ...", and then the restart cancelled the question: the owner's decision was gone
+    with no warning. Now the answer is said not sent, and that if clankie is restarting the
+    question will end and they will be told how to carry on (R9)."""
+    fake = FakeService()
+    app = fake_chat(fake)
+    async with app.run_test(size=(100, 40)) as pilot:
+        fake.ask()
+        fake.questions[fake.latest]["allow_text"] = True  # both kinds of answer are taken
+        await settled(app, pilot, fake, "ask")
+        fake.stop()
+        await until(pilot, lambda: not app.connected, "the loss")
+        await type_line(app, pilot, line)
+        await until(pilot, lambda: "not sent" in app.transcript(), "the refusal")
+        said = flat(app.transcript())
+        assert f"Your answer was not sent: the service is down (fake). " \
+               f"{wording.ANSWER_NOT_SENT}" in said, said
+        assert fake.pending is not None and fake.pending["receipt"] is None  # not answered
+        assert "Clankie continues" not in said

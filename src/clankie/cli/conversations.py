@@ -568,7 +568,8 @@ def questions(conversation: str | None, request: str | None, as_json: bool) -> N
 
 
 def _last_restarted(client: Client, c: str) -> dict[str, Any] | None:
-    """The question that ended last, when a restart cancelled it (R9), else None: found in
+    """The question that ended last, when a restart cancelled it or failed the continuation
+    its answer started (R9: the answer kept, the run interrupted), else None: found in
     the events the conversation keeps (at most `EVENT_PAGES` pages read; a longer log is
     left unsaid rather than misread), then its receipt read."""
     from clankie.client import ApiError
@@ -589,7 +590,9 @@ def _last_restarted(client: Client, c: str) -> dict[str, Any] | None:
     with contextlib.suppress(ApiError):
         request: dict[str, Any] | None = client.call("input_get", {
             "conversation_id": c, "request_id": last})["request"]
-        if request is not None and wording.restarted(request.get("receipt")):
+        receipt = request.get("receipt") if request is not None else None
+        if receipt is not None and (wording.restarted(receipt) or receipt.get(
+                "continuation_error") == RunError.ORPHANED_BY_RESTART):
             return request
     return None
 

@@ -60,13 +60,19 @@ def fail(message: str, code: int = 1) -> click.exceptions.Exit:
     return click.exceptions.Exit(code)
 
 
-def warn_unknown_variables(environ: dict[str, str] | None = None) -> None:
+def warn_unknown_variables() -> None:
     """Issue 31: each `CLANKIE_` variable that is no setting and no other name clankie
-    reads is said once on standard error, with the nearest name, and the command goes on
-    (it changes nothing). Called once by each command that reads the settings."""
+    reads is said once on standard error, with the nearest name (never its value), and the
+    command goes on (it changes nothing). Called once by `main`, for every command. The
+    settings (pydantic) are imported to compare only when a `CLANKIE_` name outside
+    `NOT_SETTINGS` is set: the common path pays nothing."""
+    from clankie.home import NOT_SETTINGS
+
+    if all(not v.startswith("CLANKIE_") or v in NOT_SETTINGS for v in os.environ):
+        return
     from clankie.settings import unknown_variables
 
-    for sentence in unknown_variables(environ):
+    for sentence in unknown_variables():
         warn(f"clankie: warning: {sentence}")
 
 
@@ -77,7 +83,6 @@ def doctor_command(as_json: bool) -> None:
     settings."""
     from . import doctor  # the providers and the store schema: only for this command
 
-    warn_unknown_variables()
     doctor.doctor(as_json)
 
 
@@ -119,7 +124,6 @@ def init() -> None:
 
     home = Home.from_env()
     make_home(home)
-    warn_unknown_variables()
     store = Store(home.store)
     try:
         service = Service(store, load_settings(home.path))
@@ -165,7 +169,6 @@ def serve(tcp: str | None, web: str | None, model: str | None, script: Path | No
     home = Home.from_env()
     check(home)  # before settings.toml is read or the store touched (T1)
     environ = dict(os.environ) | ({"CLANKIE_MODEL": model} if model is not None else {})
-    warn_unknown_variables(environ)
     settings = load_settings(home.path, environ)  # T3: before anything touches the store
     try:
         run(home, settings, tcp, script, web)
@@ -186,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
 
     click's usage errors are said as click says them (exit 2), and with `--json` also printed
     on stdout as an `invalid_request` problem document; Ctrl+C is 130; shell
-    completion (`_CLANKIE_COMPLETE`) is click's and exits by itself.
+    completion (`_CLANKIE_COMPLETE`) is click's and exits by itself. Unknown `CLANKIE_`
+    variables are warned about first, once, whatever the command (issue 31).
     """
+    if COMPLETE_VAR not in os.environ:  # a shell completing reads no warning
+        warn_unknown_variables()
     try:
         code = app.main(args=argv, prog_name="clankie", complete_var=COMPLETE_VAR,
                         standalone_mode=False)

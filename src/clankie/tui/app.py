@@ -649,7 +649,14 @@ class ChatApp(App[None]):
                      "stands.")
             await self._show()
             return
-        except (NotYours, ServiceUnreachable) as exc:
+        except ServiceUnreachable as exc:
+            if op != "input_answer":
+                self.say(f"Not sent: {exc}")
+                return
+            said = str(exc) if str(exc).endswith("?") else f"{exc}."
+            self.say(f"Your answer was not sent: {said} {wording.ANSWER_NOT_SENT}")
+            return
+        except NotYours as exc:
             self.say(f"Not sent: {exc}")
             return
         receipt = reply["receipt"]
