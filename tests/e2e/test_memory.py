@@ -146,14 +146,18 @@ def test_r5_a_question_invalidated_by_a_reset_reaches_the_next_turn(tmp_path: Pa
 def test_r5_a11_an_answer_whose_continuation_failed_reaches_the_next_turn(tmp_path: Path,
                                                                          provider: str):
     """The answer was stored (A9) but its continuation never reached the model (a 400):
-    the next turn is where the model first learns it."""
+    the next turn is where the model first learns it, with the run that did not finish
+    (R9's words, issue 31's new-owner trial)."""
     with served_world(provider, tmp_path) as w:
         c = asked_in_run_one(w)
         w.endpoint.plan.append(error_reply(400, "bad request"))
         continuation = w.answer(c, option=0)["receipt"]["run_id"]
         assert w.run(continuation)["status"] == "failed"
+        error = w.run(continuation)["error"]
+        assert error.startswith(f"model_error: {provider}: 400")
         assert outcome(w, next_turn(w, c)) == (
-            f"answered: the owner (operator) chose the option 'pytest'. {A11}")
+            f"answered: the owner (operator) chose the option 'pytest'. {A11} Your run that "
+            f"followed this answer did not finish: it failed: {error}.")
 
 
 @pytest.mark.parametrize("provider", ["openai"])
