@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,11 +131,14 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     yield from served_world(PROVIDERS[request.param], tmp_path)
 
 
-def served_world(provider: Provider, tmp_path: Path) -> Iterator[World]:
-    """A real `clankie serve` on `provider`, talking to a fake endpoint, until closed."""
+def served_world(provider: Provider, tmp_path: Path,
+                 endpoint_of: Callable[[], ContextManager[Endpoint]] = model_endpoint
+                 ) -> Iterator[World]:
+    """A real `clankie serve` on `provider`, talking to a fake endpoint (`endpoint_of`: the
+    strict one of tests/strict_endpoints.py, say), until closed."""
     workspace = tmp_path / "project"
     workspace.mkdir()
-    with model_endpoint() as endpoint:
+    with endpoint_of() as endpoint:
         served = Served.start(tmp_path / "home", env=provider.env(endpoint.url), script=None)
         w = World(provider, endpoint, served, tmp_path / "home", workspace)
         try:

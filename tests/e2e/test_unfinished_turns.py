@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.served import Served
-from tests.e2e.test_providers import PROVIDERS, World
+from tests.e2e.test_providers import PROVIDERS, World, served_world
 from tests.fakes import Reply, error_reply
 from tests.strict_endpoints import strict_endpoint
 
@@ -26,16 +25,7 @@ NEXT = "Now set up tests please."
 
 @pytest.fixture(params=sorted(PROVIDERS))
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
-    provider = PROVIDERS[request.param]
-    workspace = tmp_path / "project"
-    workspace.mkdir()
-    with strict_endpoint() as endpoint:
-        served = Served.start(tmp_path / "home", env=provider.env(endpoint.url), script=None)
-        w = World(provider, endpoint, served, tmp_path / "home", workspace)
-        try:
-            yield w
-        finally:
-            w.served.stop()
+    yield from served_world(PROVIDERS[request.param], tmp_path, strict_endpoint)
 
 
 def turns(provider: str, body: dict[str, Any]) -> list[tuple[str, str]]:

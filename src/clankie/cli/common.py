@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 import click
 
 from clankie import wording
-from clankie.core.vocabulary import EXIT_OF_CODE, Exit
+from clankie.core.vocabulary import CODES, EXIT_OF_CODE, Code, Exit
 from clankie.text import visible, visible_json
 
 if TYPE_CHECKING:  # httpx loads with the first call: `--help` and `--version` need none of it
@@ -411,14 +411,20 @@ def conversation_here(client: Client, *, as_json: bool) -> str:
         f"  waits: {wording.short(c['pending']['prompt'])}" if c.get("pending") else "")
         for c in candidates]
     if as_json:
-        print_json({"type": "urn:clankie:problem:invalid_request", "title": "invalid request",
-                    "status": 422, "code": "invalid_request", "detail": said,
-                    "candidates": [c["conversation_id"] for c in candidates]})
+        print_json(usage_problem(said, candidates=[c["conversation_id"] for c in candidates]))
     else:
         warn(f"clankie: {said}" + (":" if lines else "."))
         for line in lines:
             warn(f"  {line}")
     exit_with(USAGE)
+
+
+def usage_problem(detail: str, **more: Any) -> dict[str, Any]:
+    """A usage error as the service's own `invalid_request` problem document (SPEC section
+    10: with --json, on stdout too), with `more` fields (the candidates)."""
+    code = Code.INVALID_REQUEST
+    return {"type": f"urn:clankie:problem:{code}", "title": code.replace("_", " "),
+            "status": CODES[code][0], "detail": detail, "code": code.value, **more}
 
 
 def shifted(first: str | None, second: str | None) -> tuple[str | None, str | None]:

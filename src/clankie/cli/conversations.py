@@ -134,7 +134,6 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]],
 
 
 STOPPED = RunError.STOPPED_BY_OWNER
-EVENT_PAGES = 10  # of 500 events: the default `event_retention` (V1) four times over
 
 
 def _show_question(q: dict[str, Any], workspace: str | None = None) -> None:
@@ -559,37 +558,26 @@ def questions(conversation: str | None, request: str | None, as_json: bool) -> N
                                for q in (snapshot["pending"], snapshot["request"])):
             got = call(client, "conversation_get", {"conversation_id": c}, as_json=False)
             workspace = got["workspace"]["path"] if got["workspace"] else None
-        restarted = (_last_restarted(client, c) if not as_json and snapshot["pending"] is None
-                     and snapshot["request"] is None else None)
+        restarted = (_last_restarted(client, c, snapshot) if not as_json
+                     and snapshot["pending"] is None and snapshot["request"] is None else None)
     print_json(snapshot) if as_json else _show_snapshot(snapshot, workspace)
     if restarted is not None:  # R9: what the restart did, and how to carry on
         say("The latest question to end:")
         _show_question(restarted)
 
 
-def _last_restarted(client: Client, c: str) -> dict[str, Any] | None:
-    """The question that ended last, when a restart cancelled it or failed the continuation
-    its answer started (R9: the answer kept, the run interrupted), else None: found in
-    the events the conversation keeps (at most `EVENT_PAGES` pages read; a longer log is
-    left unsaid rather than misread), then its receipt read."""
+def _last_restarted(client: Client, c: str, snapshot: dict[str, Any]
+                    ) -> dict[str, Any] | None:
+    """The question that ended last (the snapshot's `ended_requests` are newest first), when
+    a restart cancelled it or failed the continuation its answer started (R9: the answer
+    kept, the run interrupted), else None."""
     from clankie.client import ApiError
 
-    after, last = 0, None
-    for _ in range(EVENT_PAGES):
-        page = client.call("events_tail", {"conversation_id": c, "after": after,
-                                           "limit": 500})
-        last = next((e["request_id"] for e in reversed(page["events"])
-                     if e["type"] == "input_resolved"), last)
-        after = page["next_after"]
-        if len(page["events"]) < 500:
-            break
-    else:
-        return None
-    if last is None:
+    if not snapshot.get("ended_requests"):
         return None
     with contextlib.suppress(ApiError):
         request: dict[str, Any] | None = client.call("input_get", {
-            "conversation_id": c, "request_id": last})["request"]
+            "conversation_id": c, "request_id": snapshot["ended_requests"][0]})["request"]
         receipt = request.get("receipt") if request is not None else None
         if receipt is not None and (wording.restarted(receipt) or receipt.get(
                 "continuation_error") == RunError.ORPHANED_BY_RESTART):

@@ -14,7 +14,6 @@ import click
 
 from clankie import __version__
 from clankie.core.errors import ClankieError
-from clankie.core.vocabulary import CODES, Code
 
 from . import access, bridge, chat, common, conversations
 from .common import (
@@ -26,6 +25,7 @@ from .common import (
     explain_not_yours,
     print_json,
     say,
+    usage_problem,
     warn,
 )
 from .entry import COMPLETE_VAR
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         if isinstance(exc, click.UsageError) and _wants_json(exc, argv):
-            print_json(usage_problem(exc))
+            print_json(usage_problem(exc.format_message()))
         return exc.exit_code
     except click.exceptions.Abort as exc:  # click's word for Ctrl+C (or an EOF at a prompt)
         return 130 if isinstance(exc.__cause__, KeyboardInterrupt) else 1
@@ -227,13 +227,6 @@ def _wants_json(exc: click.UsageError, argv: list[str] | None) -> bool:
     words = words[:words.index("--")] if "--" in words else words
     return "--json" in words and (ctx is None or isinstance(ctx.command, click.Group) or any(
         p.name == "as_json" for p in ctx.command.params))
-
-
-def usage_problem(exc: click.UsageError) -> dict[str, object]:
-    """A usage error as the service's own `invalid_request` problem document."""
-    code = Code.INVALID_REQUEST
-    return {"type": f"urn:clankie:problem:{code}", "title": code.replace("_", " "),
-            "status": CODES[code][0], "detail": exc.format_message(), "code": code.value}
 
 
 def _said(exc: Exception) -> int:
