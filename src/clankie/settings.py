@@ -200,12 +200,10 @@ class _Variables(PydanticBaseSettingsSource):
 
     def __init__(self, environ: dict[str, str]) -> None:
         super().__init__(Settings)
-        unknown = _unknown(environ)
         self._values: dict[str, Any] = {
-            variable.removeprefix("CLANKIE_").lower(): _Text(text)
-            for variable, text in environ.items()
+            name: _Text(text) for variable, text in environ.items()
             if variable.startswith("CLANKIE_") and variable not in NOT_SETTINGS
-            and variable not in unknown}
+            and (name := variable.removeprefix("CLANKIE_").lower()) in _BY_NAME}
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return self._values.get(field_name), field_name, False
