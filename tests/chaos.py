@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clankie import dto
 from clankie.client import ApiError, Client, ServiceUnreachable, Uncertain
 from tests.e2e.served import Served
 
@@ -87,16 +88,17 @@ class Campaign:
             for n in range(6):
                 workspace = root / f"ws{n}"
                 workspace.mkdir()
-                self.conversations.append(str(client.op(
-                    "conversation_create", workspace=str(workspace)).conversation_id))
-            self.device = client.op("device_pair", name="phone", mode="control").token
+                self.conversations.append(str(client.op(dto.CONVERSATION_CREATE,
+                                                        dto.ConversationCreate(workspace=str(workspace))).conversation_id))
+            self.device = client.op(dto.DEVICE_PAIR,
+                                    dto.DevicePair(name="phone", mode="control")).token
         self.operator = self.served.home.token_file.read_text().strip()
         self.held: Held | None = None  # a question left alone to expire
         self._lease()
 
     def _lease(self) -> None:
         with self.served.client(self.device) as device:
-            device.op("device_take_control", ttl_s=3_600)
+            device.op(dto.DEVICE_TAKE_CONTROL, dto.DeviceTakeControl(ttl_s=3_600))
 
     # -------------------------------------------------------------------------- acting
 

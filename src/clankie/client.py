@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast, overload
+from typing import TYPE_CHECKING, Any
 
 from clankie import __version__
 from clankie.home import SOCKET, Home, operator_token, service_url
@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # pydantic, the DTOs and asyncio load on first use: the CLI n
     import ssl
 
     from clankie import dto
+    from clankie.dto import InT, OutT
 
 __all__ = ["ApiError", "AsyncClient", "BadServiceUrl", "Client", "ClientError", "NotClankie",
            "NotYours", "ServiceUnreachable", "Uncertain", "fit_shape", "service_address",
@@ -329,12 +330,16 @@ def fit_shape(op: str, result: dict[str, Any], address: str, *,
     return result
 
 
-def _typed(op: str, result: dict[str, Any], target: _Target) -> Any:
-    """`result` as `op`'s output shape; one that does not fit is `NotClankie`."""
-    from clankie import dto
+def _typed(spec: dto.Op[Any, OutT], result: dict[str, Any], target: _Target) -> OutT:
+    """`result` as the op's output shape; one that does not fit is `NotClankie`."""
+    fit_shape(spec.name, result, target.url, via_env=target.via_env)
+    return spec.output.model_validate(result)
 
-    fit_shape(op, result, target.url, via_env=target.via_env)
-    return dto.OPS[op].output.model_validate(result)
+
+def _payload(request: dto.Strict | None) -> dict[str, Any]:
+    """An op's input model as the JSON object sent: only the fields the caller set, so the
+    service applies its own defaults (as for a request written by hand)."""
+    return {} if request is None else request.model_dump(mode="json", exclude_unset=True)
 
 
 def _where(exc: Any) -> str:
@@ -605,109 +610,17 @@ class Client(_Target):
         self.connections += 1
         return _Connection(sock)
 
-    # One overload an op, as `dto.OPS` pairs them (a test holds the two equal): `op`'s
-    # result is typed by the op's name, and dto is imported only to check types.
-    @overload
-    def op(self, op: Literal["conversation_create"], **payload: Any) -> dto.ConversationOut: ...
-    @overload
-    def op(self, op: Literal["conversation_get"], **payload: Any) -> dto.ConversationOut: ...
-    @overload
-    def op(self, op: Literal["conversation_list"], **payload: Any) -> dto.ConversationsOut: ...
-    @overload
-    def op(self, op: Literal["conversation_send"], **payload: Any) -> dto.SendOut: ...
-    @overload
-    def op(self, op: Literal["conversation_reset"], **payload: Any) -> dto.ResetOut: ...
-    @overload
-    def op(self, op: Literal["conversation_archive"], **payload: Any) -> dto.Empty: ...
-    @overload
-    def op(self, op: Literal["conversation_set_workspace"],
-           **payload: Any) -> dto.ConversationOut: ...
-    @overload
-    def op(self, op: Literal["events_tail"], **payload: Any) -> dto.EventsOut: ...
-    @overload
-    def op(self, op: Literal["run_get"], **payload: Any) -> dto.RunOut: ...
-    @overload
-    def op(self, op: Literal["run_cancel"], **payload: Any) -> dto.RunOut: ...
-    @overload
-    def op(self, op: Literal["device_pair"], **payload: Any) -> dto.TokenOut: ...
-    @overload
-    def op(self, op: Literal["device_take_control"], **payload: Any) -> dto.LeaseOut: ...
-    @overload
-    def op(self, op: Literal["device_release"], **payload: Any) -> dto.Empty: ...
-    @overload
-    def op(self, op: Literal["credential_issue"], **payload: Any) -> dto.TokenOut: ...
-    @overload
-    def op(self, op: Literal["credential_rotate"], **payload: Any) -> dto.TokenOut: ...
-    @overload
-    def op(self, op: Literal["credential_list"], **payload: Any) -> dto.CredentialsOut: ...
-    @overload
-    def op(self, op: Literal["credential_revoke"], **payload: Any) -> dto.Empty: ...
-    @overload
-    def op(self, op: Literal["device_pair_start"], **payload: Any) -> dto.PairingOut: ...
-    @overload
-    def op(self, op: Literal["device_pair_finish"], **payload: Any) -> dto.TokenOut: ...
-    @overload
-    def op(self, op: Literal["owner_revoke"], **payload: Any) -> dto.Empty: ...
-    @overload
-    def op(self, op: Literal["native_takeover"], **payload: Any) -> dto.ConversationOut: ...
-    @overload
-    def op(self, op: Literal["room_post"], **payload: Any) -> dto.MessageOut: ...
-    @overload
-    def op(self, op: Literal["pane_metadata_set"], **payload: Any) -> dto.Empty: ...
-    @overload
-    def op(self, op: Literal["project_register"], **payload: Any) -> dto.ProjectOut: ...
-    @overload
-    def op(self, op: Literal["input_get"], **payload: Any) -> dto.Snapshot: ...
-    @overload
-    def op(self, op: Literal["input_answer"], **payload: Any) -> dto.AnswerReply: ...
-    @overload
-    def op(self, op: Literal["input_cancel"], **payload: Any) -> dto.AnswerReply: ...
-    @overload
-    def op(self, op: Literal["service_info"], **payload: Any) -> dto.ServiceInfoOut: ...
-    @overload
-    def op(self, op: Literal["agent_ask"], **payload: Any) -> dto.AgentAskOut: ...
-    @overload
-    def op(self, op: Literal["agent_wait"], **payload: Any) -> dto.AgentQuestionOut: ...
-    @overload
-    def op(self, op: Literal["agent_list"], **payload: Any) -> dto.AgentQuestionsOut: ...
-    @overload
-    def op(self, op: Literal["agent_cancel"], **payload: Any) -> dto.AgentCancelOut: ...
-    @overload
-    def op(self, op: Literal["whoami"], **payload: Any) -> dto.WhoAmIOut: ...
-    def op(self, op: str, **payload: Any) -> Any:
-        """One operation; its result as the op's output shape (`clankie.dto.OPS`)."""
-        return _typed(op, self.call(op, payload), self)
+    def op(self, spec: dto.Op[InT, OutT], request: InT | None = None) -> OutT:
+        """One operation, typed by its row of the op table (`clankie.dto.OPS`): `request`
+        (the op's input model; none for an op whose input is `Nothing`) goes out as JSON,
+        and the result comes back as the op's output model (one that does not fit is
+        `NotClankie`)."""
+        return _typed(spec, self.call(spec.name, _payload(request)), self)
 
     def openapi(self) -> dict[str, Any]:
         connect_s, exchange_s = _timeouts("openapi", {}, self._base_timeout)
         return _result(self._send(self._request("GET", "/v1/openapi.json", None), connect_s,
                                   exchange_s), self)
-
-    # The question contract, typed.
-
-    def input_get(self, conversation_id: str, request_id: str | None = None) -> dto.Snapshot:
-        payload = {"conversation_id": conversation_id}
-        if request_id is not None:
-            payload["request_id"] = request_id
-        return cast("dto.Snapshot", _typed("input_get", self.call("input_get", payload), self))
-
-    def input_answer(self, conversation_id: str, request_id: str, *, incarnation: str,
-                     revision: int, option_id: str | None = None,
-                     text: str | None = None) -> dto.AnswerReply:
-        payload: dict[str, Any] = {"conversation_id": conversation_id, "request_id": request_id,
-                                   "incarnation": incarnation, "revision": revision}
-        if option_id is not None:
-            payload["option_id"] = option_id
-        if text is not None:
-            payload["text"] = text
-        return cast("dto.AnswerReply",
-                    _typed("input_answer", self.call("input_answer", payload), self))
-
-    def input_cancel(self, conversation_id: str, request_id: str, *, incarnation: str,
-                     revision: int) -> dto.AnswerReply:
-        return cast("dto.AnswerReply", _typed("input_cancel", self.call("input_cancel", {
-            "conversation_id": conversation_id, "request_id": request_id,
-            "incarnation": incarnation, "revision": revision}), self))
 
 
 class _AsyncConnection:
@@ -852,75 +765,6 @@ class AsyncClient(_Target):
             raise
         return _AsyncConnection(reader, writer)
 
-    # As `Client.op`'s overloads.
-    @overload
-    async def op(self, op: Literal["conversation_create"],
-                 **payload: Any) -> dto.ConversationOut: ...
-    @overload
-    async def op(self, op: Literal["conversation_get"], **payload: Any) -> dto.ConversationOut: ...
-    @overload
-    async def op(self, op: Literal["conversation_list"],
-                 **payload: Any) -> dto.ConversationsOut: ...
-    @overload
-    async def op(self, op: Literal["conversation_send"], **payload: Any) -> dto.SendOut: ...
-    @overload
-    async def op(self, op: Literal["conversation_reset"], **payload: Any) -> dto.ResetOut: ...
-    @overload
-    async def op(self, op: Literal["conversation_archive"], **payload: Any) -> dto.Empty: ...
-    @overload
-    async def op(self, op: Literal["conversation_set_workspace"],
-                 **payload: Any) -> dto.ConversationOut: ...
-    @overload
-    async def op(self, op: Literal["events_tail"], **payload: Any) -> dto.EventsOut: ...
-    @overload
-    async def op(self, op: Literal["run_get"], **payload: Any) -> dto.RunOut: ...
-    @overload
-    async def op(self, op: Literal["run_cancel"], **payload: Any) -> dto.RunOut: ...
-    @overload
-    async def op(self, op: Literal["device_pair"], **payload: Any) -> dto.TokenOut: ...
-    @overload
-    async def op(self, op: Literal["device_take_control"], **payload: Any) -> dto.LeaseOut: ...
-    @overload
-    async def op(self, op: Literal["device_release"], **payload: Any) -> dto.Empty: ...
-    @overload
-    async def op(self, op: Literal["credential_issue"], **payload: Any) -> dto.TokenOut: ...
-    @overload
-    async def op(self, op: Literal["credential_rotate"], **payload: Any) -> dto.TokenOut: ...
-    @overload
-    async def op(self, op: Literal["credential_list"], **payload: Any) -> dto.CredentialsOut: ...
-    @overload
-    async def op(self, op: Literal["credential_revoke"], **payload: Any) -> dto.Empty: ...
-    @overload
-    async def op(self, op: Literal["device_pair_start"], **payload: Any) -> dto.PairingOut: ...
-    @overload
-    async def op(self, op: Literal["device_pair_finish"], **payload: Any) -> dto.TokenOut: ...
-    @overload
-    async def op(self, op: Literal["owner_revoke"], **payload: Any) -> dto.Empty: ...
-    @overload
-    async def op(self, op: Literal["native_takeover"], **payload: Any) -> dto.ConversationOut: ...
-    @overload
-    async def op(self, op: Literal["room_post"], **payload: Any) -> dto.MessageOut: ...
-    @overload
-    async def op(self, op: Literal["pane_metadata_set"], **payload: Any) -> dto.Empty: ...
-    @overload
-    async def op(self, op: Literal["project_register"], **payload: Any) -> dto.ProjectOut: ...
-    @overload
-    async def op(self, op: Literal["input_get"], **payload: Any) -> dto.Snapshot: ...
-    @overload
-    async def op(self, op: Literal["input_answer"], **payload: Any) -> dto.AnswerReply: ...
-    @overload
-    async def op(self, op: Literal["input_cancel"], **payload: Any) -> dto.AnswerReply: ...
-    @overload
-    async def op(self, op: Literal["service_info"], **payload: Any) -> dto.ServiceInfoOut: ...
-    @overload
-    async def op(self, op: Literal["agent_ask"], **payload: Any) -> dto.AgentAskOut: ...
-    @overload
-    async def op(self, op: Literal["agent_wait"], **payload: Any) -> dto.AgentQuestionOut: ...
-    @overload
-    async def op(self, op: Literal["agent_list"], **payload: Any) -> dto.AgentQuestionsOut: ...
-    @overload
-    async def op(self, op: Literal["agent_cancel"], **payload: Any) -> dto.AgentCancelOut: ...
-    @overload
-    async def op(self, op: Literal["whoami"], **payload: Any) -> dto.WhoAmIOut: ...
-    async def op(self, op: str, **payload: Any) -> Any:
-        return _typed(op, await self.call(op, payload), self)
+    async def op(self, spec: dto.Op[InT, OutT], request: InT | None = None) -> OutT:
+        """`Client.op`, awaited."""
+        return _typed(spec, await self.call(spec.name, _payload(request)), self)

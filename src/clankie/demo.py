@@ -104,7 +104,7 @@ def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[st
     out("  (ordinary chat text is never an answer)")
     _settle(client, c)
     seen = _show_run(client, c, seen, out)
-    snapshot = client.input_get(c)
+    snapshot = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
     assert snapshot.pending is not None
     q = snapshot.pending
     out(f"  the question is still pending; the revision moved to {snapshot.revision}")
@@ -118,7 +118,8 @@ def _scenario(client: Client, env: dict[str, str], repo: Path, out: Callable[[st
         "keeps):")
     run("conversations", "answer", c, q.request_id, "--incarnation", snapshot.incarnation,
         "--revision", str(snapshot.revision), "--choice", "1")
-    asked = client.input_get(c, q.request_id).request
+    asked = client.op(dto.INPUT_GET,
+                      dto.InputGet(conversation_id=c, request_id=q.request_id)).request
     assert asked is not None and asked.receipt is not None
     final = asked.receipt
     out(f"\nreceipt {final.receipt_id[:8]}: {final.outcome} with {q.options[0].label}, "
@@ -171,7 +172,8 @@ def _ready(server: subprocess.Popen[str]) -> str:
 
 def _finished(client: Client, run_id: str | None) -> None:
     deadline = time.monotonic() + DEADLINE_S
-    while run_id and client.op("run_get", run_id=run_id).status in ("queued", "running"):
+    while run_id and client.op(dto.RUN_GET,
+                               dto.RunRef(run_id=run_id)).status in ("queued", "running"):
         if time.monotonic() > deadline:
             raise RuntimeError(f"run {run_id} did not finish")
         time.sleep(0.05)
@@ -179,14 +181,14 @@ def _finished(client: Client, run_id: str | None) -> None:
 
 def _settle(client: Client, c: str) -> None:
     """Wait until no run of the conversation is queued or running."""
-    events = client.op("events_tail", conversation_id=c, limit=500).events
+    events = client.op(dto.EVENTS_TAIL, dto.EventsTail(conversation_id=c, limit=500)).events
     for run_id in {e.run_id for e in events if isinstance(e, dto.RunStatusEvent)}:
         _finished(client, run_id)
 
 
 def _show_run(client: Client, c: str, after: int, out: Callable[[str], Any]) -> int:
     """Print what Clankie looked at and said since event `after`; the last event seen."""
-    page = client.op("events_tail", conversation_id=c, after=after, limit=500)
+    page = client.op(dto.EVENTS_TAIL, dto.EventsTail(conversation_id=c, after=after, limit=500))
     for e in page.events:
         if isinstance(e, dto.ToolActivityEvent):
             out(f"  [{e.tool}] {e.summary}")

@@ -9,8 +9,9 @@ of the service and does no I/O, so the service, the HTTP layer and the client sh
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -25,6 +26,7 @@ from pydantic import (
 )
 from pydantic import Strict as StrictMode
 
+from clankie.core import authority as may
 from clankie.core.model import (
     Author,
     ConversationKind,
@@ -754,52 +756,76 @@ class WhoAmIOut(Out):
 # --------------------------------------------------------------------------- the op table
 
 
-class Op(BaseModel):
-    """One dispatcher operation's input and output shapes."""
-
-    model_config = ConfigDict(frozen=True)
-    input: type[Strict]
-    output: type[Out]
+InT = TypeVar("InT", bound="Strict")
+OutT = TypeVar("OutT", bound="Out")
 
 
-def _op(input: type[Strict], output: type[Out]) -> Op:
-    return Op(input=input, output=output)
+@dataclass(frozen=True)
+class Op(Generic[InT, OutT]):
+    """One dispatcher operation, named once: its name on the wire (`POST /v1/ops/{name}`),
+    its input and output shapes, who may call it (a rule of `clankie.core.authority`),
+    whether it may wait (a long-poll: the edge waits for it on its loop, the client gives
+    it its `wait_s`/`wait_ms` more time) and whether its input is its own credential (no
+    bearer token: a pairing code, SPEC H2). The dispatcher, the authority check, the
+    OpenAPI document, the client (`Client.op(spec, request) -> OutT`) and the tests all
+    read this table."""
+
+    name: str
+    input: type[InT]
+    output: type[OutT]
+    who_may: may.Rule
+    long_poll: bool = False
+    credential_in_body: bool = False
 
 
 # The ops of SPEC section 10 (their names are fixed), and `credential_list`, which
 # `clankie devices list` needs and SPEC does not name (docs/decisions.md).
-OPS: dict[str, Op] = {
-    "conversation_create": _op(ConversationCreate, ConversationOut),
-    "conversation_get": _op(ConversationRef, ConversationOut),
-    "conversation_list": _op(ConversationList, ConversationsOut),
-    "conversation_send": _op(ConversationSend, SendOut),
-    "conversation_reset": _op(ConversationRef, ResetOut),
-    "conversation_archive": _op(ConversationRef, Empty),
-    "conversation_set_workspace": _op(ConversationSetWorkspace, ConversationOut),
-    "events_tail": _op(EventsTail, EventsOut),
-    "run_get": _op(RunRef, RunOut),
-    "run_cancel": _op(RunRef, RunOut),
-    "device_pair": _op(DevicePair, TokenOut),
-    "device_take_control": _op(DeviceTakeControl, LeaseOut),
-    "device_release": _op(Nothing, Empty),
-    "credential_issue": _op(CredentialIssue, TokenOut),
-    "credential_rotate": _op(CredentialRotate, TokenOut),
-    "credential_list": _op(Nothing, CredentialsOut),
-    "credential_revoke": _op(CredentialRevoke, Empty),
-    "device_pair_start": _op(DevicePairStart, PairingOut),
-    "device_pair_finish": _op(DevicePairFinish, TokenOut),
-    "owner_revoke": _op(Nothing, Empty),
-    "native_takeover": _op(NativeTakeover, ConversationOut),
-    "room_post": _op(RoomPost, MessageOut),
-    "pane_metadata_set": _op(PaneMetadataSet, Empty),
-    "project_register": _op(ProjectRegister, ProjectOut),
-    "input_get": _op(InputGet, Snapshot),
-    "input_answer": _op(InputAnswer, AnswerReply),
-    "input_cancel": _op(InputCancel, AnswerReply),
-    "service_info": _op(Nothing, ServiceInfoOut),
-    "agent_ask": _op(AgentAsk, AgentAskOut),
-    "agent_wait": _op(AgentWait, AgentQuestionOut),
-    "agent_list": _op(AgentList, AgentQuestionsOut),
-    "agent_cancel": _op(AgentRequest, AgentCancelOut),
-    "whoami": _op(Nothing, WhoAmIOut),
-}
+CONVERSATION_CREATE: Final = Op(
+    "conversation_create", ConversationCreate, ConversationOut, may.operator)
+CONVERSATION_GET: Final = Op("conversation_get", ConversationRef, ConversationOut, may.reader)
+CONVERSATION_LIST: Final = Op("conversation_list", ConversationList, ConversationsOut, may.reader)
+CONVERSATION_SEND: Final = Op("conversation_send", ConversationSend, SendOut, may.ANSWERER)
+CONVERSATION_RESET: Final = Op("conversation_reset", ConversationRef, ResetOut, may.operator)
+CONVERSATION_ARCHIVE: Final = Op("conversation_archive", ConversationRef, Empty, may.operator)
+CONVERSATION_SET_WORKSPACE: Final = Op(
+    "conversation_set_workspace", ConversationSetWorkspace, ConversationOut, may.operator)
+EVENTS_TAIL: Final = Op("events_tail", EventsTail, EventsOut, may.reader, long_poll=True)
+RUN_GET: Final = Op("run_get", RunRef, RunOut, may.reader)
+RUN_CANCEL: Final = Op("run_cancel", RunRef, RunOut, may.ANSWERER)
+DEVICE_PAIR: Final = Op("device_pair", DevicePair, TokenOut, may.operator)
+DEVICE_TAKE_CONTROL: Final = Op(
+    "device_take_control", DeviceTakeControl, LeaseOut, may.control_device)
+DEVICE_RELEASE: Final = Op("device_release", Nothing, Empty, may.device)
+CREDENTIAL_ISSUE: Final = Op("credential_issue", CredentialIssue, TokenOut, may.operator)
+CREDENTIAL_ROTATE: Final = Op("credential_rotate", CredentialRotate, TokenOut, may.reader)
+CREDENTIAL_LIST: Final = Op("credential_list", Nothing, CredentialsOut, may.operator)
+CREDENTIAL_REVOKE: Final = Op("credential_revoke", CredentialRevoke, Empty, may.operator)
+DEVICE_PAIR_START: Final = Op("device_pair_start", DevicePairStart, PairingOut, may.operator)
+DEVICE_PAIR_FINISH: Final = Op(
+    "device_pair_finish", DevicePairFinish, TokenOut, may.nobody, credential_in_body=True)
+OWNER_REVOKE: Final = Op("owner_revoke", Nothing, Empty, may.operator)
+NATIVE_TAKEOVER: Final = Op("native_takeover", NativeTakeover, ConversationOut, may.operator)
+ROOM_POST: Final = Op("room_post", RoomPost, MessageOut, may.any_of(may.operator, may.captain))
+PANE_METADATA_SET: Final = Op(
+    "pane_metadata_set", PaneMetadataSet, Empty, may.any_of(may.operator, may.captain))
+PROJECT_REGISTER: Final = Op("project_register", ProjectRegister, ProjectOut, may.operator)
+INPUT_GET: Final = Op("input_get", InputGet, Snapshot, may.reader)
+INPUT_ANSWER: Final = Op("input_answer", InputAnswer, AnswerReply, may.ANSWERER)
+INPUT_CANCEL: Final = Op("input_cancel", InputCancel, AnswerReply, may.ANSWERER)
+SERVICE_INFO: Final = Op("service_info", Nothing, ServiceInfoOut, may.reader)
+AGENT_ASK: Final = Op("agent_ask", AgentAsk, AgentAskOut, may.agent)
+AGENT_WAIT: Final = Op("agent_wait", AgentWait, AgentQuestionOut, may.agent, long_poll=True)
+AGENT_LIST: Final = Op("agent_list", AgentList, AgentQuestionsOut, may.agent)
+AGENT_CANCEL: Final = Op("agent_cancel", AgentRequest, AgentCancelOut, may.agent)
+WHOAMI: Final = Op("whoami", Nothing, WhoAmIOut, may.anyone)
+
+# Every op by its name, as the edge receives it.
+OPS: Final[dict[str, Op[Any, Any]]] = {spec.name: spec for spec in (
+    CONVERSATION_CREATE, CONVERSATION_GET, CONVERSATION_LIST, CONVERSATION_SEND,
+    CONVERSATION_RESET, CONVERSATION_ARCHIVE, CONVERSATION_SET_WORKSPACE, EVENTS_TAIL,
+    RUN_GET, RUN_CANCEL, DEVICE_PAIR, DEVICE_TAKE_CONTROL, DEVICE_RELEASE,
+    CREDENTIAL_ISSUE, CREDENTIAL_ROTATE, CREDENTIAL_LIST, CREDENTIAL_REVOKE,
+    DEVICE_PAIR_START, DEVICE_PAIR_FINISH, OWNER_REVOKE, NATIVE_TAKEOVER, ROOM_POST,
+    PANE_METADATA_SET, PROJECT_REGISTER, INPUT_GET, INPUT_ANSWER, INPUT_CANCEL,
+    SERVICE_INFO, AGENT_ASK, AGENT_WAIT, AGENT_LIST, AGENT_CANCEL, WHOAMI,
+)}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clankie import peer
+from clankie import dto, peer
 from clankie.client import (
     ApiError,
     AsyncClient,
@@ -52,16 +52,17 @@ def test_problems_become_api_errors_and_results_become_shapes(tmp_path: Path):
     served = Served.start(tmp_path / "home")
     try:
         with served.client() as client:
-            assert client.op("conversation_list").conversations == []
+            assert client.op(dto.CONVERSATION_LIST, dto.ConversationList()).conversations == []
             with pytest.raises(ApiError) as err:
-                client.op("conversation_get",
-                          conversation_id="0b7e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5b")
+                client.op(dto.CONVERSATION_GET,
+                          dto.ConversationRef(conversation_id="0b7e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5b"))
             assert (err.value.code, err.value.status) == ("not_found", 404)
 
         async def use_async() -> list:
             async with AsyncClient(f"unix://{served.home.socket}",
                                    served.home.token_file.read_text().strip()) as client:
-                return (await client.op("conversation_list")).conversations
+                return (await client.op(dto.CONVERSATION_LIST,
+                                        dto.ConversationList())).conversations
 
         assert asyncio.run(use_async()) == []
     finally:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from clankie import dto
 from clankie.client import ApiError, AsyncClient, BadServiceUrl, Client, NotClankie
 from tests.api.test_client_wire import HangUpAfter, reply
 
@@ -28,13 +29,15 @@ def fitted_async(url: str, op: str) -> Any:
 
 def typed_sync(url: str, op: str) -> Any:
     with Client(url, "clk_x") as client:
-        return client.input_get("c") if op == "input_get" else client.op(op)
+        spec = dto.OPS[op]
+        return client.op(spec, spec.input.model_construct(conversation_id="c"))
 
 
 def typed_async(url: str, op: str) -> Any:
     async def run() -> Any:
         async with AsyncClient(url, "clk_x") as client:
-            return await client.op(op, conversation_id="c")
+            spec = dto.OPS[op]
+            return await client.op(spec, spec.input.model_construct(conversation_id="c"))
     return asyncio.run(run())
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clankie import dto
 from clankie.client import Client
 from clankie.home import Home
 from tests.polling import eventually
@@ -195,6 +196,6 @@ def ask(client: Client, conversation_id: str, text: str = "please ask") -> str:
     """Send a message; the scripted run asks; return the pending request once settled."""
     client.call("conversation_send", {"conversation_id": conversation_id, "text": text})
     settle(client, conversation_id)
-    pending = client.input_get(conversation_id).pending
+    pending = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=conversation_id)).pending
     assert pending is not None, "no question was asked"
     return pending.request_id

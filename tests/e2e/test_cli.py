@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from clankie import __version__ as clankie_version
-from clankie import when
+from clankie import dto, when
 from tests.e2e.served import ROOT, LineReader, Served, ask, settle
 from tests.peers import CommittingDropper, DroppingPeer, OtherProgram
 from tests.squatter import Squatter, needs_root
@@ -326,7 +326,8 @@ def test_new_list_show_send_reset_and_prefixes(served: Served, workspace: Path):
     random IDs cannot be made to share, is tests/test_cli_common.py's.)"""
     ids = [cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()]
     with served.client() as client:  # creation through the CLI is shown by the line above
-        ids += [client.op("conversation_create", workspace=str(workspace)).conversation_id
+        ids += [client.op(dto.CONVERSATION_CREATE,
+                          dto.ConversationCreate(workspace=str(workspace))).conversation_id
                 for _ in range(17)]
     listed = cli(served, "conversations", "list").stdout
     assert all(i in listed for i in ids)

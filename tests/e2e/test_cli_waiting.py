@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from clankie import wording
+from clankie import dto, wording
 from clankie.core.vocabulary import RunError
 from tests.e2e.served import ASK, ROOT, LineReader, Served, ask, finished, settle
 from tests.e2e.test_cli import _default_sigint, cli, ok_json
@@ -97,7 +97,7 @@ def test_section10_the_same_answer_again_with_prefixes_gets_the_original_receipt
     assert first["duplicate"] is False and first["receipt"]["answer"] == {"option_id": tabs}
     with served.client() as client:
         settle(client, c)  # the continuation ran and asked the next question
-        nxt = client.input_get(c).pending
+        nxt = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending
     assert nxt is not None and nxt.request_id != r
     again = cli(served, *short, "--choice", "1")
     assert again.returncode == 0, again.stderr

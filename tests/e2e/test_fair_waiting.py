@@ -11,6 +11,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from clankie import dto
 from clankie.client import AsyncClient, Client
 from tests.e2e.connections import closed_within, connect, fresh_answer
 from tests.e2e.served import Served
@@ -27,9 +28,10 @@ MAX_CONNECTIONS = 4
 def test_v5_sixty_four_read_only_long_polls_never_delay_the_operators_reads(
         served: Served, workspace: Path):
     with served.client() as operator:
-        c = operator.op("conversation_create", workspace=str(workspace)).conversation_id
+        c = operator.op(dto.CONVERSATION_CREATE,
+                        dto.ConversationCreate(workspace=str(workspace))).conversation_id
         after = operator.call("events_tail", {"conversation_id": c})["next_after"]
-        device = operator.op("device_pair", name="tv", mode="read_only").token
+        device = operator.op(dto.DEVICE_PAIR, dto.DevicePair(name="tv", mode="read_only")).token
 
     async def scenario() -> list[dict[str, Any]]:
         async with AsyncClient(f"unix://{served.home.socket}", device) as tv:
@@ -72,7 +74,7 @@ def operator_reads(served: Served, c: str, after: int) -> None:
     with Client(f"unix://{served.home.socket}", token, timeout=ANSWER_DEADLINE_S) as operator:
         page = operator.call("events_tail", {"conversation_id": c, "after": after})
         assert page["events"] == []
-        assert operator.input_get(c).pending is None
+        assert operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending is None
 
 
 def wake(served: Served, c: str) -> None:
@@ -142,12 +144,14 @@ def _room_of_large_messages(served: Served, workspace: Path) -> tuple[str, str, 
     """A room whose tail is a large page (200 messages of 8,000 characters), an owner
     conversation, and a read-only device's token."""
     with served.client() as operator:
-        room = operator.op("conversation_create", workspace=str(workspace),
-                           kind="room").conversation_id
-        c = operator.op("conversation_create", workspace=str(workspace)).conversation_id
+        room = operator.op(dto.CONVERSATION_CREATE,
+                           dto.ConversationCreate(workspace=str(workspace),
+                                                  kind="room")).conversation_id
+        c = operator.op(dto.CONVERSATION_CREATE,
+                        dto.ConversationCreate(workspace=str(workspace))).conversation_id
         for _ in range(200):
             operator.call("room_post", {"conversation_id": room, "text": "é☃" * 4_000})
-        device = operator.op("device_pair", name="tv", mode="read_only").token
+        device = operator.op(dto.DEVICE_PAIR, dto.DevicePair(name="tv", mode="read_only")).token
     return room, c, device
 
 

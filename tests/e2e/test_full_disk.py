@@ -16,6 +16,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from clankie import dto
 from clankie.client import ApiError, Client
 from tests.e2e.served import Served, ask, settle
 
@@ -35,11 +36,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 def answer(client: Client, c: str) -> dict[str, Any]:
-    snap = client.input_get(c)
+    snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
     assert snap.pending is not None
-    return client.input_answer(c, snap.pending.request_id, incarnation=snap.incarnation,
-                               revision=snap.revision,
-                               option_id=snap.pending.options[0].option_id).model_dump()
+    return client.op(dto.INPUT_ANSWER,
+                     dto.InputAnswer(conversation_id=c, request_id=snap.pending.request_id,
+                                     incarnation=snap.incarnation, revision=snap.revision,
+                                     option_id=snap.pending.options[0].option_id)).model_dump()
 
 
 def test_a_full_disk_fails_writes_cleanly_keeps_reads_and_loses_nothing(tmp_path: Path,
@@ -47,7 +49,8 @@ def test_a_full_disk_fails_writes_cleanly_keeps_reads_and_loses_nothing(tmp_path
     home = tmp_path / "home"
     served = Served.start(home)  # unlimited: set up conversations with pending questions
     with served.client() as client:
-        made = [str(client.op("conversation_create", workspace=str(workspace)).conversation_id)
+        made = [str(client.op(dto.CONVERSATION_CREATE,
+                              dto.ConversationCreate(workspace=str(workspace))).conversation_id)
                 for _ in range(4)]
         for c in made:
             ask(client, c)
@@ -62,7 +65,9 @@ def test_a_full_disk_fails_writes_cleanly_keeps_reads_and_loses_nothing(tmp_path
             for turn in range(400):  # until the files cannot grow any more
                 c = made[turn % len(made)]
                 try:
-                    if client.input_get(c).pending is None:  # a write of another kind
+                    # a write of another kind
+                    if client.op(dto.INPUT_GET,
+                                 dto.InputGet(conversation_id=c)).pending is None:
                         client.call("conversation_send", {"conversation_id": c, "text": "ask"})
                         settle(client, c)
                         continue
@@ -85,7 +90,7 @@ def test_a_full_disk_fails_writes_cleanly_keeps_reads_and_loses_nothing(tmp_path
             assert set(refusals) == {(503, "storage_unavailable")}
             assert len(refusals) > 10, refusals
             for c in made:  # reads and snapshots keep working
-                snap = client.input_get(c)
+                snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
                 assert snap.conversation_id == c
                 assert client.call("events_tail", {"conversation_id": c})["events"]
             assert client.call("conversation_list", {})["conversations"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from clankie import dto
 from tests.e2e.served import Served, finished
 
 SHAPE = "clk_[A-Za-z0-9_-]+"  # what an operator token looks like
@@ -38,7 +39,8 @@ def test_w4_home_a_model_never_reads_the_operator_token_of_a_home_in_its_workspa
         assert token.startswith("clk_")
         client = served.client()
         try:
-            c = str(client.op("conversation_create", workspace=str(workspace)).conversation_id)
+            c = str(client.op(dto.CONVERSATION_CREATE,
+                              dto.ConversationCreate(workspace=str(workspace))).conversation_id)
             sent = client.call("conversation_send", {"conversation_id": c, "text": "look"})
             assert finished(client, sent["run_id"])["status"] == "succeeded"
             events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from clankie import dto
 from clankie.home import Home
 from tests.e2e.served import READY, ROOT, LineReader, Served, ask
 from tests.polling import eventually
@@ -98,8 +99,8 @@ def serve_or_refuse(home: Path, tmp_path: Path) -> tuple[int, str]:
     served = Served(Home(home), proc, "", reader.seen, reader)
     try:
         with served.client() as client:
-            conversation = client.op("conversation_create",
-                                     workspace=str(tmp_path)).conversation_id
+            conversation = client.op(dto.CONVERSATION_CREATE,
+                                     dto.ConversationCreate(workspace=str(tmp_path))).conversation_id
             ask(client, str(conversation))
     finally:
         served.stop()

@@ -21,6 +21,7 @@ import jsonschema
 import pytest
 from mcp_types import CallToolResult, ElicitResult
 
+from clankie import dto
 from clankie.client import Client
 from tests.e2e.bridged import HOST, RawBridge, connect, run_bridge, structured
 from tests.e2e.served import Served, clankie, init_home
@@ -81,13 +82,15 @@ def owner_answers(served: Served, request_id: str, **how: Any) -> dict[str, Any]
     """The owner answers through the service with the operator token, as the CLI does."""
     conversation_id = conversation_of(served, request_id)
     with operator(served) as op:
-        snap = op.input_get(conversation_id, request_id)
+        snap = op.op(dto.INPUT_GET,
+                     dto.InputGet(conversation_id=conversation_id, request_id=request_id))
         if "choice" in how:
             request = snap.request
             assert request is not None
             how = {"option_id": request.options[how.pop("choice")].option_id}
-        return dict(op.input_answer(conversation_id, request_id, incarnation=snap.incarnation,
-                                    revision=snap.revision, **how).model_dump(mode="json"))
+        answer = dto.InputAnswer(conversation_id=conversation_id, request_id=request_id,
+                                 incarnation=snap.incarnation, revision=snap.revision, **how)
+        return dict(op.op(dto.INPUT_ANSWER, answer).model_dump(mode="json"))
 
 
 async def tool(session: Any, name: str, arguments: dict[str, Any] | None = None,

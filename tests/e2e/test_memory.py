@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from clankie import dto
 from clankie.agent.context import A11, OUTCOME_KEY
 from tests.e2e.served import Served
 from tests.e2e.test_cli import cli
@@ -92,11 +93,14 @@ def test_r5_a11_an_answered_text_reaches_the_next_turn(tmp_path: Path, provider:
         c = asked_in_run_one(w, TEXT_ASK)
         w.endpoint.plan.append(w.provider.text("Calling it fizzbuzz."))
         with w.served.client() as client:
-            snap = client.input_get(c)
+            snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
             assert snap.pending is not None
-            run_id = client.input_answer(c, snap.pending.request_id,
-                                         incarnation=snap.incarnation,
-                                         revision=snap.revision, text="fizzbuzz").receipt.run_id
+            run_id = client.op(dto.INPUT_ANSWER,
+                               dto.InputAnswer(conversation_id=c,
+                                               request_id=snap.pending.request_id,
+                                               incarnation=snap.incarnation,
+                                               revision=snap.revision,
+                                               text="fizzbuzz")).receipt.run_id
         assert w.run(str(run_id))["status"] == "succeeded"
         assert outcome(w, next_turn(w, c)) == (
             f"answered: the owner (operator) answered in text: 'fizzbuzz'. {A11}")
@@ -108,10 +112,11 @@ def test_r5_a_cancelled_question_reaches_the_next_turn_without_an_answer(tmp_pat
     with served_world(provider, tmp_path) as w:
         c = asked_in_run_one(w)
         with w.served.client() as client:
-            snap = client.input_get(c)
+            snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
             assert snap.pending is not None
-            client.input_cancel(c, snap.pending.request_id, incarnation=snap.incarnation,
-                                revision=snap.revision)
+            client.op(dto.INPUT_CANCEL,
+                      dto.InputCancel(conversation_id=c, request_id=snap.pending.request_id,
+                                      incarnation=snap.incarnation, revision=snap.revision))
         body = next_turn(w, c)
         assert outcome(w, body) == f"cancelled (explicit) {NO_ANSWER}"
         assert A11 not in json.dumps(body)
@@ -123,7 +128,9 @@ def test_r5_an_expired_question_reaches_the_next_turn_without_an_answer(tmp_path
     with served_world(provider, tmp_path, question_ttl="1") as w:
         c = asked_in_run_one(w)
         with w.served.client() as client:  # a read after the TTL commits the expiry (S5)
-            eventually(lambda: client.input_get(c).pending, "the question to expire",
+            eventually(lambda: client.op(dto.INPUT_GET,
+                                         dto.InputGet(conversation_id=c)).pending,
+                                                      "the question to expire",
                        timeout=20, until=lambda pending: pending is None)
         assert outcome(w, next_turn(w, c)) == f"expired {NO_ANSWER}"
 
@@ -166,13 +173,13 @@ def test_r8_the_cli_refuses_an_owner_message_of_only_whitespace_and_says_why(
     with served_world(provider, tmp_path) as w:
         c = w.conversation()
         with w.served.client() as client:
-            revision = client.input_get(c).revision
+            revision = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).revision
         done = cli(w.served, "conversations", "send", c, "  \n\t")
         assert done.returncode != 0
         assert done.stderr.strip() == ("clankie: invalid_request: text: a message must have "
                                        "some text besides whitespace"), done.stderr
         with w.served.client() as client:
-            assert client.input_get(c).revision == revision
+            assert client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).revision == revision
             events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
         assert [e for e in events if e["type"] in ("message", "run_status")] == []
         assert w.endpoint.requests == []

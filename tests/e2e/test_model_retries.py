@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from clankie import when
+from clankie import dto, when
 from tests.e2e.served import Served, finished
 from tests.e2e.test_cli import cli
 from tests.e2e.test_providers import PROVIDERS, Provider
@@ -38,8 +38,8 @@ class Retrying:
     def turn(self, text: str = "Hello.") -> tuple[str, dict[str, Any]]:
         """A message sent and its run finished: the conversation and the run."""
         with self.served.client() as client:
-            c = str(client.op("conversation_create",
-                              workspace=str(self.workspace)).conversation_id)
+            c = str(client.op(dto.CONVERSATION_CREATE,
+                              dto.ConversationCreate(workspace=str(self.workspace))).conversation_id)
             run_id = client.call("conversation_send", {"conversation_id": c,
                                                        "text": text})["run_id"]
             return c, finished(client, run_id, timeout=30)

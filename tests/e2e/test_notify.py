@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from clankie import dto
 from clankie.service.notify import MAX_RUNNING
 from tests.e2e.served import Served, ask, settle
 from tests.polling import eventually
@@ -56,15 +57,18 @@ def documents(out: Path) -> list[dict[str, Any]]:
 
 def conversation(served: Served, workspace: Path) -> str:
     with served.client() as client:
-        return str(client.op("conversation_create", workspace=str(workspace)).conversation_id)
+        return str(client.op(dto.CONVERSATION_CREATE,
+                             dto.ConversationCreate(workspace=str(workspace))).conversation_id)
 
 
 def answer_pending(served: Served, c: str) -> None:
     with served.client() as client:
-        snap = client.input_get(c)
+        snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
         assert snap.pending is not None
-        client.input_answer(c, snap.pending.request_id, incarnation=snap.incarnation,
-                            revision=snap.revision, option_id=snap.pending.options[0].option_id)
+        client.op(dto.INPUT_ANSWER,
+                  dto.InputAnswer(conversation_id=c, request_id=snap.pending.request_id,
+                                  incarnation=snap.incarnation, revision=snap.revision,
+                                  option_id=snap.pending.options[0].option_id))
 
 
 def test_one_document_per_question_with_every_field(tmp_path: Path, workspace: Path):
@@ -73,7 +77,8 @@ def test_one_document_per_question_with_every_field(tmp_path: Path, workspace: P
         c = conversation(served, workspace)
         with served.client() as client:
             request = ask(client, c)
-            expires = client.input_get(c).pending.expires_at  # type: ignore[union-attr]
+            expires = client.op(dto.INPUT_GET,
+                                dto.InputGet(conversation_id=c)).pending.expires_at  # type: ignore[union-attr]
         (doc,) = eventually(lambda: documents(out), "the hook's document", timeout=20)
         assert doc == {
             "event": "input_requested", "conversation_id": c,
@@ -130,7 +135,8 @@ def _path_of_one_question(served: Served, workspace: Path) -> tuple[list[str], i
         answer_pending(served, c)
         settle(client, c)
         events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
-        return [e["type"] for e in events], client.input_get(c).revision
+        return [e["type"] for e in events], client.op(dto.INPUT_GET,
+                                                      dto.InputGet(conversation_id=c)).revision
 
 
 def test_a_hanging_failing_or_missing_hook_changes_nothing(tmp_path: Path, workspace: Path):
@@ -235,9 +241,11 @@ def test_p3_an_agents_question_reaches_the_notifier_with_who_asks(
                        "prompt": "May I rename the module?", "kind": "text", "options": [],
                        "read_with": f"clankie conversations questions {c} --request {r}"}
         with served.client() as owner:
-            snap = owner.input_get(c)
-            owner.input_answer(c, r, incarnation=snap.incarnation, revision=snap.revision,
-                               text="yes, call it shop")
+            snap = owner.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
+            owner.op(dto.INPUT_ANSWER,
+                     dto.InputAnswer(conversation_id=c, request_id=r,
+                                     incarnation=snap.incarnation, revision=snap.revision,
+                                     text="yes, call it shop"))
         docs = eventually(lambda: documents(out), "the ending's document", timeout=20,
                           until=lambda docs: len(docs) == 2)
         assert docs[1] == {**docs[1], "event": "input_resolved", "outcome": "answered",

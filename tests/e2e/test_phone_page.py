@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from clankie import dto
 from tests.e2e.browser import chromium
 from tests.e2e.served import ASK, ROOT, LineReader, Served, ask, clankie, init_home, settle
 
@@ -123,8 +124,8 @@ def on_a_question(served: Served, page: Any, workspace: Path) -> str:
 
 def new_conversation(web: Served, workspace: Path) -> str:
     with web.client() as operator:
-        return str(operator.op("conversation_create",
-                               workspace=str(workspace)).conversation_id)
+        return str(operator.op(dto.CONVERSATION_CREATE,
+                               dto.ConversationCreate(workspace=str(workspace))).conversation_id)
 
 
 def devices(web: Served) -> list[dict[str, Any]]:
@@ -183,7 +184,8 @@ def test_h2_h5_h6_pair_from_the_printed_url_see_a_question_live_answer_by_tap(
                                                     timeout=WAIT_MS)
     shot(phone, "phone-accepted", tmp_path)
     with web.client() as operator:
-        receipt = operator.input_get(c, request_id=request).request.receipt
+        receipt = operator.op(dto.INPUT_GET,
+                              dto.InputGet(conversation_id=c, request_id=request)).request.receipt
     assert receipt.outcome == "answered" and receipt.answered_by.kind == "device"
     assert phone.evaluate("document.cookie") == ""  # HttpOnly: no script can read it
 
@@ -198,7 +200,7 @@ def test_h5_answered_from_the_cli_first_the_page_shows_it_ended(
     phone.goto(f"{web.web_url}/?c={c}")
     expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
     with web.client() as operator:
-        snap = operator.input_get(c)
+        snap = operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
     assert snap.pending is not None
     done = clankie("conversations", "answer", c, request, "--incarnation", snap.incarnation,
                    "--revision", str(snap.revision), "--option",
@@ -222,13 +224,15 @@ def test_h5_h6_cancel_by_keyboard_takes_a_second_step_and_focus_stays_on_the_out
     confirm = phone.get_by_role("button", name="Really cancel the question")
     expect(confirm).to_be_focused()
     with web.client() as operator:
-        assert operator.input_get(c).pending is not None  # the first step cancels nothing
+        # the first step cancels nothing
+        assert operator.op(dto.INPUT_GET,
+                           dto.InputGet(conversation_id=c)).pending is not None
     phone.keyboard.press("Enter")
     expect(phone.locator("#status")).to_have_text(
         "Cancelled. No answer was sent, and no run of Clankie follows.", timeout=WAIT_MS)
     expect(phone.locator("#status")).to_be_focused()  # not the top of the page
     with web.client() as operator:
-        assert operator.input_get(c).pending is None
+        assert operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending is None
 
 
 def test_h5_a_stale_page_gets_the_conflict_and_the_fresh_question(
@@ -257,12 +261,14 @@ def test_h5_a_stale_page_gets_the_conflict_and_the_fresh_question(
     phone.goto(f"{web.web_url}/?c={c}")
     expect(phone.get_by_role("heading", name="Tabs or spaces?")).to_be_visible()
     with web.client() as operator:  # the question is answered elsewhere; another is asked
-        snap = operator.input_get(c)
+        snap = operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
         assert snap.pending is not None
-        operator.input_answer(c, first, incarnation=snap.incarnation, revision=snap.revision,
-                              option_id=snap.pending.options[0].option_id)
+        operator.op(dto.INPUT_ANSWER,
+                    dto.InputAnswer(conversation_id=c, request_id=first,
+                                    incarnation=snap.incarnation, revision=snap.revision,
+                                    option_id=snap.pending.options[0].option_id))
         settle(operator, c)
-        fresh = operator.input_get(c).pending
+        fresh = operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending
     assert fresh is not None and fresh.request_id != first
     phone.unroute("**/view*")
     phone.get_by_role("button", name="Answer: spaces").tap()  # still the old question
@@ -272,15 +278,18 @@ def test_h5_a_stale_page_gets_the_conflict_and_the_fresh_question(
     expect(phone.locator(f'#answer[data-request="{fresh.request_id}"]')).to_be_visible(
         timeout=WAIT_MS)
     with web.client() as operator:
-        assert operator.input_get(c).pending.request_id == fresh.request_id  # untouched
+        # untouched
+        assert operator.op(dto.INPUT_GET,
+                           dto.InputGet(conversation_id=c)).pending.request_id == fresh.request_id
     phone.unroute("**/api/events*")
     # Issue 30: a refusal stayed said under questions it was not about. Once the question
     # shown changes again (answered elsewhere; Clankie asks anew), it is cleared.
     with web.client() as operator:
-        snap = operator.input_get(c)
-        operator.input_answer(c, fresh.request_id, incarnation=snap.incarnation,
-                              revision=snap.revision,
-                              option_id=snap.pending.options[0].option_id)
+        snap = operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
+        operator.op(dto.INPUT_ANSWER,
+                    dto.InputAnswer(conversation_id=c, request_id=fresh.request_id,
+                                    incarnation=snap.incarnation, revision=snap.revision,
+                                    option_id=snap.pending.options[0].option_id))
     expect(phone.locator("#ended")).to_contain_text("answered from the terminal",
                                                     timeout=WAIT_MS)
     expect(phone.locator("#status")).to_have_text("", timeout=WAIT_MS)
@@ -316,7 +325,7 @@ def test_h2_h6_a_revoked_browser_stops_working_without_a_reload(
     assert "`" not in phone.locator("body").inner_text()
     assert phone.get_by_role("button").count() == 0
     with web.client() as operator:
-        assert operator.input_get(c).pending is not None
+        assert operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending is not None
 
 
 def test_a1_h5_take_control_then_the_lease_expires_and_the_answer_is_refused(
@@ -348,7 +357,7 @@ def test_a1_h5_take_control_then_the_lease_expires_and_the_answer_is_refused(
         assert page.evaluate("[...document.querySelectorAll('#view button')]"
                              ".every(b => !b.disabled)")
         with short.client() as operator:
-            assert operator.input_get(c).pending is not None
+            assert operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending is not None
     finally:
         context.close()
         short.stop()
@@ -426,7 +435,7 @@ def test_h6_a_live_update_keeps_the_focus_and_the_cancel_step_where_the_owner_le
     expect(confirm).to_be_focused()
     expect(phone.locator("#cancel-question")).to_have_attribute("aria-expanded", "true")
     with web.client() as operator:
-        assert operator.input_get(c).pending is not None
+        assert operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending is not None
 
 
 # ------------------------------------------------ the two halves of the credential (H3, H7)
@@ -497,7 +506,9 @@ def test_h3_an_open_page_answers_after_a_service_restart_without_a_reload(
             "Accepted: \u201ctabs\u201d. Clankie has not necessarily run yet.", timeout=WAIT_MS)
         assert page.evaluate("performance.getEntriesByType('navigation').length") == loads
         with second.client() as operator:
-            receipt = operator.input_get(c, request_id=request).request.receipt
+            receipt = operator.op(dto.INPUT_GET,
+                                  dto.InputGet(conversation_id=c,
+                                               request_id=request)).request.receipt
         assert receipt is not None and receipt.outcome == "answered"
     finally:
         context.close()
@@ -525,10 +536,11 @@ def test_h6_a_question_answered_elsewhere_while_typing_is_shown_ended_and_the_te
     box.fill(typed)
     expect(box).to_be_focused()
     with web.client() as operator:
-        snap = operator.input_get(c)
-        operator.input_answer(c, request, incarnation=snap.incarnation,
-                              revision=snap.revision,
-                              option_id=snap.pending.options[1].option_id)
+        snap = operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
+        operator.op(dto.INPUT_ANSWER,
+                    dto.InputAnswer(conversation_id=c, request_id=request,
+                                    incarnation=snap.incarnation, revision=snap.revision,
+                                    option_id=snap.pending.options[1].option_id))
     expect(phone.locator("#ended")).to_contain_text(
         "it was answered from the terminal (operator)", timeout=WAIT_MS)
     # no longer answerable here (Clankie's next run may ask anew: another question)
@@ -563,14 +575,17 @@ def test_h5_h6_a_conflict_shows_the_question_afresh_and_keeps_the_typed_text(
     with web.client() as operator:  # the owner says something: the revision moves on
         operator.call("conversation_send", {"conversation_id": c, "text": "one more thing"})
         settle(operator, c)
-        assert operator.input_get(c).pending.request_id == request
+        assert operator.op(dto.INPUT_GET,
+                           dto.InputGet(conversation_id=c)).pending.request_id == request
     phone.unroute("**/view*")
     phone.get_by_role("button", name="Send this answer").click()
     expect(phone.locator("#status")).to_contain_text("shown afresh", timeout=WAIT_MS)
     box = phone.get_by_role("textbox", name="Or answer in your own words")
     expect(box).to_have_value(typed)
     with web.client() as operator:
-        assert operator.input_get(c).pending.request_id == request  # nothing was sent
+        # nothing was sent
+        assert operator.op(dto.INPUT_GET,
+                           dto.InputGet(conversation_id=c)).pending.request_id == request
     phone.unroute("**/api/events*")
 
 
@@ -629,13 +644,16 @@ def test_h5_before_control_a_tap_offers_take_control_and_send_as_one_confirmatio
     expect(phone.locator("#control-confirm-lease")).to_contain_text("for 1 h, until ")
     shot(phone, "phone-take-control-and-send", tmp_path)
     with web.client() as operator:
-        assert operator.input_get(c).pending is not None  # the tap alone sent nothing
+        # the tap alone sent nothing
+        assert operator.op(dto.INPUT_GET,
+                           dto.InputGet(conversation_id=c)).pending is not None
     confirm.tap()
     expect(phone.locator("#status")).to_have_text(
         "Accepted: \u201ctabs\u201d. Clankie has not necessarily run yet.", timeout=WAIT_MS)
     expect(phone.locator("#lease.held")).to_be_visible(timeout=WAIT_MS)
     with web.client() as operator:
-        receipt = operator.input_get(c, request_id=request).request.receipt
+        receipt = operator.op(dto.INPUT_GET,
+                              dto.InputGet(conversation_id=c, request_id=request)).request.receipt
     assert receipt is not None and receipt.outcome == "answered"
 
 
@@ -658,7 +676,7 @@ def test_h5_a_held_enter_opens_the_confirmation_and_sends_nothing(
     phone.keyboard.up("Enter")
     expect(confirm).to_be_visible()
     with web.client() as operator:
-        assert operator.input_get(c).pending is not None
+        assert operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending is not None
     assert not [d for d in devices(web) if d["holds_lease"] and d["credential_id"] == mine]
     phone.keyboard.press("Enter")  # a fresh press is deliberate
     expect(phone.locator("#status")).to_have_text(
@@ -732,13 +750,16 @@ def test_h5_before_control_a_typed_answer_takes_the_same_one_confirmation(
     expect(phone.locator("#control-confirm-text")).to_have_text(
         "Take control and send your text answer?", timeout=WAIT_MS)
     with web.client() as operator:
-        assert operator.input_get(c).pending.request_id == request  # nothing sent yet
+        # nothing sent yet
+        assert operator.op(dto.INPUT_GET,
+                           dto.InputGet(conversation_id=c)).pending.request_id == request
     phone.get_by_role("button", name="Take control and send").click()
     expect(phone.locator("#status")).to_have_text(
         "Accepted: your text answer. Clankie has not necessarily run yet.", timeout=WAIT_MS)
     expect(phone.locator("#kept")).to_have_count(0)  # sent: nothing left to copy
     with web.client() as operator:
-        receipt = operator.input_get(c, request_id=request).request.receipt
+        receipt = operator.op(dto.INPUT_GET,
+                              dto.InputGet(conversation_id=c, request_id=request)).request.receipt
     assert receipt is not None and receipt.answer.text == "tabs, width 4"
 
 
@@ -818,11 +839,12 @@ def test_h7_the_readmes_ntfy_recipe_carries_answer_url_and_the_tap_opens_the_que
         # New-owner trial: an old notification's link opened the question asked after it
         # as if it were the same one. It names its question: that one is said ended.
         with served.client() as operator:
-            snap = operator.input_get(c)
+            snap = operator.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
             assert snap.pending is not None
-            operator.input_answer(c, request, incarnation=snap.incarnation,
-                                  revision=snap.revision,
-                                  option_id=snap.pending.options[0].option_id)
+            operator.op(dto.INPUT_ANSWER,
+                        dto.InputAnswer(conversation_id=c, request_id=request,
+                                        incarnation=snap.incarnation, revision=snap.revision,
+                                        option_id=snap.pending.options[0].option_id))
             settle(operator, c)
             newer = ask(operator, c, "again")
         page.goto("about:blank")

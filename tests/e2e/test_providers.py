@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from clankie import dto
 from tests.e2e.served import Served, finished
 from tests.e2e.test_cli import cli
 from tests.fakes import (
@@ -100,8 +101,8 @@ class World:
 
     def conversation(self) -> str:
         with self.served.client() as client:
-            return str(client.op("conversation_create",
-                                 workspace=str(self.workspace)).conversation_id)
+            return str(client.op(dto.CONVERSATION_CREATE,
+                                 dto.ConversationCreate(workspace=str(self.workspace))).conversation_id)
 
     def send(self, c: str, text: str = "Set up tests.") -> str:
         with self.served.client() as client:
@@ -114,12 +115,13 @@ class World:
 
     def answer(self, c: str, option: int = 0) -> dict[str, Any]:
         with self.served.client() as client:
-            snap = client.input_get(c)
+            snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
             assert snap.pending is not None
-            return client.input_answer(
-                c, snap.pending.request_id, incarnation=snap.incarnation,
-                revision=snap.revision,
-                option_id=snap.pending.options[option].option_id).model_dump()
+            return client.op(dto.INPUT_ANSWER,
+                             dto.InputAnswer(conversation_id=c,
+                                             request_id=snap.pending.request_id,
+                                             incarnation=snap.incarnation, revision=snap.revision,
+                                             option_id=snap.pending.options[option].option_id)).model_dump()
 
 
 def tool_names(body: dict[str, Any]) -> list[str]:
@@ -187,7 +189,7 @@ def test_provider_failures_fail_the_run_cleanly_and_the_service_goes_on(world: W
     assert failed["status"] == "failed"
     assert failed["error"].startswith("model_error: ")
     with world.served.client() as client:
-        assert client.input_get(c).pending is None
+        assert client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending is None
     endpoint.plan.append(p.text("Back again."))
     assert world.run(world.send(c, "again"))["status"] == "succeeded"
 
@@ -198,10 +200,11 @@ def test_the_context_says_how_the_last_question_ended_and_the_membership(world: 
     c = world.conversation()
     world.run(world.send(c))
     with world.served.client() as client:
-        snap = client.input_get(c)
+        snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
         assert snap.pending is not None
-        client.input_cancel(c, snap.pending.request_id, incarnation=snap.incarnation,
-                            revision=snap.revision)
+        client.op(dto.INPUT_CANCEL,
+                  dto.InputCancel(conversation_id=c, request_id=snap.pending.request_id,
+                                  incarnation=snap.incarnation, revision=snap.revision))
         client.call("project_register", {"root": str(world.workspace), "name": "project"})
     world.run(world.send(c, "so?"))
     system = p.system(endpoint.requests[2]["body"])
@@ -223,8 +226,9 @@ def test_restart_while_a_continuation_runs_fails_it_and_never_sends_it_again(wor
     with world.served.client() as client:
         run = client.call("run_get", {"run_id": continuation})
         assert (run["status"], run["error"]) == ("failed", "orphaned_by_restart")
-        receipt = client.input_get(c, client.call("events_tail", {
-            "conversation_id": c, "limit": 500})["events"][3]["request_id"]).request.receipt
+        receipt = client.op(dto.INPUT_GET,
+                            dto.InputGet(conversation_id=c, request_id=client.call("events_tail", {
+            "conversation_id": c, "limit": 500})["events"][3]["request_id"])).request.receipt
         assert receipt.continuation == "failed"
     shown = cli(world.served, "conversations", "questions", c, "--request",
                 receipt.request_id).stdout
@@ -300,7 +304,7 @@ def test_w1_w9_a_multi_step_tool_loop_with_parallel_malformed_unknown_and_refuse
     assert "sk-live-do-not-leak" not in every_request
     with world.served.client() as client:
         events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
-        assert client.input_get(c).pending is not None
+        assert client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending is not None
     activity = [(e["tool"], e["status"], e["code"]) for e in events
                 if e["type"] == "tool_activity"]
     assert activity == [("list_files", "ok", None), ("read_file", "ok", None),
@@ -348,7 +352,8 @@ def test_t4_another_users_listener_at_the_model_endpoint_gets_no_key_and_no_word
         served = Served.start(tmp_path / "home", env=env, script=None)
         try:
             with served.client() as client:
-                c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+                c = client.op(dto.CONVERSATION_CREATE,
+                              dto.ConversationCreate(workspace=str(workspace))).conversation_id
                 sent = client.call("conversation_send", {"conversation_id": c,
                                                          "text": "my private words"})
                 run = finished(client, sent["run_id"])

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from clankie import dto
 from clankie.agent.wire import estimate
 from tests.e2e.served import Served, finished
 from tests.e2e.test_providers import PROVIDERS, Provider
@@ -42,8 +43,8 @@ class Strict:
 
     def conversation(self) -> str:
         with self.served.client() as client:
-            return str(client.op("conversation_create",
-                                 workspace=str(self.workspace)).conversation_id)
+            return str(client.op(dto.CONVERSATION_CREATE,
+                                 dto.ConversationCreate(workspace=str(self.workspace))).conversation_id)
 
     def turn(self, c: str, text: str) -> dict[str, Any]:
         with self.served.client() as client:

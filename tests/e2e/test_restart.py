@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from clankie import wording
+from clankie import dto, wording
 from tests.e2e.served import Served, finished
 from tests.e2e.test_cli import cli
 from tests.e2e.test_notify import HOOK, documents
@@ -71,17 +71,23 @@ def asked_and_running(world: Restarted, workspace: Path) -> tuple[str, str, str]
     endpoint.plan += [p.tool(ASK), p.text("Asked."), p.tool(ASK),
                       Reply(body=p.text("late").body, hold=held)]
     with world.served.client() as client:
-        c = str(client.op("conversation_create", workspace=str(workspace)).conversation_id)
+        c = str(client.op(dto.CONVERSATION_CREATE,
+                          dto.ConversationCreate(workspace=str(workspace))).conversation_id)
         finished(client, client.call("conversation_send", {
             "conversation_id": c, "text": "Set up tests."})["run_id"])
-        snap = client.input_get(c)
+        snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
         assert snap.pending is not None
-        continuation = client.input_answer(
-            c, snap.pending.request_id, incarnation=snap.incarnation, revision=snap.revision,
-            option_id=snap.pending.options[0].option_id).receipt.run_id
+        continuation = client.op(dto.INPUT_ANSWER,
+                                 dto.InputAnswer(conversation_id=c,
+                                                 request_id=snap.pending.request_id,
+                                                 incarnation=snap.incarnation,
+                                                 revision=snap.revision,
+                                                 option_id=snap.pending.options[0].option_id)).receipt.run_id
         assert continuation is not None
         endpoint.wait_for_requests(4)  # the continuation asked again, then waits
-        pending = eventually(lambda: client.input_get(c).pending, "the second question")
+        pending = eventually(lambda: client.op(dto.INPUT_GET,
+                                               dto.InputGet(conversation_id=c)).pending,
+                                                            "the second question")
         assert client.call("run_get", {"run_id": continuation})["status"] == "running"
     return c, pending.request_id, continuation
 
@@ -166,15 +172,18 @@ def test_r9_issue31_questions_says_the_latest_answer_whose_run_a_restart_interru
         endpoint.plan += [p.tool(ASK), p.text("Asked."), Reply(body=p.text("late").body,
                                                                hold=held)]
         with world.served.client() as client:
-            c = str(client.op("conversation_create", workspace=str(workspace)).conversation_id)
+            c = str(client.op(dto.CONVERSATION_CREATE,
+                              dto.ConversationCreate(workspace=str(workspace))).conversation_id)
             finished(client, client.call("conversation_send", {
                 "conversation_id": c, "text": "Set up tests."})["run_id"])
-            snap = client.input_get(c)
+            snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
             assert snap.pending is not None
             answered = snap.pending.request_id
-            continuation = client.input_answer(
-                c, answered, incarnation=snap.incarnation, revision=snap.revision,
-                option_id=snap.pending.options[0].option_id).receipt.run_id
+            continuation = client.op(dto.INPUT_ANSWER,
+                                     dto.InputAnswer(conversation_id=c, request_id=answered,
+                                                     incarnation=snap.incarnation,
+                                                     revision=snap.revision,
+                                                     option_id=snap.pending.options[0].option_id)).receipt.run_id
             endpoint.wait_for_requests(3)  # the continuation waits on the model
             assert client.call("run_get", {"run_id": continuation})["status"] == "running"
         world.stop(signal.SIGKILL)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from clankie import dto
 from clankie.client import ApiError, Client, ServiceUnreachable, Uncertain
 from tests.e2e.served import ROOT, Served, ask, clankie, settle
 
@@ -57,14 +58,16 @@ def test_serve_without_init_says_what_to_do(tmp_path: Path):
 def test_sigterm_then_restart_cancels_pending_keeps_receipts_and_events(
         served: Served, workspace: Path):
     with served.client() as client:
-        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+        c = client.op(dto.CONVERSATION_CREATE,
+                      dto.ConversationCreate(workspace=str(workspace))).conversation_id
         first = ask(client, c)
-        snap = client.input_get(c)
-        answered = client.input_answer(c, first, incarnation=snap.incarnation,
-                                       revision=snap.revision,
-                                       option_id=snap.pending.options[1].option_id)
+        snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
+        answered = client.op(dto.INPUT_ANSWER,
+                             dto.InputAnswer(conversation_id=c, request_id=first,
+                                             incarnation=snap.incarnation, revision=snap.revision,
+                                             option_id=snap.pending.options[1].option_id))
         settle(client, c)  # the continuation ran, and asked again
-        second = client.input_get(c).pending.request_id
+        second = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending.request_id
         assert second != first
     assert served.stop(signal.SIGTERM) == 0
     assert not served.home.socket.exists()
@@ -72,19 +75,22 @@ def test_sigterm_then_restart_cancels_pending_keeps_receipts_and_events(
     again = Served.start(served.home.path, init=False)
     try:
         with again.client() as client:
-            snap = client.input_get(c, second)
+            snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c, request_id=second))
             assert snap.pending is None
             receipt = snap.request.receipt
             assert (receipt.outcome, receipt.reason) == ("cancelled", "restart")
-            kept = client.input_get(c, first).request.receipt
+            kept = client.op(dto.INPUT_GET,
+                             dto.InputGet(conversation_id=c, request_id=first)).request.receipt
             assert kept.receipt_id == answered.receipt.receipt_id
             assert kept.continuation == "succeeded"
             events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
             resolved = [e["outcome"] for e in events if e["type"] == "input_resolved"]
             assert resolved == ["answered", "cancelled"]
-            duplicate = client.input_answer(c, first, incarnation=snap.incarnation,
-                                            revision=snap.revision,
-                                            option_id=answered.receipt.answer.option_id)
+            duplicate = client.op(dto.INPUT_ANSWER,
+                                  dto.InputAnswer(conversation_id=c, request_id=first,
+                                                  incarnation=snap.incarnation,
+                                                  revision=snap.revision,
+                                                  option_id=answered.receipt.answer.option_id))
             assert duplicate.duplicate and duplicate.receipt.run_id == answered.receipt.run_id
     finally:
         assert again.stop(signal.SIGINT) == 0
@@ -92,7 +98,8 @@ def test_sigterm_then_restart_cancels_pending_keeps_receipts_and_events(
 
 def test_sigterm_with_a_long_poll_open_stops_cleanly(served: Served, workspace: Path):
     with served.client() as client:
-        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+        c = client.op(dto.CONVERSATION_CREATE,
+                      dto.ConversationCreate(workspace=str(workspace))).conversation_id
     outcome: list[object] = []
     started = threading.Event()
 
@@ -117,23 +124,30 @@ def test_sigterm_with_a_long_poll_open_stops_cleanly(served: Served, workspace: 
 def test_two_devices_a_leased_device_answers_what_the_operator_displayed(
         served: Served, workspace: Path):
     with served.client() as operator:
-        c = operator.op("conversation_create", workspace=str(workspace)).conversation_id
+        c = operator.op(dto.CONVERSATION_CREATE,
+                        dto.ConversationCreate(workspace=str(workspace))).conversation_id
         request_id = ask(operator, c)
-        displayed = operator.input_get(c)  # the operator's TUI shows this
-        phone = operator.op("device_pair", name="phone", mode="control").token
-        tv = operator.op("device_pair", name="tv", mode="read_only").token
+        displayed = operator.op(dto.INPUT_GET,
+                                dto.InputGet(conversation_id=c))  # the operator's TUI shows this
+        phone = operator.op(dto.DEVICE_PAIR, dto.DevicePair(name="phone", mode="control")).token
+        tv = operator.op(dto.DEVICE_PAIR, dto.DevicePair(name="tv", mode="read_only")).token
     with served.client(tv) as viewer:
-        assert viewer.input_get(c).pending.request_id == request_id
+        assert viewer.op(dto.INPUT_GET,
+                         dto.InputGet(conversation_id=c)).pending.request_id == request_id
         with pytest.raises(ApiError) as err:
-            viewer.input_answer(c, request_id, incarnation=displayed.incarnation,
-                                revision=displayed.revision,
-                                option_id=displayed.pending.options[0].option_id)
+            viewer.op(dto.INPUT_ANSWER,
+                      dto.InputAnswer(conversation_id=c, request_id=request_id,
+                                      incarnation=displayed.incarnation,
+                                      revision=displayed.revision,
+                                      option_id=displayed.pending.options[0].option_id))
         assert err.value.code == "forbidden"
     with served.client(phone) as device:
-        device.op("device_take_control")
-        reply = device.input_answer(c, request_id, incarnation=displayed.incarnation,
-                                    revision=displayed.revision,
-                                    option_id=displayed.pending.options[0].option_id)
+        device.op(dto.DEVICE_TAKE_CONTROL, dto.DeviceTakeControl())
+        reply = device.op(dto.INPUT_ANSWER,
+                          dto.InputAnswer(conversation_id=c, request_id=request_id,
+                                          incarnation=displayed.incarnation,
+                                          revision=displayed.revision,
+                                          option_id=displayed.pending.options[0].option_id))
         assert reply.receipt.answered_by.kind == "device" and not reply.duplicate
 
 
@@ -321,11 +335,14 @@ def test_t5_the_log_is_the_owners_alone_visible_and_says_a_flood_once(
                 peer.sendall(b"\x16\x03\x01 not http at all\r\n\r\n")
                 peer.recv(1024)
         with served.client() as client:
-            c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+            c = client.op(dto.CONVERSATION_CREATE,
+                          dto.ConversationCreate(workspace=str(workspace))).conversation_id
             request = ask(client, c)
-            snap = client.input_get(c)
-            client.input_answer(c, request, incarnation=snap.incarnation,
-                                revision=snap.revision, text="my secret preference")
+            snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
+            client.op(dto.INPUT_ANSWER,
+                      dto.InputAnswer(conversation_id=c, request_id=request,
+                                      incarnation=snap.incarnation, revision=snap.revision,
+                                      text="my secret preference"))
     finally:
         assert served.stop() == 0
     text = log.read_text()
@@ -367,7 +384,8 @@ def test_t2_serve_on_a_taken_tcp_port_fails_before_start_up_recovery(served: Ser
     """Someone holding the port while the service was down stops `serve --tcp` before
     recovery has changed anything: the question pending before is still pending."""
     with served.client() as client:
-        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+        c = client.op(dto.CONVERSATION_CREATE,
+                      dto.ConversationCreate(workspace=str(workspace))).conversation_id
         request_id = ask(client, c)
     assert served.stop() == 0
     taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -391,7 +409,8 @@ def test_a_socket_path_that_cannot_be_bound_fails_before_start_up_recovery(
     """The Unix socket is bound before recovery too: a home whose socket path is too long
     for a socket says so, and its pending question stays pending."""
     with served.client() as client:
-        c = client.op("conversation_create", workspace=str(workspace)).conversation_id
+        c = client.op(dto.CONVERSATION_CREATE,
+                      dto.ConversationCreate(workspace=str(workspace))).conversation_id
         request_id = ask(client, c)
     assert served.stop() == 0
     deep = tmp_path / ("d" * 60) / ("e" * 60)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from clankie import dto
 from tests.e2e.served import finished
 from tests.e2e.test_cli import cli
 from tests.e2e.test_providers import ASK, PROVIDERS, World, served_world
@@ -46,7 +47,7 @@ def held(world: World, release: threading.Event) -> Reply:
 def stored(world: World, c: str) -> dict[str, Any]:
     with world.served.client() as client:
         events = client.call("events_tail", {"conversation_id": c, "limit": 500})["events"]
-        pending = client.input_get(c).pending
+        pending = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c)).pending
     return {"said": [e["text"] for e in events if e["type"] == "message"
                      and e["author"] == "clankie"],
             "tools": [e["tool"] for e in events if e["type"] == "tool_activity"],
@@ -113,7 +114,8 @@ def test_r7_a_stopped_continuation_shows_cancelled_and_its_answer_stays(world: W
     with world.served.client() as client:
         client.call("run_cancel", {"run_id": receipt["run_id"]})
         eventually(lambda: endpoint.hung_up, "the endpoint to see the request abandoned", timeout=5)
-        ended = client.input_get(c, receipt["request_id"]).request
+        ended = client.op(dto.INPUT_GET,
+                          dto.InputGet(conversation_id=c, request_id=receipt["request_id"])).request
     release.set()
     assert ended is not None and ended.receipt is not None
     assert (ended.status, ended.receipt.continuation, ended.receipt.continuation_error) == (

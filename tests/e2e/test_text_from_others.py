@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from clankie import dto
 from tests.e2e.served import ROOT, LineReader, Served, settle
 from tests.e2e.test_cli import answer_args, cli, ok_json
 
@@ -68,7 +69,8 @@ def workspace(tmp_path: Path) -> Path:
 def asked(served: Served, workspace: Path) -> str:
     """A conversation whose first run said, used tools and asked, all of it hostile."""
     with served.client() as client:
-        c = str(client.op("conversation_create", workspace=str(workspace)).conversation_id)
+        c = str(client.op(dto.CONVERSATION_CREATE,
+                          dto.ConversationCreate(workspace=str(workspace))).conversation_id)
         client.call("conversation_send", {"conversation_id": c, "text": "go"})
         settle(client, c)
     return c

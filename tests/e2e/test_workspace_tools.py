@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from clankie import dto
 from tests.e2e.served import Served, finished
 from tests.e2e.test_cli import cli
 
@@ -33,8 +34,8 @@ class Session:
         self.workspace = project(tmp_path / "project")
         self.served = Served.start(tmp_path / "home", script={"turns": turns}, env=env)
         self.client = self.served.client()
-        self.c = str(self.client.op("conversation_create",
-                                    workspace=str(self.workspace)).conversation_id)
+        self.c = str(self.client.op(dto.CONVERSATION_CREATE,
+                                    dto.ConversationCreate(workspace=str(self.workspace))).conversation_id)
 
     def run(self, text: str = "Set up tests.") -> dict[str, Any]:
         sent = self.client.call("conversation_send", {"conversation_id": self.c, "text": text})
@@ -105,11 +106,11 @@ def test_v3_tool_calls_never_answer_or_change_a_question_and_move_no_revision(
         {"say": "Looked around."}]])
     try:
         s.run()
-        before = s.client.input_get(s.c)
+        before = s.client.op(dto.INPUT_GET, dto.InputGet(conversation_id=s.c))
         assert before.pending is not None
         seq = s.events()[-1]["seq"]
         s.run("yes")
-        after = s.client.input_get(s.c)
+        after = s.client.op(dto.INPUT_GET, dto.InputGet(conversation_id=s.c))
         assert after.pending == before.pending  # same question, same status, no receipt
         new = [e for e in s.events() if e["seq"] > seq]
         assert [e["type"] for e in new].count("tool_activity") == 3

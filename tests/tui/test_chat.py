@@ -13,6 +13,7 @@ import pytest_asyncio
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
+from clankie import dto
 from clankie.cli import chat as chat_command
 from clankie.cli.main import main
 from clankie.client import AsyncClient, NotYours
@@ -41,8 +42,9 @@ def served(tmp_path: Path):
 def conversation(served: Served, tmp_path: Path) -> str:
     (tmp_path / "project").mkdir()
     with served.client() as client:
-        return str(client.op("conversation_create",
-                             workspace=str(tmp_path / "project")).conversation_id)
+        return str(client.op(dto.CONVERSATION_CREATE,
+                             dto.ConversationCreate(
+                                 workspace=str(tmp_path / "project"))).conversation_id)
 
 
 @pytest_asyncio.fixture
@@ -115,9 +117,11 @@ async def test_an_answer_from_the_cli_shows_the_question_ended_and_nothing_is_se
     shown = app.snapshot
     assert shown is not None
     with served.client() as client:  # someone answers from the CLI meanwhile
-        client.input_answer(conversation, shown["pending"]["request_id"],
-                            incarnation=shown["incarnation"], revision=shown["revision"],
-                            option_id=shown["pending"]["options"][0]["option_id"])
+        client.op(dto.INPUT_ANSWER,
+                  dto.InputAnswer(conversation_id=conversation,
+                                  request_id=shown["pending"]["request_id"],
+                                  incarnation=shown["incarnation"], revision=shown["revision"],
+                                  option_id=shown["pending"]["options"][0]["option_id"]))
     await until(pilot, lambda: "That question ended: answered with tabs" in panel(app),
                 "the panel to show it ended")
     assert "/question answer" not in panel(app) and "no question" in str(
@@ -126,7 +130,9 @@ async def test_an_answer_from_the_cli_shows_the_question_ended_and_nothing_is_se
     await until(pilot, lambda: "No question is pending; nothing was sent" in app.transcript(),
                 "the refusal on the spot")
     with served.client() as client:
-        receipt = client.input_get(conversation, shown["pending"]["request_id"]).request
+        receipt = client.op(dto.INPUT_GET,
+                            dto.InputGet(conversation_id=conversation,
+                                         request_id=shown["pending"]["request_id"])).request
     assert receipt.receipt.answer.option_id == shown["pending"]["options"][0]["option_id"]
 
 
@@ -170,7 +176,7 @@ async def test_a2_v3_yes_is_chat_and_the_question_stays_pending(chat, served, co
     await until(pilot, lambda: "you: yes" in app.transcript(), "the chat message")
     with served.client() as client:
         settle(client, conversation)
-        snapshot = client.input_get(conversation)
+        snapshot = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=conversation))
         runs = client.call("events_tail", {"conversation_id": conversation, "limit": 500})
     assert snapshot.pending is not None
     assert not any(e["type"] == "run_status" and e["kind"] == "continuation"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest_asyncio
 from textual.pilot import Pilot
 
+from clankie import dto
 from clankie.client import AsyncClient
 from clankie.tui.app import ChatApp
 from clankie.tui.commands import USAGE, Stop, Usage, parse
@@ -29,8 +30,9 @@ async def stopping(tmp_path: Path) -> AsyncIterator[tuple[ChatApp, Pilot, Endpoi
         served = Served.start(tmp_path / "home", env=OPENAI.env(endpoint.url), script=None)
         try:
             with served.client() as client:
-                c = str(client.op("conversation_create",
-                                  workspace=str(tmp_path / "project")).conversation_id)
+                c = str(client.op(dto.CONVERSATION_CREATE,
+                                  dto.ConversationCreate(
+                                 workspace=str(tmp_path / "project"))).conversation_id)
             token = served.home.token_file.read_text().strip()
             app = ChatApp(AsyncClient(f"unix://{served.home.socket}", token), c, "test")
             async with app.run_test(size=(100, 40)) as pilot:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clankie import dto
 from tests.e2e.served import ROOT, Served
 from tests.polling import eventually
 from tests.tui.test_chat import SCRIPT
@@ -85,8 +86,9 @@ def test_clankie_chat_in_tmux_answers_a_question(tmp_path: Path):
                                                  "limit": 500})["events"]
             request_id = next(e["request_id"] for e in events
                               if e["type"] == "input_requested")
-            receipt = client.input_get(conversation["conversation_id"],
-                                       request_id).request.receipt
+            receipt = client.op(dto.INPUT_GET,
+                                dto.InputGet(conversation_id=conversation["conversation_id"],
+                                             request_id=request_id)).request.receipt
         assert receipt.outcome == "answered" and receipt.continuation == "succeeded"
         tmux("send-keys", "-t", session, "C-q")
         eventually(lambda: _alive(session), "clankie chat to quit on Ctrl+Q", timeout=20,
