@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from . import retry, wire
+from .sdk import sdk_client
 from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, reply_text
 
 DEFAULT_URL = "https://api.anthropic.com"
@@ -24,8 +25,6 @@ class AnthropicModel:
     def __init__(self, model: str, base_url: str | None,
                  policy: retry.Policy = retry.DEFAULT_POLICY,
                  context_budget: int = wire.DEFAULT_BUDGET) -> None:
-        from .providers import sdk_client
-
         anthropic, self._client = sdk_client("anthropic", base_url or DEFAULT_URL,
                                              policy.timeout)
         self._sdk = retry.Sdk("anthropic", anthropic, "ANTHROPIC_API_KEY", "anthropic_model",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from . import retry, wire
+from .sdk import sdk_client
 from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, reply_text
 
 DEFAULT_URL = "https://api.openai.com/v1"
@@ -24,8 +25,6 @@ class OpenAIChatModel:
     def __init__(self, model: str, base_url: str | None,
                  policy: retry.Policy = retry.DEFAULT_POLICY,
                  context_budget: int = wire.DEFAULT_BUDGET) -> None:
-        from .providers import sdk_client
-
         openai, self._client = sdk_client("openai", base_url or DEFAULT_URL, policy.timeout)
         self._sdk = retry.Sdk("openai", openai, "OPENAI_API_KEY", "openai_model",
                               "openai_base_url")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import endpoint, stop
-from .providers import KEY_VARIABLES, public_url, sdk_client
+from .sdk import KEY_VARIABLES, public_url, sdk_client
 from .transcript import short_error
 
 Outcome = Literal["ok", "not_found", "unreachable", "timeout", "bad_key", "not_yours",

@@ -1,8 +1,8 @@
 """Choosing Clankie's model from settings: `scripted`, `openai` or `anthropic`.
 
 Owns the one place where a provider is made, and the one place that says which model and
-endpoint the settings choose (`model_in_use`, `base_url`: what `service_info` reports and
-what `clankie doctor` probes). It returns a function giving the model for a run (the
+endpoint the settings choose (`model_in_use`, with `sdk.base_url`: what `service_info`
+reports and what `clankie doctor` probes). It returns a function giving the model for a run (the
 scripted model plays one script entry a run; the SDK models are shared). An SDK model is
 made, and its SDK imported (a third of a second), at the first run that asks for it, not
 while `clankie serve` starts (issue 31); a missing SDK still stops `serve` at once. Nothing
@@ -12,17 +12,24 @@ here imports the turn loop, the tools or an SDK until a model is made: `clankie 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING
 
 from clankie.settings import Settings
+
+# what the settings choose is said with these, for `clankie doctor` and `serve` too
+from .sdk import BASE_URL_SETTINGS as BASE_URL_SETTINGS
+from .sdk import DEFAULT_URLS as DEFAULT_URLS
+from .sdk import KEY_VARIABLES as KEY_VARIABLES
+from .sdk import base_url as base_url
+from .sdk import endpoint_digest as endpoint_digest
+from .sdk import endpoint_host as endpoint_host
+from .sdk import public_url as public_url
 
 if TYPE_CHECKING:
     from .context import TurnContext
@@ -46,68 +53,6 @@ class ModelInUse:
     endpoint_host: str | None
     endpoint_digest: str | None = None  # of the whole base URL: compared, never read
     key_set: bool | None = None  # whether the key variable is set here (never the key)
-
-
-# The SDKs' own defaults, as the providers pass them (an explicit base URL, so the SDKs'
-# OPENAI_BASE_URL / ANTHROPIC_BASE_URL variables are never read: the setting decides).
-DEFAULT_URLS = {"openai": "https://api.openai.com/v1",
-                "anthropic": "https://api.anthropic.com"}
-KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-BASE_URL_SETTINGS = {"openai": "openai_base_url", "anthropic": "anthropic_base_url"}
-
-
-def sdk_client(provider: str, url: str, timeout: float, keyless: bool = False) -> tuple[Any, Any]:
-    """`(sdk module, client)` for `provider` at `url`, made the one way runs and doctor's
-    probe make it: the key only from its variable (none with `keyless`, as a service
-    started without it has none; a keyless OpenAI-compatible server gets a placeholder, as
-    the SDK insists on one), no retries of the SDK's own (R6 retries), and the checked HTTP
-    client (`endpoint.http_client`: another local user's listener gets nothing, T4)."""
-    from . import endpoint
-
-    key = None if keyless else os.environ.get(KEY_VARIABLES[provider])
-    if provider == "openai":
-        import openai as sdk
-
-        return sdk, sdk.OpenAI(api_key=key or "not-needed", base_url=url, timeout=timeout,
-                               max_retries=0, http_client=endpoint.http_client(url, timeout))
-    import anthropic as sdk_
-
-    return sdk_, sdk_.Anthropic(api_key=key, base_url=url, timeout=timeout, max_retries=0,
-                                http_client=endpoint.http_client(url, timeout))
-
-
-def base_url(settings: Settings, provider: str) -> str:
-    """The URL the `provider`'s SDK client is made with: the setting, else the default."""
-    return str(getattr(settings, BASE_URL_SETTINGS[provider])) or DEFAULT_URLS[provider]
-
-
-def endpoint_host(url: str) -> str:
-    """`host[:port]` of `url` (an IPv6 host in brackets), without user, path or query."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:  # a port that is not a number: the SDK will fail on it as well
-        port = None
-    return f"{host}:{port}" if port is not None else host
-
-
-def public_url(url: str) -> str:
-    """`url` without its user, query or fragment: what may be shown (a key may hide there;
-    a path is shown to the owner who wrote it, never in `service_info`)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def endpoint_digest(url: str) -> str:
-    """A short digest of the base URL without its user, query and fragment (`public_url`):
-    `clankie doctor` compares it with the one its own settings give, to probe what the
-    service uses, without the service ever saying a path. Never of a password or a key: an
-    unsalted hash of one is a test any reader could run offline against guesses."""
-    return hashlib.sha256(public_url(url).encode()).hexdigest()[:12]
 
 
 def model_in_use(settings: Settings) -> ModelInUse:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import email.utils
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -34,11 +33,12 @@ import httpx2
 import tenacity
 
 from . import endpoint, stop
-from .transcript import ModelError, short_error
+from .sdk import public_url
+from .transcript import NO_WAITS as NO_WAITS
+from .transcript import ModelError, short_error, utc_now
+from .transcript import Waits as Waits
 
 T = TypeVar("T")
-OnWait = Callable[[str, datetime], None]
-Sleep = Callable[[float], None]
 
 TRANSIENT_STATUS = frozenset({408, 409, 429})  # and every 5xx
 STATUS_WORDS = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found",
@@ -65,27 +65,6 @@ class Policy:
 DEFAULT_POLICY = Policy()
 
 
-def _no_report(summary: str, retry_at: datetime) -> None:
-    pass
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class Waits:
-    """How one run waits between tries: `on_wait(summary, retry_at)` is told first (the
-    executor appends a `run_activity` event), then `sleep(seconds)` waits. A `sleep` that
-    returns early and raises ends the call with that exception, untouched (a stopped run);
-    `clock` is only for `retry_at` and for a `Retry-After` given as a date."""
-
-    on_wait: OnWait = _no_report
-    sleep: Sleep = time.sleep
-    clock: Callable[[], datetime] = _now
-
-
-NO_WAITS = Waits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +91,7 @@ class Failure:
 
 
 def classify(exc: BaseException, sdk: Sdk, policy: Policy,
-             now: Callable[[], datetime] = _now) -> Failure:
+             now: Callable[[], datetime] = utc_now) -> Failure:
     """A model call's exception as a `Failure` (see the module's docstring)."""
     refused = endpoint.refusal(exc)
     if refused is not None:
@@ -151,8 +130,6 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
 
 def _redirected_to(exc: Any) -> str:
     """` to URL` of a redirect's `Location`, without user, query or fragment, bounded."""
-    from .providers import public_url
-
     location = exc.response.headers.get("location", "")
     shown = "".join(c for c in public_url(location) if c.isprintable())[:SAID_CHARS]
     return f" to {shown}" if shown else ""

@@ -1,16 +1,20 @@
 """Provider-neutral shapes of a conversation with a model, and the `Model` interface.
 
 Owns `Text`, `ToolCall`, `ToolResult`, `Turn`, the `Model` protocol every provider
-implements, and `ModelError`, the one failure a provider may raise (it fails the run).
+implements, what a run hands it (`Waits`: how the run waits between tries, `retry.py`),
+and `ModelError`, the one failure a provider may raise (it fails the run).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
 
-if TYPE_CHECKING:
-    from .retry import Waits
+OnWait = Callable[[str, datetime], None]
+Sleep = Callable[[float], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,29 @@ def reply_text(provider: str, value: Any, what: str) -> str:
 def short_error(exc: Exception) -> str:
     """The first line of an SDK error, bounded: enough to read on a run, never a dump."""
     return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+
+
+def _no_report(summary: str, retry_at: datetime) -> None:
+    pass
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Waits:
+    """How one run waits between tries: `on_wait(summary, retry_at)` is told first (the
+    executor appends a `run_activity` event), then `sleep(seconds)` waits. A `sleep` that
+    returns early and raises ends the call with that exception, untouched (a stopped run);
+    `clock` is only for `retry_at` and for a `Retry-After` given as a date."""
+
+    on_wait: OnWait = _no_report
+    sleep: Sleep = time.sleep
+    clock: Callable[[], datetime] = utc_now
+
+
+NO_WAITS = Waits()
 
 
 class Model(Protocol):
