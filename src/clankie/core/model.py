@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import TypedDict
 
 
 class ConversationKind(StrEnum):
@@ -272,6 +272,83 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# Each event's body as stored and served (SPEC V1-V4): its JSON object, field by field.
+
+
+class InputRequestedBody(TypedDict):
+    type: str
+    seq: int
+    conversation_id: str
+    request_id: str
+    prompt: str
+    choices: list[str]
+    at: str
+
+
+class InputResolvedBody(TypedDict):
+    type: str
+    seq: int
+    conversation_id: str
+    request_id: str
+    outcome: str
+    at: str
+
+
+class MessageBody(TypedDict):
+    type: str
+    seq: int
+    conversation_id: str
+    message_id: str
+    author: str
+    text: str
+    at: str
+
+
+class RunStatusBody(TypedDict):
+    type: str
+    seq: int
+    conversation_id: str
+    run_id: str
+    kind: str
+    status: str
+    error: str | None
+    at: str
+
+
+class ConversationResetBody(TypedDict):
+    type: str
+    seq: int
+    conversation_id: str
+    at: str
+
+
+class ToolActivityBody(TypedDict):
+    type: str
+    seq: int
+    conversation_id: str
+    run_id: str
+    tool: str
+    status: str
+    code: str | None
+    summary: str
+    at: str
+
+
+class RunActivityBody(TypedDict):
+    type: str
+    seq: int
+    conversation_id: str
+    run_id: str
+    activity: str
+    summary: str
+    retry_at: str
+    at: str
+
+
+EventBody = (InputRequestedBody | InputResolvedBody | MessageBody | RunStatusBody
+             | ConversationResetBody | ToolActivityBody | RunActivityBody)
+
+
 @dataclass(frozen=True, slots=True)
 class InputRequested:
     conversation_id: str
@@ -281,7 +358,7 @@ class InputRequested:
     at: datetime
     type: str = field(default="input_requested", init=False)
 
-    def body(self, seq: int) -> dict[str, Any]:
+    def body(self, seq: int) -> InputRequestedBody:
         return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
                 "request_id": self.request_id, "prompt": self.prompt,
                 "choices": list(self.choices), "at": iso(self.at)}
@@ -295,7 +372,7 @@ class InputResolved:
     at: datetime
     type: str = field(default="input_resolved", init=False)
 
-    def body(self, seq: int) -> dict[str, Any]:
+    def body(self, seq: int) -> InputResolvedBody:
         return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
                 "request_id": self.request_id, "outcome": self.outcome.value, "at": iso(self.at)}
 
@@ -305,7 +382,7 @@ class MessagePosted:
     message: Message
     type: str = field(default="message", init=False)
 
-    def body(self, seq: int) -> dict[str, Any]:
+    def body(self, seq: int) -> MessageBody:
         m = self.message
         return {"type": self.type, "seq": seq, "conversation_id": m.conversation_id,
                 "message_id": m.message_id, "author": m.author.value, "text": m.text,
@@ -318,7 +395,7 @@ class RunStatusChanged:
     at: datetime
     type: str = field(default="run_status", init=False)
 
-    def body(self, seq: int) -> dict[str, Any]:
+    def body(self, seq: int) -> RunStatusBody:
         r = self.run
         return {"type": self.type, "seq": seq, "conversation_id": r.conversation_id,
                 "run_id": r.run_id, "kind": r.kind.value, "status": r.status.value,
@@ -331,7 +408,7 @@ class ConversationResetDone:
     at: datetime
     type: str = field(default="conversation_reset", init=False)
 
-    def body(self, seq: int) -> dict[str, Any]:
+    def body(self, seq: int) -> ConversationResetBody:
         return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
                 "at": iso(self.at)}
 
@@ -353,7 +430,7 @@ class ToolActivity:
         if self.status not in ("ok", "refused", "error") or len(self.summary) > 200:
             raise ValueError("a tool activity has a known status and a short summary")
 
-    def body(self, seq: int) -> dict[str, Any]:
+    def body(self, seq: int) -> ToolActivityBody:
         return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
                 "run_id": self.run_id, "tool": self.tool, "status": self.status,
                 "code": self.code, "summary": self.summary, "at": iso(self.at)}
@@ -377,7 +454,7 @@ class RunActivity:
         if self.activity not in ("model_retry",) or len(self.summary) > 200:
             raise ValueError("a run activity has a known kind and a short summary")
 
-    def body(self, seq: int) -> dict[str, Any]:
+    def body(self, seq: int) -> RunActivityBody:
         return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
                 "run_id": self.run_id, "activity": self.activity, "summary": self.summary,
                 "retry_at": iso(self.retry_at), "at": iso(self.at)}

@@ -2,7 +2,8 @@
 
 Owns the problem codes of SPEC section 10 with each one's HTTP status and CLI exit code in
 one table (`CODES`), the reasons a question ends without an answer (section 6), the reasons
-asking is refused (Q3) and the errors a run ends with that are not a model's (R3, R7).
+asking is refused (Q3), the errors a run ends with that are not a model's (R3, R7) and the
+codes a workspace tool's result refuses with (section 11, W1-W10: `WorkspaceCode`).
 `core.errors`, `api.problems` and `cli.common` read their mappings from here.
 
 Standard library only: the CLI imports it on its light paths (`--help`).
@@ -98,6 +99,32 @@ class AskRefusal(StrEnum):
     STALE_RUN = "stale_run"
     QUESTION_PENDING = "question_pending"
     TOO_MANY_PENDING = "too_many_pending"  # an agent's, beyond Q3: AGENT_PENDING_MAX
+
+
+class WorkspaceCode(StrEnum):
+    """A workspace tool's refusal (SPEC section 11): the `code` of the result the model
+    reads, `{"status": "refused", "code", "reason"}`, and of the `tool_activity` event (W9).
+    The last five are not named by SPEC; each says a failure SPEC leaves unnamed."""
+
+    INVALID_ARGUMENT = "invalid_argument"  # W1, W7 (a revision)
+    INVALID_PATH = "invalid_path"  # W2
+    OUTSIDE_WORKSPACE = "outside_workspace"  # W2
+    NOT_REGULAR_FILE = "not_regular_file"  # W3
+    IS_DIRECTORY = "is_directory"  # W3
+    NOT_FOUND = "not_found"  # W3
+    DENIED_PATH = "denied_path"  # W4
+    BINARY_FILE = "binary_file"  # W5
+    TIME_LIMIT = "time_limit"  # W5
+    UNSAFE_REPOSITORY = "unsafe_repository"  # W7
+    REPOSITORY_TOO_LARGE = "repository_too_large"  # W7
+    NOT_A_REPOSITORY = "not_a_repository"  # W7
+    WORKSPACE_REPLACED = "workspace_replaced"  # W8
+    BUDGET_EXHAUSTED = "budget_exhausted"  # W10
+    PERMISSION_DENIED = "permission_denied"  # the user may not read it
+    WORKSPACE_MISSING = "workspace_missing"  # no workspace, or its directory is gone
+    INVALID_PATTERN = "invalid_pattern"  # an RE2 pattern too complex to search with
+    UNKNOWN_TOOL = "unknown_tool"  # a tool name not in W1
+    IO_ERROR = "io_error"  # the file system failed (the result's status is "error")
 
 
 class RunError(StrEnum):

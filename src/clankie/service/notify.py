@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from clankie import wording
 from clankie.core.model import (
@@ -44,6 +44,39 @@ from clankie.text import visible
 from .serial import SerialQueues
 
 log = logging.getLogger("clankie.notify")
+
+
+class AskerDoc(TypedDict):
+    """An agent that asks (P3): its credential and the MCP client it asked through."""
+
+    credential_id: str
+    name: str
+    client: str | None
+
+
+class HookDocument(TypedDict):
+    """What a hook reads on standard input (see `document`), in the order it is written:
+    what every document says, then what its event adds."""
+
+    event: str  # input_requested, input_resolved or continuation_failed
+    conversation_id: str
+    workspace: str | None
+    request_id: str | None
+    read_with: str
+    answer_url: NotRequired[str]
+    asker: NotRequired[AskerDoc]
+    asked_by: NotRequired[str]  # always there; set last of what every document says
+    # input_resolved
+    outcome: NotRequired[str]
+    reason: NotRequired[str | None]  # and continuation_failed
+    # input_requested
+    kind: NotRequired[str]
+    prompt: NotRequired[str]
+    options: NotRequired[list[str]]
+    expires_at: NotRequired[str]
+    # continuation_failed
+    run_id: NotRequired[str]
+    error: NotRequired[str | None]
 
 MAX_RUNNING = 4
 TIMEOUT_S = 10.0
@@ -69,7 +102,7 @@ class Notifier:
         self.timeout = timeout
         self._slots = threading.BoundedSemaphore(max_running)
         self._lock = threading.Lock()
-        self._queues: SerialQueues[dict[str, Any]] = SerialQueues(
+        self._queues: SerialQueues[HookDocument] = SerialQueues(
             self._take, _thread, keep=MAX_QUEUED, on_drop=_dropped)
         self._running: set[subprocess.Popen[bytes]] = set()
         self._stopped = False
@@ -83,15 +116,15 @@ class Notifier:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
 
-    def submit(self, conversation_id: str, document: dict[str, Any]) -> None:
+    def submit(self, conversation_id: str, document: HookDocument) -> None:
         """Queue a document; returns at once (the hook never delays a commit's reply)."""
         self._queues.submit(conversation_id, document)
 
-    def _take(self, conversation_id: str, document: dict[str, Any]) -> None:
+    def _take(self, conversation_id: str, document: HookDocument) -> None:
         with self._slots:
             self._run_hook(document)
 
-    def _run_hook(self, document: dict[str, Any]) -> None:
+    def _run_hook(self, document: HookDocument) -> None:
         data = json.dumps(document, ensure_ascii=False).encode("utf-8") + b"\n"
         if self._stopped:
             return
@@ -165,13 +198,13 @@ def _thread(drain: Callable[[], None]) -> None:
     threading.Thread(target=drain, daemon=True, name="clankie-notify").start()
 
 
-def _dropped(conversation_id: str, document: dict[str, Any]) -> None:
+def _dropped(conversation_id: str, document: HookDocument) -> None:
     log.warning("notify: dropped the hook for %s of %s (too many waiting)",
                 document.get("event"), conversation_id)
 
 
 def document(conversation: Conversation, event: InputRequested | InputResolved,
-             question: Question | None, web_origin: str = "") -> dict[str, Any]:
+             question: Question | None, web_origin: str = "") -> HookDocument:
     """What a hook reads on standard input: the question, and how to read it; with
     `web_origin`, `answer_url`: the page's address for it (SPEC H7), which carries no
     credential (without a paired browser it shows nothing) and names the question, so an
@@ -183,31 +216,37 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
     doc = _about(conversation, event.type, event.request_id, question, web_origin)
     if isinstance(event, InputResolved):
         receipt = question.receipt if question is not None else None
-        return dict(doc, outcome=event.outcome.value,
-                    reason=receipt.reason if receipt is not None else None)
+        doc["outcome"] = event.outcome.value
+        doc["reason"] = receipt.reason if receipt is not None else None
+        return doc
     assert question is not None
-    return dict(doc, kind=question.kind.value, prompt=question.prompt,
-                options=[o.label for o in question.options],
-                expires_at=iso(question.expires_at))
+    doc["kind"] = question.kind.value
+    doc["prompt"] = question.prompt
+    doc["options"] = [o.label for o in question.options]
+    doc["expires_at"] = iso(question.expires_at)
+    return doc
 
 
 def continuation_document(conversation: Conversation, run: Run, question: Question | None,
-                          web_origin: str = "") -> dict[str, Any]:
+                          web_origin: str = "") -> HookDocument:
     """A continuation that a restart failed (R3, R9), told like a question's ending:
     `event: "continuation_failed"`, the question whose answer started it (`request_id`,
     null when its receipt was evicted), `run_id`, `reason: "restart"` and the run's
     `error` (`orphaned_by_restart`)."""
     doc = _about(conversation, "continuation_failed",
                  question.request_id if question is not None else None, question, web_origin)
-    return dict(doc, run_id=run.run_id, reason=Reason.RESTART.value, error=run.error)
+    doc["run_id"] = run.run_id
+    doc["reason"] = Reason.RESTART.value
+    doc["error"] = run.error
+    return doc
 
 
 def _about(conversation: Conversation, event: str, request_id: str | None,
-           question: Question | None, web_origin: str) -> dict[str, Any]:
+           question: Question | None, web_origin: str) -> HookDocument:
     """What every document says: which event, where, which question and how to read it,
     who asks."""
     c, r = conversation.conversation_id, request_id
-    doc: dict[str, Any] = {
+    doc: HookDocument = {
         "event": event, "conversation_id": c,
         "workspace": conversation.workspace.path if conversation.workspace else None,
         "request_id": r, "read_with": f"clankie conversations questions {c}" + (

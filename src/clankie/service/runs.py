@@ -54,7 +54,7 @@ from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.tools import Outcome
 
 from .base import Context, Executor, invalid_request, storage
-from .notify import continuation_document, document
+from .notify import HookDocument, continuation_document, document
 
 log = logging.getLogger("clankie.service")
 TOOL_CALLS_KEPT = 200  # per conversation: history beyond the history budget is not kept
@@ -280,7 +280,7 @@ class Runs:
         in the order its events say, and never twice (a restart right after finds them
         ended already; one whose hook had not run by then is not told again)."""
         notifier = self.ctx.notifier if self.ctx.settings.notify_on_resolved else None
-        told: list[tuple[str, dict[str, Any]]] = []
+        told: list[tuple[str, HookDocument]] = []
         with self.ctx.internal_write() as tx:
             ending = tx.restart_ends() if notifier is not None else []
             questions, runs = tx.restart_all(
@@ -294,7 +294,7 @@ class Runs:
         return Recovery(questions, runs)
 
     def _ended(self, tx: WriteTx, conversation_id: str, request_id: str | None,
-               run_id: str | None) -> tuple[str, dict[str, Any]]:
+               run_id: str | None) -> tuple[str, HookDocument]:
         """The hook's document for one of a restart's endings, read after it was written."""
         conversation = self.ctx.conversation(tx, conversation_id)
         origin = self.ctx.settings.web_origin

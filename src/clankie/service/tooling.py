@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from clankie.agent.tools import ASK_QUESTION
 from clankie.agent.transcript import ToolCall
+from clankie.core.vocabulary import WorkspaceCode
 from clankie.settings import Settings
 from clankie.workspace import tools as workspace_tools
 from clankie.workspace.deny import deny_list
@@ -76,6 +77,7 @@ class RunTools:
         return outcome
 
     def _exhausted(self, call: ToolCall) -> Outcome:
-        return refused("budget_exhausted", "this run has used its budget of tool results "
+        return refused(WorkspaceCode.BUDGET_EXHAUSTED,
+                       "this run has used its budget of tool results "
                        "(setting run_tool_budget); answer with what you have or ask",
                        f"{call.name[:60]}: refused budget_exhausted")

@@ -29,6 +29,7 @@ from clankie.core.model import (
     CredentialKind,
     DeviceMode,
     Event,
+    EventBody,
     Message,
     MessagePosted,
     Option,
@@ -96,7 +97,7 @@ class LeaseRow:
 
 @dataclass(frozen=True, slots=True)
 class EventPage:
-    events: list[dict[str, Any]]
+    events: list[EventBody]  # as `Event.body` wrote them
     last_seq: int
     trimmed_through: int
 
@@ -752,7 +753,11 @@ _NEW_UUID = ("lower(printf('%s-%s-4%s-%x%s-%s', hex(randomblob(4)), hex(randombl
              "substr(hex(randomblob(2)), 2), hex(randomblob(6))))")
 
 
-def _restart_all(plan: RestartPlan) -> tuple[list[str], dict[str, Any]]:
+# The named parameters of SQL statements: what sqlite3 binds
+SqlArgs = dict[str, str | int | None]
+
+
+def _restart_all(plan: RestartPlan) -> tuple[list[str], SqlArgs]:
     """`WriteTx.restart_all`'s statements, in order, and their arguments: the plan (one row
     per conversation to restart, with its new revision and activity mark), the events
     (after the last, the question's first, then the runs' oldest first), the event bound,
@@ -762,7 +767,7 @@ def _restart_all(plan: RestartPlan) -> tuple[list[str], dict[str, Any]]:
     the event bodies are the core's own (`RestartPlan.resolved`, `.run_event`) for each
     status, with the row's IDs and number put in (`json_replace` sets only fields the
     body has)."""
-    args: dict[str, Any] = {"reason": plan.reason, "error": plan.error, "now": iso(plan.now)}
+    args: SqlArgs = {"reason": plan.reason, "error": plan.error, "now": iso(plan.now)}
     question_event = _case("p.question_status", {
         before: plan.resolved("", "", before).body(0) for before in plan.questions}, args)
     run_event = _case("ended.status", {  # a run of that status, its IDs and kind put in
@@ -856,15 +861,14 @@ def _literal(status: StrEnum) -> str:
 _UNFINISHED = _in("status", (s for s, moves in RUN_TRANSITIONS.items() if moves))
 
 
-def _case(column: str, values: Mapping[_Status, StrEnum | dict[str, Any]],
-          args: dict[str, Any]) -> str:
+def _case(column: str, values: Mapping[_Status, StrEnum | EventBody], args: SqlArgs) -> str:
     """`CASE column WHEN status THEN value ... END`, each value a new argument (an event body
     as its JSON text)."""
     whens = []
     for status, value in values.items():
         name = f"v{len(args)}"
-        args[name] = (json.dumps(value, ensure_ascii=False) if isinstance(value, dict)
-                      else value.value)
+        args[name] = (value.value if isinstance(value, StrEnum)
+                      else json.dumps(value, ensure_ascii=False))
         whens.append(f"WHEN {_literal(status)} THEN :{name}")
     return f"CASE {column} {' '.join(whens)} END"
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clankie.core.model import WorkspaceIdentity
+from clankie.core.vocabulary import WorkspaceCode
 
 from .identity import same_directory
 
@@ -41,7 +42,7 @@ FileId = tuple[int, int]  # (st_dev, st_ino): a file or folder as the kernel kno
 class Refusal(Exception):
     """A tool refused, with a SPEC W code and a short reason the model reads."""
 
-    def __init__(self, code: str, reason: str) -> None:
+    def __init__(self, code: WorkspaceCode, reason: str) -> None:
         super().__init__(f"{code}: {reason}")
         self.code = code
         self.reason = reason
@@ -93,20 +94,21 @@ def use_openat2(enabled: bool) -> bool:
 def check_path(path: str) -> str:
     """The path as given, if it is an acceptable relative path; else `invalid_path`."""
     if not path:
-        raise Refusal("invalid_path", "the path is empty; use \".\" for the workspace")
+        raise Refusal(WorkspaceCode.INVALID_PATH, "the path is empty; use \".\" for the workspace")
     if "\x00" in path:
-        raise Refusal("invalid_path", "the path contains a NUL byte")
+        raise Refusal(WorkspaceCode.INVALID_PATH, "the path contains a NUL byte")
     try:
         size = len(path.encode("utf-8"))
     except UnicodeEncodeError:
-        raise Refusal("invalid_path", "the path is not valid UTF-8") from None
+        raise Refusal(WorkspaceCode.INVALID_PATH, "the path is not valid UTF-8") from None
     if size > MAX_PATH_BYTES:
-        raise Refusal("invalid_path", f"the path is over {MAX_PATH_BYTES} bytes")
+        raise Refusal(WorkspaceCode.INVALID_PATH, f"the path is over {MAX_PATH_BYTES} bytes")
     if path.startswith("/"):
-        raise Refusal("invalid_path", "absolute paths are refused; give a path relative "
+        raise Refusal(WorkspaceCode.INVALID_PATH,
+                      "absolute paths are refused; give a path relative "
                       "to the workspace")
     if ".." in path.split("/"):
-        raise Refusal("invalid_path", "a '..' component is refused; paths stay in the "
+        raise Refusal(WorkspaceCode.INVALID_PATH, "a '..' component is refused; paths stay in the "
                       "workspace")
     return path
 
@@ -157,7 +159,7 @@ class Beneath:
             fd = self._openat2(path, flags, no_symlinks=True)
             return Opened(fd, os.fstat(fd), False)
         except Refusal as refusal:
-            if refusal.code != "outside_workspace" or not self.symlinks:
+            if refusal.code != WorkspaceCode.OUTSIDE_WORKSPACE or not self.symlinks:
                 raise
         fd = self._openat2(path, flags)
         return Opened(fd, os.fstat(fd), True)
@@ -173,7 +175,7 @@ class Beneath:
             return os.open(f"/proc/self/fd/{opened.fd}", flags | os.O_CLOEXEC)
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EPERM):
-                raise Refusal("permission_denied", "it cannot be read (permission "
+                raise Refusal(WorkspaceCode.PERMISSION_DENIED, "it cannot be read (permission "
                               "denied)") from None
             raise
 
@@ -231,7 +233,8 @@ class Beneath:
                     raise _walk_refusal(exc.errno or 0, name, current, path) from None
                 if stat.S_ISLNK(os.fstat(following).st_mode):  # O_PATH|O_NOFOLLOW opens links
                     os.close(following)
-                    raise Refusal("outside_workspace", f"{shown(path)}: symbolic links are refused "
+                    raise Refusal(WorkspaceCode.OUTSIDE_WORKSPACE,
+                                  f"{shown(path)}: symbolic links are refused "
                                   "on this platform")
                 os.close(current)
                 current = following
@@ -264,17 +267,18 @@ class Root(Beneath):
             fd = os.open(saved.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
                          | os.O_NOFOLLOW)
         except OSError:
-            raise Refusal("workspace_missing", "the workspace directory is gone; "
+            raise Refusal(WorkspaceCode.WORKSPACE_MISSING, "the workspace directory is gone; "
                           "nothing was read") from None
         super().__init__(fd)
         if not same_directory(saved, self.fd):
             os.close(self.fd)
-            raise Refusal("workspace_replaced", "the workspace directory was replaced "
+            raise Refusal(WorkspaceCode.WORKSPACE_REPLACED, "the workspace directory was replaced "
                           "since this conversation was bound to it; nothing was read")
         self.top = file_id(os.fstat(self.fd))
         if home is not None and _up_to_home(self.fd, home, None) is not False:  # and above
             os.close(self.fd)
-            raise Refusal("denied_path", "the workspace lies in clankie's own home; nothing "
+            raise Refusal(WorkspaceCode.DENIED_PATH,
+                          "the workspace lies in clankie's own home; nothing "
                           "there is read")
 
     def open(self, path: str, *, directory: bool = False) -> Opened:
@@ -289,9 +293,11 @@ class Root(Beneath):
         if found is not False:
             os.close(opened.fd)
             if found is None:  # fail closed, as the race it is
-                raise Refusal("not_found", f"{shown(path)} changed while it was opened; it "
+                raise Refusal(WorkspaceCode.NOT_FOUND,
+                              f"{shown(path)} changed while it was opened; it "
                               "was not read")
-            raise Refusal("denied_path", f"{shown(path)} lies in clankie's own home; it is "
+            raise Refusal(WorkspaceCode.DENIED_PATH,
+                          f"{shown(path)} lies in clankie's own home; it is "
                           "never read")
         return opened
 
@@ -341,7 +347,7 @@ class Root(Beneath):
             try:
                 parent = Beneath.open(self, folder or ".", directory=True)
             except Refusal as refusal:
-                if refusal.code != "not_found":
+                if refusal.code != WorkspaceCode.NOT_FOUND:
                     return False
                 where = folder or "."  # gone: the folder it would be in, and above
                 continue
@@ -397,7 +403,8 @@ class Root(Beneath):
     def check_time(self) -> None:
         """Refuse `time_limit` once the call's time is up (W5)."""
         if self.out_of_time():
-            raise Refusal("time_limit", f"the tool call took longer than {CALL_SECONDS:g} s "
+            raise Refusal(WorkspaceCode.TIME_LIMIT,
+                          f"the tool call took longer than {CALL_SECONDS:g} s "
                           "and stopped; narrow it with a path")
 
     def __enter__(self) -> Root:
@@ -426,16 +433,19 @@ class Root(Beneath):
         try:
             mode = handle.st.st_mode
             if stat.S_ISDIR(mode):
-                raise Refusal("is_directory", f"{shown(path)} is a directory; use list_files")
+                raise Refusal(WorkspaceCode.IS_DIRECTORY,
+                              f"{shown(path)} is a directory; use list_files")
             if not stat.S_ISREG(mode):
-                raise Refusal("not_regular_file", f"{shown(path)} is not a regular file (a "
+                raise Refusal(WorkspaceCode.NOT_REGULAR_FILE,
+                              f"{shown(path)} is not a regular file (a "
                               "FIFO, socket or device); it was not opened")
             if handle.via_symlink:
                 resolved = self.resolved(handle)
                 if resolved is None:
                     self.without_symlinks(path)  # where it led is unknown: allow none
                 elif denied(resolved):
-                    raise Refusal("denied_path", f"{shown(path)} leads to a secret-like path; "
+                    raise Refusal(WorkspaceCode.DENIED_PATH,
+                                  f"{shown(path)} leads to a secret-like path; "
                                   "it is never read (setting workspace_deny)")
             try:
                 return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK), handle.st
@@ -486,7 +496,8 @@ def _up_to_home(fd: int, home: FileId, stop: FileId | None) -> bool | None:
 def _walk_refusal(code: int, name: str, parent: int, path: str) -> Refusal:
     try:
         if stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode):
-            return Refusal("outside_workspace", f"{shown(path)}: symbolic links are refused on "
+            return Refusal(WorkspaceCode.OUTSIDE_WORKSPACE,
+                           f"{shown(path)}: symbolic links are refused on "
                            "this platform")
     except OSError:
         pass
@@ -495,19 +506,22 @@ def _walk_refusal(code: int, name: str, parent: int, path: str) -> Refusal:
 
 def _refusal(code: int, path: str) -> Refusal:
     if code == errno.EXDEV:
-        return Refusal("outside_workspace", f"{shown(path)} leads outside the workspace; nothing "
+        return Refusal(WorkspaceCode.OUTSIDE_WORKSPACE,
+                       f"{shown(path)} leads outside the workspace; nothing "
                        "outside is read")
     if code == errno.ELOOP:
-        return Refusal("outside_workspace", f"{shown(path)}: a symbolic link loops or leads "
+        return Refusal(WorkspaceCode.OUTSIDE_WORKSPACE,
+                       f"{shown(path)}: a symbolic link loops or leads "
                        "outside the workspace")
     if code in (errno.ENOENT, errno.ENOTDIR):
-        return Refusal("not_found", f"{shown(path)} does not exist")
+        return Refusal(WorkspaceCode.NOT_FOUND, f"{shown(path)} does not exist")
     if code in (errno.EACCES, errno.EPERM):
-        return Refusal("permission_denied", f"{shown(path)} cannot be read (permission denied)")
+        return Refusal(WorkspaceCode.PERMISSION_DENIED,
+                       f"{shown(path)} cannot be read (permission denied)")
     if code == errno.ENAMETOOLONG:
-        return Refusal("invalid_path", "a path component is too long")
+        return Refusal(WorkspaceCode.INVALID_PATH, "a path component is too long")
     name = errno.errorcode.get(code, str(code))
-    return Refusal("not_found", f"{shown(path)} cannot be opened ({name})")
+    return Refusal(WorkspaceCode.NOT_FOUND, f"{shown(path)} cannot be opened ({name})")
 
 
 def open_listed(folder: int, name: str, refused: frozenset[FileId] = frozenset()

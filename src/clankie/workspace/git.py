@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import overload
 
+from clankie.core.vocabulary import WorkspaceCode
 from clankie.tool_dto import (
     Commit,
     GitDiffArgs,
@@ -61,7 +62,7 @@ def _required(root: Root) -> Repository:
     makes every Git tool refuse (W7), `git_log` too."""
     repo = repository(root)
     if repo is None:
-        raise Refusal("not_a_repository", "the workspace is not in a Git repository")
+        raise Refusal(WorkspaceCode.NOT_A_REPOSITORY, "the workspace is not in a Git repository")
     try:
         repo.index()
     except BaseException:
@@ -116,7 +117,7 @@ class _Files:
             try:
                 handle = self.root.open(folder or ".", directory=True)
             except Refusal as refusal:
-                if refusal.code == "permission_denied":
+                if refusal.code == WorkspaceCode.PERMISSION_DENIED:
                     raise CannotTell from None
                 return None
             if handle.via_symlink:
@@ -175,7 +176,7 @@ class _Files:
         try:
             return self.root.open_file(path, self.denied)[0]
         except Refusal as refusal:
-            if refusal.code == "time_limit":
+            if refusal.code == WorkspaceCode.TIME_LIMIT:
                 raise
             return None
 
@@ -537,7 +538,8 @@ def git_diff(root: Root, args: GitDiffArgs, denied: Callable[[str], bool]) -> Gi
             if args.revision is not None:
                 base = repo.commit(args.revision)
                 if base is None:
-                    raise Refusal("invalid_argument", "the revision given is not a commit of "
+                    raise Refusal(WorkspaceCode.INVALID_ARGUMENT,
+                                  "the revision given is not a commit of "
                                   "this repository")
             elif args.staged:
                 base = repo.head()
@@ -626,7 +628,7 @@ def _file_diff(repo: Repository, files: _Files, path: str, old: Side, new: Side,
         before = _side(repo, files, path, old, present)
         after = _side(repo, files, path, new, present)
     except Refusal as refusal:
-        if refusal.code == "time_limit":
+        if refusal.code == WorkspaceCode.TIME_LIMIT:
             raise
         return head + f"(not read: {escaped(refusal.reason)})\n"
     if (old and before is None) or (new and after is None):
@@ -649,11 +651,12 @@ def _side(repo: Repository, files: _Files, path: str, side: Side, present: _File
     found = repo.store.read(side[1], DIFF_SIDE_BYTES)
     if found is None:
         if repo.store.info(side[1]) is None:
-            raise Refusal("not_found", "its object is missing from the repository's own "
+            raise Refusal(WorkspaceCode.NOT_FOUND,
+                          "its object is missing from the repository's own "
                           "store")
         return None
     if found[0] != "blob":
-        raise Refusal("unsafe_repository", "its object is not a file's")
+        raise Refusal(WorkspaceCode.UNSAFE_REPOSITORY, "its object is not a file's")
     return bytes(found[1])
 
 

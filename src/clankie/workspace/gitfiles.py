@@ -14,22 +14,27 @@ import os
 import stat
 from collections.abc import Iterator
 
+from clankie.core.vocabulary import WorkspaceCode
+
 from .confine import Beneath, Refusal
 
 READ = 64 * 1024
 
 
 def unsafe(reason: str) -> Refusal:
-    return Refusal("unsafe_repository", f"{reason}; the Git tools do not read this repository")
+    return Refusal(WorkspaceCode.UNSAFE_REPOSITORY,
+                   f"{reason}; the Git tools do not read this repository")
 
 
 def unreadable() -> Refusal:
-    return Refusal("permission_denied", "a file or folder in its git directory cannot be read "
+    return Refusal(WorkspaceCode.PERMISSION_DENIED,
+                   "a file or folder in its git directory cannot be read "
                    "(permission denied); the Git tools do not read this repository")
 
 
 def too_large(what: str) -> Refusal:
-    return Refusal("repository_too_large", f"{what}; the Git tools do not read a repository "
+    return Refusal(WorkspaceCode.REPOSITORY_TOO_LARGE,
+                   f"{what}; the Git tools do not read a repository "
                    "this large")
 
 
@@ -45,7 +50,7 @@ class GitDir(Beneath):
         try:
             handle = self.open(name)
         except Refusal as refusal:
-            if refusal.code == "not_found":
+            if refusal.code == WorkspaceCode.NOT_FOUND:
                 return None
             raise unsafe("a file in its git directory is a symbolic link or cannot be "
                          "opened") from None
@@ -84,7 +89,7 @@ class GitDir(Beneath):
         try:
             handle = self.open(folder, directory=True)
         except Refusal as refusal:
-            if refusal.code == "not_found":
+            if refusal.code == WorkspaceCode.NOT_FOUND:
                 return
             raise unsafe("a folder in its git directory is a symbolic link or cannot be "
                          "opened") from None

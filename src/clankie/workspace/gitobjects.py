@@ -25,6 +25,8 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from clankie.core.vocabulary import WorkspaceCode
+
 from .confine import Refusal
 from .gitfiles import GitDir, chunks, pread_exactly, too_large, unsafe
 
@@ -74,7 +76,8 @@ class ObjectStore:
 
     def check_time(self) -> None:
         if time.monotonic() > self.deadline:
-            raise Refusal("time_limit", "the tool call ran out of time reading Git objects; "
+            raise Refusal(WorkspaceCode.TIME_LIMIT,
+                          "the tool call ran out of time reading Git objects; "
                           "narrow it with a path")
 
     # --- what callers ask ------------------------------------------------------------------
@@ -194,7 +197,8 @@ class ObjectStore:
             return pack, head.base_offset
         found = self._locate(head.base_oid)
         if found is None:
-            raise Refusal("not_found", "an object the repository needs is missing from its "
+            raise Refusal(WorkspaceCode.NOT_FOUND,
+                          "an object the repository needs is missing from its "
                           "own store")
         return found
 

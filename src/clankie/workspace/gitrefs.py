@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 import stat
 
+from clankie.core.vocabulary import WorkspaceCode
+
 from .confine import Refusal
 from .gitfiles import GitDir
 from .gitobjects import ObjectStore
@@ -31,7 +33,8 @@ _RULES = ("refs/{}", "refs/tags/{}", "refs/heads/{}", "refs/remotes/{}", "refs/r
 
 
 def bad_revision() -> Refusal:
-    return Refusal("invalid_argument", "a revision is a branch or tag name, HEAD, an object ID "
+    return Refusal(WorkspaceCode.INVALID_ARGUMENT,
+                   "a revision is a branch or tag name, HEAD, an object ID "
                    "or a prefix of at least 4 hex digits, with ~N or ^N if needed; no ':', "
                    "'@{', ranges or leading '-'")
 

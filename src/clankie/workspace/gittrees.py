@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
+from clankie.core.vocabulary import WorkspaceCode
+
 from .confine import Refusal
 from .gitfiles import too_large, unsafe
 from .gitobjects import Data, ObjectStore
@@ -44,7 +46,8 @@ def canonical_mode(mode: int) -> int:
 
 
 def missing() -> Refusal:
-    return Refusal("not_found", "an object the repository names is missing from its own "
+    return Refusal(WorkspaceCode.NOT_FOUND,
+                   "an object the repository names is missing from its own "
                    "store (an object of another repository is never read)")
 
 

@@ -16,6 +16,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from clankie.core.vocabulary import WorkspaceCode
 from clankie.tool_dto import Entry, ListFilesArgs, ListFilesResult
 
 from .confine import Refusal, Root, check_path, opened, shown, tidy
@@ -27,7 +28,8 @@ MAX_ENTRIES = 200
 
 
 # Why a repository is read as a plain folder by the listing and the search
-_PLAIN = ("unsafe_repository", "repository_too_large", "not_found", "permission_denied")
+_PLAIN = (WorkspaceCode.UNSAFE_REPOSITORY, WorkspaceCode.REPOSITORY_TOO_LARGE,
+          WorkspaceCode.NOT_FOUND, WorkspaceCode.PERMISSION_DENIED)
 
 
 @contextmanager
@@ -80,4 +82,4 @@ def list_files(root: Root, args: ListFilesArgs, deny: DenyList) -> ListFilesResu
 def must_be_directory(root: Root, path: str) -> None:
     with opened(root, path) as handle:
         if not stat.S_ISDIR(handle.st.st_mode):
-            raise Refusal("invalid_path", f"{shown(path)} is not a directory")
+            raise Refusal(WorkspaceCode.INVALID_PATH, f"{shown(path)} is not a directory")

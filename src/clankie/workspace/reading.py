@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from clankie.core.vocabulary import WorkspaceCode
 from clankie.tool_dto import ReadFileArgs, ReadFileResult
 
 from .confine import Refusal, Root, check_path, shown, tidy
@@ -47,7 +48,8 @@ def decode(data: bytes) -> tuple[str, int]:
 
 def denied(path: str, deny: DenyList) -> None:
     if deny.denies(tidy(path)):
-        raise Refusal("denied_path", f"{shown(path)} matches the secret-path deny list; it is "
+        raise Refusal(WorkspaceCode.DENIED_PATH,
+                      f"{shown(path)} matches the secret-path deny list; it is "
                       "never read (setting workspace_deny)")
 
 
@@ -116,7 +118,8 @@ class Scanner:
 def _window(fd: int, path: str, offset: int, limit: int, size: int) -> ReadFileResult:
     head = os.pread(fd, BINARY_PROBE, 0)
     if b"\x00" in head:
-        raise Refusal("binary_file", f"{path} looks binary (a NUL byte in its first 8 KiB); "
+        raise Refusal(WorkspaceCode.BINARY_FILE,
+                      f"{path} looks binary (a NUL byte in its first 8 KiB); "
                       f"size {size} bytes; it was not read")
     scan = Scanner(fd)
     shown: list[str] = []

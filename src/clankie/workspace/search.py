@@ -20,6 +20,7 @@ import time
 
 import re2
 
+from clankie.core.vocabulary import WorkspaceCode
 from clankie.tool_dto import Match, SearchTextArgs, SearchTextResult
 
 from .confine import CALL_SECONDS, Refusal, Root, check_path, tidy
@@ -45,10 +46,11 @@ def compile_pattern(pattern: str, fixed: bool) -> re2._Regexp:
                            pattern.encode("utf-8"), options=options)
     except (re2.error, UnicodeEncodeError) as exc:
         detail = str(exc.args[0] if exc.args else exc).strip("b'\"")[:120]
-        raise Refusal("invalid_argument", f"pattern is not an RE2 regular expression "
+        raise Refusal(WorkspaceCode.INVALID_ARGUMENT, f"pattern is not an RE2 regular expression "
                       f"({detail}); lookaround and backreferences are not supported") from None
     if compiled.programsize > MAX_PROGRAM:
-        raise Refusal("invalid_pattern", f"the pattern is too complex to search with in "
+        raise Refusal(WorkspaceCode.INVALID_PATTERN,
+                      f"the pattern is too complex to search with in "
                       f"bounded time ({compiled.programsize} instructions, at most "
                       f"{MAX_PROGRAM}); use smaller repetition counts")
     return compiled
@@ -112,7 +114,7 @@ def search_text(root: Root, args: SearchTextArgs, deny: DenyList) -> SearchTextR
                 finally:
                     os.close(fd)
         except Refusal as refusal:
-            if refusal.code != "time_limit":
+            if refusal.code != WorkspaceCode.TIME_LIMIT:
                 raise
             budget.timed_out = True
         finally:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from clankie import tool_dto as t
 from clankie.core.model import WorkspaceIdentity
+from clankie.core.vocabulary import WorkspaceCode
 
 from .confine import FileId, Refusal, Root, check_path, shown
 from .deny import DenyList
@@ -142,17 +143,19 @@ def parse_arguments(name: str, arguments: str) -> tuple[Tool, Any] | Outcome:
     """The tool and its validated arguments, or the refusal the model reads."""
     tool = TOOLS.get(name)
     if tool is None:
-        return refused("unknown_tool", f"there is no tool {name[:60]!r}", f"{name[:60]}: unknown")
+        return refused(WorkspaceCode.UNKNOWN_TOOL,
+                       f"there is no tool {name[:60]!r}", f"{name[:60]}: unknown")
     try:
         raw = model_json(arguments)
     except ValueError:
-        return refused("invalid_argument", "the arguments are not JSON", f"{name}: bad arguments")
+        return refused(WorkspaceCode.INVALID_ARGUMENT,
+                       "the arguments are not JSON", f"{name}: bad arguments")
     try:
         return tool, tool.args.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "(arguments)"
-        return refused("invalid_argument", f"{where}: {first['msg']}"[:160],
+        return refused(WorkspaceCode.INVALID_ARGUMENT, f"{where}: {first['msg']}"[:160],
                        f"{name}: invalid arguments")
 
 
@@ -165,7 +168,7 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
     tool, args = parsed
     target = _target(args)
     if workspace is None:
-        return refused("workspace_missing", "this conversation has no workspace",
+        return refused(WorkspaceCode.WORKSPACE_MISSING, "this conversation has no workspace",
                        f"{name}{target}: no workspace")
     try:
         with Root(workspace, home=settings.home, home_files=settings.home_files) as root:
@@ -176,9 +179,9 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
                        f"{name}{target}: refused {refusal.code}: {refusal.reason}")
     except OSError as exc:
         log.warning("%s failed: %s", name, exc)
-        return Outcome(t.Refused(status="error", code="io_error",
+        return Outcome(t.Refused(status="error", code=WorkspaceCode.IO_ERROR,
                                  reason=f"the file system said: {exc.strerror}").model_dump(),
-                       "error", "io_error", f"{name}{target}: error")
+                       "error", WorkspaceCode.IO_ERROR, f"{name}{target}: error")
     return Outcome(result, "ok", None, tool.summary(args, result)[:200])
 
 
@@ -198,7 +201,8 @@ def _not_in_home(root: Root, args: Any) -> None:
     name paths without opening them, so the opener alone would not stop them."""
     path = getattr(args, "path", None)
     if isinstance(path, str) and root.in_home(check_path(path)):
-        raise Refusal("denied_path", f"{shown(path)} lies in clankie's own home; it is never "
+        raise Refusal(WorkspaceCode.DENIED_PATH,
+                      f"{shown(path)} lies in clankie's own home; it is never "
                       "read")
 
 
