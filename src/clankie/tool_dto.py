@@ -8,9 +8,11 @@ here: what makes a path acceptable is decided when it is opened (W2, `invalid_pa
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from clankie.core.vocabulary import Code, WorkspaceCode
 
 Path = Annotated[str, Field(description="A path relative to the workspace, such as "
                             "\"src/app.py\"; \".\" is the workspace itself.")]
@@ -149,11 +151,11 @@ class GitDiffResult(Out):
 
 class Refused(Out):
     status: str = "refused"
-    code: str
+    code: WorkspaceCode | Code  # `invalid_request`: `ask_question`'s arguments not JSON
     reason: str
 
 
-def schema(args: type[ToolArgs]) -> dict[str, Any]:
+def schema(args: type[ToolArgs]) -> dict[str, object]:
     """The JSON Schema a model is shown for a tool's arguments."""
     generated = args.model_json_schema()
     generated.pop("title", None)

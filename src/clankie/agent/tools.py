@@ -9,7 +9,7 @@ the service's business: the turn loop hands each call to a `ToolBox`.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Protocol
+from typing import Protocol
 
 from clankie import dto, tool_dto
 
@@ -18,7 +18,7 @@ from .transcript import ToolCall, ToolSpec
 ASK_QUESTION = "ask_question"
 
 
-def _parameters() -> dict[str, Any]:
+def _parameters() -> dict[str, object]:
     schema = dto.ASK_QUESTION_ARGS.json_schema()
     # Providers want one object schema at the top; the two shapes become one with `kind`.
     defs = schema.get("$defs", {})

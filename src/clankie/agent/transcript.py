@@ -48,7 +48,7 @@ class Turn:
 class ToolSpec:
     name: str
     description: str
-    parameters: dict[str, Any]  # JSON Schema
+    parameters: dict[str, object]  # JSON Schema
 
 
 class ModelError(Exception):

@@ -25,10 +25,18 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 from .transcript import Block, ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
+
+if TYPE_CHECKING:  # the SDKs' own shapes of their wire params; never imported to run
+    from anthropic.types import ContentBlockParam, MessageParam, ToolParam
+    from openai.types.chat import (
+        ChatCompletionAssistantMessageParam,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessageParam,
+    )
 
 NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 CALL_ID = re.compile(r"[a-zA-Z0-9_-]{1,40}")  # 40: the shortest published bound (OpenAI)
@@ -45,6 +53,28 @@ SHORTEST = 200  # characters a block is never cut below to fit the budget
 
 class BudgetError(ModelError):
     """Even the newest turn, cut down, does not fit `context_budget`: the run fails."""
+
+
+class OpenAIRequest(TypedDict):
+    """The keyword arguments of the OpenAI SDK's `chat.completions.create`."""
+
+    model: str
+    messages: list[ChatCompletionMessageParam]
+    tools: list[ChatCompletionFunctionToolParam]
+
+
+class AnthropicRequest(TypedDict):
+    """The keyword arguments of the Anthropic SDK's `messages.create`."""
+
+    model: str
+    max_tokens: int
+    system: str
+    messages: list[MessageParam]
+    tools: list[ToolParam]
+
+
+# Turns as one provider's messages (what `fit` measures them by)
+Render = Callable[[list[Turn]], Sequence[object]]
 
 
 # ------------------------------------------------------------------ provider-neutral
@@ -125,9 +155,9 @@ def _valid_call(call: ToolCall, used: set[str]) -> tuple[ToolCall, str | None]:
     return ToolCall(call_id, name, arguments), note
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
+def _json_object(text: str) -> dict[str, object] | None:
     """The JSON object `text` holds, in strict JSON (no NaN), else None."""
-    def no_constant(name: str) -> Any:
+    def no_constant(name: str) -> object:
         raise ValueError(name)
     try:
         value = json.loads(text, parse_constant=no_constant)
@@ -158,7 +188,7 @@ def _answering(turn: Turn, pending: list[tuple[str, ToolCall, str | None]]) -> T
     return Turn("user", blocks or (Text(CONTINUE),))
 
 
-def _json_or_text(content: str) -> Any:
+def _json_or_text(content: str) -> object:
     try:
         return json.loads(content)
     except (ValueError, RecursionError):
@@ -168,18 +198,18 @@ def _json_or_text(content: str) -> Any:
 # ------------------------------------------------------------------ estimate and budget
 
 
-def estimate(body: dict[str, Any]) -> int:
+def estimate(body: OpenAIRequest | AnthropicRequest) -> int:
     """A request body's tokens on the safe side: its JSON text with every non-ASCII
     character escaped (6 or 12 bytes each), a token per 3 bytes, and 4 a message."""
     return (math.ceil(len(_json(body)) / BYTES_PER_TOKEN)
-            + PER_MESSAGE * len(body.get("messages", ())))
+            + PER_MESSAGE * len(body["messages"]))
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
 
 
-def _cost(messages: list[dict[str, Any]]) -> int:
+def _cost(messages: Sequence[object]) -> int:
     """At least what `messages` add to a body's estimate (a comma each included)."""
     return sum(math.ceil((len(_json(m)) + 1) / BYTES_PER_TOKEN) + PER_MESSAGE
                for m in messages)
@@ -201,7 +231,7 @@ def owner_turn(turns: list[Turn]) -> int:
 
 
 def fit(turns: list[Turn], base: int, budget: int,
-        render: Callable[[list[Turn]], list[dict[str, Any]]]) -> list[Turn]:
+        render: Render) -> list[Turn]:
     """The normalised `turns` within `budget` tokens, given `base` for the rest of the
     body. The owner message that started the run (`owner_turn`) is never left out or cut
     (SPEC R8). The oldest turns before it leave first, a user turn and the assistant turn
@@ -249,7 +279,7 @@ def _without_steps(turns: list[Turn], owner: int, steps: int, budget: int) -> li
 
 
 def _fit_from(turns: list[Turn], costs: list[int], keep_from: int, owner: int, base: int,
-              budget: int, render: Callable[[list[Turn]], list[dict[str, Any]]]
+              budget: int, render: Render
               ) -> list[Turn]:
     total = base + sum(costs)
     start = 0
@@ -285,7 +315,7 @@ def _with_block(turns: list[Turn], i: int, j: int, block: Block) -> list[Turn]:
 
 
 def _shorten_older_results(turns: list[Turn], owner: int, base: int, budget: int,
-                           render: Callable[[list[Turn]], list[dict[str, Any]]]
+                           render: Render
                            ) -> list[Turn]:
     """The run's tool results before its newest ones (those after the owner's turn),
     oldest first, each shortened to what the budget needs, but not below `SHORTEST`."""
@@ -308,7 +338,7 @@ def _shorten_older_results(turns: list[Turn], owner: int, base: int, budget: int
 
 
 def _cut(turns: list[Turn], owner: int, base: int, budget: int,
-         render: Callable[[list[Turn]], list[dict[str, Any]]]) -> list[Turn]:
+         render: Render) -> list[Turn]:
     """Cut the longest text or tool result by half, or replace the longest call
     arguments by a note, until the turns fit; never a text of the owner's turn."""
     while (over := base + _cost(render(turns)) - budget) > 0:
@@ -341,33 +371,35 @@ def _body(block: Block) -> str:
 # ------------------------------------------------------------------ OpenAI chat completions
 
 
-def openai_messages(system: str, turns: list[Turn]) -> list[dict[str, Any]]:
+def openai_messages(system: str, turns: list[Turn]) -> list[ChatCompletionMessageParam]:
     """Normalised turns as chat-completions messages (a system message first if given):
     an assistant turn is one message with `tool_calls`, a user turn its `tool` messages
     and then one user message with its texts."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    messages: list[ChatCompletionMessageParam] = (
+        [{"role": "system", "content": system}] if system else [])
     for turn in turns:
         texts = [b.text for b in turn.blocks if isinstance(b, Text)]
         calls = [b for b in turn.blocks if isinstance(b, ToolCall)]
         results = [b for b in turn.blocks if isinstance(b, ToolResult)]
         if turn.role == "assistant":
-            message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+            message: ChatCompletionAssistantMessageParam = {
+                "role": "assistant", "content": "\n\n".join(texts) or None}
             if calls:
                 message["tool_calls"] = [{"id": c.call_id, "type": "function", "function": {
                     "name": c.name, "arguments": c.arguments}} for c in calls]
             messages.append(message)
             continue
-        messages += [{"role": "tool", "tool_call_id": r.call_id, "content": r.content}
-                     for r in results]
+        for r in results:
+            messages.append({"role": "tool", "tool_call_id": r.call_id, "content": r.content})
         if texts:
             messages.append({"role": "user", "content": "\n\n".join(texts)})
     return messages
 
 
 def openai_request(model: str, system: str, turns: list[Turn], tools: list[ToolSpec],
-                   budget: int) -> dict[str, Any]:
+                   budget: int) -> OpenAIRequest:
     """The keyword arguments of `chat.completions.create`, valid and within `budget`."""
-    body: dict[str, Any] = {
+    body: OpenAIRequest = {
         "model": model, "messages": [{"role": "system", "content": _utf8(system)}],
         "tools": [{"type": "function", "function": {
             "name": t.name, "description": t.description, "parameters": t.parameters}}
@@ -380,11 +412,11 @@ def openai_request(model: str, system: str, turns: list[Turn], tools: list[ToolS
 # ------------------------------------------------------------------ Anthropic messages
 
 
-def anthropic_messages(turns: list[Turn]) -> list[dict[str, Any]]:
+def anthropic_messages(turns: list[Turn]) -> list[MessageParam]:
     """Normalised turns as Messages API messages of content blocks."""
-    messages = []
+    messages: list[MessageParam] = []
     for turn in turns:
-        content: list[dict[str, Any]] = []
+        content: list[ContentBlockParam] = []
         for b in turn.blocks:
             if isinstance(b, Text):
                 content.append({"type": "text", "text": b.text})
@@ -394,14 +426,17 @@ def anthropic_messages(turns: list[Turn]) -> list[dict[str, Any]]:
             elif isinstance(b, ToolResult):
                 content.append({"type": "tool_result", "tool_use_id": b.call_id,
                                 "content": b.content})
-        messages.append({"role": turn.role, "content": content})
+        if turn.role == "user":
+            messages.append({"role": "user", "content": content})
+        else:
+            messages.append({"role": "assistant", "content": content})
     return messages
 
 
 def anthropic_request(model: str, system: str, turns: list[Turn], tools: list[ToolSpec],
-                      budget: int, max_tokens: int) -> dict[str, Any]:
+                      budget: int, max_tokens: int) -> AnthropicRequest:
     """The keyword arguments of `messages.create`, valid and within `budget`."""
-    body: dict[str, Any] = {
+    body: AnthropicRequest = {
         "model": model, "max_tokens": max_tokens, "system": _utf8(system), "messages": [],
         "tools": [{"name": t.name, "description": t.description,
                    "input_schema": t.parameters} for t in tools]}

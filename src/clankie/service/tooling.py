@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from clankie.agent.tools import ASK_QUESTION
 from clankie.agent.transcript import ToolCall
-from clankie.core.vocabulary import WorkspaceCode
+from clankie.core.vocabulary import Code, WorkspaceCode
 from clankie.settings import Settings
 from clankie.workspace import tools as workspace_tools
 from clankie.workspace.deny import deny_list
@@ -47,7 +47,7 @@ class RunTools:
             try:
                 arguments = model_json(call.arguments)
             except ValueError:  # not JSON, nested past the parser, or a lone surrogate
-                outcome = refused("invalid_request", "the arguments are not JSON",
+                outcome = refused(Code.INVALID_REQUEST, "the arguments are not JSON",
                                   "ask_question: bad arguments")
             else:  # said, asked and recorded in one transaction
                 result = self._service.ask_question(self._run_id, arguments, record,

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from clankie import tool_dto as t
 from clankie.core.model import WorkspaceIdentity
-from clankie.core.vocabulary import WorkspaceCode
+from clankie.core.vocabulary import Code, WorkspaceCode
 
 from .confine import FileId, Refusal, Root, check_path, shown
 from .deny import DenyList
@@ -43,66 +43,103 @@ class ToolSettings:
     home_files: frozenset[FileId] = frozenset()  # its files by identity (hard links too)
 
 
+A = TypeVar("A", bound=t.ToolArgs)
+R = TypeVar("R", bound=t.Out)
+
+
 @dataclass(frozen=True)
-class Tool:
+class Tool(Generic[A, R]):
+    """One workspace tool: its arguments' shape, the call, and the activity's summary of
+    a call (its arguments and its result, whose strings are text by then: `_text_only`)."""
+
     name: str
-    args: type[t.ToolArgs]
-    run: Callable[[Root, Any, ToolSettings], BaseModel]
-    summary: Callable[[Any, dict[str, Any]], str]
+    args: type[A]
+    result: type[R]
+    run: Callable[[Root, A, ToolSettings], R]
+    summary: Callable[[A, R], str]
+
+    def call(self, root: Root, args: A, settings: ToolSettings
+             ) -> tuple[dict[str, object], str]:
+        """The result as the model reads it (its strings all text: `_text_only`), and the
+        activity's summary of the call, made from that same result."""
+        result = _text_only(self.run(root, args, settings).model_dump())
+        assert isinstance(result, dict)
+        return result, self.summary(args, self.result.model_validate(result))
 
 
-def _list_summary(a: t.ListFilesArgs, r: dict[str, Any]) -> str:
-    more = " (truncated)" if r["truncated"] else ""
-    return f"listed {a.path} depth {a.depth}: {_count(r['entries'], 'entry')}{more}"
+def _list_summary(a: t.ListFilesArgs, r: t.ListFilesResult) -> str:
+    more = " (truncated)" if r.truncated else ""
+    return f"listed {a.path} depth {a.depth}: {_count(r.entries, 'entry')}{more}"
 
 
-def _read_summary(a: t.ReadFileArgs, r: dict[str, Any]) -> str:
-    total = r["total_lines"] if r["total_lines"] is not None else "?"
-    if r["end_line"] < r["start_line"]:
-        return f"read {r['path']}: no lines from {r['start_line']} (of {total})"
-    return f"read {r['path']} lines {r['start_line']}-{r['end_line']} of {total}"
+def _read_summary(a: t.ReadFileArgs, r: t.ReadFileResult) -> str:
+    total = r.total_lines if r.total_lines is not None else "?"
+    if r.end_line < r.start_line:
+        return f"read {r.path}: no lines from {r.start_line} (of {total})"
+    return f"read {r.path} lines {r.start_line}-{r.end_line} of {total}"
 
 
-def _search_summary(a: t.SearchTextArgs, r: dict[str, Any]) -> str:
-    found = (f"{len(r['matches'])}+ matches" if r["truncated"]
-             else _count(r["matches"], "match"))
+def _search_summary(a: t.SearchTextArgs, r: t.SearchTextResult) -> str:
+    found = (f"{len(r.matches)}+ matches" if r.truncated
+             else _count(r.matches, "match"))
     return f"searched {a.path} for {a.pattern!r}: {found}"
 
 
-def _diff_summary(a: t.GitDiffArgs, r: dict[str, Any]) -> str:
+def _diff_summary(a: t.GitDiffArgs, r: t.GitDiffResult) -> str:
     what = "staged changes" if a.staged else "changes"
     against = f" against {a.revision}" if a.revision else ""
     where = f" in {a.path}" if a.path else ""
-    size = f"{len(r['diff'])} characters" if r["diff"] else "none"
+    size = f"{len(r.diff)} characters" if r.diff else "none"
     return f"git diff: {what}{against}{where}: {size}"
 
 
-def _status_summary(a: t.GitStatusArgs, r: dict[str, Any]) -> str:
-    more = "+" if r["truncated"] else ""
-    branch = r["branch"] or "a detached HEAD"
-    return f"git status on {branch}: {_count(r['entries'], 'entry')}{more}"
+def _status_summary(a: t.GitStatusArgs, r: t.GitStatusResult) -> str:
+    more = "+" if r.truncated else ""
+    branch = r.branch or "a detached HEAD"
+    return f"git status on {branch}: {_count(r.entries, 'entry')}{more}"
 
 
-def _count(items: list[Any], noun: str) -> str:
+def _count(items: Sized, noun: str) -> str:
     plural = (noun[:-1] + "ies" if noun.endswith("y") else
               noun + "es" if noun.endswith(("s", "sh", "ch", "x")) else noun + "s")
     return f"{len(items)} {noun if len(items) == 1 else plural}"
 
 
-TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
-    Tool("list_files", t.ListFilesArgs, lambda root, a, s: list_files(root, a, s.deny),
-         _list_summary),
-    Tool("read_file", t.ReadFileArgs, lambda root, a, s: read_file(root, a, s.deny),
-         _read_summary),
-    Tool("search_text", t.SearchTextArgs, lambda root, a, s: search_text(root, a, s.deny),
-         _search_summary),
-    Tool("git_status", t.GitStatusArgs, lambda root, a, s: git_status(root, s.deny.denies),
-         _status_summary),
-    Tool("git_log", t.GitLogArgs, lambda root, a, s: git_log(root, a),
-         lambda a, r: f"git log{' of ' + a.path if a.path else ''}: "
-                      f"{_count(r['commits'], 'commit')}"),
-    Tool("git_diff", t.GitDiffArgs, lambda root, a, s: git_diff(root, a, s.deny.denies),
-         _diff_summary),
+def _log_summary(a: t.GitLogArgs, r: t.GitLogResult) -> str:
+    return f"git log{' of ' + a.path if a.path else ''}: {_count(r.commits, 'commit')}"
+
+
+def _list(root: Root, a: t.ListFilesArgs, s: ToolSettings) -> t.ListFilesResult:
+    return list_files(root, a, s.deny)
+
+
+def _read(root: Root, a: t.ReadFileArgs, s: ToolSettings) -> t.ReadFileResult:
+    return read_file(root, a, s.deny)
+
+
+def _search(root: Root, a: t.SearchTextArgs, s: ToolSettings) -> t.SearchTextResult:
+    return search_text(root, a, s.deny)
+
+
+def _status(root: Root, a: t.GitStatusArgs, s: ToolSettings) -> t.GitStatusResult:
+    return git_status(root, s.deny.denies)
+
+
+def _log(root: Root, a: t.GitLogArgs, s: ToolSettings) -> t.GitLogResult:
+    return git_log(root, a)
+
+
+def _diff(root: Root, a: t.GitDiffArgs, s: ToolSettings) -> t.GitDiffResult:
+    return git_diff(root, a, s.deny.denies)
+
+
+TOOLS: dict[str, Tool[Any, Any]] = {tool.name: tool for tool in (
+    Tool("list_files", t.ListFilesArgs, t.ListFilesResult, _list, _list_summary),
+    Tool("read_file", t.ReadFileArgs, t.ReadFileResult, _read, _read_summary),
+    Tool("search_text", t.SearchTextArgs, t.SearchTextResult, _search, _search_summary),
+    Tool("git_status", t.GitStatusArgs, t.GitStatusResult, _status, _status_summary),
+    Tool("git_log", t.GitLogArgs, t.GitLogResult, _log, _log_summary),
+    Tool("git_diff", t.GitDiffArgs, t.GitDiffResult, _diff, _diff_summary),
 )}
 assert {name: tool.args for name, tool in TOOLS.items()} == t.TOOL_ARGS
 
@@ -111,9 +148,9 @@ assert {name: tool.args for name, tool in TOOLS.items()} == t.TOOL_ARGS
 class Outcome:
     """A tool call's result as the model reads it, and what the activity event says."""
 
-    result: dict[str, Any]
+    result: dict[str, object]  # the JSON object the model reads
     status: str  # ok, refused, error
-    code: str | None
+    code: str | None  # a `WorkspaceCode`, or `ask_question`'s refusal (`AskResult.reason`)
     summary: str
 
     @property
@@ -121,7 +158,7 @@ class Outcome:
         return json.dumps(self.result, ensure_ascii=False)
 
 
-def refused(code: str, reason: str, summary: str) -> Outcome:
+def refused(code: WorkspaceCode | Code, reason: str, summary: str) -> Outcome:
     return Outcome(t.Refused(code=code, reason=reason).model_dump(), "refused", code,
                    summary[:200])
 
@@ -139,7 +176,7 @@ def model_json(arguments: str) -> Any:
         raise ValueError("nested too deeply") from None
     return value  # json.JSONDecodeError and UnicodeEncodeError are ValueErrors
 
-def parse_arguments(name: str, arguments: str) -> tuple[Tool, Any] | Outcome:
+def parse_arguments(name: str, arguments: str) -> tuple[Tool[Any, Any], t.ToolArgs] | Outcome:
     """The tool and its validated arguments, or the refusal the model reads."""
     tool = TOOLS.get(name)
     if tool is None:
@@ -173,7 +210,7 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
     try:
         with Root(workspace, home=settings.home, home_files=settings.home_files) as root:
             _not_in_home(root, args)
-            result = _text_only(tool.run(root, args, settings).model_dump())
+            result, summary = tool.call(root, args, settings)
     except Refusal as refusal:  # the reason too: the owner reads the summary, not the result
         return refused(refusal.code, refusal.reason,
                        f"{name}{target}: refused {refusal.code}: {refusal.reason}")
@@ -182,10 +219,10 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
         return Outcome(t.Refused(status="error", code=WorkspaceCode.IO_ERROR,
                                  reason=f"the file system said: {exc.strerror}").model_dump(),
                        "error", WorkspaceCode.IO_ERROR, f"{name}{target}: error")
-    return Outcome(result, "ok", None, tool.summary(args, result)[:200])
+    return Outcome(result, "ok", None, summary[:200])
 
 
-def _text_only(value: Any) -> Any:
+def _text_only(value: object) -> object:
     """A result whose strings are all text: a file name that is not UTF-8 reaches us with
     its bytes as lone surrogates, which no store, event or model request can carry; they
     become U+FFFD, as `read_file` shows bytes that are not UTF-8."""
