@@ -14,8 +14,9 @@ with a note saying so, never merged into the owner's next message (SPEC R9: `Unf
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from clankie import tool_dto
 from clankie.core.vocabulary import RunError
@@ -81,7 +82,7 @@ class TurnContext:
     run_index: int  # how many runs of this conversation started before this one
     workspace: str
     history: tuple[tuple[str, str], ...]  # (author, text), oldest first
-    membership: dict[str, Any] | None
+    membership: Mapping[str, str | None] | None  # status, project_id, reason (SPEC 9)
     answered: AnsweredQuestion | None = None
     ended: EndedQuestion | None = None
     pending_prompt: str | None = None

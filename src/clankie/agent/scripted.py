@@ -14,14 +14,39 @@ reason). Past the end of the script a run says nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, TypeGuard, final
 
 from .context import TurnContext
 from .tools import ASK_QUESTION
 from .transcript import Text, ToolCall, ToolResult, ToolSpec, Turn
 
-DEFAULT_SCRIPT: dict[str, Any] = {"turns": []}
+
+@final
+class Say(TypedDict):
+    say: str
+
+
+@final
+class Ask(TypedDict):
+    ask: dict[str, object]  # `ask_question`'s arguments, as the model would send them
+
+
+@final
+class UseTool(TypedDict):
+    tool: str
+    args: dict[str, object]  # the tool's arguments, as the model would send them
+
+
+Action = Say | Ask | UseTool
+
+
+class Script(TypedDict):
+    turns: list[list[Action]]  # run k of a conversation plays entry k
+
+
+DEFAULT_SCRIPT: Script = {"turns": []}
 
 
 class ScriptError(Exception):
@@ -32,7 +57,7 @@ SHAPE = ('a script is {"turns": [[ACTION, ...], ...]}, each ACTION {"say": TEXT}
          '{"ask": ARGS} or {"tool": NAME, "args": {...}}')
 
 
-def load_script(path: Path) -> dict[str, Any]:
+def load_script(path: Path) -> Script:
     """The script at `path`; a `ScriptError` says where it is wrong (the entry, the
     action) and what the shape is."""
     try:
@@ -44,19 +69,23 @@ def load_script(path: Path) -> dict[str, Any]:
     entries = script.get("turns") if isinstance(script, dict) else None
     if not isinstance(script, dict) or not isinstance(entries, list):  # (narrows `script`)
         raise ScriptError(f'{path}: no "turns" list; {SHAPE}')
+    turns: list[list[Action]] = []
     for i, entry in enumerate(entries):
         if not isinstance(entry, list):
             raise ScriptError(f"{path}: turns[{i}] is not a list of actions; {SHAPE}")
+        actions: list[Action] = []
         for j, action in enumerate(entry):
             if not _action(action):
                 shown = json.dumps(action)
                 shown = shown if len(shown) <= 60 else shown[:57] + "..."
                 raise ScriptError(f"{path}: turns[{i}][{j}] {shown} is not an action; "
                                   f"{SHAPE}")
-    return script
+            actions.append(action)
+        turns.append(actions)
+    return {"turns": turns}
 
 
-def _action(action: Any) -> bool:
+def _action(action: object) -> TypeGuard[Action]:
     if not isinstance(action, dict):
         return False
     if set(action) == {"tool", "args"}:
@@ -68,7 +97,7 @@ def _action(action: Any) -> bool:
 class ScriptedModel:
     name = "scripted"
 
-    def __init__(self, script: dict[str, Any] | None = None) -> None:
+    def __init__(self, script: Script | None = None) -> None:
         self.script = script if script is not None else DEFAULT_SCRIPT
 
     def for_run(self, ctx: TurnContext) -> ScriptedRun:
@@ -83,7 +112,7 @@ class ScriptedRun:
 
     name = "scripted"
 
-    def __init__(self, entry: list[dict[str, Any]], answer: str, run_index: int = 0) -> None:
+    def __init__(self, entry: list[Action], answer: str, run_index: int = 0) -> None:
         self._entry = entry
         self._answer = answer
         self._run_index = run_index
@@ -176,6 +205,6 @@ def _listed(items: list[str], truncated: bool, noun: str, sep: str = ", ") -> st
     return f"{shown}{f'{sep}and {more} more' if more > 0 else ''} ({count})"
 
 
-def _pairs(v: dict[str, Any]) -> str:
+def _pairs(v: Mapping[str, object]) -> str:
     return ", ".join(f"{key}: {value if isinstance(value, str) else json.dumps(value)}"
                      for key, value in v.items())

@@ -140,7 +140,7 @@ class ListResult(Outcome):
 class ToolResult:
     """A tool's result: its structured content (with `note`) and whether it is an error."""
 
-    structured: dict[str, Any]
+    structured: dict[str, object]  # the MCP result's structuredContent, a JSON object
     is_error: bool = False
 
     @property
@@ -153,7 +153,7 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _given(out: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+def _given(out: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, object]:
     return {name: out[name] for name in fields if out.get(name) is not None}
 
 
@@ -167,7 +167,7 @@ def _note(status: str, reason: str | None) -> str:
     return f"{NO_ANSWER} {how}"
 
 
-def _question(out: Mapping[str, Any]) -> dict[str, Any]:
+def _question(out: Mapping[str, Any]) -> dict[str, object]:
     status = str(out["status"])
     return {"status": status, "note": _note(status, out.get("reason")),
             **_given(out, QUESTION_FIELDS)}

@@ -31,7 +31,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Final, TypeVar
 
 import anyio
@@ -119,7 +119,7 @@ class Bridge:
 
     # The tools. Each takes the call's arguments as they came and returns its result.
 
-    async def ask_owner(self, arguments: dict[str, Any],
+    async def ask_owner(self, arguments: Mapping[str, object] | None,
                         ctx: Context) -> Annotated[CallToolResult, AskResult]:
         args = checked(dto.AskOwner, arguments)
         if isinstance(args, ToolResult):
@@ -131,7 +131,7 @@ class Bridge:
             payload["client"] = name
         return wire(await self._op("agent_ask", payload, results.asked))
 
-    async def wait_answer(self, arguments: dict[str, Any],
+    async def wait_answer(self, arguments: Mapping[str, object] | None,
                           ctx: Context) -> Annotated[CallToolResult, QuestionResult]:
         args = checked(dto.AgentWait, arguments)
         if isinstance(args, ToolResult):
@@ -139,7 +139,7 @@ class Bridge:
         return wire(await self._op("agent_wait", args.model_dump(), results.question,
                                    args.request_id))
 
-    async def get_question(self, arguments: dict[str, Any],
+    async def get_question(self, arguments: Mapping[str, object] | None,
                            ctx: Context) -> Annotated[CallToolResult, QuestionResult]:
         args = checked(dto.AgentRequest, arguments)
         if isinstance(args, ToolResult):
@@ -147,7 +147,7 @@ class Bridge:
         return wire(await self._op("agent_wait", {"request_id": args.request_id, "wait_s": 0},
                                    results.question, args.request_id))
 
-    async def list_questions(self, arguments: dict[str, Any],
+    async def list_questions(self, arguments: Mapping[str, object] | None,
                              ctx: Context) -> Annotated[CallToolResult, ListResult]:
         args = checked(dto.Nothing, arguments)
         if isinstance(args, ToolResult):
@@ -155,7 +155,7 @@ class Bridge:
         return wire(await self._op("agent_list", {"workspace": self.workspace},
                                    results.listed))
 
-    async def cancel_question(self, arguments: dict[str, Any],
+    async def cancel_question(self, arguments: Mapping[str, object] | None,
                               ctx: Context) -> Annotated[CallToolResult, CancelResult]:
         args = checked(dto.AgentRequest, arguments)
         if isinstance(args, ToolResult):
@@ -165,8 +165,8 @@ class Bridge:
 
     # One or two ops.
 
-    async def _op(self, op: str, payload: dict[str, Any],
-                  result: Callable[[dict[str, Any]], ToolResult],
+    async def _op(self, op: str, payload: Mapping[str, object],
+                  result: Callable[[Mapping[str, Any]], ToolResult],
                   request_id: str | None = None) -> ToolResult:
         try:
             wrong = await self._agent_or_why_not()
@@ -213,7 +213,7 @@ class Bridge:
         return results.unavailable(reason, uncertain=uncertain)
 
 
-def checked(model: type[M], arguments: dict[str, Any] | None) -> M | ToolResult:
+def checked(model: type[M], arguments: Mapping[str, object] | None) -> M | ToolResult:
     """The arguments as the contract's shape, or `invalid_request` saying what is wrong
     (field and message; the values are the agent's own, never echoed in full)."""
     try:
@@ -250,18 +250,18 @@ class ArgumentsAsTheyCame(Tool):
     bad one is a result with a SPEC code, not the SDK's own validation text; its
     `inputSchema` is that shape's JSON Schema."""
 
-    async def run(self, arguments: dict[str, Any], context: Context[Any, Any],
+    async def run(self, arguments: Mapping[str, object], context: Context[Any, Any],
                   convert_result: bool = False) -> Any:
         return await self.fn(arguments, context)
 
 
-def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+def input_schema(model: type[BaseModel]) -> dict[str, object]:
     """`model`'s JSON Schema as a tool's `inputSchema`: references inlined (not every host
     follows `$defs`), no titles, a description on each property for the model."""
     schema = model.model_json_schema()
     definitions = schema.pop("$defs", {})
 
-    def inline(node: Any) -> Any:
+    def inline(node: object) -> object:
         if isinstance(node, list):
             return [inline(item) for item in node]
         if not isinstance(node, dict):
@@ -273,7 +273,8 @@ def input_schema(model: type[BaseModel]) -> dict[str, Any]:
         return {k: inline(v) for k, v in node.items()
                 if not (k == "title" and isinstance(v, str))}
 
-    shaped: dict[str, Any] = inline(schema)
+    shaped = inline(schema)
+    assert isinstance(shaped, dict)  # the schema of a model is an object
     shaped.pop("description", None)  # the tool's description says it, for the model
     for name, prop in shaped.get("properties", {}).items():
         if name in PROPERTIES:

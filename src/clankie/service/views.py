@@ -7,11 +7,19 @@ receipt's `continuation`, which is read from the run it names rather than stored
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from clankie import dto
 from clankie.core.errors import ClankieError
-from clankie.core.model import Asker, Conversation, Question, Receipt, Run, iso
+from clankie.core.model import (
+    Asker,
+    Conversation,
+    ConversationKind,
+    Question,
+    Receipt,
+    Run,
+    iso,
+)
 from clankie.store import ReadTx
 from clankie.store.tx import CredentialRow, ListedConversation
 from clankie.workspace.membership import Membership
@@ -96,11 +104,25 @@ def conversation(c: Conversation, fact: Membership | None = None,
                  unfinished: list[Run] | None = None) -> dto.ConversationOut:
     return dto.ConversationOut(
         unfinished_runs=None if unfinished is None else [run(r) for r in unfinished],
-        membership=None if fact is None else dto.MembershipOut(**fact.as_dict()),
+        membership=None if fact is None else dto.MembershipOut(
+            status=fact.status, project_id=fact.project_id, reason=fact.reason),
         **_conversation(c))
 
 
-def _conversation(c: Conversation) -> dict[str, Any]:
+class _ConversationFields(TypedDict):
+    """The fields every conversation object has (`ConversationOut`, `ListedConversationOut`)."""
+
+    asker: dto.AskerOut | None
+    conversation_id: str
+    kind: ConversationKind
+    workspace: dto.WorkspaceOut | None
+    incarnation: str
+    revision: int
+    native_owner: str | None
+    created_at: str
+
+
+def _conversation(c: Conversation) -> _ConversationFields:
     """The fields every conversation object has."""
     return {"asker": asker(c.agent), "conversation_id": c.conversation_id, "kind": c.kind,
             "workspace": None if c.workspace is None else dto.WorkspaceOut(

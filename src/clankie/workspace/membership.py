@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from clankie.core.model import WorkspaceIdentity
 
@@ -37,7 +37,7 @@ class Membership:
     project_id: str | None = None
     reason: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, str | None]:
         return {"status": self.status, "project_id": self.project_id, "reason": self.reason}
 
 
