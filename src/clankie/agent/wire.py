@@ -202,7 +202,7 @@ def estimate(body: OpenAIRequest | AnthropicRequest) -> int:
     """A request body's tokens on the safe side: its JSON text with every non-ASCII
     character escaped (6 or 12 bytes each), a token per 3 bytes, and 4 a message."""
     return (math.ceil(len(_json(body)) / BYTES_PER_TOKEN)
-            + PER_MESSAGE * len(body["messages"]))
+            + PER_MESSAGE * len(body.get("messages", ())))
 
 
 def _json(value: object) -> str:
