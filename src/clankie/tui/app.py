@@ -331,8 +331,8 @@ class ChatApp(App[None]):
             self.read_again()
 
     async def _call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One call; a result that does not fit the op's shape is `NotClankie` (an
-        `ApiError`, which every worker says in a line), never a traceback later."""
+        """One call; a result that does not fit the op's shape is `NotClankie` (which
+        every worker says in a line), never a traceback later."""
         return fit_shape(op, await self.api.call(op, payload), self.service)
 
     async def _read(self, request_id: str | None = None) -> dict[str, Any]:
@@ -353,7 +353,7 @@ class ChatApp(App[None]):
 
     @work(exclusive=True, group="read")
     async def read_again(self) -> None:
-        with contextlib.suppress(ApiError, NotYours, ServiceUnreachable, Uncertain):
+        with contextlib.suppress(ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain):
             await self._read()  # if it fails, the tail says what is wrong with the service
 
     async def _learn(self) -> None:
@@ -382,7 +382,7 @@ class ChatApp(App[None]):
             model = (await self.api.call("service_info")).get("model")
             self.model = (model if isinstance(model, dict)
                           and isinstance(model.get("provider"), str) else None)
-        except (ApiError, NotYours, ServiceUnreachable, Uncertain):
+        except (ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain):
             pass  # shown as `?`; the tail says what is wrong with the service
 
     # ------------------------------------------------------------------------- events
@@ -463,7 +463,7 @@ class ChatApp(App[None]):
         found = set()
         for e in events:
             if e["type"] == "input_resolved" and e["outcome"] == "cancelled":
-                with contextlib.suppress(ApiError):
+                with contextlib.suppress(ApiError, NotClankie):
                     request = (await self._call("input_get", {
                         "conversation_id": self.conversation_id,
                         "request_id": e["request_id"]}))["request"]
@@ -594,7 +594,7 @@ class ChatApp(App[None]):
                 self.hints[sent["message_id"]] = hint
         except Uncertain:
             self.say("No reply from the service: the message may or may not have been sent.")
-        except (ApiError, NotYours, ServiceUnreachable) as exc:
+        except (ApiError, NotClankie, NotYours, ServiceUnreachable) as exc:
             self.say(f"Not sent: {exc}")
 
     @work(group="stop")
@@ -612,7 +612,7 @@ class ChatApp(App[None]):
                 await self._call("run_cancel", {"run_id": run["run_id"]})
         except Uncertain:
             self.say("No reply from the service: the run may or may not have been stopped.")
-        except (ApiError, NotYours, ServiceUnreachable) as exc:
+        except (ApiError, NotClankie, NotYours, ServiceUnreachable) as exc:
             self.say(f"Not stopped: {exc}")
 
     @work(exclusive=True, group="show")
@@ -624,7 +624,7 @@ class ChatApp(App[None]):
         `quiet`: after an answer, the panel says the question ended)."""
         try:
             snapshot = await self._read()
-        except (ApiError, NotYours, ServiceUnreachable, Uncertain) as exc:
+        except (ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain) as exc:
             self.say(f"Could not read the question: {exc}")
             return
         if snapshot["pending"] is None and not quiet:
@@ -640,7 +640,7 @@ class ChatApp(App[None]):
         """
         try:
             reply = await self._call(op, payload)
-        except ApiError as exc:
+        except (ApiError, NotClankie) as exc:
             await self._refused(exc)
             return
         except Uncertain:
@@ -670,7 +670,7 @@ class ChatApp(App[None]):
                      f" (receipt {receipt['receipt_id'][:8]}){then}")
         await self._show(quiet=True)
 
-    async def _refused(self, exc: ApiError) -> None:
+    async def _refused(self, exc: ApiError | NotClankie) -> None:
         if exc.code in wording.READ_AGAIN:
             self.say("The question changed since it was shown (the conversation moved on). "
                      "Here it is now; decide again.")
