@@ -27,6 +27,7 @@ asyncio are not imported here (the CLI's start-up needs none of them): a typed c
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import math
@@ -36,7 +37,7 @@ import shlex
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -587,17 +588,8 @@ class Core(Target, Generic[C]):
         request = self.request(ask)  # a bad token is refused before any connection
         connect_s, exchange_s = ask.timeouts(self.base_timeout)
         conn = yield from self._connection(connect_s)
-        try:
+        with self._failing(conn):
             response = yield from _exchange(conn, request, time.monotonic() + exchange_s)
-        except _Sent as exc:
-            self._close(conn)
-            raise uncertain(exc.cause, self) from None
-        except (OSError, Malformed) as exc:
-            self._close(conn)
-            raise unreachable(exc, self) from None
-        except BaseException:
-            self._close(conn)
-            raise
         if not (response.keep_alive and self._pool.keep(conn, time.monotonic())):
             self._close(conn)
         return response
@@ -615,18 +607,30 @@ class Core(Target, Generic[C]):
             conn = yield Step("connect", (self, timeout))
         except OSError as exc:  # refused, no such socket, no such host, timed out
             raise unreachable(exc, self) from None
-        try:
+        with self._failing(conn):
             admit((yield Step("listener", (conn,))), self)
             if self.tls:  # no byte of the request is written before the handshake ends
                 conn = yield Step("tls", (conn, self, timeout))
-        except OSError as exc:
+        self.connections += 1
+        return conn
+
+    @contextlib.contextmanager
+    def _failing(self, conn: C) -> Iterator[None]:
+        """Whatever fails while `conn` is in use closes it, and says what it means: a
+        failure once a byte of the request was written is `Uncertain`, one before (the
+        TLS handshake's among them) `ServiceUnreachable`; anything else (`NotYours`,
+        Ctrl+C) goes on as it is."""
+        try:
+            yield
+        except _Sent as exc:
+            self._close(conn)
+            raise uncertain(exc.cause, self) from None
+        except (OSError, Malformed) as exc:
             self._close(conn)
             raise unreachable(exc, self) from None
         except BaseException:
             self._close(conn)
             raise
-        self.connections += 1
-        return conn
 
     def _idle(self) -> list[C]:
         """The kept connections, given up (the driver closes them)."""
