@@ -9,8 +9,9 @@ tests' in memory). Requests are `POST /v1/ops/{op}`; `op(spec, request)` is the 
 method (a row of `clankie.dto.OPS` in, its output model out), `call(name, payload)` the
 untyped one (JSON in and out, for the light paths that load no pydantic, and raw tests).
 
-The errors a surface must tell apart, one tree; no two of its leaves share a base below
-`ClientError`, so an `except` of one never catches another:
+The errors a surface must tell apart, one tree of siblings under `ClientError`, so an
+`except` of one never catches another (`ApiError` and `NotClankie` share only a private
+base that gives both their problem document's fields):
 
     ClientError              any failure of a call; `fix`, where there is one
     ├── BadServiceUrl        (also a ValueError) the URL is no address clankie can use: a
