@@ -31,6 +31,7 @@ from clankie.tui.commands import (
     Stop,
     parse,
 )
+from tests.test_entry import imported, loaded
 
 C = "3c1e9a7b-8d2f-4e6a-9b0c-1d2e3f4a5b6c"
 R = "00000001-0000-4000-8000-000000000001"
@@ -302,3 +303,11 @@ def test_a_refusal_or_a_listener_that_is_not_clankie_stops_the_loop():
     stop = decide.stopped(other)
     assert stop.say == f"Stopped following: {other} (fix: {other.fix})"
     assert stop.title == "Not clankie" and stop.disconnected
+
+
+def test_issue32_the_decisions_load_no_textual_and_no_event_loop():
+    """Issue 32: the TUI's decisions are pure, tested in the fast loop: importing them
+    loads neither Textual nor Rich (nor asyncio, the app's event loop)."""
+    _, names = imported("-c", "import clankie.tui.decide")
+    assert loaded(names, "clankie.tui.decide")
+    assert [p for p in ("textual", "rich", "asyncio") if loaded(names, p)] == []

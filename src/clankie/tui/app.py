@@ -21,6 +21,11 @@ agent's name, its MCP client, the workspace) in the header, the log, the toast a
 panel, answers with the same `/question` commands, and sends no chat message: the agent
 reads only answers.
 
+What a typed line means (which request, incarnation and revision an answer binds to, or
+why nothing is sent) and the follow loop's step (read the snapshot again, wait, say the
+service was lost) are `decide`'s, pure; the app wires widgets and I/O to them. Replies are
+typed `clankie.dto` models (`dto.Snapshot`, the events), read by attribute.
+
 The question state and what the status line and header say are reactive attributes of
 the app (`snapshot`, `now`, `connected`, `workspace`, ...): setting one redraws, through
 Textual's data binding, the widgets that show it, `QuestionPanel` (in its `QuestionBox`),
