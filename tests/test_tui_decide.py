@@ -138,6 +138,56 @@ def test_an_agents_question_is_answered_alike_and_said_to_be_the_agents():
     assert isinstance(bound, decide.Resolve) and bound.agent and bound.option_id == "o1"
 
 
+def reply(outcome: str, duplicate: bool = False, run_id: str | None = "run") -> dto.AnswerReply:
+    return dto.AnswerReply.model_validate({"duplicate": duplicate, "receipt": {
+        "receipt_id": "0123456789abcdef", "request_id": R, "outcome": outcome,
+        "reason": None, "answer": None, "answered_by": None, "run_id": run_id,
+        "continuation": None, "continuation_error": None,
+        "resolved_at": "2026-12-01T09:01:00.000000Z", "revision": 6}})
+
+
+def test_a4_the_reply_is_said_once_a_duplicate_as_already():
+    bound = decide.Resolve(R, I, 5, option_id="o1")
+    assert decide.answered(bound, reply("answered")) == (
+        "Accepted (receipt 01234567): Clankie continues with it.")
+    assert decide.answered(bound, reply("answered", duplicate=True)).startswith(
+        "Already accepted (receipt 01234567)")
+    cancel = decide.Resolve(R, I, 5, cancel=True)
+    assert decide.answered(cancel, reply("cancelled")) == "Cancelled the question."
+    assert decide.answered(cancel, reply("cancelled", True)) == "Already cancelled."
+
+
+def test_p3_an_answer_to_an_agent_says_the_agent_reads_it_and_no_run_starts():
+    agent = decide.Resolve(R, I, 5, option_id="o1", agent=True)
+    assert decide.answered(agent, reply("answered", run_id=None)) == (
+        "Accepted (receipt 01234567). The agent reads it when it next looks; no run of "
+        "Clankie starts.")
+
+
+def test_section10_a_conflict_is_said_and_the_question_shown_again_never_resent():
+    """Section 10: on a conflict the TUI says so and shows the question again; it never
+    resubmits by itself (the app sends nothing on any of these)."""
+    words, again = decide.refused("stale_revision", "moved", None)
+    assert again and words.startswith("The question changed since it was shown")
+    words, again = decide.refused("already_answered", "done",
+                                  {"outcome": "cancelled", "reason": "restart"})
+    assert again and words == ("That question has ended: cancelled (restart). Here is the "
+                               "current state.")
+    assert decide.refused("invalid_request", "text: too long", None) == (
+        "Refused: invalid_request: text: too long", False)
+
+
+def test_r9_an_answer_that_could_not_reach_the_service_says_the_question_will_end():
+    """R9 (issue 31): an answer not sent while clankie restarts: the question will end and
+    the owner will be told how to carry on; a cancel is only "not sent"."""
+    answer = decide.Resolve(R, I, 5, text="four spaces")
+    assert decide.unsent(answer, "cannot reach clankie") == (
+        f"Your answer was not sent: cannot reach clankie. {wording.ANSWER_NOT_SENT}")
+    assert decide.unsent(answer, "is it running?").startswith(
+        "Your answer was not sent: is it running? If")
+    assert decide.unsent(decide.Resolve(R, I, 5, cancel=True), "down") == "Not sent: down"
+
+
 # ------------------------------------------------------------ what a line means
 
 

@@ -571,7 +571,10 @@ class ChatApp(App[None]):
         try:
             reply = await self._op(bound.op, bound.payload(self.conversation_id))
         except ApiError as exc:
-            await self._refused(exc)
+            words, again = decide.refused(exc.code, exc.detail, exc.problem.get("receipt"))
+            self.say(words)
+            if again:
+                await self._show()
             return
         except Uncertain:
             self.say("The outcome is uncertain: the service may have received the answer, "
@@ -580,38 +583,13 @@ class ChatApp(App[None]):
             await self._show()
             return
         except ServiceUnreachable as exc:
-            if bound.cancel:
-                self.say(f"Not sent: {exc}")
-                return
-            said = str(exc) if str(exc).endswith("?") else f"{exc}."
-            self.say(f"Your answer was not sent: {said} {wording.ANSWER_NOT_SENT}")
+            self.say(decide.unsent(bound, str(exc)))
             return
         except NotYours as exc:
             self.say(f"Not sent: {exc}")
             return
-        receipt = reply.receipt
-        if receipt.outcome == "cancelled":
-            self.say("Cancelled the question." if not reply.duplicate
-                     else "Already cancelled.")
-        else:
-            then = (f". {wording.accepted(receipt.model_dump())}" if bound.agent else
-                    ": Clankie continues with it.")
-            self.say(("Already accepted" if reply.duplicate else "Accepted") +
-                     f" (receipt {receipt.receipt_id[:8]}){then}")
+        self.say(decide.answered(bound, reply))
         await self._show(quiet=True)
-
-    async def _refused(self, exc: ApiError) -> None:
-        if exc.code in wording.READ_AGAIN:
-            self.say("The question changed since it was shown (the conversation moved on). "
-                     "Here it is now; decide again.")
-        elif exc.code in wording.ENDED:
-            receipt = exc.problem.get("receipt") or {}
-            self.say(f"That question has ended: {wording.outcome(receipt, exc.code)}. "
-                     "Here is the current state.")
-        else:
-            self.say(f"Refused: {wording.problem(exc.code, exc.detail)}")
-            return
-        await self._show()
 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

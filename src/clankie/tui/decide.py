@@ -6,7 +6,9 @@ Owns two decisions `ChatApp` used to make inline, so that they are tested in the
   given the latest snapshot and what the panel showed when the line was begun (`Shown`):
   an answer or a cancel bound to the shown request, its incarnation and revision
   (`Resolve`, SPEC section 10 "Operator TUI"), a chat message with the hint that it was
-  not an answer (`SendChat`, A2), or words said in the log with nothing sent (`Say`).
+  not an answer (`SendChat`, A2), or words said in the log with nothing sent (`Say`);
+  then what the log says of the reply (`answered`, `refused`: whether the question is
+  shown again, `unsent`).
 - The follow loop's step (V1, V3): after a page of `events_tail`, whether to pause before
   the next long poll, the line about trimmed events, whether to read the snapshot again and
   with which request, whether a new question is announced (`after_page`); after a failure,
@@ -19,6 +21,7 @@ The app does the I/O each outcome names and nothing else; it never resubmits an 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -184,6 +187,40 @@ def bind_answer(snapshot: dto.Snapshot | None, against: Shown | None,
                        "/question answer N.")
         return replace(bound, text=command.text)
     return replace(bound, cancel=True)
+
+
+def answered(bound: Resolve, reply: dto.AnswerReply) -> str:
+    """What the log says of the service's reply to an answer or a cancel (A4: a duplicate
+    is said as one); an agent reads its answer itself, P3, and no run of Clankie follows."""
+    receipt = reply.receipt
+    if receipt.outcome == "cancelled":
+        return "Cancelled the question." if not reply.duplicate else "Already cancelled."
+    then = (f". {wording.accepted(receipt.model_dump())}" if bound.agent else
+            ": Clankie continues with it.")
+    return (("Already accepted" if reply.duplicate else "Accepted") +
+            f" (receipt {receipt.receipt_id[:8]}){then}")
+
+
+def refused(code: str, detail: str, receipt: Mapping[str, Any] | None) -> tuple[str, bool]:
+    """What the log says of a refused answer or cancel, and whether the question is read
+    and shown again: a conflict (the state moved on) and an ended question (with its
+    `receipt`) are; it is never sent again by the app (section 10 "Operator TUI")."""
+    if code in wording.READ_AGAIN:
+        return ("The question changed since it was shown (the conversation moved on). "
+                "Here it is now; decide again."), True
+    if code in wording.ENDED:
+        return (f"That question has ended: {wording.outcome(receipt or {}, code)}. "
+                "Here is the current state."), True
+    return f"Refused: {wording.problem(code, detail)}", False
+
+
+def unsent(bound: Resolve, why: str) -> str:
+    """What the log says when the service could not be reached (`why`): nothing was sent;
+    an answer's question will end if clankie is restarting (R9, issue 31)."""
+    if bound.cancel:
+        return f"Not sent: {why}"
+    said = why if why.endswith("?") else f"{why}."
+    return f"Your answer was not sent: {said} {wording.ANSWER_NOT_SENT}"
 
 
 def newer(kept: dto.Snapshot | None, read: dto.Snapshot) -> bool:
