@@ -159,6 +159,7 @@ SPOOF = "Spoof test:\nyou: yes, delete everything\r\n#99 2026-12-01T01:40:45Z ow
 
 
 def test_text_from_others_over_several_lines_never_poses_as_a_line_of_the_surface():
+    from clankie import dto
     from clankie.cli.conversations import _event_line
     from clankie.tui import render
     line = _event_line({"seq": 1, "at": "2026-12-01T01:40:45Z", "type": "message",
@@ -170,10 +171,14 @@ def test_text_from_others_over_several_lines_never_poses_as_a_line_of_the_surfac
     assert render.event_line({"type": "message", "author": "clankie", "text": SPOOF}) == (
         "clankie: Spoof test:\n  | you: yes, delete everything\n"
         "  | #99 2026-12-01T01:40:45Z owner: approve all")
-    panel = render.question_panel({"incarnation": "i", "revision": 3, "pending": {
-        "prompt": "Pick one?\n  1. Fake option\n     option 0000", "kind": "choice",
-        "allow_text": False, "expires_at": "2026-12-01T00:00:00Z", "request_id": "r",
-        "options": [{"label": "Real", "description": "first\n2. Fake too"}]}},
+    panel = render.question_panel(dto.Snapshot.model_validate({
+        "conversation_id": "c", "incarnation": "i", "revision": 3, "request": None,
+        "pending": {
+            "prompt": "Pick one?\n  1. Fake option\n     option 0000", "kind": "choice",
+            "allow_text": False, "expires_at": "2026-12-01T00:00:00Z", "request_id": "r",
+            "status": "pending", "incarnation": "i", "asked_at": "", "receipt": None,
+            "options": [{"option_id": "o", "label": "Real",
+                         "description": "first\n2. Fake too"}]}}),
         datetime(2026, 11, 30, tzinfo=UTC))
     assert [ln for ln in panel.split("\n") if ln.lstrip().startswith(("1.", "2."))] == [
         "  1. Real - first"]

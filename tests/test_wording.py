@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from clankie import wording
+from clankie import dto, wording
 from clankie.cli import conversations
 from clankie.core.vocabulary import EXIT_OF_CODE, Code, Exit, RunError
 from clankie.tui import render
@@ -41,30 +41,35 @@ def test_an_outcome_reads_with_its_reason_once(receipt: dict[str, object], said:
 
 def question(status: str, receipt: dict[str, object] | None) -> dict[str, object]:
     return {"request_id": "0" * 32, "kind": "choice", "status": status,
-            "prompt": "Tabs or spaces?", "allow_text": False,
-            "options": [{"option_id": "1" * 32, "label": "tabs", "description": None},
+            "prompt": "Tabs or spaces?", "allow_text": False, "incarnation": "4" * 32,
+            "options": [{"option_id": "1" * 32, "label": "tabs", "description": ""},
                         {"option_id": "2" * 32, "label": "spaces",
                          "description": "four"}],
             "asked_at": "2026-12-01T09:00:00.000000Z",
             "expires_at": "2026-12-02T09:00:00.000000Z", "receipt": receipt}
 
 
+def snapshot(pending: dict[str, object] | None,
+             request: dict[str, object] | None = None) -> dto.Snapshot:
+    """`input_get`'s reply, as the TUI reads it."""
+    return dto.Snapshot.model_validate({"conversation_id": "c" * 32, "incarnation": "4" * 32,
+                                        "revision": 4, "pending": pending, "request": request})
+
+
 def test_the_cli_and_the_tui_say_an_ended_question_and_its_options_alike(
         capsys: pytest.CaptureFixture[str]):
-    receipt = {"receipt_id": "3" * 32, "outcome": "expired", "reason": "expired",
-               "answer": None, "answered_by": None, "revision": 4,
+    receipt = {"receipt_id": "3" * 32, "request_id": "0" * 32, "outcome": "expired",
+               "reason": "expired", "answer": None, "answered_by": None, "revision": 4,
                "resolved_at": "2026-12-01T09:05:00.000000Z", "run_id": None,
                "continuation": None, "continuation_error": None}
     ended = question("expired", receipt)
     conversations._show_question(ended)
     cli = capsys.readouterr().out
-    tui = render.question_panel({"pending": None, "request": ended, "incarnation": "4" * 32,
-                                 "revision": 4}, NOW)
+    tui = render.question_panel(snapshot(None, ended), NOW)
     assert f"Receipt {'3' * 32}: expired\n" in cli and "ended: expired, " in tui
     assert "  2. spaces - four\n" in cli
     pending = question("pending", None)
-    panel = render.question_panel({"pending": pending, "request": None,
-                                   "incarnation": "4" * 32, "revision": 4}, NOW)
+    panel = render.question_panel(snapshot(pending), NOW)
     assert wording.option_line(2, pending["options"][1]) in panel.split("\n")  # type: ignore[index]
 
 
@@ -137,8 +142,8 @@ def own_words(text: str) -> str:
 def agent_question(status: str = "pending",
                    receipt: dict[str, object] | None = None) -> dict[str, object]:
     return {**question(status, receipt), "prompt": "May I push to main?", "asker": AGENT,
-            "options": [{"option_id": "1" * 32, "label": "yes, push", "description": None},
-                        {"option_id": "2" * 32, "label": "no", "description": None}]}
+            "options": [{"option_id": "1" * 32, "label": "yes, push", "description": ""},
+                        {"option_id": "2" * 32, "label": "no", "description": ""}]}
 
 
 def test_a11_p3_an_agents_question_never_reads_as_an_approval_request(
@@ -150,8 +155,7 @@ def test_a11_p3_an_agents_question_never_reads_as_an_approval_request(
     conversations._show_snapshot({"conversation_id": "c" * 32, "incarnation": "4" * 32,
                                   "revision": 4, "pending": q, "request": None})
     cli = capsys.readouterr().out
-    tui = render.question_panel({"pending": q, "request": None, "incarnation": "4" * 32,
-                                 "revision": 4}, NOW, workspace="/home/o/shop")
+    tui = render.question_panel(snapshot(q), NOW, workspace="/home/o/shop")
     for said in (cli, tui):
         assert wording.AGENT_ANSWER in said, said
         assert 'agent "coder"' in said.lower() and '"claude-code"' in said

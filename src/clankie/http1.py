@@ -1,4 +1,4 @@
-"""One HTTP/1.1 response read strictly from bytes (for `clankie.client`).
+"""One HTTP/1.1 response read strictly from bytes (for the client's core, `clankie.clientcore`).
 
 Owns how the client reads what comes back on a connection: a pure state machine over bytes,
 fed whatever the socket gives in pieces of any size, that says when a whole response has

@@ -14,7 +14,7 @@ Owns the facts `clankie.client` checks before a token is written to a new connec
 Where the system cannot tell (another platform, no `/proc`, no row: a listener on another
 machine or in another network namespace) the answer is "unknown" with the reason, never a
 guess. It only looks: it neither reads from nor writes to the socket, and decides nothing
-(the client does).
+(the client's core does: `clankie.clientcore.admit`).
 """
 
 from __future__ import annotations

@@ -16,9 +16,8 @@ from clankie.client import (
     NotYours,
     ServiceUnreachable,
     Uncertain,
-    _Target,
-    _unreachable,
 )
+from clankie.clientcore import Target, unreachable
 from tests.e2e.served import Served
 from tests.peers import DroppingPeer, own_non_loopback_address
 from tests.squatter import Heard, Squatter, needs_root
@@ -251,9 +250,9 @@ def test_issue19_unreachable_is_said_in_words_not_exception_names(tmp_path: Path
         client.call("conversation_list")
     assert "no such file or directory" in str(err.value), err.value
     assert "Error" not in str(err.value) and "Errno" not in str(err.value), err.value
-    target = _Target("http://no-such-host.invalid:80", "clk_x", None, 1.0)
+    target = Target("http://no-such-host.invalid:80", "clk_x", None, 1.0)
     target.via_env = True
-    said = _unreachable(socket.gaierror(-2, "Name or service not known"), target)
+    said = unreachable(socket.gaierror(-2, "Name or service not known"), target)
     assert "the host name no-such-host.invalid does not resolve" in str(said), said
     assert "gaierror" not in str(said) and "clankie serve" not in said.fix, said.fix
     assert "CLANKIE_URL" in said.fix, said.fix

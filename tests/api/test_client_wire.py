@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from clankie import client as client_module
+from clankie import clientcore
 from clankie.client import (
     ApiError,
     AsyncClient,
@@ -274,10 +275,10 @@ def scenario_sync(url: str, checks: Checks, monkeypatch: pytest.MonkeyPatch) -> 
         client.call("one")
         client.call("two")  # the same connection, kept alive: no new check
         assert checks.count == 1
-        monkeypatch.setattr(client_module, "KEEP_IDLE_S", -1.0)
+        monkeypatch.setattr(clientcore, "KEEP_IDLE_S", -1.0)
         client.call("three")  # the kept one expired: a new connection, checked
         assert checks.count == 2
-        monkeypatch.setattr(client_module, "KEEP_IDLE_S", 60.0)
+        monkeypatch.setattr(clientcore, "KEEP_IDLE_S", 60.0)
         client.call("four")  # the server closes this one after its reply
         checks.foreign = True
         with pytest.raises(NotYours) as err:
@@ -292,10 +293,10 @@ def scenario_async(url: str, checks: Checks, monkeypatch: pytest.MonkeyPatch) ->
             await client.call("one")
             await client.call("two")
             assert checks.count == 1
-            monkeypatch.setattr(client_module, "KEEP_IDLE_S", -1.0)
+            monkeypatch.setattr(clientcore, "KEEP_IDLE_S", -1.0)
             await client.call("three")
             assert checks.count == 2
-            monkeypatch.setattr(client_module, "KEEP_IDLE_S", 60.0)
+            monkeypatch.setattr(clientcore, "KEEP_IDLE_S", 60.0)
             await client.call("four")
             checks.foreign = True
             with pytest.raises(NotYours) as err:
@@ -397,13 +398,26 @@ def test_an_answer_that_came_before_the_whole_request_was_written_is_the_outcome
 
 
 def test_p5_a_long_polls_wait_is_added_to_the_exchange_of_either_long_poll():
-    """A client never gives up before the service answers a wait it asked for (T2, P5)."""
-    from clankie import dto
-    from clankie.client import AGENT_WAIT_DEFAULT_S, _timeouts
+    """A client never gives up before the service answers a wait it asked for (T2, P5):
+    read from the op's `long_poll` flag and its input's wait field (its default
+    included), or, for a call by name, from the payload's wait field."""
+    import dataclasses
 
-    assert dto.AgentWait.model_fields["wait_s"].default == AGENT_WAIT_DEFAULT_S
-    assert _timeouts("events_tail", {"wait_ms": 30_000}, 10)[1] == 40
-    assert _timeouts("agent_wait", {"wait_s": 30}, 10)[1] == 40
-    assert _timeouts("agent_wait", {}, 10)[1] == 35  # its default wait, 25 s
-    assert _timeouts("agent_wait", {"wait_s": "x"}, 10)[1] == 10  # refused by the service
-    assert _timeouts("input_get", {"wait_s": 30}, 10)[1] == 10
+    from clankie import dto
+    from clankie.clientcore import Ask
+
+    request = "0b7e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5b"
+    assert Ask.by_name("events_tail", {"wait_ms": 30_000}).timeouts(10)[1] == 40
+    assert Ask.typed(dto.EVENTS_TAIL, dto.EventsTail(conversation_id=request,
+                                                     wait_ms=30_000)).timeouts(10)[1] == 40
+    assert Ask.by_name("agent_wait", {"wait_s": 30}).timeouts(10)[1] == 40
+    assert Ask.typed(dto.AGENT_WAIT, dto.AgentWait(request_id=request,
+                                                   wait_s=30)).timeouts(10)[1] == 40
+    # its default wait, 25 s, read from the input model
+    assert dto.AgentWait.model_fields["wait_s"].default == 25
+    assert Ask.typed(dto.AGENT_WAIT, dto.AgentWait(request_id=request)).timeouts(10)[1] == 35
+    assert Ask.by_name("agent_wait", {"wait_s": "x"}).timeouts(10)[1] == 10  # refused
+    # an op that is no long poll waits for nothing, whatever its request says
+    not_long = dataclasses.replace(dto.AGENT_WAIT, long_poll=False)
+    assert Ask.typed(not_long, dto.AgentWait(request_id=request, wait_s=30)).timeouts(10)[1] == 10
+    assert Ask.typed(dto.INPUT_GET, dto.InputGet(conversation_id=request)).timeouts(10)[1] == 10

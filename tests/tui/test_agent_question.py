@@ -131,7 +131,7 @@ async def test_a_an_option_number_for_a_text_question_says_to_answer_in_words():
     fake.pending.update(kind="text", options=[], allow_text=True)
     app = chat(fake)
     async with app.run_test(size=(110, 40)) as pilot:
-        await until(pilot, lambda: app.snapshot is not None and app.snapshot["pending"]
+        await until(pilot, lambda: app.snapshot is not None and app.snapshot.pending
                     is not None, "the question")
         await type_line(app, pilot, "/question answer 1")
         await until(pilot, lambda: "takes words, not an option" in app.transcript(),

@@ -18,7 +18,8 @@ from clankie.cli import chat as chat_command
 from clankie.cli.main import main
 from clankie.client import AsyncClient, NotYours
 from clankie.peer import Listener
-from clankie.tui.app import RETRY_S, TAIL_WAIT_MS, ChatApp
+from clankie.tui.app import TAIL_WAIT_MS, ChatApp
+from clankie.tui.decide import RETRY_S
 from tests.e2e.served import Served, settle
 from tests.polling import eventually_async
 from tests.squatter import Squatter, needs_root
@@ -71,9 +72,9 @@ async def asked(app: ChatApp, pilot: Pilot) -> None:
                 and live(app) is not None, "the question notice")
 
 
-def live(app: ChatApp) -> dict[str, Any] | None:
+def live(app: ChatApp) -> dto.QuestionOut | None:
     """The pending question of the snapshot the panel shows."""
-    return app.snapshot["pending"] if app.snapshot else None
+    return app.snapshot.pending if app.snapshot else None
 
 
 def panel(app: ChatApp) -> str:
@@ -98,7 +99,7 @@ async def test_v3_notice_then_question_then_answer_2_and_the_reply(chat, served,
     await displayed(app, pilot)
     shown = panel(app)
     assert "1. tabs - one per level" in shown and "2. spaces" in shown
-    assert app.snapshot is not None and f"revision {app.snapshot['revision']}" in shown
+    assert app.snapshot is not None and f"revision {app.snapshot.revision}" in shown
     await type_line(app, pilot, "/question answer 2")
     await until(pilot, lambda: "clankie: You chose spaces." in app.transcript(), "the reply")
     assert "Accepted (receipt" in app.transcript()
@@ -115,13 +116,13 @@ async def test_an_answer_from_the_cli_shows_the_question_ended_and_nothing_is_se
     await asked(app, pilot)
     await displayed(app, pilot)
     shown = app.snapshot
-    assert shown is not None
+    assert shown is not None and shown.pending is not None
     with served.client() as client:  # someone answers from the CLI meanwhile
         client.op(dto.INPUT_ANSWER,
                   dto.InputAnswer(conversation_id=conversation,
-                                  request_id=shown["pending"]["request_id"],
-                                  incarnation=shown["incarnation"], revision=shown["revision"],
-                                  option_id=shown["pending"]["options"][0]["option_id"]))
+                                  request_id=shown.pending.request_id,
+                                  incarnation=shown.incarnation, revision=shown.revision,
+                                  option_id=shown.pending.options[0].option_id))
     await until(pilot, lambda: "That question ended: answered with tabs" in panel(app),
                 "the panel to show it ended")
     assert "/question answer" not in panel(app) and "no question" in str(
@@ -132,8 +133,8 @@ async def test_an_answer_from_the_cli_shows_the_question_ended_and_nothing_is_se
     with served.client() as client:
         receipt = client.op(dto.INPUT_GET,
                             dto.InputGet(conversation_id=conversation,
-                                         request_id=shown["pending"]["request_id"])).request
-    assert receipt.receipt.answer.option_id == shown["pending"]["options"][0]["option_id"]
+                                         request_id=shown.pending.request_id)).request
+    assert receipt.receipt.answer.option_id == shown.pending.options[0].option_id
 
 
 async def test_a_moved_revision_is_read_again_so_the_answer_binds_to_it(chat, served,
@@ -145,13 +146,15 @@ async def test_a_moved_revision_is_read_again_so_the_answer_binds_to_it(chat, se
     app, pilot = chat
     await asked(app, pilot)
     await displayed(app, pilot)
-    moved_from = app.snapshot["revision"]
+    assert app.snapshot is not None
+    moved_from = app.snapshot.revision
     await type_line(app, pilot, "one more thing")  # a chat message moves the revision
     with served.client() as client:
         settle(client, conversation)
         now = client.call("input_get", {"conversation_id": conversation})["revision"]
     assert now > moved_from
-    await until(pilot, lambda: app.snapshot["revision"] == now, "the panel read again")
+    await until(pilot, lambda: app.snapshot is not None and app.snapshot.revision == now,
+                "the panel read again")
     await type_line(app, pilot, "/question answer 1")
     await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
     assert "The question changed" not in app.transcript()

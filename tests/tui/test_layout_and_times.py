@@ -17,6 +17,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
+from clankie import dto
 from clankie.tui import render
 from clankie.tui.app import ChatApp
 from tests.tui.test_snapshots import AT, EVENTS, NOW, SNAPSHOT, C, FixedApi
@@ -204,7 +205,7 @@ def test_issue19_a_long_workspace_path_keeps_its_last_folders_in_the_header() ->
     """Issue 19's second trial: at 80 columns the header cut the path's end, the folder one
     recognises; it is shortened from the start instead, to the width it has."""
     path = "/tmp/tmp.T4pJOzk8nK/a-very-long-directory-name/and-the-project-itself"
-    model = {"provider": "scripted"}
+    model = dto.ModelOut(provider="scripted", model=None, endpoint_host=None)
     for width in (60, 78, 120):
         shown = render.header(path, model, width)
         assert len(shown) <= width and shown.endswith("and-the-project-itself"), shown

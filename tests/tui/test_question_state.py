@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
-from clankie.tui import app as tui_app
-from clankie.tui import render
+from clankie import dto
+from clankie.tui import decide, render
 from clankie.tui.app import ChatApp
 from tests.polling import eventually_async
 from tests.tui.fake import MODEL, WORKSPACE, C, FakeService
@@ -45,18 +45,20 @@ def status(app: ChatApp) -> str:
     return str(app.query_one("#status", Static).render())
 
 
-def same(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
+def same(mine: dto.Snapshot, theirs: dto.Snapshot) -> bool:
     """The same state; the ended question a snapshot names matters only when none is
     pending (on start, the app reads without naming one)."""
-    def seen(s: dict[str, Any]) -> dict[str, Any]:
-        return {**s, "request": None} if s["pending"] is not None else s
+    def seen(s: dto.Snapshot) -> dto.Snapshot:
+        return s.model_copy(update={"request": None}) if s.pending is not None else s
     return seen(mine) == seen(theirs)
 
 
-def agrees(app: ChatApp, snapshot: dict[str, Any] | None) -> bool:
-    """The panel, the status line and the commands' binding all read `snapshot`."""
-    if snapshot is None:
+def agrees(app: ChatApp, said: dict[str, Any] | None) -> bool:
+    """The panel, the status line and the commands' binding all read `said`, the
+    service's snapshot."""
+    if said is None:
         return app.snapshot is None and "question: ?" in status(app)
+    snapshot = dto.Snapshot.model_validate(said)
     now = app.clock()
     return (app.snapshot is not None and same(app.snapshot, snapshot)
             and panel(app) == render.question_panel(snapshot, now, app.workspace, app.rows)
@@ -65,7 +67,7 @@ def agrees(app: ChatApp, snapshot: dict[str, Any] | None) -> bool:
 
 def same_question(app: ChatApp) -> bool:
     assert app.snapshot is not None
-    live = app.snapshot["pending"] is not None
+    live = app.snapshot.pending is not None
     said = render.question_panel(app.snapshot, app.clock(), app.workspace).split("\n")[0]
     return (panel(app).split("\n")[0] == said
             and ("/question answer" in panel(app)) == live
@@ -117,14 +119,14 @@ async def step(app: ChatApp, pilot: Pilot, fake: FakeService, name: str) -> None
         shown = app.snapshot
         await type_line(app, pilot, "/question answer 2")
         sent = [p for op, p in fake.calls[before:] if op == "input_answer"]
-        if shown is not None and shown["pending"] is not None:
+        if shown is not None and shown.pending is not None:
             await until(pilot, lambda: "Accepted (receipt" in app.transcript(), "the accept")
             sent = [p for op, p in fake.calls[before:] if op == "input_answer"]
-            q = shown["pending"]
-            assert sent == [{"conversation_id": C, "request_id": q["request_id"],
-                             "incarnation": shown["incarnation"],
-                             "revision": shown["revision"],
-                             "option_id": q["options"][1]["option_id"]}]
+            q = shown.pending
+            assert sent == [{"conversation_id": C, "request_id": q.request_id,
+                             "incarnation": shown.incarnation,
+                             "revision": shown.revision,
+                             "option_id": q.options[1].option_id}]
         else:
             assert sent == []
     elif name == "answer_after_it_ended":
@@ -207,7 +209,7 @@ async def test_after_the_service_is_back_the_tui_is_connected_again_at_once():
     """SPEC section 10: connected again within 1 s of the service coming back. The retry
     schedule never waits longer than 0.8 s, and the first call that succeeds connects: a
     quiet conversation's long poll (25 s) is not waited for."""
-    assert max(tui_app.RETRY_S) < 1.0
+    assert max(decide.RETRY_S) < 1.0
     fake = FakeService()
     app = chat(fake)
     async with app.run_test(size=(100, 40)) as pilot:
@@ -215,7 +217,7 @@ async def test_after_the_service_is_back_the_tui_is_connected_again_at_once():
         fake.stop()
         await until(pilot, lambda: "disconnected, retrying" in status(app), "the loss")
         tries = len(fake.calls)
-        await until(pilot, lambda: len(fake.calls) >= tries + len(tui_app.RETRY_S) + 1,
+        await until(pilot, lambda: len(fake.calls) >= tries + len(decide.RETRY_S) + 1,
                     "the tries to reach their widest spacing")
         fake.start()
         await until(pilot, lambda: app.connected and "disconnected" not in status(app),
@@ -313,12 +315,13 @@ async def test_a_revision_moved_unseen_is_a_conflict_said_shown_again_and_never_
     app = chat(fake)
     async with app.run_test(size=(100, 40)) as pilot:
         await settled(app, pilot, fake, "start")
-        shown = app.snapshot["revision"]
+        assert app.snapshot is not None
+        shown = app.snapshot.revision
         fake.revision += 1  # committed with no event the follower has read yet
         before = len(fake.calls)
         await type_line(app, pilot, "/question answer 1")
         await until(pilot, lambda: "The question changed since it was shown"
-                    in app.transcript() and app.snapshot["revision"] == shown + 1,
+                    in app.transcript() and app.snapshot.revision == shown + 1,
                     "the conflict said and the question read again")
         assert [p["revision"] for op, p in fake.calls[before:] if op == "input_answer"] == [
             shown]

@@ -9,6 +9,7 @@ from typing import Any
 
 from textual.widgets import RichLog
 
+from clankie import dto
 from clankie.tui import render
 from clankie.tui.app import ChatApp
 from tests.polling import eventually_async
@@ -60,7 +61,7 @@ async def test_r6_v4_a_retry_is_a_dim_line_and_the_status_counts_down_to_the_nex
 
 
 def test_r6_retry_status_rounds_up_and_reads_the_event_not_the_summary():
-    event = WAITING[2]
+    event = dto.RunActivityEvent.model_validate(WAITING[2])
     assert render.retry_status(event, START + timedelta(seconds=6.2)) == (
         "model busy, retrying in 1 s")
     assert render.retry_status(event, START + timedelta(seconds=7)) == (

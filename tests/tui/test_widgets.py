@@ -13,11 +13,13 @@ from typing import Any
 
 from textual.widgets import Static
 
+from clankie import dto
 from clankie.tui import render
 from clankie.tui.app import ChatApp, QuestionBox, QuestionPanel, StatusLine
 from tests.polling import eventually_async
 from tests.tui.test_snapshots import NOW, SNAPSHOT, C, FixedApi
 
+SCRIPTED = dto.ModelOut(provider="scripted", model=None, endpoint_host=None)
 LONG = "/tmp/tmp.T4pJOzk8nK/a-very-long-directory-name/and-the-project-itself"
 
 
@@ -53,22 +55,29 @@ async def test_setting_the_state_redraws_the_panel_and_the_status_line() -> None
         assert isinstance(app.query_one("#status"), StatusLine)
         box = app.query_one("#question-box", QuestionBox)
         assert box.has_class("shown")
-        ended = {**SNAPSHOT, "revision": 7, "pending": None,
-                 "request": {**SNAPSHOT["pending"], "status": "cancelled", "receipt": {
-                     "outcome": "cancelled", "reason": "explicit"}}}
+        request = SNAPSHOT["pending"]
+        ended = dto.Snapshot.model_validate({
+            **SNAPSHOT, "revision": 7, "pending": None,
+            "request": {**request, "status": "cancelled", "receipt": {
+                "receipt_id": "c1", "request_id": request["request_id"],
+                "outcome": "cancelled", "reason": "explicit", "answer": None,
+                "answered_by": None, "run_id": None, "continuation": None,
+                "continuation_error": None, "resolved_at": request["asked_at"],
+                "revision": 7}}})
         app.snapshot = ended  # as `_take` does; nothing else is called
         assert text(app, "#question") == render.question_panel(ended, app.now)
         assert " | no question | " in text(app, "#status")
-        app.snapshot = {**ended, "request": None}
+        app.snapshot = ended.model_copy(update={"request": None})
         await pilot.pause()
         assert not box.has_class("shown")
         app.connected = False
         assert text(app, "#status").startswith("disconnected, retrying")
         # the clock, read each second, moves the countdown and the panel's times
-        app.snapshot = SNAPSHOT
+        live = dto.Snapshot.model_validate(SNAPSHOT)
+        app.snapshot = live
         clock.now = NOW + timedelta(hours=22)
         app._tick()
-        assert text(app, "#question") == render.question_panel(SNAPSHOT, clock.now)
+        assert text(app, "#question") == render.question_panel(live, clock.now)
         await until(pilot, lambda: app.query_one("#status").has_class("expiring"),
                     "the last tenth marked")
 
@@ -80,5 +89,5 @@ async def test_the_header_is_cut_to_the_width_it_has_after_a_resize() -> None:
         await pilot.resize_terminal(60, 24)
         await until(pilot, lambda: LONG not in text(app, "#where"), "the header cut")
         width = app.query_one("#where").content_region.width
-        assert text(app, "#where") == render.header(LONG, {"provider": "scripted"}, width)
+        assert text(app, "#where") == render.header(LONG, SCRIPTED, width)
         assert text(app, "#where").endswith("-project-itself") and width <= 58

@@ -173,7 +173,7 @@ class Bridge:
             if wrong is not None:
                 return wrong
             made = result(await self.client.call(op, payload))
-        except NotClankie as exc:  # an ApiError: before it
+        except NotClankie as exc:
             return self._unavailable(str(exc))
         except ApiError as exc:
             return results.refused(exc.code, exc.detail, request_id=request_id)

@@ -190,13 +190,13 @@ def _restarted(client: Client, c: str, events: list[dict[str, Any]]) -> frozense
     """The questions among `events` that a restart cancelled: an `input_resolved` event
     carries no reason (V2), so each cancelled one is read (one whose receipt R1 evicted
     since is only said cancelled)."""
-    from clankie.client import ApiError
+    from clankie.client import ApiError, NotClankie
 
     cancelled = [e["request_id"] for e in events
                  if e["type"] == "input_resolved" and e["outcome"] == "cancelled"]
     found = set()
     for request_id in cancelled:
-        with contextlib.suppress(ApiError):
+        with contextlib.suppress(ApiError, NotClankie):
             request = client.call("input_get", {"conversation_id": c,
                                                 "request_id": request_id})["request"]
             if request and wording.restarted(request.get("receipt")):
@@ -571,11 +571,11 @@ def _last_restarted(client: Client, c: str, snapshot: dict[str, Any]
     """The question that ended last (the snapshot's `ended_requests` are newest first), when
     a restart cancelled it or failed the continuation its answer started (R9: the answer
     kept, the run interrupted), else None."""
-    from clankie.client import ApiError
+    from clankie.client import ApiError, NotClankie
 
     if not snapshot.get("ended_requests"):
         return None
-    with contextlib.suppress(ApiError):
+    with contextlib.suppress(ApiError, NotClankie):
         request: dict[str, Any] | None = client.call("input_get", {
             "conversation_id": c, "request_id": snapshot["ended_requests"][0]})["request"]
         receipt = request.get("receipt") if request is not None else None

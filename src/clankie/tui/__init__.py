@@ -1,1 +1,2 @@
-"""The operator TUI, `clankie chat`: a Textual app over the client; it decides nothing."""
+"""The operator TUI, `clankie chat`: a Textual app over the client (`app`); its own
+decisions, pure, in `decide`; its words in `render`. It decides nothing the service decides."""

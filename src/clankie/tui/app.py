@@ -21,6 +21,11 @@ agent's name, its MCP client, the workspace) in the header, the log, the toast a
 panel, answers with the same `/question` commands, and sends no chat message: the agent
 reads only answers.
 
+What a typed line means (which request, incarnation and revision an answer binds to, or
+why nothing is sent) and the follow loop's step (read the snapshot again, wait, say the
+service was lost) are `decide`'s, pure; the app wires widgets and I/O to them. Replies are
+typed `clankie.dto` models (`dto.Snapshot`, the events), read by attribute.
+
 The question state and what the status line and header say are reactive attributes of
 the app (`snapshot`, `now`, `connected`, `workspace`, ...): setting one redraws, through
 Textual's data binding, the widgets that show it, `QuestionPanel` (in its `QuestionBox`),
@@ -39,11 +44,12 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
+from pydantic import BaseModel, ValidationError
 from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult
@@ -54,10 +60,8 @@ from textual.notifications import SeverityLevel
 from textual.reactive import reactive, var
 from textual.widgets import Footer, Input, RichLog, Static
 
-from clankie import wording
+from clankie import dto, wording
 from clankie.client import (
-    EMPTY_AT_ONCE_S,
-    PAUSE_AFTER_EMPTY_S,
     ApiError,
     NotClankie,
     NotYours,
@@ -66,32 +70,14 @@ from clankie.client import (
     fit_shape,
 )
 from clankie.core.vocabulary import Code
+from clankie.dto import OutT
 from clankie.text import continued, visible
 
-from . import render
-from .commands import (
-    AGENT_USAGE,
-    USAGE,
-    AnswerOption,
-    AnswerText,
-    CancelQuestion,
-    Chat,
-    Continue,
-    Help,
-    ShowQuestion,
-    Stop,
-    Usage,
-    parse,
-)
+from . import decide, render
+from .commands import ShowQuestion, Stop, parse
 
 TAIL_WAIT_MS = 25_000
 NOT_YOURS_EXIT = 5  # the CLI's exit for a refused listener (SPEC section 10, T2)
-# Between tries to reach a lost service: short, so that the TUI is connected again within
-# 1 s of the service coming back (SPEC section 10 "Operator TUI"); a try on the home's
-# socket costs the service nothing while it is down.
-RETRY_S = (0.2, 0.5, 0.8)
-# The events after which the snapshot is read again (V3; a reset ends the question too).
-QUESTION_EVENTS = ("input_requested", "input_resolved", "conversation_reset")
 EPOCH = datetime.min.replace(tzinfo=UTC)  # a reactive clock's value before it is set
 PLACEHOLDER = "Message Clankie, or /question, /help"
 
@@ -99,7 +85,8 @@ PLACEHOLDER = "Message Clankie, or /question, /help"
 class Api(Protocol):
     """What the app needs of `clankie.client.AsyncClient`."""
 
-    async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]: ...
+    async def call(self, op: str, payload: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]: ...
 
     async def aclose(self) -> None: ...
 
@@ -138,8 +125,8 @@ class HeaderLine(Static):
     any is read and when the screen is resized."""
 
     workspace: reactive[str | None] = reactive(None)
-    model: reactive[dict[str, Any] | None] = reactive(None)
-    asker: reactive[dict[str, Any] | None] = reactive(None)
+    model: reactive[dto.ModelOut | None] = reactive(None)
+    asker: reactive[dto.AskerOut | None] = reactive(None)
 
     def render(self) -> Content:
         return Content(visible(render.header(self.workspace, self.model,
@@ -152,7 +139,7 @@ class QuestionPanel(Static):
     `render.question_panel`'s words, its relative times from `now`. Drawn again whenever
     either changes (the app binds both to its own)."""
 
-    snapshot: reactive[dict[str, Any] | None] = reactive(None, layout=True)
+    snapshot: reactive[dto.Snapshot | None] = reactive(None, layout=True)
     now: reactive[datetime] = reactive(EPOCH, layout=True)
     workspace: reactive[str | None] = reactive(None, layout=True)  # said with an agent's
     rows: reactive[int] = reactive(render.ID_LINE_ROWS, layout=True)  # the window's
@@ -168,9 +155,9 @@ class QuestionBox(VerticalScroll):
     """The panel's frame: shown only while the snapshot has a question, pending or ended;
     it scrolls only when the screen is too small for the question."""
 
-    snapshot: var[dict[str, Any] | None] = var(None)
+    snapshot: var[dto.Snapshot | None] = var(None)
 
-    def watch_snapshot(self, snapshot: dict[str, Any] | None) -> None:
+    def watch_snapshot(self, snapshot: dto.Snapshot | None) -> None:
         self.set_class(render.panel_shown(snapshot), "shown")
 
 
@@ -180,13 +167,13 @@ class StatusLine(Static):
     snapshot as the panel), the conversation and the address. Marked `expiring` in the
     last tenth of a pending question's time."""
 
-    snapshot: reactive[dict[str, Any] | None] = reactive(None)
+    snapshot: reactive[dto.Snapshot | None] = reactive(None)
     now: reactive[datetime] = reactive(EPOCH)
     connected: reactive[bool] = reactive(True)
     refused: reactive[NotYours | None] = reactive(None)
     running: reactive[frozenset[str]] = reactive(frozenset())
     doing: reactive[str | None] = reactive(None)
-    waiting: reactive[dict[str, Any] | None] = reactive(None)
+    waiting: reactive[dto.RunActivityEvent | None] = reactive(None)
     expiring: var[bool] = var(False)
 
     def __init__(self, service: str, conversation_id: str, **kwargs: Any) -> None:
@@ -203,7 +190,7 @@ class StatusLine(Static):
             refused=self.refused is not None)))
 
     def compute_expiring(self) -> bool:
-        q = self.snapshot["pending"] if self.snapshot else None
+        q = self.snapshot.pending if self.snapshot else None
         return q is not None and render.expiry(q, self.now)[1]
 
     def watch_expiring(self, expiring: bool) -> None:
@@ -221,19 +208,19 @@ class ChatApp(App[None]):
     # What the panel and the status line show; each is bound to the widgets that show it.
     # The latest snapshot read (S1), None until the first read: the panel, the status
     # line and the commands read nothing else about the question.
-    snapshot: var[dict[str, Any] | None] = var(None)
+    snapshot: var[dto.Snapshot | None] = var(None)
     now: var[datetime] = var(EPOCH)  # the clock, read each second and with each snapshot
     connected: var[bool] = var(True)
     refused: var[NotYours | None] = var(None)  # the tail stopped: the listener is not ours
     running: var[frozenset[str]] = var(frozenset())  # runs queued or running
     doing: var[str | None] = var(None)  # the latest tool activity of a running run
-    waiting: var[dict[str, Any] | None] = var(None)  # its wait to ask the model again (R6)
+    waiting: var[dto.RunActivityEvent | None] = var(None)  # its wait to ask the model again (R6)
     # The header's, read on start and after a reconnect: the conversation's workspace
     # and, in an agent's conversation, who asks there (`conversation_get`, SPEC P3), and
     # `service_info`'s `model`.
     workspace: var[str | None] = var(None)
-    model: var[dict[str, Any] | None] = var(None)
-    asker: var[dict[str, Any] | None] = var(None)
+    model: var[dto.ModelOut | None] = var(None)
+    asker: var[dto.AskerOut | None] = var(None)
     rows: var[int] = var(render.ID_LINE_ROWS)  # the window's height: the panel's ID line
 
     def __init__(self, api: Api, conversation_id: str, service: str,
@@ -248,10 +235,10 @@ class ChatApp(App[None]):
         self.conversation_id = conversation_id
         self.service = service
         self.set_reactive(ChatApp.now, clock())
-        self.after = 0
-        # What the panel showed when the input line was begun, (request_id, revision): an
-        # answer typed for one question is never sent to another that replaced it meanwhile.
-        self.typed_against: tuple[str, int] | None = None
+        self.after = 0  # the tail's cursor (V1): the last page's `next_after`
+        # What the panel showed when the input line was begun: an answer typed for one
+        # question is never sent to another that replaced it meanwhile.
+        self.typed_against: decide.Shown | None = None
         # A chat line that looked like an answer is said to be chat on the line after it
         # (SPEC section 10 "Operator TUI"): its hint by message ID until the log shows the
         # message, and the owner's messages the log showed last (the tail may be first).
@@ -313,12 +300,11 @@ class ChatApp(App[None]):
         bound to `now`, follow it at once."""
         self.now = self.clock()
 
-    def _take(self, snapshot: dict[str, Any]) -> None:
-        """Keep `snapshot` if it is not older than the one kept (revisions only grow, S1,
-        so a read that raced a newer one is dropped); the panel and the status line, bound
-        to it, show it at once, with the clock read now."""
+    def _take(self, snapshot: dto.Snapshot) -> None:
+        """Keep `snapshot` if it is not older than the one kept (`decide.newer`); the panel
+        and the status line, bound to it, show it at once, with the clock read now."""
         self._read_clock()
-        if self.snapshot is None or snapshot["revision"] >= self.snapshot["revision"]:
+        if decide.newer(self.snapshot, snapshot):
             self.snapshot = snapshot
 
     def _tick(self) -> None:
@@ -326,34 +312,39 @@ class ChatApp(App[None]):
         shown question past its expiry is read again (S5 commits the expiry on use) rather
         than shown live."""
         self._read_clock()
-        q = self.snapshot["pending"] if self.snapshot else None
-        if q is not None and self.connected and render.expiry(q, self.now)[0] == "expired":
+        if self.connected and decide.expired(self.snapshot, self.now):
             self.read_again()
 
-    async def _call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One call; a result that does not fit the op's shape is `NotClankie` (an
-        `ApiError`, which every worker says in a line), never a traceback later."""
-        return fit_shape(op, await self.api.call(op, payload), self.service)
+    async def _op(self, spec: dto.Op[Any, OutT], payload: Mapping[str, object] | None = None
+                  ) -> OutT:
+        """One call, its result typed by the op's row of the op table; one that does not fit
+        is `NotClankie` (which every worker says in a line), never a
+        traceback later. The request goes out as the JSON object `payload`, as from any
+        client, for the service to validate: what a person typed, or an ID a service sent,
+        is refused by the service (`invalid_request`, said like any refusal), never by a
+        local validation error."""
+        result = await self.api.call(spec.name, payload)
+        return spec.output.model_validate(fit_shape(spec.name, result, self.service))
 
-    async def _read(self, request_id: str | None = None) -> dict[str, Any]:
+    async def _read(self, request_id: str | None = None) -> dto.Snapshot:
         """Read the snapshot with the question the panel is about (or `request_id`, a newer
         one an event named), so a question that ended is shown as ended; one evicted
         meanwhile (A3) is left out."""
-        payload: dict[str, Any] = {"conversation_id": self.conversation_id}
+        payload = {"conversation_id": self.conversation_id}
         about = request_id or render.shown_request(self.snapshot)
         try:
-            snapshot = await self._call("input_get",
-                                           {**payload, "request_id": about} if about else payload)
+            snapshot = await self._op(dto.INPUT_GET,
+                                      {**payload, "request_id": about} if about else payload)
         except ApiError as exc:
             if exc.code != Code.UNKNOWN_REQUEST or about is None:
                 raise
-            snapshot = await self._call("input_get", payload)
+            snapshot = await self._op(dto.INPUT_GET, payload)
         self._take(snapshot)
         return snapshot
 
     @work(exclusive=True, group="read")
     async def read_again(self) -> None:
-        with contextlib.suppress(ApiError, NotYours, ServiceUnreachable, Uncertain):
+        with contextlib.suppress(ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain):
             await self._read()  # if it fails, the tail says what is wrong with the service
 
     async def _learn(self) -> None:
@@ -365,11 +356,9 @@ class ChatApp(App[None]):
         workspace = got.get("workspace")
         path = workspace.get("path") if isinstance(workspace, dict) else None
         self.workspace = path if isinstance(path, str) else None
-        asker = got.get("asker")
-        self.asker = asker if isinstance(asker, dict) and isinstance(asker.get("name"), str) \
-            else None
+        self.asker = _part(dto.AskerOut, got.get("asker"))
 
-    def watch_asker(self, asker: dict[str, Any] | None) -> None:
+    def watch_asker(self, asker: dto.AskerOut | None) -> None:
         self.query_one(Input).placeholder = (
             "Answer the agent with /question answer N or /question text WORDS; /help"
             if asker else PLACEHOLDER)
@@ -378,12 +367,11 @@ class ChatApp(App[None]):
     async def about(self) -> None:
         """The header's model, read on start and after a reconnect (a restarted service may
         run another model)."""
-        try:  # read as far as it goes, checked here: the header is only words
-            model = (await self.api.call("service_info")).get("model")
-            self.model = (model if isinstance(model, dict)
-                          and isinstance(model.get("provider"), str) else None)
-        except (ApiError, NotYours, ServiceUnreachable, Uncertain):
-            pass  # shown as `?`; the tail says what is wrong with the service
+        # Read as far as it goes, checked here: the header is only words. If it fails, it
+        # is shown as `?`; the tail says what is wrong with the service.
+        with contextlib.suppress(ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain):
+            info = await self.api.call("service_info")
+            self.model = _part(dto.ModelOut, info.get("model"))
 
     # ------------------------------------------------------------------------- events
 
@@ -391,108 +379,106 @@ class ChatApp(App[None]):
     async def tail(self) -> None:
         """Follow the conversation (V1). The snapshot is read first, on start and after a
         reconnect, so the status is known at once, not when a long poll ends (up to 25 s on
-        a quiet conversation); then again when a question starts or ends, on a reset and
-        after a trimmed tail (V3); never because of anything else."""
-        failures = 0
-        stale = True  # the snapshot must be read before the next long poll
+        a quiet conversation); then again when `decide.after_page` says (V3). What to do
+        after each page or failure is `decide`'s; this loop only does it."""
+        state = decide.Follow(after=self.after)
         while True:
             try:
-                if stale:
+                if state.stale:
                     await self._learn()
                     await self._read()
-                    stale = False
-                    if failures:
+                    state, back = decide.reconnected(state)
+                    if back:
                         self.about()
-                    failures = 0
                     self.connected = True
                 asked = time.monotonic()
-                page = await self._call("events_tail", {
-                    "conversation_id": self.conversation_id, "after": self.after,
+                page = await self._op(dto.EVENTS_TAIL, {
+                    "conversation_id": self.conversation_id, "after": state.after,
                     "limit": 500, "wait_ms": TAIL_WAIT_MS})
-                if not page["events"] and time.monotonic() - asked < EMPTY_AT_ONCE_S:
-                    await asyncio.sleep(PAUSE_AFTER_EMPTY_S)
-                if page["trimmed"]:
-                    self.say(f"(events before #{page['oldest_seq']} were trimmed)")
-                moved = [e for e in page["events"] if e["type"] in QUESTION_EVENTS]
-                restarted = await self._restarted(page["events"])
-                for event in page["events"]:
+                if pause := decide.pause_after(page, time.monotonic() - asked):
+                    await asyncio.sleep(pause)
+                if (trimmed := decide.trimmed(page)) is not None:
+                    self.say(trimmed)
+                restarted = await self._restarted(page.events)
+                for event in page.events:
                     self._apply(event, restarted)
-                self.after = page["next_after"]
-                # While a question is pending, any change moves the revision its answer
-                # binds to: the panel is read again, so it never shows a stale one.
-                pending = self.snapshot is not None and self.snapshot["pending"] is not None
-                if moved or page["trimmed"] or (pending and page["events"]):
-                    named = [e["request_id"] for e in moved if "request_id" in e]
-                    snapshot = await self._read(named[-1] if named else None)
-                    if snapshot["pending"] is not None and any(
-                            e["type"] == "input_requested" for e in moved):
-                        self._announce(snapshot["pending"])
+                pending = self.snapshot is not None and self.snapshot.pending is not None
+                state, step = decide.after_page(state, page, pending)
+                self.after = state.after
+                if step.read:
+                    snapshot = await self._read(step.about)
+                    if snapshot.pending is not None and step.announce:
+                        self._announce(snapshot.pending)
             except (ServiceUnreachable, Uncertain) as exc:
                 self.connected = False
-                if failures == 0:
-                    self.notice(f"Lost the service: {exc}", severity="warning")
-                await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
-                failures += 1
-                stale = True
-            except NotClankie as exc:
-                self.connected = False
-                self.say(f"Stopped following: {exc} (fix: {exc.fix})", style="bold")
-                self.notice(str(exc), title="Not clankie", severity="error")
-                return
-            except ApiError as exc:
-                self.notice(wording.problem(exc.code, exc.detail), severity="error")
-                return
-            except NotYours as exc:
-                self.connected = False
-                self.refused = exc
-                self.say(f"Stopped following: {exc}. Fix: {exc.fix}; then start `clankie "
-                         "chat` again.", style="bold")
-                self.notice(str(exc), title="Not your service", severity="error")
+                state, lost = decide.lost(state, str(exc))
+                if lost.notice is not None:
+                    self.notice(lost.notice, severity="warning")
+                await asyncio.sleep(lost.wait_s)
+            except (NotClankie, ApiError, NotYours) as exc:
+                self._stop_following(exc)
                 return
 
-    def _announce(self, question: dict[str, Any]) -> None:
+    def _stop_following(self, exc: NotClankie | ApiError | NotYours) -> None:
+        """Say why the tail stops (`decide.stopped`); a listener that is not the owner's
+        service is kept in `refused`, for the status line and the exit code."""
+        stopped = decide.stopped(exc)
+        if stopped.disconnected:
+            self.connected = False
+        if isinstance(exc, NotYours):
+            self.refused = exc
+        if stopped.say is not None:
+            self.say(stopped.say, style="bold")
+        self.notice(stopped.notice, title=stopped.title, severity="error")
+
+    def _announce(self, question: dto.QuestionOut) -> None:
         self.bell()  # heard from another window too
-        prompt = continued(question["prompt"][:200])  # no line of it poses as the toast's
-        self.notice(f"{wording.asks(question.get('asker'), None)}: {prompt}"
+        prompt = continued(question.prompt[:200])  # no line of it poses as the toast's
+        self.notice(f"{wording.asks(render.plain(question.asker), None)}: {prompt}"
                     "\nThe question panel shows it.", title="A question")
 
-    async def _restarted(self, events: list[dict[str, Any]]) -> frozenset[str]:
+    async def _restarted(self, events: Sequence[dto.Event]) -> frozenset[str]:
         """The questions among `events` that a restart cancelled (R9), each read: an
         `input_resolved` event carries no reason (V2). One evicted since is only said
         cancelled."""
         found = set()
         for e in events:
-            if e["type"] == "input_resolved" and e["outcome"] == "cancelled":
-                with contextlib.suppress(ApiError):
-                    request = (await self._call("input_get", {
+            if isinstance(e, dto.InputResolvedEvent) and e.outcome == "cancelled":
+                with contextlib.suppress(ApiError, NotClankie):
+                    request = (await self._op(dto.INPUT_GET, {
                         "conversation_id": self.conversation_id,
-                        "request_id": e["request_id"]}))["request"]
-                    if request and wording.restarted(request.get("receipt")):
-                        found.add(e["request_id"])
+                        "request_id": e.request_id})).request
+                    if request and wording.restarted(render.plain(request.receipt)):
+                        found.add(e.request_id)
         return frozenset(found)
 
-    def _apply(self, event: dict[str, Any], restarted: frozenset[str] = frozenset()) -> None:
-        if event["type"] == "run_status":
-            if event["status"] in ("queued", "running"):
-                self.running = self.running | {event["run_id"]}
+    def _event_line(self, event: dto.Event, restarted: frozenset[str]) -> str | None:
+        """`render.event_line` of an event, over the event as the service sent it (JSON)."""
+        return render.event_line(event.model_dump(mode="json"), render.plain(self.asker),
+                                 restarted)
+
+    def _apply(self, event: dto.Event, restarted: frozenset[str] = frozenset()) -> None:
+        if isinstance(event, dto.RunStatusEvent):
+            if event.status in ("queued", "running"):
+                self.running = self.running | {event.run_id}
             else:
-                self.running = self.running - {event["run_id"]}
+                self.running = self.running - {event.run_id}
                 self.doing = None
-        line = render.event_line(event, self.asker, restarted)
+        line = self._event_line(event, restarted)
         at = render.stamp(event, self.clock())
         self.waiting = None  # anything that happens after a wait ends it
-        if event["type"] == "run_activity":
-            self.waiting = event if event["run_id"] in self.running else None
+        if isinstance(event, dto.RunActivityEvent):
+            self.waiting = event if event.run_id in self.running else None
             self.say(str(line), style="dim", at=at)
-        elif event["type"] == "tool_activity":
-            self.doing = event["summary"] if event["run_id"] in self.running else None
+        elif isinstance(event, dto.ToolActivityEvent):
+            self.doing = event.summary if event.run_id in self.running else None
             if line is not None:  # None: `ask_question`'s own, said by the question's event
                 self.say(line, style="dim", at=at)
         elif line is not None:
             self.say(line, at=at)
-        if event["type"] == "message" and event["author"] == "owner":
-            self.logged.append(event["message_id"])
-            if (hint := self.hints.pop(event["message_id"], None)) is not None:
+        if isinstance(event, dto.MessageEvent) and event.author == "owner":
+            self.logged.append(event.message_id)
+            if (hint := self.hints.pop(event.message_id, None)) is not None:
                 self.say(hint)
 
     # ----------------------------------------------------------------------- commands
@@ -501,100 +487,43 @@ class ChatApp(App[None]):
         if not event.value:
             self.typed_against = None
         elif self.typed_against is None:
-            q = self.snapshot["pending"] if self.snapshot else None
-            self.typed_against = ((q["request_id"], self.snapshot["revision"])
-                                  if q and self.snapshot else ("", 0))
+            self.typed_against = decide.shown(self.snapshot)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        command = parse(event.value)
-        if isinstance(command, Chat) and self.asker is not None:
-            # Kept in the input line: the owner may turn it into `/question text ...`.
-            self.say("Not sent: the agent reads only your answer to its question, never a "
-                     "message. Answer with /question answer N (or /question text WORDS); "
-                     "/question shows it.")
+        """Do what `decide.line` says the line means, bound to what the panel showed when
+        the line was begun."""
+        act = decide.line(parse(event.value), self.snapshot, self.typed_against,
+                          agent=self.asker is not None)
+        if isinstance(act, decide.Say) and act.keep:  # the owner may turn it into a command
+            self.say(act.words)
             return
-        against, self.typed_against = self.typed_against, None
+        self.typed_against = None
         event.input.value = ""
-        if command is None:
-            return
-        if isinstance(command, Help):
-            self.say(AGENT_USAGE if self.asker is not None else USAGE)
-        elif isinstance(command, Usage):
-            self.say(command.message)
-        elif isinstance(command, Continue) and self.asker is not None:
-            self.say("Not sent: no run of Clankie works in an agent's conversation; the agent "
-                     "reads only your answer.")
-        elif isinstance(command, Continue):
-            self.send(wording.CONTINUE_MESSAGE)  # an ordinary message, never a replay (R9)
-        elif isinstance(command, Stop) and self.asker is not None:
-            self.say("No run of Clankie works in an agent's conversation: there is nothing to "
-                     "stop. /question cancel cancels the agent's question.")
-        elif isinstance(command, Chat):
-            pending = self.snapshot["pending"] if self.snapshot else None
-            self.send(command.text, render.answer_hint(pending, command.text))
-        elif isinstance(command, ShowQuestion):
+        if isinstance(act, decide.Say):
+            self.say(act.words)
+        elif isinstance(act, decide.SendChat):
+            self.send(act.text, act.hint)
+        elif isinstance(act, ShowQuestion):
             self.show_question()
-        elif isinstance(command, Stop):
+        elif isinstance(act, Stop):
             self.stop_runs()
-        else:
-            self._answer_displayed(command, against)
-
-    def _answer_displayed(self, command: AnswerOption | AnswerText | CancelQuestion,
-                          against: tuple[str, int] | None) -> None:
-        """`against`: the question (and revision) the panel showed when the line was
-        begun."""
-        shown = self.snapshot  # what the panel shows: the answer binds to it
-        if shown is None:
-            self.say("The question is not read yet (the service has not answered); "
-                     "nothing was sent.")
-            return
-        q = shown["pending"]
-        if q is None:
-            self.say(f"{wording.NO_QUESTION}; nothing was sent.")
-            return
-        if against is not None and against[0] != q["request_id"]:
-            self.say("The question changed while you typed: read the one shown now and "
-                     "answer again; nothing was sent.")
-            return
-        if against is not None and against[1] != shown["revision"]:
-            self.say(f"The conversation moved on while you typed (revision {against[1]} is "
-                     f"now {shown['revision']}): read the panel and the log, and answer "
-                     "again; nothing was sent.")
-            return
-        payload = {"conversation_id": self.conversation_id, "request_id": q["request_id"],
-                   "incarnation": shown["incarnation"], "revision": shown["revision"]}
-        if isinstance(command, AnswerOption):
-            if not q["options"]:
-                self.say("This question takes words, not an option: /question text WORDS.")
-                return
-            if command.number > len(q["options"]):
-                self.say(f"There is no option {command.number}; the question shows "
-                         f"{len(q['options'])}.")
-                return
-            payload["option_id"] = q["options"][command.number - 1]["option_id"]
-        elif isinstance(command, AnswerText):
-            if not q["allow_text"]:
-                self.say("This question takes one of its options, not text: "
-                         "/question answer N.")
-                return
-            payload["text"] = command.text
-        self.resolve("input_cancel" if isinstance(command, CancelQuestion) else "input_answer",
-                     payload, agent=q.get("asker") is not None)
+        elif isinstance(act, decide.Resolve):
+            self.resolve(act)
 
     @work(group="send")
     async def send(self, text: str, hint: str | None = None) -> None:
         """Send a chat message; `hint`, said on the line after the message once the log
         shows it: that it was chat, not an answer, and the command that answers."""
         try:
-            sent = await self._call("conversation_send", {
+            sent = await self._op(dto.CONVERSATION_SEND, {
                 "conversation_id": self.conversation_id, "text": text})
-            if hint is not None and sent["message_id"] in self.logged:
+            if hint is not None and sent.message_id in self.logged:
                 self.say(hint)  # the tail showed the message first
             elif hint is not None:
-                self.hints[sent["message_id"]] = hint
+                self.hints[sent.message_id] = hint
         except Uncertain:
             self.say("No reply from the service: the message may or may not have been sent.")
-        except (ApiError, NotYours, ServiceUnreachable) as exc:
+        except (ApiError, NotClankie, NotYours, ServiceUnreachable) as exc:
             self.say(f"Not sent: {exc}")
 
     @work(group="stop")
@@ -602,17 +531,17 @@ class ChatApp(App[None]):
         """`/stop` (SPEC R7): stop the running run and the runs queued behind it, as the
         service lists them now; each `run_cancel` is sent once."""
         try:
-            got = await self._call("conversation_get",
-                                      {"conversation_id": self.conversation_id})
-            unfinished = got.get("unfinished_runs") or []
+            got = await self._op(dto.CONVERSATION_GET,
+                                 {"conversation_id": self.conversation_id})
+            unfinished = got.unfinished_runs or []
             if not unfinished:
                 self.say("Nothing to stop: Clankie is not working on this conversation.")
                 return
             for run in reversed(unfinished):  # the queued first: none starts meanwhile
-                await self._call("run_cancel", {"run_id": run["run_id"]})
+                await self._op(dto.RUN_CANCEL, {"run_id": run.run_id})
         except Uncertain:
             self.say("No reply from the service: the run may or may not have been stopped.")
-        except (ApiError, NotYours, ServiceUnreachable) as exc:
+        except (ApiError, NotClankie, NotYours, ServiceUnreachable) as exc:
             self.say(f"Not stopped: {exc}")
 
     @work(exclusive=True, group="show")
@@ -624,24 +553,28 @@ class ChatApp(App[None]):
         `quiet`: after an answer, the panel says the question ended)."""
         try:
             snapshot = await self._read()
-        except (ApiError, NotYours, ServiceUnreachable, Uncertain) as exc:
+        except (ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain) as exc:
             self.say(f"Could not read the question: {exc}")
             return
-        if snapshot["pending"] is None and not quiet:
+        if snapshot.pending is None and not quiet:
             self.say(f"{wording.NO_QUESTION}.")
 
     @work(group="answer")
-    async def resolve(self, op: str, payload: dict[str, Any], agent: bool = False) -> None:
-        """Send one answer or cancel, bound to what was displayed; never resend it. `agent`:
-        an agent asked it (P3): no run of Clankie follows an answer, the agent reads it.
+    async def resolve(self, bound: decide.Resolve) -> None:
+        """Send one answer or cancel, bound to what was displayed (`decide.bind_answer`);
+        never resend it. An agent's question (P3): no run of Clankie follows an answer, the
+        agent reads it.
 
         Not exclusive: cancelling a worker in flight would leave its outcome unknown and
         unsaid. Two answers typed by a person are two requests; the service dedups them.
         """
         try:
-            reply = await self._call(op, payload)
-        except ApiError as exc:
-            await self._refused(exc)
+            reply = await self._op(bound.op, bound.payload(self.conversation_id))
+        except (ApiError, NotClankie) as exc:
+            words, again = decide.refused(exc.code, exc.detail, exc.problem.get("receipt"))
+            self.say(words)
+            if again:
+                await self._show()
             return
         except Uncertain:
             self.say("The outcome is uncertain: the service may have received the answer, "
@@ -650,35 +583,22 @@ class ChatApp(App[None]):
             await self._show()
             return
         except ServiceUnreachable as exc:
-            if op != "input_answer":
-                self.say(f"Not sent: {exc}")
-                return
-            said = str(exc) if str(exc).endswith("?") else f"{exc}."
-            self.say(f"Your answer was not sent: {said} {wording.ANSWER_NOT_SENT}")
+            self.say(decide.unsent(bound, str(exc)))
             return
         except NotYours as exc:
             self.say(f"Not sent: {exc}")
             return
-        receipt = reply["receipt"]
-        if receipt["outcome"] == "cancelled":
-            self.say("Cancelled the question." if not reply["duplicate"]
-                     else "Already cancelled.")
-        else:
-            then = (f". {wording.accepted(receipt)}" if agent else
-                    ": Clankie continues with it.")
-            self.say(("Already accepted" if reply["duplicate"] else "Accepted") +
-                     f" (receipt {receipt['receipt_id'][:8]}){then}")
+        self.say(decide.answered(bound, reply))
         await self._show(quiet=True)
 
-    async def _refused(self, exc: ApiError) -> None:
-        if exc.code in wording.READ_AGAIN:
-            self.say("The question changed since it was shown (the conversation moved on). "
-                     "Here it is now; decide again.")
-        elif exc.code in wording.ENDED:
-            receipt = exc.problem.get("receipt") or {}
-            self.say(f"That question has ended: {wording.outcome(receipt, exc.code)}. "
-                     "Here is the current state.")
-        else:
-            self.say(f"Refused: {wording.problem(exc.code, exc.detail)}")
-            return
-        await self._show()
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _part(shape: type[ModelT], value: object) -> ModelT | None:
+    """A part of a reply read only for its words (the header's model, who asks), read as
+    far as it goes: None unless it has `shape`."""
+    try:
+        return shape.model_validate(value)
+    except ValidationError:
+        return None

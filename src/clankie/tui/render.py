@@ -8,11 +8,12 @@ with the event's local time (`stamp`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from clankie import when, wording
+from clankie import dto, when, wording
 from clankie.core.vocabulary import RunError
 from clankie.text import continued, visible
 
@@ -22,13 +23,19 @@ ASK_QUESTION = "ask_question"  # Clankie's tool that asks (SPEC Q1), as activity
 SHORT = 8
 
 
-def shown_request(snapshot: dict[str, Any] | None) -> str | None:
+def shown_request(snapshot: dto.Snapshot | None) -> str | None:
     """The request the panel is about: the pending question, else the ended one the
     snapshot was read with (`request`), else none."""
     if snapshot is None:
         return None
-    q = snapshot.get("pending") or snapshot.get("request")
-    return str(q["request_id"]) if q else None
+    q = snapshot.pending or snapshot.request
+    return q.request_id if q else None
+
+
+def plain(model: dto.Out | None) -> dict[str, Any] | None:
+    """A typed part of a reply as `clankie.wording` reads it (standard library only: a
+    mapping, as the service sent it)."""
+    return None if model is None else model.model_dump()
 
 
 # The panel's line of IDs is left out on a window of fewer rows (SPEC section 10 "Operator
@@ -38,71 +45,72 @@ ID_LINE_ROWS = 30
 OR_CONTINUE = "or type /continue"
 
 
-def question_panel(snapshot: dict[str, Any], now: datetime,
+def question_panel(snapshot: dto.Snapshot, now: datetime,
                    workspace: str | None = None, rows: int = ID_LINE_ROWS) -> str:
     """The panel: the pending question with its numbered options and what an answer binds
     to; else the question last asked, said to have ended (never with its options). An
     agent's question (SPEC P3) says first who asks: the agent's name, its MCP client and
     `workspace` (the conversation's), and that the agent is told an answer is a preference,
     not an approval. In a window of fewer than `ID_LINE_ROWS` `rows`, no line of IDs."""
-    q = snapshot.get("pending")
+    q = snapshot.pending
     ids = rows >= ID_LINE_ROWS
     if q is None:
-        return _ended(snapshot.get("request"), now, ids)
-    asker = q.get("asker")
-    lines = ([f"{wording.asks(asker, workspace)}:", f"  {continued(q['prompt'])}"] if asker
-             else [f"Clankie asks: {continued(q['prompt'])}"])
-    lines += [wording.option_line(number, option)
-              for number, option in enumerate(q["options"], start=1)]
-    if q["kind"] == "text":
+        return _ended(snapshot.request, now, ids)
+    asker = q.asker
+    lines = ([f"{wording.asks(plain(asker), workspace)}:", f"  {continued(q.prompt)}"]
+             if asker else [f"Clankie asks: {continued(q.prompt)}"])
+    lines += [wording.option_line(number, option.model_dump())
+              for number, option in enumerate(q.options, start=1)]
+    if q.kind == "text":
         lines.append("  Answer with /question text WORDS")
-    elif q["allow_text"]:
+    elif q.allow_text:
         lines.append("  Answer with /question answer N, or in words: /question text WORDS")
     else:
         lines.append("  Answer with /question answer N (text is not allowed)")
     lines.append("  /question cancel cancels it.")
     if asker:
         lines.append(f"  {wording.AGENT_ANSWER}")
-    if q.get("asked_at"):  # a line each: together they wrap on 80 columns
-        lines.append(f"  Asked {when.shown(q['asked_at'], now)}")
-    lines.append(f"  Expires {when.shown(q['expires_at'], now)}")
+    if q.asked_at:  # a line each: together they wrap on 80 columns
+        lines.append(f"  Asked {when.shown(q.asked_at, now)}")
+    lines.append(f"  Expires {when.shown(q.expires_at, now)}")
     if ids:
-        lines.append(f"  request {q['request_id'][:SHORT]}, incarnation "
-                     f"{snapshot['incarnation'][:SHORT]}, revision {snapshot['revision']}")
+        lines.append(f"  request {q.request_id[:SHORT]}, incarnation "
+                     f"{snapshot.incarnation[:SHORT]}, revision {snapshot.revision}")
     return "\n".join(lines)
 
 
-def _ended(q: dict[str, Any] | None, now: datetime, ids: bool = True) -> str:
-    if q is None or q["status"] == "pending":  # pending: the snapshot says none is now
+def _ended(q: dto.QuestionOut | None, now: datetime, ids: bool = True) -> str:
+    if q is None or q.status == "pending":  # pending: the snapshot says none is now
         return f"{wording.NO_QUESTION}."
-    receipt = q.get("receipt") or {}
-    chosen = (receipt.get("answer") or {})
-    if "option_id" in chosen:
-        label = next((o["label"] for o in q["options"]
-                      if o["option_id"] == chosen["option_id"]), chosen["option_id"])
-        outcome = f"{receipt.get('outcome', q['status'])} with {continued(label, '    ')}"
-    elif "text" in chosen:
-        outcome = f"{receipt.get('outcome', q['status'])} in words"
+    receipt = q.receipt
+    said = receipt.outcome if receipt else q.status
+    chosen = receipt.answer if receipt else None
+    if isinstance(chosen, dto.OptionAnswer):
+        label = next((o.label for o in q.options if o.option_id == chosen.option_id),
+                     chosen.option_id)
+        outcome = f"{said} with {continued(label, '    ')}"
+    elif isinstance(chosen, dto.TextAnswer):
+        outcome = f"{said} in words"
     else:
-        outcome = wording.outcome(receipt, q["status"])
-    at = f", {when.shown(receipt['resolved_at'], now)}" if receipt.get("resolved_at") else ""
+        outcome = wording.outcome(plain(receipt) or {}, q.status)
+    at = f", {when.shown(receipt.resolved_at, now)}" if receipt and receipt.resolved_at else ""
     lines = [f"{wording.NO_QUESTION}.",
-             f"  {asked_by(q.get('asker'))} asked: {continued(q['prompt'], '    ')}",
+             f"  {asked_by(plain(q.asker))} asked: {continued(q.prompt, '    ')}",
              f"  That question ended: {outcome}{at}."]
-    if wording.restarted(receipt):  # R9: what the restart did, and how to carry on
+    if wording.restarted(plain(receipt)):  # R9: what the restart did, and how to carry on
         lines.append(f"  It was {wording.RESTARTED_QUESTION} ({OR_CONTINUE}).")
     if ids:
-        lines.append(f"  request {q['request_id'][:SHORT]}, asked "
-                     f"{when.shown(q['asked_at'], now)}")
+        lines.append(f"  request {q.request_id[:SHORT]}, asked "
+                     f"{when.shown(q.asked_at, now)}")
     return "\n".join(lines)
 
 
-def panel_shown(snapshot: dict[str, Any] | None) -> bool:
+def panel_shown(snapshot: dto.Snapshot | None) -> bool:
     """Whether the panel has a question to show, pending or ended."""
     return shown_request(snapshot) is not None
 
 
-def asked_by(asker: dict[str, Any] | None) -> str:
+def asked_by(asker: Mapping[str, Any] | None) -> str:
     """Who asks, starting a sentence: `Clankie`, or `Agent "coder"` (its name alone: the
     panel says the rest)."""
     return "Clankie" if asker is None else f"Agent {wording.quoted(str(asker['name']))}"
@@ -138,10 +146,12 @@ def event_line(event: dict[str, Any], asker: dict[str, Any] | None = None,
     return activity_line(event)
 
 
-def stamp(event: dict[str, Any], now: datetime) -> str:
-    """The local time an event happened, as its log line starts: `14:05`, or with the date
-    when it was not today (`clankie.when.brief`); empty for an event without one."""
-    return when.brief(event["at"], now) if event.get("at") else ""
+def stamp(event: dto.Out, now: datetime) -> str:
+    """The local time an event happened (a `dto.Event`), as its log line starts: `14:05`,
+    or with the date when it was not today (`clankie.when.brief`); empty for an event
+    without one (a newer service's event of a type this version does not know)."""
+    at = getattr(event, "at", None)
+    return when.brief(at, now) if isinstance(at, str) and at else ""
 
 
 def activity_line(event: dict[str, Any]) -> str | None:
@@ -158,7 +168,7 @@ def activity_line(event: dict[str, Any]) -> str | None:
     return f"  {continued(event['summary'], '    ')}"
 
 
-def answer_hint(question: dict[str, Any] | None, text: str) -> str | None:
+def answer_hint(question: dto.QuestionOut | None, text: str) -> str | None:
     """What the TUI says after a chat line that looks like an answer to the `question`
     shown (a number, `yes`, `no`, an option's label; case and spaces aside): it was sent as
     a chat message, not an answer, and the command that answers (SPEC section 10 "Operator
@@ -166,7 +176,7 @@ def answer_hint(question: dict[str, Any] | None, text: str) -> str | None:
     if question is None:
         return None
     said = text.strip().casefold()
-    labels = [str(o["label"]).strip().casefold() for o in question["options"]]
+    labels = [o.label.strip().casefold() for o in question.options]
     if said in labels:
         command = f"/question answer {labels.index(said) + 1}"
     elif said.isdigit() and labels and 1 <= int(said) <= len(labels):
@@ -180,18 +190,18 @@ def answer_hint(question: dict[str, Any] | None, text: str) -> str | None:
             f"still open. To answer it: {command}")
 
 
-def retry_status(event: dict[str, Any], now: datetime) -> str:
+def retry_status(event: dto.RunActivityEvent, now: datetime) -> str:
     """What the status line says while a run waits to ask the model again (R6): "model
     busy, retrying in 7 s", counting down to the event's `retry_at`."""
-    left = (when.parse(event["retry_at"]) - now).total_seconds()
+    left = (when.parse(event.retry_at) - now).total_seconds()
     return f"model busy, retrying in {when.span(left)}" if left > 0 \
         else "model busy, trying again"
 
 
-def expiry(question: dict[str, Any], now: datetime) -> tuple[str, bool]:
+def expiry(question: dto.QuestionOut, now: datetime) -> tuple[str, bool]:
     """How long until the pending question expires ("expires in 23 h 58 min", worded by
     `clankie.when`, as in the panel), and whether it is in the last 10% of its time."""
-    asked, expires = when.parse(question["asked_at"]), when.parse(question["expires_at"])
+    asked, expires = when.parse(question.asked_at), when.parse(question.expires_at)
     left = (expires - now).total_seconds()
     warning = left <= 0.1 * max((expires - asked).total_seconds(), 1)
     if left <= 0:
@@ -199,17 +209,17 @@ def expiry(question: dict[str, Any], now: datetime) -> tuple[str, bool]:
     return f"expires in {when.span(left)}", warning
 
 
-def question_state(snapshot: dict[str, Any] | None, now: datetime) -> str:
+def question_state(snapshot: dto.Snapshot | None, now: datetime) -> str:
     """The status line's word on the question, from the same snapshot as the panel."""
     if snapshot is None:
         return "question: ?"
-    if snapshot["pending"] is None:
+    if snapshot.pending is None:
         return "no question"
-    return f"question pending, {expiry(snapshot['pending'], now)[0]}"
+    return f"question pending, {expiry(snapshot.pending, now)[0]}"
 
 
-def header(workspace: str | None, model: dict[str, Any] | None, width: int = 0,
-           asker: dict[str, Any] | None = None) -> str:
+def header(workspace: str | None, model: dto.ModelOut | None, width: int = 0,
+           asker: dto.AskerOut | None = None) -> str:
     """Which model answers and where the conversation works: `model openai/gpt-4o-mini |
     workspace ~/src/app`; `?` for what could not be read. In an agent's conversation (P3)
     no model of Clankie's works: who asks there instead (`agent "coder" through
@@ -221,14 +231,14 @@ def header(workspace: str | None, model: dict[str, Any] | None, width: int = 0,
             workspace = "~" + workspace[len(home):]
     if model is None:
         named = "?"
-    elif model["provider"] == "scripted" or not model.get("model"):
-        named = f"{model['provider']} (offline)" if model["provider"] == "scripted" \
-            else model["provider"]
+    elif model.provider == "scripted" or not model.model:
+        named = f"{model.provider} (offline)" if model.provider == "scripted" \
+            else model.provider
     else:
-        named = f"{model['provider']}/{model['model']}"
+        named = f"{model.provider}/{model.model}"
     if workspace is not None:
         workspace = wording.one_line(workspace)
-    who = wording.who(asker) if asker else f"model {named}"
+    who = wording.who(plain(asker)) if asker else f"model {named}"
     line = visible(f"{who} | workspace {workspace or '(none)'}")
     workspace = visible(workspace) if workspace else workspace  # measured as shown
     room = width - len(line) + len(workspace or "")  # what the path may take
