@@ -140,7 +140,7 @@ def create_app(service: Service) -> FastAPI:
 
     @app.post("/v1/ops/{op}")
     async def dispatch(op: str, request: Request) -> Response:
-        spec = service.op_spec(op)  # None: no such op, which the service says once asked
+        spec = service.ops.get(op)  # None: no such op, which the service says once asked
         # An op whose input is its own credential takes no bearer token (H2: a pairing
         # code, which the service checks); a long-poll waits here, on the loop (V5).
         credential_in_body = spec is not None and spec.credential_in_body

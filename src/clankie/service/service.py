@@ -189,18 +189,14 @@ class Service:
 
     # ----------------------------------------------------------------- the dispatcher
 
-    # The op table this service serves (`dto.OPS`): every op of it has its one method on
-    # one of `_parts`, checked when the service is made and, for this class, at import.
+    # The op table this service serves (`dto.OPS`), by wire name: every op of it has its
+    # one method on one of `_parts`, checked when the service is made and, for this class,
+    # at import. The edge reads an op's flags here (a long-poll, a credential in the body).
     ops: ClassVar[Mapping[str, dto.Op[Any, Any]]] = dto.OPS
 
     def _parts(self) -> tuple[object, ...]:
         """Where the ops' methods are (`@serves`): the service and its op parts."""
         return self, self.conversations, self.questions, self.devices, self.agents
-
-    def op_spec(self, name: str) -> dto.Op[Any, Any] | None:
-        """The op this service serves under the wire name `name`, if any (the edge reads
-        its flags: a long-poll, a credential in the body)."""
-        return self.ops.get(name)
 
     def call(self, op: str, token: str | None, payload: Any, *, peer: str | None = None,
              user_agent: str | None = None) -> BaseModel:
