@@ -1,11 +1,11 @@
 """The service's foundation: the dispatcher table and the context its parts share.
 
 Owns the dispatcher table (`@serves(dto.X)` marks the one method serving an op of the op
-table, `dispatch_table` finds them on the service's parts) and how every
-operation meets the store: a write or read transaction in which the caller is
-authenticated and authorized under the rule of the op the table gave it, storage
-failures as `storage_unavailable`, saving a `Change`, waking long-polls after a commit
-(`longpoll.py`), and the lookups every operation shares.
+table, `dispatch_table` finds them on the service's parts) and how every operation meets
+the store: a write or read transaction in which the caller is authenticated and authorized
+under the rule of the op the table gave it, storage failures as `storage_unavailable`,
+saving a `Change`, waking long-polls after a commit (`longpoll.py`), and the lookups every
+operation shares.
 """
 
 from __future__ import annotations
