@@ -65,7 +65,8 @@ def test_a_second_method_for_an_op_or_a_method_for_no_op_is_refused(world: World
         dispatch_table(dto.OPS, [*parts(world), Stray()])
     with pytest.raises(TypeError, match="no method serves input_answer, input_cancel"):
         dispatch_table(dto.OPS, [p for p in parts(world) if p is not world.service.questions])
-    assert world.service._table["input_answer"].method == world.service.questions.input_answer
+    served = world.service._table[dto.INPUT_ANSWER.name]
+    assert served.method == world.service.questions.input_answer
 
 
 def test_a_method_is_named_like_the_op_it_serves():
