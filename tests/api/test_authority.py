@@ -17,12 +17,15 @@ KINDS = ["operator", "control_with_lease", "control_without_lease", "control_exp
 UNAUTHENTICATED = {"rotated", "revoked_owner", "no_token", "garbage"}
 
 
-def allowed(op: str, kind: str) -> bool:
+def allowed(op: dto.Op[Any, Any], kind: str) -> bool:
     core_kind = "control_without_lease" if kind == "control_expired_lease" else kind
     return core_kind in EXPECTED[op]
 
 
-def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
+def setup(world: World, kind: str
+          ) -> tuple[str | None, dict[dto.Op[Any, Any], dict[str, Any]]]:
+    """The caller's token, and a payload for every op but `device_pair_finish` (its input
+    is its credential: tests/api/test_pairing_http.py), one row per op constant."""
     c = world.conversation()
     room = world.conversation("room")
     snap = world.ask(c)
@@ -61,62 +64,64 @@ def setup(world: World, kind: str) -> tuple[str | None, dict[str, Any]]:
     q = snap["pending"]
     ref = {"conversation_id": c, "request_id": q["request_id"],
            "incarnation": snap["incarnation"], "revision": snap["revision"]}
-    payloads = {
-        "conversation_create": {"workspace": ws},
-        "conversation_get": {"conversation_id": c},
-        "conversation_list": {},
-        "conversation_send": {"conversation_id": c, "text": "hello"},
-        "conversation_reset": {"conversation_id": c},
-        "conversation_archive": {"conversation_id": room},  # c has a question waiting
-        "conversation_set_workspace": {"conversation_id": c, "workspace": ws},
-        "events_tail": {"conversation_id": c},
-        "run_get": {"run_id": run_id},
-        "run_cancel": {"run_id": run_id},
-        "device_pair": {"name": "another", "mode": "read_only"},
-        "device_take_control": {},
-        "device_release": {},
-        "credential_issue": {"kind": "captain", "name": "c2"},
-        "credential_rotate": {},
-        "credential_list": {},
-        "credential_revoke": {"credential_id": victim},
-        "device_pair_start": {"name": "phone"},
-        "owner_revoke": {},
-        "native_takeover": {"conversation_id": c, "seat": "seat-1"},
-        "room_post": {"conversation_id": room, "text": "hi"},
-        "pane_metadata_set": {"conversation_id": c, "key": "k", "value": "v"},
-        "project_register": {"root": ws, "name": "p"},
-        "input_get": {"conversation_id": c},
-        "input_answer": ref | {"option_id": q["options"][0]["option_id"]},
-        "input_cancel": ref,
-        "service_info": {},
-        "agent_ask": ask,  # the same ask again: the pending request, `duplicate: true` (P4)
-        "agent_wait": {"request_id": asked, "wait_s": 0},
-        "agent_list": {"workspace": ws},
-        "agent_cancel": {"request_id": asked},
-        "whoami": {},
+    payloads: dict[dto.Op[Any, Any], dict[str, Any]] = {
+        dto.CONVERSATION_CREATE: {"workspace": ws},
+        dto.CONVERSATION_GET: {"conversation_id": c},
+        dto.CONVERSATION_LIST: {},
+        dto.CONVERSATION_SEND: {"conversation_id": c, "text": "hello"},
+        dto.CONVERSATION_RESET: {"conversation_id": c},
+        dto.CONVERSATION_ARCHIVE: {"conversation_id": room},  # c has a question waiting
+        dto.CONVERSATION_SET_WORKSPACE: {"conversation_id": c, "workspace": ws},
+        dto.EVENTS_TAIL: {"conversation_id": c},
+        dto.RUN_GET: {"run_id": run_id},
+        dto.RUN_CANCEL: {"run_id": run_id},
+        dto.DEVICE_PAIR: {"name": "another", "mode": "read_only"},
+        dto.DEVICE_TAKE_CONTROL: {},
+        dto.DEVICE_RELEASE: {},
+        dto.CREDENTIAL_ISSUE: {"kind": "captain", "name": "c2"},
+        dto.CREDENTIAL_ROTATE: {},
+        dto.CREDENTIAL_LIST: {},
+        dto.CREDENTIAL_REVOKE: {"credential_id": victim},
+        dto.DEVICE_PAIR_START: {"name": "phone"},
+        dto.OWNER_REVOKE: {},
+        dto.NATIVE_TAKEOVER: {"conversation_id": c, "seat": "seat-1"},
+        dto.ROOM_POST: {"conversation_id": room, "text": "hi"},
+        dto.PANE_METADATA_SET: {"conversation_id": c, "key": "k", "value": "v"},
+        dto.PROJECT_REGISTER: {"root": ws, "name": "p"},
+        dto.INPUT_GET: {"conversation_id": c},
+        dto.INPUT_ANSWER: ref | {"option_id": q["options"][0]["option_id"]},
+        dto.INPUT_CANCEL: ref,
+        dto.SERVICE_INFO: {},
+        dto.AGENT_ASK: ask,  # the same ask again: the pending request, `duplicate: true` (P4)
+        dto.AGENT_WAIT: {"request_id": asked, "wait_s": 0},
+        dto.AGENT_LIST: {"workspace": ws},
+        dto.AGENT_CANCEL: {"request_id": asked},
+        dto.WHOAMI: {},
     }
     return token, payloads
 
 
 # `device_pair_finish` takes no token at all (H2): tests/api/test_pairing_http.py.
-@pytest.mark.parametrize("op", sorted(set(EXPECTED) - {"device_pair_finish"}))
+@pytest.mark.parametrize("op", sorted(set(EXPECTED) - {dto.DEVICE_PAIR_FINISH},
+                                      key=lambda op: op.name), ids=lambda op: op.name)
 @pytest.mark.parametrize("kind", KINDS)
-def test_authority_matrix_over_http(world: World, op: str, kind: str):
+def test_authority_matrix_over_http(world: World, op: dto.Op[Any, Any], kind: str):
     token, payloads = setup(world, kind)
+    assert set(payloads) == set(dto.OPS.values()) - {dto.DEVICE_PAIR_FINISH}
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    c = payloads["input_get"]["conversation_id"]
+    c = payloads[dto.INPUT_GET]["conversation_id"]
     with TestClient(create_app(world.service)) as client:
-        response = client.post(f"/v1/ops/{op}", json=payloads[op], headers=headers)
+        response = client.post(f"/v1/ops/{op.name}", json=payloads[op], headers=headers)
     body = response.json()
     if kind in UNAUTHENTICATED:
         assert (response.status_code, body["code"]) == (401, "unauthenticated")
     elif allowed(op, kind):
         assert response.status_code == 200, body
-        dto.OPS[op].output.model_validate(body)
+        op.output.model_validate(body)
     else:
         assert (response.status_code, body["code"]) == (403, "forbidden")
         assert response.headers["content-type"] == "application/problem+json"
-    if op == "input_answer" and response.status_code != 200 and kind != "revoked_owner":
+    if op is dto.INPUT_ANSWER and response.status_code != 200 and kind != "revoked_owner":
         assert world.snapshot(c)["pending"]["status"] == "pending"
         with world.db() as db:
             assert db.execute("SELECT count(*) FROM runs WHERE kind = 'continuation'"

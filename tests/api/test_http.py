@@ -119,6 +119,8 @@ def test_unknown_op_and_paths_are_problems(http: Http):
 
 def test_an_unexpected_error_is_a_500_problem_without_internals(world: World, caplog):
     class Exploding:
+        ops = dto.OPS  # the op table it serves, as a service's
+
         def authenticate(self, token):
             pass
 

@@ -40,11 +40,11 @@ RUN = {"run_id": "r", "conversation_id": "c", "kind": "turn", "status": "running
 
 
 def test_a_reply_in_json_text_fits_strictly_and_a_value_outside_the_enum_does_not():
-    assert fit_shape("run_get", RUN, "unix:x") == RUN
+    assert fit_shape(dto.RUN_GET.name, RUN, "unix:x") == RUN
     with pytest.raises(NotClankie):
-        fit_shape("run_get", {**RUN, "status": "sleeping"}, "unix:x")
+        fit_shape(dto.RUN_GET.name, {**RUN, "status": "sleeping"}, "unix:x")
     with pytest.raises(NotClankie):
-        fit_shape("run_get", {**RUN, "kind": 1}, "unix:x")
+        fit_shape(dto.RUN_GET.name, {**RUN, "kind": 1}, "unix:x")
 
 
 def test_an_input_outside_the_enum_is_refused_in_the_words_of_a_choice():
@@ -83,7 +83,7 @@ def test_v2_v4_every_event_the_core_writes_is_its_typed_shape_byte_for_byte():
     untyped = TypeAdapter(list[dict[str, Any]]).dump_json(bodies)
     assert page.model_dump_json().encode() == \
         b'{"events":' + untyped + b',"next_after":8,"oldest_seq":1,"trimmed":false}'
-    assert fit_shape("events_tail", page.model_dump(mode="json"), "unix:x")
+    assert fit_shape(dto.EVENTS_TAIL.name, page.model_dump(mode="json"), "unix:x")
 
 
 def page_of(*events: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +93,7 @@ def page_of(*events: dict[str, Any]) -> dict[str, Any]:
 def test_v4_a_later_event_type_and_a_later_field_are_tolerated_by_the_client():
     later = {"type": "run_thought", "seq": 9, "conversation_id": C, "text": "hmm"}
     grown = {**EVENTS[5].body(8), "by": "captain"}
-    assert fit_shape("events_tail", page_of(grown, later), "unix:x")
+    assert fit_shape(dto.EVENTS_TAIL.name, page_of(grown, later), "unix:x")
     page = dto.EventsOut.model_validate(page_of(grown, later))
     assert isinstance(page.events[1], dto.UnknownEvent)
     assert page.model_dump(mode="json")["events"] == [grown, later]
@@ -109,7 +109,7 @@ def test_v4_a_later_event_type_and_a_later_field_are_tolerated_by_the_client():
 ])
 def test_v2_v4_an_event_unfit_for_its_type_is_not_clankie(event: Any):
     with pytest.raises(NotClankie):
-        fit_shape("events_tail", page_of(event), "unix:x")
+        fit_shape(dto.EVENTS_TAIL.name, page_of(event), "unix:x")
 
 
 def test_the_openapi_document_tells_events_apart_and_leaves_room_for_later_types():
@@ -131,3 +131,28 @@ def test_each_op_is_one_constant_named_as_its_wire_name():
     constants = {name: value for name, value in vars(dto).items() if isinstance(value, dto.Op)}
     assert {spec.name.upper(): spec for spec in dto.OPS.values()} == constants
     assert len({id(spec.input) for spec in dto.OPS.values()}) > 1  # a real table, not one row
+
+
+def test_the_op_tables_flags_are_spec_s_stated_apart():
+    """Issue 32: the edge waits on its loop for the ops flagged `long_poll` (V1, V5, P4) and
+    reads no bearer token for the one flagged `credential_in_body` (H2, T6); these are
+    SPEC's, written here apart from the table, so a flag changed in `dto` fails."""
+    assert {spec for spec in dto.OPS.values() if spec.long_poll} == {
+        dto.EVENTS_TAIL, dto.AGENT_WAIT}
+    assert {spec for spec in dto.OPS.values() if spec.credential_in_body} == {
+        dto.DEVICE_PAIR_FINISH}
+
+
+def test_the_openapi_document_has_one_path_per_op_constant_and_its_security():
+    """SPEC section 10 "Dispatcher" (the document at /v1/openapi.json) and H2: each op of the
+    table is one path, under its constant's name and shapes; an op whose input is its own
+    credential asks for no bearer token."""
+    paths = build_openapi()["paths"]
+    assert set(paths) == {f"/v1/ops/{spec.name}" for spec in dto.OPS.values()}
+    for spec in dto.OPS.values():
+        post = paths[f"/v1/ops/{spec.name}"]["post"]
+        assert post["operationId"] == spec.name
+        assert post["requestBody"]["content"]["application/json"]["schema"] == {
+            "$ref": f"#/components/schemas/{spec.input.__name__}"}
+        assert post["security"] == ([] if spec is dto.DEVICE_PAIR_FINISH
+                                    else [{"bearer": []}])

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from clankie import dto
 from clankie.core import lifecycle
 from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import (
@@ -49,6 +50,16 @@ from tests.core.builders import (
 )
 
 
+def decide_answer(*args, **kw):
+    """`lifecycle.answer` as `input_answer` decides it: A1 under that op's rule."""
+    return lifecycle.answer(*args, op=dto.INPUT_ANSWER, **kw)
+
+
+def decide_cancel(*args, **kw):
+    """`lifecycle.cancel` as `input_cancel` decides it (A12): A1 under that op's rule."""
+    return lifecycle.cancel(*args, op=dto.INPUT_CANCEL, **kw)
+
+
 def submit(c, q, *, option: int | None = 0, text: str | None = None, incarnation=None,
            revision=None) -> Submission:
     answer = Answer(text=text) if text is not None else (
@@ -58,7 +69,7 @@ def submit(c, q, *, option: int | None = 0, text: str | None = None, incarnation
 
 
 def accept(c, q, **kw):
-    decision = lifecycle.answer(c, q, OPERATOR, submit(c, q, **kw), facts(), NewIds())
+    decision = decide_answer(c, q, OPERATOR, submit(c, q, **kw), facts(), NewIds())
     assert decision.error is None and decision.change is not None
     return decision
 
@@ -185,9 +196,9 @@ def test_a1_only_operator_or_active_take_control_device_answers():
     c, q = asked()
     for who in (CAPTAIN, device(DeviceMode.READ_ONLY), device(DeviceMode.CONTROL, lease=False)):
         with pytest.raises(ClankieError) as err:
-            lifecycle.answer(c, q, who, submit(c, q), facts(), NewIds())
+            decide_answer(c, q, who, submit(c, q), facts(), NewIds())
         assert err.value.code == "forbidden"
-    decision = lifecycle.answer(c, q, device(DeviceMode.CONTROL, lease=True), submit(c, q),
+    decision = decide_answer(c, q, device(DeviceMode.CONTROL, lease=True), submit(c, q),
                                 facts(), NewIds())
     assert decision.receipt is not None and decision.error is None
 
@@ -195,7 +206,7 @@ def test_a1_only_operator_or_active_take_control_device_answers():
 def test_a3_unknown_request_creates_no_run():
     c, _ = asked()
     with pytest.raises(ClankieError) as err:
-        lifecycle.answer(c, None, OPERATOR, Submission("x", c.incarnation, c.revision,
+        decide_answer(c, None, OPERATOR, Submission("x", c.incarnation, c.revision,
                                                        Answer(text="a")), facts(), NewIds())
     assert err.value.code == "unknown_request"
 
@@ -206,7 +217,7 @@ def test_a4_duplicate_identical_answer_returns_original_receipt_whatever_the_rev
     assert first.change is not None
     answered = first.change.questions[0]
     moved = replace(first.change.conversation, revision=first.change.conversation.revision + 5)
-    again = lifecycle.answer(moved, answered, OPERATOR,
+    again = decide_answer(moved, answered, OPERATOR,
                              submit(c, q, option=0, revision=c.revision), facts(), NewIds())
     assert again.duplicate and again.change is None and again.receipt == first.receipt
 
@@ -216,10 +227,10 @@ def test_a4_duplicate_text_must_match_byte_for_byte():
     first = accept(c, q, option=None, text="café")
     assert first.change is not None
     answered = first.change.questions[0]
-    assert lifecycle.answer(c, answered, OPERATOR, submit(c, q, option=None, text="café"),
+    assert decide_answer(c, answered, OPERATOR, submit(c, q, option=None, text="café"),
                             facts(), NewIds()).duplicate
     with pytest.raises(ClankieError) as err:
-        lifecycle.answer(c, answered, OPERATOR, submit(c, q, option=None, text="cafe\u0301"),
+        decide_answer(c, answered, OPERATOR, submit(c, q, option=None, text="cafe\u0301"),
                          facts(), NewIds())
     assert err.value.code == "already_answered"
 
@@ -229,7 +240,7 @@ def test_a4_identical_answer_with_another_incarnation_is_not_a_duplicate():
     first = accept(c, q)
     assert first.change is not None
     with pytest.raises(ClankieError) as err:
-        lifecycle.answer(c, first.change.questions[0], OPERATOR,
+        decide_answer(c, first.change.questions[0], OPERATOR,
                          submit(c, q, incarnation="another"), facts(), NewIds())
     assert err.value.code == "already_answered"
 
@@ -239,7 +250,7 @@ def test_a5_different_answer_to_answered_request_is_refused_with_the_receipt():
     first = accept(c, q, option=0)
     assert first.change is not None
     with pytest.raises(ClankieError) as err:
-        lifecycle.answer(c, first.change.questions[0], OPERATOR, submit(c, q, option=1),
+        decide_answer(c, first.change.questions[0], OPERATOR, submit(c, q, option=1),
                          facts(), NewIds())
     assert err.value.code == "already_answered"
     assert err.value.extra["receipt"] == first.receipt
@@ -249,7 +260,7 @@ def test_a5_different_answer_to_answered_request_is_refused_with_the_receipt():
 def test_a5_any_answer_to_an_ended_request_is_request_closed(end):
     c, q = asked()
     if end == "cancel":
-        decision = lifecycle.cancel(c, q, OPERATOR, submit(c, q, option=None), facts(), NewIds())
+        decision = decide_cancel(c, q, OPERATOR, submit(c, q, option=None), facts(), NewIds())
         assert decision.change is not None
         ended = decision.change.questions[0]
     elif end == "expire":
@@ -259,7 +270,7 @@ def test_a5_any_answer_to_an_ended_request_is_request_closed(end):
     else:
         ended = lifecycle.reset(c, q, [], T0, NewIds()).questions[0]
     with pytest.raises(ClankieError) as err:
-        lifecycle.answer(c, ended, OPERATOR, submit(c, q), facts(), NewIds())
+        decide_answer(c, ended, OPERATOR, submit(c, q), facts(), NewIds())
     assert err.value.code == "request_closed"
     assert err.value.extra["receipt"] == ended.receipt
 
@@ -269,7 +280,7 @@ def test_a6_stale_incarnation_and_stale_revision_carry_the_current_ones():
     for sub, code in ((submit(c, q, incarnation="other"), "stale_incarnation"),
                       (submit(c, q, revision=c.revision - 1), "stale_revision")):
         with pytest.raises(ClankieError) as err:
-            lifecycle.answer(c, q, OPERATOR, sub, facts(), NewIds())
+            decide_answer(c, q, OPERATOR, sub, facts(), NewIds())
         assert err.value.code == code
         assert err.value.extra == {"incarnation": c.incarnation, "revision": c.revision}
 
@@ -278,13 +289,13 @@ def test_a6_staleness_is_checked_before_validity():
     c, q = asked()
     sub = Submission(q.request_id, c.incarnation, c.revision - 1, Answer(option_id="nope"))
     with pytest.raises(ClankieError) as err:
-        lifecycle.answer(c, q, OPERATOR, sub, facts(), NewIds())
+        decide_answer(c, q, OPERATOR, sub, facts(), NewIds())
     assert err.value.code == "stale_revision"
 
 
 def test_a7_expiry_on_use_commits_expired_and_refuses():
     c, q = asked()
-    decision = lifecycle.answer(c, q, OPERATOR, submit(c, q), facts(T0 + TTL), NewIds())
+    decision = decide_answer(c, q, OPERATOR, submit(c, q), facts(T0 + TTL), NewIds())
     assert decision.error is not None and decision.error.code == "request_expired"
     assert decision.change is not None
     ended = decision.change.questions[0]
@@ -301,7 +312,7 @@ def test_a7_expiry_on_use_commits_expired_and_refuses():
 ])
 def test_a7_invalidated_on_use_is_request_closed(found, reason):
     c, q = asked()
-    decision = lifecycle.answer(c, q, OPERATOR, submit(c, q), facts(**found), NewIds())
+    decision = decide_answer(c, q, OPERATOR, submit(c, q), facts(**found), NewIds())
     assert decision.error is not None and decision.error.code == "request_closed"
     assert decision.change is not None
     ended = decision.change.questions[0]
@@ -313,7 +324,7 @@ def test_a7_invalidated_on_use_is_request_closed(found, reason):
 def test_a7_native_owner_present_invalidates_on_use():
     c, q = asked()
     c = replace(c, native_owner="seat-9")
-    decision = lifecycle.answer(c, q, OPERATOR, submit(c, q), facts(), NewIds())
+    decision = decide_answer(c, q, OPERATOR, submit(c, q), facts(), NewIds())
     assert decision.error is not None and decision.error.code == "request_closed"
     assert decision.receipt is not None and decision.receipt.reason == "native_takeover"
 
@@ -322,7 +333,7 @@ def test_a8_option_must_belong_to_the_question_and_text_must_be_allowed():
     c, q = asked()
     for answer in (Answer(option_id="a0000000-0000-4000-8000-0000000000ff"), Answer(text="x")):
         with pytest.raises(ClankieError) as err:
-            lifecycle.answer(c, q, OPERATOR,
+            decide_answer(c, q, OPERATOR,
                              Submission(q.request_id, c.incarnation, c.revision, answer),
                              facts(), NewIds())
         assert err.value.code == "invalid_answer"
@@ -336,13 +347,13 @@ def test_a8_text_is_accepted_by_a_choice_question_that_allows_it():
 
 def test_a12_cancel_resolves_explicit_without_a_run_and_repeats_as_duplicate():
     c, q = asked()
-    decision = lifecycle.cancel(c, q, OPERATOR, submit(c, q, option=None), facts(), NewIds())
+    decision = decide_cancel(c, q, OPERATOR, submit(c, q, option=None), facts(), NewIds())
     assert decision.change is not None and decision.receipt is not None
     assert decision.receipt.outcome is QuestionStatus.CANCELLED
     assert decision.receipt.reason == "explicit" and decision.receipt.run_id is None
     assert decision.change.runs == ()
     cancelled = decision.change.questions[0]
-    again = lifecycle.cancel(c, cancelled, OPERATOR, submit(c, q, option=None), facts(), NewIds())
+    again = decide_cancel(c, cancelled, OPERATOR, submit(c, q, option=None), facts(), NewIds())
     assert again.duplicate and again.receipt == decision.receipt and again.change is None
 
 
@@ -351,7 +362,7 @@ def test_a12_cancel_of_an_answered_request_is_already_answered():
     first = accept(c, q)
     assert first.change is not None
     with pytest.raises(ClankieError) as err:
-        lifecycle.cancel(c, first.change.questions[0], OPERATOR, submit(c, q, option=None),
+        decide_cancel(c, first.change.questions[0], OPERATOR, submit(c, q, option=None),
                          facts(), NewIds())
     assert err.value.code == "already_answered"
 
@@ -359,10 +370,10 @@ def test_a12_cancel_of_an_answered_request_is_already_answered():
 def test_a12_cancel_checks_who_and_staleness():
     c, q = asked()
     with pytest.raises(ClankieError) as err:
-        lifecycle.cancel(c, q, CAPTAIN, submit(c, q, option=None), facts(), NewIds())
+        decide_cancel(c, q, CAPTAIN, submit(c, q, option=None), facts(), NewIds())
     assert err.value.code == "forbidden"
     with pytest.raises(ClankieError) as err:
-        lifecycle.cancel(c, q, OPERATOR, submit(c, q, option=None, revision=1), facts(), NewIds())
+        decide_cancel(c, q, OPERATOR, submit(c, q, option=None, revision=1), facts(), NewIds())
     assert err.value.code == "stale_revision"
 
 
@@ -445,7 +456,7 @@ def test_every_end_writes_a_receipt_and_one_input_resolved_event():
         lifecycle.set_workspace(c, q, WorkspaceIdentity("/x", 1, 1), T0, NewIds()),
         lifecycle.expire_if_due(c, q, T0 + TTL, NewIds()),
         lifecycle.restart(c, q, [], T0, NewIds()),
-        lifecycle.cancel(c, q, OPERATOR, submit(c, q, option=None), facts(), NewIds()).change,
+        decide_cancel(c, q, OPERATOR, submit(c, q, option=None), facts(), NewIds()).change,
     ]
     for change in changes:
         assert change is not None
@@ -531,7 +542,7 @@ def test_a_restart_plan_moves_along_the_tables_only():
     with pytest.raises(IllegalTransition):
         lifecycle.RestartPlan(T0, {}, "r", {RunStatus.QUEUED: RunStatus.SUCCEEDED}, "e")
     c, q = asked()
-    cancelled = lifecycle.cancel(c, q, OPERATOR, submit(c, q, option=None), facts(),
+    cancelled = decide_cancel(c, q, OPERATOR, submit(c, q, option=None), facts(),
                                  NewIds()).change
     assert cancelled is not None
     with pytest.raises(IllegalTransition):

@@ -35,8 +35,8 @@ from starlette.responses import Response
 from clankie import __version__
 from clankie.core.errors import ClankieError
 from clankie.core.vocabulary import Code
+from clankie.dto import Op
 from clankie.service import Service
-from clankie.service.service import LONG_POLLS
 
 from .connections import bounded_protocol
 from .openapi import build_openapi
@@ -54,8 +54,6 @@ _TCP_SHARE = 8
 # A long-poll's reads (its first, and one after each wake-up) run apart from the ops, so
 # many long-polls woken by one commit never keep an operation waiting for a thread.
 _TAIL_READ_THREADS = 8
-# Ops that take no bearer token: their input is the credential (SPEC H2).
-_CODE_IS_CREDENTIAL = frozenset({"device_pair_finish"})
 
 
 class HttpServer(uvicorn.Server):
@@ -142,11 +140,15 @@ def create_app(service: Service) -> FastAPI:
 
     @app.post("/v1/ops/{op}")
     async def dispatch(op: str, request: Request) -> Response:
+        spec = service.ops.get(op)  # None: no such op, which the service says once asked
+        # An op whose input is its own credential takes no bearer token (H2: a pairing
+        # code, which the service checks); a long-poll waits here, on the loop (V5).
+        credential_in_body = spec is not None and spec.credential_in_body
+        waits = spec is not None and spec.long_poll
         try:
-            # T6: who asks, before anything they sent is read; except for the one op whose
-            # input is its own credential (H2: a pairing code, which the service checks).
-            token = None if op in _CODE_IS_CREDENTIAL else _bearer(request)
-            if op not in _CODE_IS_CREDENTIAL:
+            # T6: who asks, before anything they sent is read.
+            token = None if credential_in_body else _bearer(request)
+            if not credential_in_body:
                 if token is None:  # no thread, no store: a stranger's bare request is cheap
                     raise ClankieError(Code.UNAUTHENTICATED, "a bearer token is required")
                 await in_thread(request, token, ops_limiter,
@@ -154,11 +156,11 @@ def create_app(service: Service) -> FastAPI:
             body = await read_body(request)
             payload = parse_json(body)
             encoded: bytes | None  # None only from work that returns None, never service.call
-            if op in LONG_POLLS:
+            if waits:
                 encoded = await long_poll(request, op, payload)
             else:
                 who = ({"peer": _peer(request), "user_agent": request.headers.get("user-agent")}
-                       if op in _CODE_IS_CREDENTIAL else {})
+                       if credential_in_body else {})
                 encoded = await in_thread(request, token, ops_limiter,
                                           partial(service.call, op, token, payload, **who))
             return Response(encoded, media_type="application/json")
@@ -173,7 +175,8 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/v1/openapi.json")
     async def openapi() -> Response:
-        return Response(_openapi_bytes(), media_type="application/json")
+        return Response(_openapi_bytes(tuple(service.ops.values())),
+                        media_type="application/json")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -184,9 +187,10 @@ def create_app(service: Service) -> FastAPI:
 
 
 @functools.cache
-def _openapi_bytes() -> bytes:
-    """The OpenAPI document, encoded once: anyone may ask for it, in a loop."""
-    return json.dumps(build_openapi(), separators=(",", ":")).encode()
+def _openapi_bytes(ops: tuple[Op[Any, Any], ...]) -> bytes:
+    """The OpenAPI document of the op table `ops`, encoded once: anyone may ask for it, in
+    a loop."""
+    return json.dumps(build_openapi(ops), separators=(",", ":")).encode()
 
 
 class _Lanes:

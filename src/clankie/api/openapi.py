@@ -1,7 +1,9 @@
 """The OpenAPI document of the dispatcher, generated from the op table in `clankie.dto`.
 
-Owns only the document: one `POST /v1/ops/{op}` path per op, its request schema (the
-strict input DTO), its 200 schema (the output DTO) and its problem responses.
+Owns only the document: one `POST /v1/ops/{op}` path per op of the table (`dto.OPS`, or
+the table a service serves), its request schema (the strict input DTO), its 200 schema
+(the output DTO), its problem responses and its security (a bearer token, except for an op
+whose input is its own credential).
 """
 
 from __future__ import annotations
@@ -20,17 +22,18 @@ _ANSWERING = (409,)
 
 
 @cache
-def build_openapi() -> dict[str, Any]:
+def build_openapi(ops: tuple[dto.Op[Any, Any], ...] = tuple(dto.OPS.values())
+                  ) -> dict[str, Any]:
     inputs: list[tuple[type[BaseModel], JsonSchemaMode]] = [
-        (spec.input, "validation") for spec in dto.OPS.values()]
+        (spec.input, "validation") for spec in ops]
     outputs: list[tuple[type[BaseModel], JsonSchemaMode]] = [
-        (spec.output, "serialization") for spec in dto.OPS.values()]
+        (spec.output, "serialization") for spec in ops]
     refs, definitions = models_json_schema(
         [*inputs, *outputs, (dto.Problem, "serialization")],
         ref_template="#/components/schemas/{model}")
     problem_ref = refs[(dto.Problem, "serialization")]
     paths: dict[str, Any] = {}
-    for name, spec in dto.OPS.items():
+    for spec in ops:
         responses: dict[str, Any] = {
             "200": {"description": "The result.",
                     "content": {"application/json": {
@@ -40,10 +43,11 @@ def build_openapi() -> dict[str, Any]:
             responses[str(status)] = {
                 "description": "A problem document; `code` says which (SPEC section 10).",
                 "content": {"application/problem+json": {"schema": problem_ref}}}
-        paths[f"/v1/ops/{name}"] = {"post": {
-            "operationId": name,
-            "summary": name.replace("_", " "),
-            "security": [{"bearer": []}],
+        paths[f"/v1/ops/{spec.name}"] = {"post": {
+            "operationId": spec.name,
+            "summary": spec.name.replace("_", " "),
+            # No bearer token is read for an op whose input is its credential (H2).
+            "security": [] if spec.credential_in_body else [{"bearer": []}],
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": refs[(spec.input, "validation")]}}},
             "responses": responses,

@@ -1,6 +1,8 @@
 """Who may call which dispatcher operation (SPEC A1, S4 and the op table of section 10).
 
-Owns the table `WHO_MAY` and the one check `authorize`. Authentication (is this token a
+Owns the rules (`operator`, `reader`, `ANSWERER`, ...: who a principal must be) and the one
+check `authorize`, with the words of every refusal; which rule guards which op is the op
+table's (`clankie.dto`, each op's `who_may`). Authentication (is this token a
 live credential?) is the service's job; this module decides, for a principal the service
 has already found, whether it may perform an operation. Reading never grants answering.
 """
@@ -8,7 +10,7 @@ has already found, whether it may perform an operation. Reading never grants ans
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 from .errors import ClankieError
 from .model import CredentialKind, DeviceMode, Principal
@@ -63,54 +65,25 @@ def any_of(*rules: Rule) -> Rule:
 
 ANSWERER: Final = any_of(operator, active_controller)
 
-# op -> who may call it. `credential_rotate` on another credential than one's own is
-# checked again by the service (only an operator may rotate someone else).
-WHO_MAY: Final[dict[str, Rule]] = {
-    "conversation_create": operator,
-    "conversation_get": reader,
-    "conversation_list": reader,
-    "conversation_send": ANSWERER,
-    "conversation_reset": operator,
-    "conversation_archive": operator,
-    "conversation_set_workspace": operator,
-    "events_tail": reader,
-    "run_get": reader,
-    "run_cancel": ANSWERER,
-    "device_pair": operator,
-    "device_take_control": control_device,
-    "device_release": device,
-    "credential_issue": operator,
-    "credential_rotate": reader,
-    "credential_list": operator,
-    "credential_revoke": operator,
-    "device_pair_start": operator,
-    "device_pair_finish": nobody,
-    "owner_revoke": operator,
-    "native_takeover": operator,
-    "room_post": any_of(operator, captain),
-    "pane_metadata_set": any_of(operator, captain),
-    "project_register": operator,
-    "input_get": reader,
-    "input_answer": ANSWERER,
-    "input_cancel": ANSWERER,
-    "service_info": reader,
-    # SPEC section 13: an agent asks, reads, waits on and cancels its own questions only.
-    "agent_ask": agent,
-    "agent_wait": agent,
-    "agent_list": agent,
-    "agent_cancel": agent,
-    "whoami": anyone,
-}
+
+class Guarded(Protocol):
+    """An op as this module sees it: its name (for the refusal's words) and its rule. The
+    op table (`clankie.dto`: each op a constant `Op`, which carries one of the rules above)
+    is the one place that says which rule guards which op; `credential_rotate` on another
+    credential than one's own is checked again by the service (only an operator may rotate
+    someone else)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def who_may(self) -> Rule: ...
 
 
-def authorize(op: str, principal: Principal) -> None:
-    """Raise `forbidden` unless `principal` may call `op`."""
-    try:
-        rule = WHO_MAY[op]
-    except KeyError:
-        raise ClankieError(Code.NOT_FOUND, f"there is no operation {op!r}") from None
-    if not rule(principal):
-        raise ClankieError(Code.FORBIDDEN, _why_forbidden(op, principal))
+def authorize(op: Guarded, principal: Principal) -> None:
+    """Raise `forbidden` unless `principal` may call `op` (its rule says so)."""
+    if not op.who_may(principal):
+        raise ClankieError(Code.FORBIDDEN, _why_forbidden(op.name, principal))
 
 
 def _why_forbidden(op: str, p: Principal) -> str:

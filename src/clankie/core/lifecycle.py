@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Final, TypeVar
 
-from .authority import authorize
+from .authority import Guarded, authorize
 from .errors import ClankieError
 from .model import (
     Actor,
@@ -448,12 +448,15 @@ def answer(
     submission: Submission,
     facts: Facts,
     new_id: NewId,
+    *,
+    op: Guarded,
 ) -> Decision:
-    """SPEC A1-A10, in their order."""
+    """SPEC A1-A10, in their order; `op` is the op answering (`input_answer`), whose rule
+    is A1's."""
     given = submission.answer
     if given is None:
         raise ValueError("an answer submission carries an answer")
-    question = _which(conversation, question, principal, "input_answer", submission)
+    question = _which(conversation, question, principal, op, submission)
     if question.status is not QuestionStatus.PENDING:
         return _answer_to_ended(question, submission, given)
     _check_fresh(conversation, submission)
@@ -493,11 +496,13 @@ def cancel(
     submission: Submission,
     facts: Facts,
     new_id: NewId,
-    op: str = "input_cancel",
+    *,
+    op: Guarded,
 ) -> Decision:
-    """SPEC A12: the checks of A1, A3, A6, A7, then `cancelled`/`explicit` with no run.
-    As `agent_cancel` (P4), an agent's own question, which only it may cancel so: the
-    submission is made from the current state (an agent decides nothing a person reads)."""
+    """SPEC A12: the checks of A1 (under `op`'s rule: `input_cancel`'s), A3, A6, A7, then
+    `cancelled`/`explicit` with no run. As `agent_cancel` (P4), an agent's own question,
+    which only it may cancel so: the submission is made from the current state (an agent
+    decides nothing a person reads)."""
     question = _which(conversation, question, principal, op, submission)
     if question.status is not QuestionStatus.PENDING:
         receipt = question.receipt
@@ -516,8 +521,8 @@ def cancel(
     return Decision(_change(conversation, questions=[cancelled], events=[event]), cancelled.receipt)
 
 
-def _which(conversation: Conversation, question: Question | None, principal: Principal, op: str,
-           submission: Submission) -> Question:
+def _which(conversation: Conversation, question: Question | None, principal: Principal,
+           op: Guarded, submission: Submission) -> Question:
     authorize(op, principal)  # A1
     if question is None or question.conversation_id != conversation.conversation_id:  # A3
         raise ClankieError(Code.UNKNOWN_REQUEST,

@@ -32,7 +32,7 @@ from clankie.core.vocabulary import AskRefusal, Code
 from clankie.store import ReadTx, WriteTx
 
 from . import views
-from .base import Call, Caller, Context, op
+from .base import Call, Caller, Context, serves
 from .conversations import existing_dir
 from .longpoll import Poll, Wake, waited
 
@@ -43,7 +43,7 @@ class Agents:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
-    @op
+    @serves(dto.WHOAMI)
     def whoami(self, caller: Caller, r: dto.Nothing) -> dto.WhoAmIOut:
         """Which credential a token is (the MCP bridge asks this of its token, P2)."""
         with self.ctx.read(caller) as c:
@@ -51,7 +51,7 @@ class Agents:
             assert row is not None
             return dto.WhoAmIOut(credential_id=row.credential_id, kind=row.kind, name=row.name)
 
-    @op
+    @serves(dto.AGENT_ASK)
     def agent_ask(self, caller: Caller, r: dto.AgentAsk) -> dto.AgentAskOut:
         """SPEC P4 `ask_owner`: stored, or refused, at once; never waits."""
         ttl = self.ctx.settings.question_ttl
@@ -107,7 +107,7 @@ class Agents:
         c.tx.insert_conversation(made)
         return made
 
-    @op
+    @serves(dto.AGENT_WAIT)
     def agent_wait(self, caller: Caller, r: dto.AgentWait) -> dto.AgentQuestionOut:
         """SPEC P4 `wait_answer` and `get_question`: how the agent's question stands, as
         soon as it has ended or after `wait_s` (0: at once)."""
@@ -141,7 +141,7 @@ class Agents:
 
         return Poll(self.ctx.long_polls, conversation_id, wait_s, read, wake)
 
-    @op
+    @serves(dto.AGENT_LIST)
     def agent_list(self, caller: Caller, r: dto.AgentList) -> dto.AgentQuestionsOut:
         """SPEC P4 `list_questions`: the agent's pending question in this workspace and the
         receipts R1 keeps, newest first."""
@@ -161,11 +161,12 @@ class Agents:
             return dto.AgentQuestionsOut(questions=[views.agent_question(c.tx, q)
                                                     for q in shown])
 
-    @op
+    @serves(dto.AGENT_CANCEL)
     def agent_cancel(self, caller: Caller, r: dto.AgentRequest) -> dto.AgentCancelOut:
         """SPEC P4 `cancel_question`: the agent's own pending question ends
         `cancelled`/`explicit`; a repeat returns the same receipt; an answered one is
         refused `already_answered`."""
+        assert caller.op is not None  # the op the dispatcher called: A1 is under its rule
         with self.ctx.write(caller) as c:
             question = self._own(c, r.request_id)
             conversation = self.ctx.conversation(c.tx, question.conversation_id)
@@ -173,7 +174,7 @@ class Agents:
                 conversation, question, c.principal,
                 Submission(question.request_id, conversation.incarnation,
                            conversation.revision),
-                self.ctx.facts(c.tx, conversation, c.now), self.ctx.new_id, op="agent_cancel")
+                self.ctx.facts(c.tx, conversation, c.now), self.ctx.new_id, op=caller.op)
             self.ctx.save(c.tx, decision.change)
             if decision.error is not None:
                 c.raise_after_commit = views.error(c.tx, decision.error)

@@ -1,10 +1,11 @@
 """The service's foundation: the dispatcher table and the context its parts share.
 
-Owns the dispatcher table (`@op`: op -> the one method serving it) and how every
-operation meets the store: a write or read transaction in which the caller is
-authenticated and authorized under the rule of the op the table gave it, storage
-failures as `storage_unavailable`, saving a `Change`, waking long-polls after a commit
-(`longpoll.py`), and the lookups every operation shares.
+Owns the dispatcher table (`@serves(dto.X)` marks the one method serving an op of the op
+table, `dispatch_table` finds them on the service's parts) and how every operation meets
+the store: a write or read transaction in which the caller is authenticated and authorized
+under the rule of the op the table gave it, storage failures as `storage_unavailable`,
+saving a `Change`, waking long-polls after a commit (`longpoll.py`), and the lookups every
+operation shares.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from clankie import dto
-from clankie.core.authority import WHO_MAY, authorize
+from clankie.core.authority import authorize
 from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import Change, Facts
 from clankie.core.model import (
@@ -72,24 +73,57 @@ class Executor(Protocol):
 
 
 TxT = TypeVar("TxT", ReadTx, WriteTx)
-Handler = TypeVar("Handler", bound=Callable[..., BaseModel])
-
-# The dispatcher table: op -> the method that serves it, filled by `@op`. The op is the
-# method's name, written once; `call` finds the method here and hands it the `Caller` that
-# the method's transaction authorizes, so a method is authorized under its own op's rule.
-OPS_SERVED: dict[str, Callable[..., BaseModel]] = {}
+PartT = TypeVar("PartT")
+InT = TypeVar("InT", bound=dto.Strict)
+OutT = TypeVar("OutT", bound=dto.Out)
+Method = Callable[[PartT, "Caller", InT], OutT]
 
 
-def op(method: Handler) -> Handler:
-    """Register `method` as the one method serving the op of its name (a `dto.OPS` op with
-    a `WHO_MAY` rule); it is called as `method(service, caller, request)`."""
-    name = method.__name__
-    if name not in dto.OPS or name not in WHO_MAY:
-        raise TypeError(f"{name} is not a dispatcher op with an authority rule")
-    if name in OPS_SERVED:
-        raise TypeError(f"{name} is served twice")
-    OPS_SERVED[name] = method
-    return method
+def serves(spec: dto.Op[InT, OutT]
+           ) -> Callable[[Method[PartT, InT, OutT]], Method[PartT, InT, OutT]]:
+    """Mark the method serving `spec` (`@serves(dto.INPUT_GET)`); mypy holds its input and
+    output to the op's. It is named like the op (refused otherwise), and called as
+    `method(part, caller, request)` once `dispatch_table` has found it on its part."""
+    def mark(method: Method[PartT, InT, OutT]) -> Method[PartT, InT, OutT]:
+        if getattr(method, "__name__", None) != spec.name:
+            raise TypeError(f"the method serving {spec.name} must be named {spec.name}")
+        setattr(method, _SERVES, spec)  # an attribute no type declares
+        return method
+    return mark
+
+
+_SERVES = "clankie_serves"
+
+
+@dataclass(frozen=True)
+class Served:
+    """One row of a dispatcher table: the op, and the method serving it, bound to its part."""
+
+    op: dto.Op[Any, Any]
+    method: Callable[[Caller, Any], BaseModel]
+
+
+def dispatch_table(ops: Mapping[str, dto.Op[Any, Any]], parts: Iterable[object]
+                   ) -> dict[str, Served]:
+    """The dispatcher table of `ops` (by wire name) over `parts` (objects, or their classes
+    to check the table before any is made): each op's `@serves` method, bound to the part
+    that has it. `TypeError` unless every op has exactly one method and every method
+    serves an op of `ops`."""
+    table: dict[str, Served] = {}
+    for part in parts:
+        kind = part if isinstance(part, type) else type(part)
+        for attribute in dir(kind):
+            spec: dto.Op[Any, Any] | None = getattr(getattr(kind, attribute), _SERVES, None)
+            if spec is None:
+                continue
+            if spec.name not in ops or ops[spec.name] is not spec:
+                raise TypeError(f"{attribute} serves {spec.name}, which is not a dispatcher op")
+            if spec.name in table:
+                raise TypeError(f"{spec.name} is served twice")
+            table[spec.name] = Served(spec, getattr(part, attribute))
+    if missing := ops.keys() - table.keys():
+        raise TypeError(f"no method serves {', '.join(sorted(missing))}")
+    return table
 
 
 @dataclass(frozen=True)
@@ -101,7 +135,7 @@ class Caller:
     authenticate nobody; pairing limits wrong codes per peer and records the user agent
     (H2)."""
 
-    op: str | None
+    op: dto.Op[Any, Any] | None
     token: str | None
     peer: str | None = None
     user_agent: str | None = None

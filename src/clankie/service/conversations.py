@@ -19,7 +19,7 @@ from clankie.store.tx import ProjectRow
 from clankie.workspace.identity import identify
 
 from . import views
-from .base import Caller, Context, op
+from .base import Caller, Context, serves
 from .longpoll import Poll, Wake, waited
 from .runs import Runs
 
@@ -29,7 +29,7 @@ class Conversations:
         self.ctx = ctx
         self.runs = runs
 
-    @op
+    @serves(dto.CONVERSATION_CREATE)
     def conversation_create(self, caller: Caller,
                             r: dto.ConversationCreate) -> dto.ConversationOut:
         kind = ConversationKind(r.kind)
@@ -42,7 +42,7 @@ class Conversations:
             c.tx.insert_conversation(conversation)
             return views.conversation(conversation)
 
-    @op
+    @serves(dto.CONVERSATION_GET)
     def conversation_get(self, caller: Caller, r: dto.ConversationRef) -> dto.ConversationOut:
         """The conversation, with the membership fact (section 9) of an owner conversation."""
         with self.ctx.read(caller) as c:
@@ -52,7 +52,7 @@ class Conversations:
         fact = self.ctx.membership(conversation, projects)  # Git runs outside any transaction
         return views.conversation(conversation, fact, unfinished)
 
-    @op
+    @serves(dto.CONVERSATION_LIST)
     def conversation_list(self, caller: Caller, r: dto.ConversationList
                           ) -> dto.ConversationsOut:
         """A page of the caller's conversations, latest activity first, each with what waits
@@ -70,7 +70,7 @@ class Conversations:
             conversations=[views.listed(x) for x in page],
             next_after=str(page[-1].activity) if more else None)
 
-    @op
+    @serves(dto.CONVERSATION_ARCHIVE)
     def conversation_archive(self, caller: Caller, r: dto.ConversationRef) -> dto.Empty:
         """Hide a conversation from lists and the page until anything new happens in it;
         refused `question_pending` while its question waits (it would wait unseen)."""
@@ -87,7 +87,7 @@ class Conversations:
             c.tx.archive(r.conversation_id)
             return dto.Empty()
 
-    @op
+    @serves(dto.CONVERSATION_SEND)
     def conversation_send(self, caller: Caller, r: dto.ConversationSend) -> dto.SendOut:
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
@@ -98,7 +98,7 @@ class Conversations:
             self.runs.start(r.conversation_id, turn.run_id)
         return dto.SendOut(message_id=message.message_id, run_id=turn.run_id if turn else None)
 
-    @op
+    @serves(dto.CONVERSATION_RESET)
     def conversation_reset(self, caller: Caller, r: dto.ConversationRef) -> dto.ResetOut:
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
@@ -109,7 +109,7 @@ class Conversations:
             return dto.ResetOut(incarnation=change.conversation.incarnation,
                                 revision=change.conversation.revision)
 
-    @op
+    @serves(dto.CONVERSATION_SET_WORKSPACE)
     def conversation_set_workspace(self, caller: Caller,
                                    r: dto.ConversationSetWorkspace) -> dto.ConversationOut:
         with self.ctx.write(caller) as c:
@@ -121,7 +121,7 @@ class Conversations:
             self.ctx.save(c.tx, change)
             return views.conversation(change.conversation if change else conversation)
 
-    @op
+    @serves(dto.NATIVE_TAKEOVER)
     def native_takeover(self, caller: Caller, r: dto.NativeTakeover) -> dto.ConversationOut:
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
@@ -131,7 +131,7 @@ class Conversations:
             self.ctx.save(c.tx, change)
             return views.conversation(change.conversation)
 
-    @op
+    @serves(dto.ROOM_POST)
     def room_post(self, caller: Caller, r: dto.RoomPost) -> dto.MessageOut:
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
@@ -142,14 +142,14 @@ class Conversations:
             self.ctx.save(c.tx, change)
             return dto.MessageOut(message_id=message.message_id)
 
-    @op
+    @serves(dto.PANE_METADATA_SET)
     def pane_metadata_set(self, caller: Caller, r: dto.PaneMetadataSet) -> dto.Empty:
         with self.ctx.write(caller) as c:
             self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
             c.tx.set_pane_metadata(r.conversation_id, r.key, r.value, c.now)
             return dto.Empty()
 
-    @op
+    @serves(dto.PROJECT_REGISTER)
     def project_register(self, caller: Caller, r: dto.ProjectRegister) -> dto.ProjectOut:
         with self.ctx.write(caller) as c:
             root = existing_dir(r.root, "root")
@@ -157,7 +157,7 @@ class Conversations:
             c.tx.insert_project(project)
             return dto.ProjectOut(project_id=project.project_id)
 
-    @op
+    @serves(dto.EVENTS_TAIL)
     def events_tail(self, caller: Caller, r: dto.EventsTail) -> dto.EventsOut:
         """SPEC V1: events after `after`; waits up to `wait_ms` for one when there are none,
         on this thread, if its credential has a long-poll slot free (V5)."""
@@ -179,14 +179,14 @@ class Conversations:
 
         return Poll(self.ctx.long_polls, r.conversation_id, r.wait_ms / 1000, read, wake)
 
-    @op
+    @serves(dto.RUN_GET)
     def run_get(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:
         with self.ctx.read(caller) as c:
             run = self.ctx.load_run(c.tx, r.run_id)
             self.ctx.conversation(c.tx, run.conversation_id, c.principal.owner_id)
             return views.run(run)
 
-    @op
+    @serves(dto.RUN_CANCEL)
     def run_cancel(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:
         """SPEC R7: stop a queued or running run (`cancelled`, `stopped_by_owner`, one
         `run_status` event), committed before the executor hears of it: from that commit

@@ -20,7 +20,7 @@ from clankie.store import ReadTx, WriteTx
 from clankie.store.tx import CredentialRow, LeaseRow, PairingRow
 
 from . import views
-from .base import Caller, Context, op, storage
+from .base import Caller, Context, serves, storage
 from .credentials import (
     PAIRING_TTL,
     USER_AGENT_MAX,
@@ -75,13 +75,13 @@ class Devices:
         tx.insert_credential(row)
         return dto.TokenOut(credential_id=row.credential_id, token=token)
 
-    @op
+    @serves(dto.DEVICE_PAIR)
     def device_pair(self, caller: Caller, r: dto.DevicePair) -> dto.TokenOut:
         with self.ctx.write(caller) as c:
             return self._issue(c.tx, c.principal.owner_id, CredentialKind.DEVICE,
                                DeviceMode(r.mode), r.name, c.now)
 
-    @op
+    @serves(dto.DEVICE_PAIR_START)
     def device_pair_start(self, caller: Caller, r: dto.DevicePairStart) -> dto.PairingOut:
         """SPEC H2: a one-time code (stored as a hash only) for a browser to pair with."""
         with self.ctx.write(caller) as c:
@@ -106,7 +106,7 @@ class Devices:
             raise _wrong_code()
         return pairing
 
-    @op
+    @serves(dto.DEVICE_PAIR_FINISH)
     def device_pair_finish(self, caller: Caller, r: dto.DevicePairFinish) -> dto.TokenOut:
         """SPEC H2: the code is the credential; it makes one device credential, once. Any
         bearer token is ignored: nobody's token grants this, and none is needed. A valid
@@ -140,7 +140,7 @@ class Devices:
         self.attempts.failed(peer, now)  # forbidden, once this connection sent too many
         raise _wrong_code()
 
-    @op
+    @serves(dto.CREDENTIAL_REVOKE)
     def credential_revoke(self, caller: Caller, r: dto.CredentialRevoke) -> dto.Empty:
         """SPEC H2: the credential is refused from its next request; its lease ends."""
         with self.ctx.write(caller) as c:
@@ -153,13 +153,13 @@ class Devices:
             c.tx.clear_lease(row.credential_id)
             return dto.Empty()
 
-    @op
+    @serves(dto.CREDENTIAL_ISSUE)
     def credential_issue(self, caller: Caller, r: dto.CredentialIssue) -> dto.TokenOut:
         with self.ctx.write(caller) as c:
             return self._issue(c.tx, c.principal.owner_id, CredentialKind(r.kind), None, r.name,
                                c.now)
 
-    @op
+    @serves(dto.CREDENTIAL_ROTATE)
     def credential_rotate(self, caller: Caller, r: dto.CredentialRotate) -> dto.TokenOut:
         with self.ctx.write(caller) as c:
             target = r.credential_id or c.principal.credential_id
@@ -173,7 +173,7 @@ class Devices:
             c.tx.replace_token(target, token_hash(fresh), c.now)
             return dto.TokenOut(credential_id=target, token=fresh)
 
-    @op
+    @serves(dto.CREDENTIAL_LIST)
     def credential_list(self, caller: Caller, r: dto.Nothing) -> dto.CredentialsOut:
         with self.ctx.read(caller) as c:
             lease = c.tx.lease()
@@ -183,7 +183,7 @@ class Devices:
                                  self.ctx.last_used.get(row.credential_id))
                 for row in c.tx.credentials() if row.owner_id == c.principal.owner_id])
 
-    @op
+    @serves(dto.DEVICE_TAKE_CONTROL)
     def device_take_control(self, caller: Caller, r: dto.DeviceTakeControl) -> dto.LeaseOut:
         with self.ctx.write(caller) as c:
             ttl = r.ttl_s if r.ttl_s is not None else self.ctx.settings.take_control_ttl
@@ -192,13 +192,13 @@ class Devices:
             c.tx.set_lease(lease)  # supersedes any other device's lease
             return dto.LeaseOut(lease_id=lease.lease_id, expires_at=iso(lease.expires_at))
 
-    @op
+    @serves(dto.DEVICE_RELEASE)
     def device_release(self, caller: Caller, r: dto.Nothing) -> dto.Empty:
         with self.ctx.write(caller) as c:
             c.tx.clear_lease(c.principal.credential_id)
             return dto.Empty()
 
-    @op
+    @serves(dto.OWNER_REVOKE)
     def owner_revoke(self, caller: Caller, r: dto.Nothing) -> dto.Empty:
         """Known owner revocation: every pending question of the owner ends at once."""
         with self.ctx.write(caller) as c:

@@ -13,7 +13,7 @@ from clankie.core.vocabulary import Code
 from clankie.store import ReadTx, WriteTx
 
 from . import views
-from .base import Call, Caller, Context, op, storage
+from .base import Call, Caller, Context, serves, storage
 from .runs import Runs
 
 
@@ -22,7 +22,7 @@ class Questions:
         self.ctx = ctx
         self.runs = runs
 
-    @op
+    @serves(dto.INPUT_GET)
     def input_get(self, caller: Caller, r: dto.InputGet) -> dto.Snapshot:
         """SPEC S1-S5: the snapshot, read from current state. A read transaction suffices
         unless the pending question is due to expire: then the expiry is committed on
@@ -62,13 +62,13 @@ class Questions:
             request=views.question(c.tx, request) if request else None,
             ended_requests=c.tx.ended_request_ids(r.conversation_id))
 
-    @op
+    @serves(dto.INPUT_ANSWER)
     def input_answer(self, caller: Caller, r: dto.InputAnswer) -> dto.AnswerReply:
         submission = Submission(r.request_id, r.incarnation, r.revision,
                                 Answer(option_id=r.option_id, text=r.text))
         return self._resolve(caller, r.conversation_id, submission)
 
-    @op
+    @serves(dto.INPUT_CANCEL)
     def input_cancel(self, caller: Caller, r: dto.InputCancel) -> dto.AnswerReply:
         submission = Submission(r.request_id, r.incarnation, r.revision)
         return self._resolve(caller, r.conversation_id, submission)
@@ -76,11 +76,13 @@ class Questions:
     def _resolve(self, caller: Caller, conversation_id: str,
                  submission: Submission) -> dto.AnswerReply:
         decide = lifecycle.answer if submission.answer is not None else lifecycle.cancel
+        assert caller.op is not None  # the op the dispatcher called: A1 is under its rule
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, conversation_id, c.principal.owner_id)
             question = c.tx.question(conversation_id, submission.request_id)
             decision = decide(conversation, question, c.principal, submission,
-                              self.ctx.facts(c.tx, conversation, c.now), self.ctx.new_id)
+                              self.ctx.facts(c.tx, conversation, c.now), self.ctx.new_id,
+                              op=caller.op)
             self.ctx.save(c.tx, decision.change)
             if decision.error is not None:
                 c.raise_after_commit = views.error(c.tx, decision.error)

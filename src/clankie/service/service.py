@@ -7,12 +7,12 @@ operation meets the store) and the parts that share it: `Conversations`
 pairing, Take Control) and `Runs` (`runs.py`: what the executor calls, recovery), the
 executor built from `Runs` and the notifier given here, never set later. `call(op, token,
 payload)` is the whole entry point: it validates the input (`clankie.dto`) and calls the
-method the dispatcher table (`@op`, `base.py`) says serves the op, with the `Caller` its
-transaction authorizes under that op's rule. `open_tail` is the same for `events_tail` by
-a caller that waits in its own way (the HTTP edge, without a thread). Every op method
-keeps one order: open one transaction, authenticate and authorize in it, load, let
-`clankie.core` decide, save, commit, and only then act on the outside (start a run, wake
-long-polls). It knows nothing of HTTP.
+method the dispatcher table (`@serves`, `base.py`) says serves the op, with the `Caller`
+its transaction authorizes under that op's rule. `open_poll` is the same for a long-poll
+(`events_tail`, `agent_wait`) by a caller that waits in its own way (the HTTP edge,
+without a thread). Every op method keeps one order: open one transaction, authenticate
+and authorize in it, load, let `clankie.core` decide, save, commit, and only then act on
+the outside (start a run, wake long-polls). It knows nothing of HTTP.
 """
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
 from clankie import __version__, dto
 from clankie.agent.context import TurnContext
 from clankie.agent.providers import model_in_use
-from clankie.core.authority import WHO_MAY
 from clankie.core.errors import ClankieError
 from clankie.core.model import Run, RunStatus, WorkspaceIdentity, iso
 from clankie.core.vocabulary import Code
@@ -40,14 +39,15 @@ from clankie.workspace.tools import Outcome
 
 from .agents import Agents
 from .base import (
-    OPS_SERVED,
     Caller,
     Context,
     Executor,
+    Served,
+    dispatch_table,
     files_of,
     invalid_request,
     new_uuid,
-    op,
+    serves,
     storage,
     utcnow,
 )
@@ -61,8 +61,8 @@ from .runs import CallRecord, Recovery, Runs
 
 
 class Service:
-    """The parts, each with one job, sharing one `Context`; the dispatcher table (`@op`)
-    maps each op to the part's method that serves it."""
+    """The parts, each with one job, sharing one `Context`; the dispatcher table
+    (`@serves`) maps each op to the part's method that serves it."""
 
     def __init__(self, store: Store, settings: Settings | None = None, *,
                  clock: Callable[[], datetime] = utcnow,
@@ -84,8 +84,7 @@ class Service:
         self.web_url: str | None = None
         self.started_at = clock()  # what `service_info` reports
         self.agents = Agents(self.ctx)
-        self._table = _bound(self, self.conversations, self.questions, self.devices,
-                             self.agents)
+        self._table = dispatch_table(self.ops, self._parts())
 
     # The shared context and the parts' entry points that callers outside use by name.
 
@@ -190,12 +189,21 @@ class Service:
 
     # ----------------------------------------------------------------- the dispatcher
 
+    # The op table this service serves (`dto.OPS`), by wire name: every op of it has its
+    # one method on one of `_parts`, checked when the service is made and, for this class,
+    # at import. The edge reads an op's flags here (a long-poll, a credential in the body).
+    ops: ClassVar[Mapping[str, dto.Op[Any, Any]]] = dto.OPS
+
+    def _parts(self) -> tuple[object, ...]:
+        """Where the ops' methods are (`@serves`): the service and its op parts."""
+        return self, self.conversations, self.questions, self.devices, self.agents
+
     def call(self, op: str, token: str | None, payload: Any, *, peer: str | None = None,
              user_agent: str | None = None) -> BaseModel:
         """Perform `op` for the holder of `token`; raise `ClankieError` on any refusal.
         `peer` and `user_agent` say who is trying, as the edge saw them (H2)."""
-        request = _validated(op, payload)
-        return self._table[op](Caller(op, token, peer, user_agent), request)
+        served, request = self._validated(op, payload)
+        return served.method(Caller(served.op, token, peer, user_agent), request)
 
     def authenticate(self, token: str | None) -> None:
         """The dispatcher's check (`/v1/ops`): refuse `unauthenticated` unless `token` is a
@@ -212,16 +220,28 @@ class Service:
                                    "page's key, never on /v1/ops")
 
     def open_poll(self, op: str, token: str | None, payload: Any, wake: Wake) -> Poll:
-        """A long-poll op (`LONG_POLLS`) for a caller that waits in its own way: validated
-        here (no I/O), then read with `Poll.read` as `longpoll.py` says; `wake` is called
-        on a commit thread when there may be something new."""
-        request = _validated(op, payload)
-        if op == Agents.agent_wait.__name__:  # each op named once: by its method
-            return self.agents.poll(Caller(op, token), request, wake)
-        assert op == Conversations.events_tail.__name__
-        return self.conversations.tail(Caller(op, token), request, wake)
+        """A long-poll op (its `long_poll` flag) for a caller that waits in its own way:
+        validated here (no I/O), then read with `Poll.read` as `longpoll.py` says; `wake` is
+        called on a commit thread when there may be something new."""
+        served, request = self._validated(op, payload)
+        polls: dict[dto.Op[Any, Any], Callable[[Caller, Any, Wake], Poll]] = {
+            dto.AGENT_WAIT: self.agents.poll, dto.EVENTS_TAIL: self.conversations.tail}
+        return polls[served.op](Caller(served.op, token), request, wake)
 
-    @op
+    def _validated(self, op: str, payload: Any) -> tuple[Served, Any]:
+        """The op's row of the table and its input shape, or `not_found` (no such op) /
+        `invalid_request`."""
+        served = self._table.get(op)
+        if served is None:
+            raise ClankieError(Code.NOT_FOUND, f"there is no operation {op!r}")
+        if not isinstance(payload, Mapping):
+            raise ClankieError(Code.INVALID_REQUEST, "the request body must be a JSON object")
+        try:
+            return served, served.op.input.model_validate(payload)
+        except ValidationError as exc:
+            raise invalid_request(exc) from None
+
+    @serves(dto.SERVICE_INFO)
     def service_info(self, caller: Caller, r: dto.Nothing) -> dto.ServiceInfoOut:
         """What this service is and runs with, for any reader; the model as the settings it
         was started with choose it (`serve --model` included), never a key or a token."""
@@ -237,29 +257,6 @@ class Service:
             settings=settings_shown(self.ctx.settings), web_url=self.web_url)
 
 
-def _bound(*parts: object) -> dict[str, Callable[[Caller, Any], BaseModel]]:
-    """The dispatcher table with each op's method bound to the part that has it."""
-    table: dict[str, Callable[[Caller, Any], BaseModel]] = {
-        op: getattr(part, op) for part in parts for op, method in OPS_SERVED.items()
-             if getattr(type(part), op, None) is method}
-    assert table.keys() == OPS_SERVED.keys(), OPS_SERVED.keys() - table.keys()
-    return table
-
-
-# The ops that may wait (long-polls): the HTTP edge waits for them on its loop.
-LONG_POLLS = frozenset({Conversations.events_tail.__name__, Agents.agent_wait.__name__})
-
-# The dispatcher table is whole: each op of `dto.OPS` has one rule and one method.
-assert dto.OPS.keys() == WHO_MAY.keys() == OPS_SERVED.keys()
-
-def _validated(op: str, payload: Any) -> Any:
-    """The op's input shape, or `not_found` (no such op) / `invalid_request`."""
-    spec = dto.OPS.get(op)
-    if spec is None:
-        raise ClankieError(Code.NOT_FOUND, f"there is no operation {op!r}")
-    if not isinstance(payload, Mapping):
-        raise ClankieError(Code.INVALID_REQUEST, "the request body must be a JSON object")
-    try:
-        return spec.input.model_validate(payload)
-    except ValidationError as exc:
-        raise invalid_request(exc) from None
+# The dispatcher table is whole: each op of `dto.OPS` has one method (and, in `dto`, one
+# rule), and each `@serves` method serves an op of it.
+dispatch_table(dto.OPS, (Service, Conversations, Questions, Devices, Agents))
