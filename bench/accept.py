@@ -370,9 +370,9 @@ def _rows(db: Path, conversations: int, workspace: Path, pending: bool) -> list[
             conn.executemany(
                 "INSERT INTO conversations (conversation_id, kind, owner_id, workspace_path, "
                 "workspace_dev, workspace_ino, incarnation, revision, native_owner, created_at, "
-                "activity) VALUES (?, 'owner', ?, ?, ?, ?, ?, 2, NULL, ?, ?)",
+                "activity, activity_at) VALUES (?, 'owner', ?, ?, ?, ?, ?, 2, NULL, ?, ?, ?)",
                 [(c, owner, str(workspace.resolve()), ws.st_dev, ws.st_ino, c, iso(now),
-                  top + i + 1) for i, c in enumerate(ids)])
+                  top + i + 1, iso(now)) for i, c in enumerate(ids)])
             if pending:
                 conn.executemany(
                     "INSERT INTO runs (run_id, conversation_id, kind, status, incarnation, "
