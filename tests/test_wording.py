@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
-from clankie import wording
+from clankie import dto, wording
 from clankie.cli import conversations
 from clankie.core.vocabulary import EXIT_OF_CODE, Code, Exit, RunError
 from clankie.tui import render
@@ -49,6 +50,14 @@ def question(status: str, receipt: dict[str, object] | None) -> dict[str, object
             "expires_at": "2026-12-02T09:00:00.000000Z", "receipt": receipt}
 
 
+def as_model(q: dict[str, Any]) -> dto.QuestionOut:
+    """`q` as the CLI reads it, a `dto` model (issue 32); the TUI still reads the JSON."""
+    receipt = q["receipt"] and {**q["receipt"], "request_id": q["request_id"]}
+    return dto.QuestionOut.model_validate(q | {
+        "incarnation": "4" * 32, "receipt": receipt,
+        "options": [o | {"description": o["description"] or ""} for o in q["options"]]})
+
+
 def test_the_cli_and_the_tui_say_an_ended_question_and_its_options_alike(
         capsys: pytest.CaptureFixture[str]):
     receipt = {"receipt_id": "3" * 32, "outcome": "expired", "reason": "expired",
@@ -56,7 +65,7 @@ def test_the_cli_and_the_tui_say_an_ended_question_and_its_options_alike(
                "resolved_at": "2026-12-01T09:05:00.000000Z", "run_id": None,
                "continuation": None, "continuation_error": None}
     ended = question("expired", receipt)
-    conversations._show_question(ended)
+    conversations._show_question(as_model(ended))
     cli = capsys.readouterr().out
     tui = render.question_panel({"pending": None, "request": ended, "incarnation": "4" * 32,
                                  "revision": 4}, NOW)
@@ -69,13 +78,15 @@ def test_the_cli_and_the_tui_say_an_ended_question_and_its_options_alike(
 
 
 def test_a_run_that_will_not_run_again_is_said_alike(capsys: pytest.CaptureFixture[str]):
-    event = {"type": "run_status", "status": "failed", "run_id": "r",
-             "error": RunError.ORPHANED_BY_RESTART}
+    event = dto.RunStatusEvent(type="run_status", seq=1, conversation_id="c", run_id="r",
+                               kind="continuation", status="failed",
+                               error=RunError.ORPHANED_BY_RESTART, at="2026-12-01T09:05:00Z")
     tui = render.event_line(event)
-    receipt = {"receipt_id": "3" * 32, "outcome": "answered", "reason": None,
-               "answer": None, "answered_by": None, "revision": 4,
-               "resolved_at": "2026-12-01T09:05:00.000000Z", "run_id": "r",
-               "continuation": "failed", "continuation_error": RunError.ORPHANED_BY_RESTART}
+    receipt = dto.ReceiptOut.model_validate({
+        "receipt_id": "3" * 32, "request_id": "0" * 32, "outcome": "answered", "reason": None,
+        "answer": None, "answered_by": None, "revision": 4,
+        "resolved_at": "2026-12-01T09:05:00.000000Z", "run_id": "r",
+        "continuation": "failed", "continuation_error": RunError.ORPHANED_BY_RESTART})
     conversations._show_receipt(receipt, [])
     cli = capsys.readouterr().out
     assert tui is not None and wording.RUN_INTERRUPTED in tui and wording.RUN_INTERRUPTED in cli
@@ -147,8 +158,8 @@ def test_a11_p3_an_agents_question_never_reads_as_an_approval_request(
     answer is a preference, not an approval; none of their own words ask for approval,
     permission or consent, even when the agent's prompt does."""
     q = agent_question()
-    conversations._show_snapshot({"conversation_id": "c" * 32, "incarnation": "4" * 32,
-                                  "revision": 4, "pending": q, "request": None})
+    conversations._show_snapshot(dto.Snapshot(conversation_id="c" * 32, incarnation="4" * 32,
+                                              revision=4, pending=as_model(q), request=None))
     cli = capsys.readouterr().out
     tui = render.question_panel({"pending": q, "request": None, "incarnation": "4" * 32,
                                  "revision": 4}, NOW, workspace="/home/o/shop")
