@@ -31,7 +31,14 @@ class Listing:
         assert op == "conversation_list"
         self.asked.append(payload)
         found = [i for i in self.ids if i.startswith(payload["prefix"])][:payload["limit"]]
-        return {"conversations": [{"conversation_id": i} for i in found], "next_after": None}
+        return {"conversations": [listed(i) for i in found], "next_after": None}
+
+
+def listed(conversation_id: str) -> dict[str, Any]:
+    """A `conversation_list` item, whole: the CLI reads it into its model (issue 32)."""
+    return {"conversation_id": conversation_id, "kind": "owner", "workspace": None,
+            "incarnation": conversation_id, "revision": 1, "native_owner": None,
+            "created_at": "2026-12-01T00:00:00.000000Z"}
 
 
 def resolve(ids: list[str], given: str) -> tuple[str, Listing]:
@@ -76,10 +83,10 @@ def test_fewer_than_4_hex_characters_or_not_hex_is_exit_2_before_any_read(given:
 def test_a_request_incarnation_or_option_prefix_follows_the_same_rule(key: str, given: str):
     """Section 10 "CLI": every ID the CLI takes, not only the conversation's, is a whole ID or
     a prefix of at least 4 hex characters; anything else is exit 2 before any read."""
-    from clankie.cli.conversations import _whole_ids
+    from clankie.cli.conversations import Ids, _whole_ids
 
     client = Listing([A])
-    payload = {"request_id": A, "incarnation": A, "option_id": None, key: given}
+    ids = Ids(**{"request_id": A, "incarnation": A, "option_id": None, key: given})
     with pytest.raises(click.BadParameter) as raised:
-        _whole_ids(cast(Client, client), A, payload, None, as_json=False)
+        _whole_ids(cast(Client, client), A, ids, None, as_json=False)
     assert raised.value.exit_code == USAGE and client.asked == []

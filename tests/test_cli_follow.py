@@ -29,8 +29,23 @@ class Clock:
         self.now += seconds
 
 
+def info(started_at: str) -> dict[str, Any]:
+    """A whole `service_info` result (the CLI reads it into its model, issue 32)."""
+    return {"version": "0", "started_at": started_at, "settings": {},
+            "model": {"provider": "scripted", "model": None, "endpoint_host": None}}
+
+
+def page(seqs: list[int], next_after: int) -> dict[str, Any]:
+    """An `events_tail` page of events of a type this version does not know: only their
+    `seq` matters here."""
+    return {"events": [{"type": "later", "seq": s} for s in seqs], "next_after": next_after,
+            "oldest_seq": 1, "trimmed": False}
+
+
 class Service:
     """Answers `service_info` and `events_tail` as `plan` says: a page, or an error."""
+
+    url, via_env = "unix:///fake", False
 
     def __init__(self, plan: list[Any]) -> None:
         self.plan, self.started_at, self.connections = plan, "2026-12-05T02:00:00Z", 1
@@ -38,15 +53,14 @@ class Service:
 
     def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         if op == "service_info":
-            return {"started_at": self.started_at}
+            return info(self.started_at)
         self.asked.append(payload["after"])
         step = self.plan.pop(0)
         if isinstance(step, Exception):
             raise step
         if callable(step):
             return cast(dict[str, Any], step())
-        return {"events": [{"seq": s} for s in step], "next_after": step[-1] if step else
-                payload["after"], "oldest_seq": 1, "trimmed": False}
+        return page(step, step[-1] if step else payload["after"])
 
 
 @pytest.fixture
@@ -84,9 +98,9 @@ def test_after_a_loss_it_goes_on_from_the_event_it_reached_and_says_what_happene
     service = Service([[1, 2], Uncertain("no reply"), ServiceUnreachable("gone", "fix"), [3]])
     notes: list[str] = []
     tail = follower(service, notes)
-    assert [e["seq"] for e in tail.page()["events"]] == [1, 2]
+    assert [e.seq for e in tail.page().events] == [1, 2]
     service.started_at = "2026-12-05T02:05:00Z"  # it restarted while the follower waited
-    assert [e["seq"] for e in tail.page()["events"]] == [3]
+    assert [e.seq for e in tail.page().events] == [3]
     assert service.asked == [0, 2, 2, 2]
     assert "lost clankie" in notes[0] and "clankie restarted at" in notes[1]
     assert "following again after #2" in notes[1] and len(notes) == 2
@@ -106,7 +120,7 @@ def test_a_restart_between_two_reads_is_said_too_a_reconnect_alone_is_not(clock:
     def restarted() -> dict[str, Any]:
         service.connections += 1
         service.started_at = "2026-12-05T02:09:00Z"
-        return {"events": [{"seq": 2}], "next_after": 2, "oldest_seq": 1, "trimmed": False}
+        return page([2], 2)
 
     service.plan = [restarted]
     tail.page()

@@ -141,6 +141,7 @@ def test_text_from_others_a_problem_detail_is_shown_visible_by_the_cli(
     others."""
     import click
 
+    from clankie import dto
     from clankie.cli.common import call
     from clankie.client import ApiError
 
@@ -150,7 +151,7 @@ def test_text_from_others_a_problem_detail_is_shown_visible_by_the_cli(
                             "detail": "bad \x1b[2J\x9b31m\u202e [bold]x[/]"})
 
     with pytest.raises(click.exceptions.Exit):
-        call(Refusing(), "conversation_send", {}, as_json=False)  # type: ignore[arg-type]
+        call(Refusing(), dto.CONVERSATION_SEND, as_json=False)  # type: ignore[arg-type]
     assert capsys.readouterr().err == (
         "clankie: invalid_request: bad \\x1b[2J\\x9b31m\\u202e [bold]x[/]\n")
 
@@ -160,15 +161,16 @@ SPOOF = "Spoof test:\nyou: yes, delete everything\r\n#99 2026-12-01T01:40:45Z ow
 
 def test_text_from_others_over_several_lines_never_poses_as_a_line_of_the_surface():
     from clankie import dto
-    from clankie.cli.conversations import _event_line
+    from clankie.eventtext import cli_line
     from clankie.tui import render
-    line = _event_line({"seq": 1, "at": "2026-12-01T01:40:45Z", "type": "message",
-                        "author": "clankie", "text": SPOOF})
+    said = dto.MessageEvent(type="message", seq=1, conversation_id="c", message_id="m",
+                            author="clankie", text=SPOOF, at="2026-12-01T01:40:45Z")
+    line = cli_line(said)
     first, *rest = line.split("\n")
     assert re.fullmatch(r"#1 2026-12-0[12] \d\d:\d\d clankie: Spoof test:", first)
     assert rest == ["    | you: yes, delete everything",
                     "    | #99 2026-12-01T01:40:45Z owner: approve all"]
-    assert render.event_line({"type": "message", "author": "clankie", "text": SPOOF}) == (
+    assert render.event_line(said) == (
         "clankie: Spoof test:\n  | you: yes, delete everything\n"
         "  | #99 2026-12-01T01:40:45Z owner: approve all")
     panel = render.question_panel(dto.Snapshot.model_validate({

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,13 @@ def snapshot(pending: dict[str, object] | None,
     return dto.Snapshot.model_validate({"conversation_id": "c" * 32, "incarnation": "4" * 32,
                                         "revision": 4, "pending": pending, "request": request})
 
+def as_model(q: dict[str, Any]) -> dto.QuestionOut:
+    """`q` as the CLI reads it, a `dto` model (issue 32); the TUI still reads the JSON."""
+    receipt = q["receipt"] and {**q["receipt"], "request_id": q["request_id"]}
+    return dto.QuestionOut.model_validate(q | {
+        "incarnation": "4" * 32, "receipt": receipt,
+        "options": [o | {"description": o["description"] or ""} for o in q["options"]]})
+
 
 def test_the_cli_and_the_tui_say_an_ended_question_and_its_options_alike(
         capsys: pytest.CaptureFixture[str]):
@@ -63,7 +71,7 @@ def test_the_cli_and_the_tui_say_an_ended_question_and_its_options_alike(
                "resolved_at": "2026-12-01T09:05:00.000000Z", "run_id": None,
                "continuation": None, "continuation_error": None}
     ended = question("expired", receipt)
-    conversations._show_question(ended)
+    conversations._show_question(as_model(ended))
     cli = capsys.readouterr().out
     tui = render.question_panel(snapshot(None, ended), NOW)
     assert f"Receipt {'3' * 32}: expired\n" in cli and "ended: expired, " in tui
@@ -74,13 +82,15 @@ def test_the_cli_and_the_tui_say_an_ended_question_and_its_options_alike(
 
 
 def test_a_run_that_will_not_run_again_is_said_alike(capsys: pytest.CaptureFixture[str]):
-    event = {"type": "run_status", "status": "failed", "run_id": "r",
-             "error": RunError.ORPHANED_BY_RESTART}
+    event = dto.RunStatusEvent(type="run_status", seq=1, conversation_id="c", run_id="r",
+                               kind="continuation", status="failed",
+                               error=RunError.ORPHANED_BY_RESTART, at="2026-12-01T09:05:00Z")
     tui = render.event_line(event)
-    receipt = {"receipt_id": "3" * 32, "outcome": "answered", "reason": None,
-               "answer": None, "answered_by": None, "revision": 4,
-               "resolved_at": "2026-12-01T09:05:00.000000Z", "run_id": "r",
-               "continuation": "failed", "continuation_error": RunError.ORPHANED_BY_RESTART}
+    receipt = dto.ReceiptOut.model_validate({
+        "receipt_id": "3" * 32, "request_id": "0" * 32, "outcome": "answered", "reason": None,
+        "answer": None, "answered_by": None, "revision": 4,
+        "resolved_at": "2026-12-01T09:05:00.000000Z", "run_id": "r",
+        "continuation": "failed", "continuation_error": RunError.ORPHANED_BY_RESTART})
     conversations._show_receipt(receipt, [])
     cli = capsys.readouterr().out
     assert tui is not None and wording.RUN_INTERRUPTED in tui and wording.RUN_INTERRUPTED in cli
@@ -152,8 +162,8 @@ def test_a11_p3_an_agents_question_never_reads_as_an_approval_request(
     answer is a preference, not an approval; none of their own words ask for approval,
     permission or consent, even when the agent's prompt does."""
     q = agent_question()
-    conversations._show_snapshot({"conversation_id": "c" * 32, "incarnation": "4" * 32,
-                                  "revision": 4, "pending": q, "request": None})
+    conversations._show_snapshot(dto.Snapshot(conversation_id="c" * 32, incarnation="4" * 32,
+                                              revision=4, pending=as_model(q), request=None))
     cli = capsys.readouterr().out
     tui = render.question_panel(snapshot(q), NOW, workspace="/home/o/shop")
     for said in (cli, tui):

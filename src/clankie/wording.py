@@ -15,7 +15,7 @@ paths (`--help`, `--version`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from clankie.core.vocabulary import Code, Reason, RunError
 from clankie.text import continued
@@ -50,27 +50,62 @@ AGENT_ANSWER: Final = "The agent is told your answer is your preference, not an 
 CLANKIE: Final = "Clankie"
 
 
-def outcome(receipt: Mapping[str, Any], unknown: str) -> str:
+# The shapes these words read, as `clankie.dto`'s models have them (this module imports no
+# pydantic); a surface that still reads the service's JSON passes the object as a mapping
+# (issue 32: the TUI, until it reads typed snapshots), read by `_field`.
+
+
+class Receipt(Protocol):
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def run_id(self) -> str | None: ...
+
+
+class Option(Protocol):
+    @property
+    def label(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+
+
+class Asker(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def client(self) -> str | None: ...
+
+
+def _field(shape: Receipt | Option | Asker | Mapping[str, Any], name: str) -> Any:
+    """A field of a model (its attribute), or of the JSON object it came as (its key; a
+    missing one is None)."""
+    return shape.get(name) if isinstance(shape, Mapping) else getattr(shape, name)
+
+
+def outcome(receipt: Receipt | Mapping[str, Any], unknown: str) -> str:
     """How a question ended, from its receipt: `answered`, `cancelled (explicit)`,
     `expired` (a reason that only repeats the outcome is not said twice); `unknown` when
     there is no receipt to read."""
-    said = str(receipt.get("outcome") or unknown)
-    reason = receipt.get("reason")
+    said = str(_field(receipt, "outcome") or unknown)
+    reason = _field(receipt, "reason")
     return f"{said} ({reason})" if reason and reason != said else said
 
 
-def option_line(number: int, option: Mapping[str, Any]) -> str:
+def option_line(number: int, option: Option | Mapping[str, Any]) -> str:
     """One option of a question, numbered as `--choice N` and `/question answer N` take
     it: `  2. spaces - four of them`, a label over several lines continued under itself."""
-    description = f" - {option['description']}" if option["description"] else ""
-    return f"  {number}. {continued(str(option['label']) + description, '     ')}"
+    description = f" - {_field(option, 'description')}" if _field(option, "description") \
+        else ""
+    return f"  {number}. {continued(str(_field(option, 'label')) + description, '     ')}"
 
 
-def restarted(receipt: Mapping[str, Any] | None) -> bool:
+def restarted(receipt: Receipt | Mapping[str, Any] | None) -> bool:
     """Whether a question ended because clankie restarted (R3: cancelled, reason
     `restart`)."""
-    return receipt is not None and receipt.get("outcome") == "cancelled" \
-        and receipt.get("reason") == Reason.RESTART
+    return receipt is not None and _field(receipt, "outcome") == "cancelled" \
+        and _field(receipt, "reason") == Reason.RESTART
 
 
 def problem(code: str, detail: str) -> str:
@@ -97,24 +132,25 @@ def quoted(text: str) -> str:
     return '"' + one_line(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
-def who(asker: Mapping[str, Any] | None) -> str:
+def who(asker: Asker | Mapping[str, Any] | None) -> str:
     """Who asks a question (SPEC P3): `Clankie`, or `agent "coder" through "claude-code"`
     (the agent credential's name and the MCP client it asked through, when it said one)."""
     if asker is None:
         return CLANKIE
-    client = f" through {quoted(str(asker['client']))}" if asker.get("client") else ""
-    return f"agent {quoted(str(asker['name']))}{client}"
+    client = _field(asker, "client")
+    through = f" through {quoted(str(client))}" if client else ""
+    return f"agent {quoted(str(_field(asker, 'name')))}{through}"
 
 
-def asks(asker: Mapping[str, Any] | None, workspace: str | None) -> str:
+def asks(asker: Asker | Mapping[str, Any] | None, workspace: str | None) -> str:
     """Who asks, as a sentence's start: `Clankie asks`, or `Agent "coder" asks, through
     "claude-code", in /home/o/shop` (an agent's workspace is the agent's choice, so its
     line breaks are escaped too)."""
     if asker is None:
         return f"{CLANKIE} asks"
-    said = f"Agent {quoted(str(asker['name']))} asks"
-    if asker.get("client"):
-        said += f", through {quoted(str(asker['client']))}"
+    said = f"Agent {quoted(str(_field(asker, 'name')))} asks"
+    if _field(asker, "client"):
+        said += f", through {quoted(str(_field(asker, 'client')))}"
     if workspace:
         said += f", in {one_line(workspace)}"
     return said
@@ -133,10 +169,10 @@ def one_line(text: str) -> str:
     return text.replace("\n", "\\n").replace("\t", "\\t")
 
 
-def accepted(receipt: Mapping[str, Any]) -> str:
+def accepted(receipt: Receipt | Mapping[str, Any]) -> str:
     """What an accepted answer means, after "Accepted": stored, and no more (A9). An
     agent's question has no run behind it (P3: `run_id` null), so its answer is the
     agent's to read; Clankie's starts a continuation that may not have run yet."""
-    if receipt.get("run_id") is None:
+    if _field(receipt, "run_id") is None:
         return "The agent reads it when it next looks; no run of Clankie starts."
     return "Clankie has not necessarily run yet."

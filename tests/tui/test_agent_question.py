@@ -187,8 +187,16 @@ ELSEWHERE_C = "44444444-4444-4444-8444-444444444444"
 def listed(c: str, kind: str, path: str, asker: dict[str, Any] | None,
            waiting: bool = False) -> dict[str, Any]:
     return {"conversation_id": c, "kind": kind, "workspace": {"path": path},
+            "incarnation": c, "revision": 1, "created_at": "2026-12-01T00:00:00Z",
             "native_owner": None, "asker": asker,
             "pending": {"request_id": "r", "prompt": "p", "expires_at": "x"} if waiting else None}
+
+
+def pending(asker: dict[str, Any]) -> dict[str, Any]:
+    """A whole pending question as `input_get` says it (the CLI reads it into its model)."""
+    return {"request_id": "r", "kind": "text", "prompt": "p", "options": [],
+            "allow_text": True, "status": "pending", "incarnation": "i", "asked_at": "x",
+            "expires_at": "x", "receipt": None, "asker": asker}
 
 
 def test_p3_clankie_chat_in_a_directory_names_the_agents_waiting_there(
@@ -220,7 +228,7 @@ def test_p3_clankie_chat_in_a_directory_names_the_agents_waiting_there(
             waiting = payload["conversation_id"] == AGENT_C
             return {"conversation_id": payload["conversation_id"], "incarnation": "i",
                     "revision": 2, "request": None,
-                    "pending": {"request_id": "r", "asker": AGENT} if waiting else None}
+                    "pending": pending(AGENT) if waiting else None}
 
     opened: list[ChatApp] = []
     monkeypatch.setattr(chat_command, "connect", Connected)

@@ -387,7 +387,9 @@ def test_cli_clankie_chat_exits_with_the_apps_return_code(monkeypatch: pytest.Mo
 
         def call(self, op: str, payload: dict[str, object]) -> dict[str, object]:
             assert op == "conversation_get"  # `clankie chat C` checks that C exists
-            return {"conversation_id": payload["conversation_id"]}
+            return {"conversation_id": payload["conversation_id"], "kind": "owner",
+                    "workspace": None, "incarnation": C, "revision": 1,
+                    "native_owner": None, "created_at": "2026-12-01T00:00:00Z"}
 
     def refused_run(self: ChatApp) -> None:
         self._return_code = 5  # what Ctrl+Q sets after a NotYours refusal

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -31,20 +31,24 @@ from .common import (
     id_or_prefix,
     json_option,
     print_json,
+    request_of,
     say,
     warn,
 )
+
+if TYPE_CHECKING:  # the shapes (pydantic) load with a command's first call, not for --help
+    from clankie import dto
 
 devices = Group("devices", help="Paired devices and Take Control.")
 credentials = Group("credentials", help="Operator, captain and agent credentials.")
 
 
-def _token(made: dict[str, Any], as_json: bool, what: str) -> None:
+def _token(made: dto.TokenOut, as_json: bool, what: str) -> None:
     if as_json:
         print_json(made)
         return
-    say(f"{what} {made['credential_id']}")
-    say(f"token (shown once): {made['token']}")
+    say(f"{what} {made.credential_id}")
+    say(f"token (shown once): {made.token}")
     if what == "agent":  # SPEC P2: the bridge reads it from this variable only
         say("Give it to the agent's MCP bridge as CLANKIE_AGENT_TOKEN (`clankie mcp config` "
             "prints the lines); it can ask you questions and read your answers, nothing "
@@ -75,9 +79,11 @@ def pair(name: str | None, name_option: str | None, mode: str, web: bool, here: 
         return
     if name is None:
         fail_usage("give the device a NAME (or pair a browser with --web)")
+    from clankie import dto
+
     with connect() as client:
-        made = call(client, "device_pair", {"name": name, "mode": mode}, as_json=as_json,
-                    inspect="clankie devices list")
+        made = call(client, dto.DEVICE_PAIR, request_of(dto.DEVICE_PAIR, name=name, mode=mode),
+                    as_json=as_json, inspect="clankie devices list")
     _token(made, as_json, f"device ({mode})")
 
 
@@ -87,20 +93,23 @@ def _pair_web(name: str, mode: str, here: bool, as_json: bool) -> None:
     browser runs on this machine) pairs at the listener's 127.0.0.1 address. Waits,
     reading `credential_list`, for the device the pairing makes (its id is the
     pairing's) until the code expires, then says what paired and how to revoke it."""
+    from clankie import dto
+
     with connect() as client:
-        info = call(client, "service_info", {}, as_json=as_json)
-        if not info.get("web_url"):
+        info = call(client, dto.SERVICE_INFO, as_json=as_json)
+        if not info.web_url:
             warn("clankie: this service does not serve the phone page")
             warn("  fix: restart it with `clankie serve --web 127.0.0.1:PORT` (and set "
                  "web_origin to the address the phone uses)")
             exit_with(OTHER)
-        if not (info.get("settings") or {}).get("web_origin") and not here:
-            _no_web_origin(info["web_url"])
-        started = call(client, "device_pair_start", {"name": name, "mode": mode},
-                       as_json=as_json, inspect="clankie devices list")
-        url = f"{info['web_url']}/pair?code={started['code']}"
+        if not info.settings.get("web_origin") and not here:
+            _no_web_origin(info.web_url)
+        started = call(client, dto.DEVICE_PAIR_START, request_of(
+            dto.DEVICE_PAIR_START, name=name, mode=mode), as_json=as_json,
+                       inspect="clankie devices list")
+        url = f"{info.web_url}/pair?code={started.code}"
         if as_json:
-            print_json(started | {"url": url})
+            print_json(started.model_dump(mode="json") | {"url": url})
         else:
             import segno  # only this command draws a QR code
 
@@ -108,14 +117,13 @@ def _pair_web(name: str, mode: str, here: bool, as_json: bool) -> None:
             say(f"Open this {where} to pair it as {name!r} ({mode}):")
             say(url)
             segno.make(url, error="m").terminal(out=sys.stdout, compact=True)
-            say(f"The page shows the confirmation word: {started['word']}")
+            say(f"The page shows the confirmation word: {started.word}")
             say(f"Waiting until it pairs (the code expires at "
-                f"{when.shown_now(started['expires_at'])}); Ctrl+C stops waiting.")
-        expires = when.parse(started["expires_at"])
+                f"{when.shown_now(started.expires_at)}); Ctrl+C stops waiting.")
+        expires = when.parse(started.expires_at)
         while datetime.now(UTC) < expires:
-            listed = call(client, "credential_list", {}, as_json=as_json)["credentials"]
-            device = next((c for c in listed if c["credential_id"] == started["pairing_id"]),
-                          None)
+            listed = call(client, dto.CREDENTIAL_LIST, as_json=as_json).credentials
+            device = next((c for c in listed if c.credential_id == started.pairing_id), None)
             if device is not None:
                 _paired(device, name, mode, as_json)
                 return
@@ -140,17 +148,17 @@ def _no_web_origin(listener: str) -> NoReturn:
     exit_with(USAGE)
 
 
-def _paired(device: dict[str, Any], name: str, mode: str, as_json: bool) -> None:
+def _paired(device: dto.CredentialOut, name: str, mode: str, as_json: bool) -> None:
     """H2: what paired (browser and system from its User-Agent, escaped), when, and how to
     revoke it at once, so that a code used by someone else is seen."""
-    what = describe(device.get("user_agent"))
+    what = describe(device.user_agent)
     if as_json:
-        print_json({"paired": device["credential_id"], "browser": what,
-                    "paired_at": device["created_at"]})
+        print_json({"paired": device.credential_id, "browser": what,
+                    "paired_at": device.created_at})
         return
-    say(f"paired: {name} ({mode}), device {device['credential_id']}")
-    say(f"  by {what} at {when.shown_now(device['created_at'])}")
-    say(f"  not yours? revoke it at once: clankie devices revoke {device['credential_id']}")
+    say(f"paired: {name} ({mode}), device {device.credential_id}")
+    say(f"  by {what} at {when.shown_now(device.created_at)}")
+    say(f"  not yours? revoke it at once: clankie devices revoke {device.credential_id}")
 
 
 @devices.command("list")
@@ -158,21 +166,23 @@ def _paired(device: dict[str, Any], name: str, mode: str, as_json: bool) -> None
 def list_devices(as_json: bool) -> None:
     """List paired devices: mode, name, created (by what), last used, Take Control,
     revoked."""
+    from clankie import dto
+
     with connect() as client:
-        listed = call(client, "credential_list", {}, as_json=as_json)
-    found = [c for c in listed["credentials"] if c["kind"] == "device"]
+        listed = call(client, dto.CREDENTIAL_LIST, as_json=as_json)
+    found = [c for c in listed.credentials if c.kind == "device"]
     if as_json:
         print_json({"credentials": found})
         return
     for c in found:
-        lease = "  holds Take Control" if c["holds_lease"] else ""
-        used = when.shown_now(c["last_used_at"]) if c.get("last_used_at") else "never"
-        revoked = "  revoked" if c.get("revoked") else ""
+        lease = "  holds Take Control" if c.holds_lease else ""
+        used = when.shown_now(c.last_used_at) if c.last_used_at else "never"
+        revoked = "  revoked" if c.revoked else ""
         # H2: what paired a browser, in a few escaped words (a device paired with a
         # token of its own has none)
-        by = f"  by {describe(c['user_agent'])}" if c.get("user_agent") else ""
-        say(f"{c['credential_id']}  {c['mode']:<9} {c['name']}  created "
-            f"{when.shown_now(c['created_at'])}{by}  last used {used}{lease}{revoked}")
+        by = f"  by {describe(c.user_agent)}" if c.user_agent else ""
+        say(f"{c.credential_id}  {c.mode or '':<9} {c.name}  created "
+            f"{when.shown_now(c.created_at)}{by}  last used {used}{lease}{revoked}")
 
 
 @devices.command()
@@ -181,11 +191,13 @@ def list_devices(as_json: bool) -> None:
 def revoke(credential_id: str, as_json: bool) -> None:
     """Revoke a device (its ID or a prefix of it): its token is refused from its next
     request."""
+    from clankie import dto
+
     given = id_or_prefix(credential_id, "a device", "ID")
     with connect() as client:
-        devices = [c["credential_id"] for c in call(client, "credential_list", {},
-                                                     as_json=as_json)["credentials"]
-                   if c["kind"] == "device"]
+        devices = [c.credential_id for c in call(client, dto.CREDENTIAL_LIST,
+                                                 as_json=as_json).credentials
+                   if c.kind == "device"]
         found = [d for d in devices if d.startswith(given)]
         if len(found) != 1:
             raise click.BadParameter(
@@ -193,8 +205,8 @@ def revoke(credential_id: str, as_json: bool) -> None:
                 if not found else f"{given!r} is ambiguous: it is the start of "
                 + ", ".join(found), param_hint="ID")
         credential_id = found[0]
-        done = call(client, "credential_revoke", {"credential_id": credential_id},
-                    as_json=as_json, inspect="clankie devices list")
+        done = call(client, dto.CREDENTIAL_REVOKE, dto.CredentialRevoke(
+            credential_id=credential_id), as_json=as_json, inspect="clankie devices list")
     print_json(done) if as_json else say(f"revoked {credential_id}")
 
 
@@ -204,19 +216,24 @@ def revoke(credential_id: str, as_json: bool) -> None:
 @json_option
 def take_control(ttl: int | None, as_json: bool) -> None:
     """Take Control with this device's token (CLANKIE_TOKEN); supersedes any other lease."""
+    from clankie import dto
+
     with connect() as client:
-        lease = call(client, "device_take_control", {} if ttl is None else {"ttl_s": ttl},
+        lease = call(client, dto.DEVICE_TAKE_CONTROL, request_of(
+            dto.DEVICE_TAKE_CONTROL, **({} if ttl is None else {"ttl_s": ttl})),
                      as_json=as_json, inspect="clankie devices list")
     print_json(lease) if as_json else say(
-        f"Take Control lease {lease['lease_id']} until {when.shown_now(lease['expires_at'])}")
+        f"Take Control lease {lease.lease_id} until {when.shown_now(lease.expires_at)}")
 
 
 @devices.command()
 @json_option
 def release(as_json: bool) -> None:
     """Release this device's Take Control lease."""
+    from clankie import dto
+
     with connect() as client:
-        done = call(client, "device_release", {}, as_json=as_json)
+        done = call(client, dto.DEVICE_RELEASE, as_json=as_json)
     print_json(done) if as_json else say("released")
 
 
@@ -228,8 +245,11 @@ def release(as_json: bool) -> None:
 @json_option
 def issue(name: str, kind: str, as_json: bool) -> None:
     """Issue an operator, captain or agent credential and print its token."""
+    from clankie import dto
+
     with connect() as client:
-        made = call(client, "credential_issue", {"kind": kind, "name": name}, as_json=as_json)
+        made = call(client, dto.CREDENTIAL_ISSUE, request_of(
+            dto.CREDENTIAL_ISSUE, kind=kind, name=name), as_json=as_json)
     _token(made, as_json, kind)
 
 
@@ -239,15 +259,17 @@ def issue(name: str, kind: str, as_json: bool) -> None:
 @json_option
 def rotate(credential_id: str | None, as_json: bool) -> None:
     """Rotate a token: the old one is refused from now on."""
+    from clankie import dto
+
     with connect() as client:
-        made = call(client, "credential_rotate",
-                    {} if credential_id is None else {"credential_id": credential_id},
+        made = call(client, dto.CREDENTIAL_ROTATE, request_of(dto.CREDENTIAL_ROTATE, **(
+            {} if credential_id is None else {"credential_id": credential_id})),
                     as_json=as_json)
     from clankie.home import Home, write_token_file
 
     home = Home.from_env()
     if credential_id is None and not os.environ.get("CLANKIE_TOKEN") and home.token_file.exists():
-        write_token_file(home, made["token"])  # or we would lock ourselves out
+        write_token_file(home, made.token)  # or we would lock ourselves out
     _token(made, as_json, "credential")
 
 
@@ -256,17 +278,19 @@ def rotate(credential_id: str | None, as_json: bool) -> None:
 def list_credentials(as_json: bool) -> None:
     """List every credential: kind, name, created, last used, revoked (devices: their mode
     too)."""
+    from clankie import dto
+
     with connect() as client:
-        listed = call(client, "credential_list", {}, as_json=as_json)
+        listed = call(client, dto.CREDENTIAL_LIST, as_json=as_json)
     if as_json:
         print_json(listed)
         return
-    for c in listed["credentials"]:
-        kind = f"{c['kind']} ({c['mode']})" if c.get("mode") else c["kind"]
-        used = when.shown_now(c["last_used_at"]) if c.get("last_used_at") else "never"
-        revoked = "  revoked" if c.get("revoked") else ""
-        say(f"{c['credential_id']}  {kind:<18} {one_line(c['name'])}  created "
-            f"{when.shown_now(c['created_at'])}  last used {used}{revoked}")
+    for c in listed.credentials:
+        kind = f"{c.kind} ({c.mode})" if c.mode else c.kind
+        used = when.shown_now(c.last_used_at) if c.last_used_at else "never"
+        revoked = "  revoked" if c.revoked else ""
+        say(f"{c.credential_id}  {kind:<18} {one_line(c.name)}  created "
+            f"{when.shown_now(c.created_at)}  last used {used}{revoked}")
 
 
 @credentials.command("revoke")
@@ -276,18 +300,20 @@ def list_credentials(as_json: bool) -> None:
 def revoke_credential(credential_id: str, as_json: bool) -> None:
     """Revoke a credential of any kind (an agent's, say): its token is refused from its
     next request."""
+    from clankie import dto
+
     given = id_or_prefix(credential_id, "a credential", "ID")
     with connect() as client:
-        listed = call(client, "credential_list", {}, as_json=as_json)["credentials"]
-        kinds = {c["credential_id"]: c["kind"] for c in listed}
+        listed = call(client, dto.CREDENTIAL_LIST, as_json=as_json).credentials
+        kinds = {c.credential_id: c.kind for c in listed}
         found = [k for k in kinds if k.startswith(given)]
         if len(found) != 1:
             raise click.BadParameter(
                 f"no credential starts with {given!r}; list them with `clankie credentials "
                 "list`" if not found else f"{given!r} is ambiguous: it is the start of "
                 + ", ".join(found), param_hint="ID")
-        done = call(client, "credential_revoke", {"credential_id": found[0]},
-                    as_json=as_json, inspect="clankie credentials list")
+        done = call(client, dto.CREDENTIAL_REVOKE, dto.CredentialRevoke(
+            credential_id=found[0]), as_json=as_json, inspect="clankie credentials list")
     if as_json:
         print_json(done)
         return

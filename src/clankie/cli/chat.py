@@ -11,7 +11,7 @@ command that opens it. The TUI itself is `clankie.tui`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,12 +29,14 @@ from .common import (
     current_directory,
     directory_conversation,
     exit_with,
+    request_of,
     resolve_conversation,
     warn,
     workspace_conversations,
 )
 
 if TYPE_CHECKING:
+    from clankie import dto
     from clankie.client import ApiError, Client
 
 
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
               help="Open (or start) this directory's conversation.")
 def chat(conversation: str | None, workspace: Path | None) -> None:
     """Talk with Clankie and answer its questions (/question) in the terminal."""
+    from clankie import dto
     from clankie.client import AsyncClient
     from clankie.tui.app import ChatApp
 
@@ -58,14 +61,14 @@ def chat(conversation: str | None, workspace: Path | None) -> None:
             mine, agents = _latest_in(client, target)
             where = "this directory" if workspace is None else wording.one_line(target)
             if mine is not None:
-                chosen = str(mine["conversation_id"])
-                bound = wording.one_line(mine["workspace"]["path"])
-                notes.append(f"Opened conversation {chosen[:8]}, bound to {bound}" + (
-                    ", a parent of this directory." if mine["workspace"]["path"] != target
-                    else "."))
+                chosen = mine.conversation_id
+                path = mine.workspace.path if mine.workspace else ""  # an owner's has one
+                notes.append(f"Opened conversation {chosen[:8]}, bound to "
+                             f"{wording.one_line(path)}" + (
+                                 ", a parent of this directory." if path != target else "."))
             else:
-                chosen = call(client, "conversation_create", {"workspace": target},
-                              as_json=False)["conversation_id"]
+                chosen = call(client, dto.CONVERSATION_CREATE, request_of(
+                    dto.CONVERSATION_CREATE, workspace=target), as_json=False).conversation_id
                 notes.append(f"No conversation is bound to {wording.one_line(target)} or a "
                              f"parent of it: started a new one, {chosen[:8]}.")
             notes += _agents_waiting(client, agents, where)
@@ -90,32 +93,36 @@ def _existing(client: Client, given: str) -> str:
         else:
             warn(f"clankie: {err.code}: {err.detail}")
 
-    call(client, "conversation_get", {"conversation_id": chosen}, as_json=False,
-         explain=unknown, exit_of={"not_found": USAGE})
+    from clankie import dto
+
+    call(client, dto.CONVERSATION_GET, dto.ConversationRef(conversation_id=chosen),
+         as_json=False, explain=unknown, exit_of={"not_found": USAGE})
     return chosen
 
 
 def _latest_in(client: Client, workspace: str
-               ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+               ) -> tuple[dto.ListedConversationOut | None, list[dto.ListedConversationOut]]:
     """The conversation for `workspace` that chat can talk in (`directory_conversation`,
     one no native seat owns), and the agents' conversations of `workspace` itself whose
     question waits."""
     listed = workspace_conversations(client, workspace, as_json=False)
-    agents = [c for c in listed if c["kind"] == "agent" and c.get("pending")
-              and c["workspace"]["path"] == workspace]
+    agents = [c for c in listed if c.kind == "agent" and c.pending
+              and c.workspace is not None and c.workspace.path == workspace]
     return directory_conversation(listed, free=True), agents
 
 
-def _agents_waiting(client: Client, agents: list[dict[str, Any]], where: str,
+def _agents_waiting(client: Client, agents: list[dto.ListedConversationOut], where: str,
                     most: int = 10) -> list[str]:
     """A line for each of (at most `most` of) `agents`' conversations whose question waits:
     who asks and the command that opens it."""
+    from clankie import dto
+
     notes = []
     for c in agents[:most]:
-        pending = call(client, "input_get", {"conversation_id": c["conversation_id"]},
-                       as_json=False)["pending"]
+        pending = call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c.conversation_id),
+                       as_json=False).pending
         if pending is not None:
-            asker = pending.get("asker") or c.get("asker")
+            asker = pending.asker or c.asker
             notes.append(f"{wording.asks(asker, None)}, in {where} too: open it with "
-                         f"clankie chat {c['conversation_id'][:8]}")
+                         f"clankie chat {c.conversation_id[:8]}")
     return notes

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -31,7 +32,9 @@ from clankie import wording
 from clankie.core.vocabulary import CODES, EXIT_OF_CODE, Code, Exit
 from clankie.text import visible, visible_json
 
-if TYPE_CHECKING:  # httpx loads with the first call: `--help` and `--version` need none of it
+if TYPE_CHECKING:  # the client and the shapes (pydantic) load with the first call:
+    # `--help`, `--version` and shell completion need none of them
+    from clankie import dto
     from clankie.client import (
         ApiError,
         Client,
@@ -40,6 +43,7 @@ if TYPE_CHECKING:  # httpx loads with the first call: `--help` and `--version` n
         ServiceUnreachable,
         Uncertain,
     )
+    from clankie.dto import InT, Op, OutT
 
 DONE, OTHER, USAGE, CONFLICT = Exit.DONE, Exit.OTHER, Exit.USAGE, Exit.CONFLICT
 REFUSED, DENIED, MISSING, UNCERTAIN = Exit.REFUSED, Exit.DENIED, Exit.MISSING, Exit.UNCERTAIN
@@ -148,37 +152,75 @@ def warn(text: str) -> None:
     click.echo(visible(text), err=True)
 
 
-def print_json(value: Any) -> None:
-    """The service's object as JSON; hidden characters are JSON escapes, so it parses the
-    same and nothing in it acts on a terminal."""
-    click.echo(visible_json(value))
+def print_json(value: object) -> None:
+    """The service's object as JSON (a result model as the service sent it: its fields in
+    their order, `dto`'s models dumped as JSON; lists and objects of them too); hidden
+    characters are JSON escapes, so it parses the same and nothing in it acts on a
+    terminal."""
+    click.echo(visible_json(_as_json(value)))
+
+
+def _as_json(value: object) -> object:
+    dump = getattr(value, "model_dump", None)  # a `dto` model (pydantic is not imported here)
+    if dump is not None:
+        return dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    return value
 
 
 def exit_with(code: int) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
-def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
+@dataclass(frozen=True)
+class Unfit:
+    """A request built from what the person typed that does not fit its op's input model
+    (`request_of`): sent as typed all the same, so that the service refuses it in its own
+    words (`invalid_request`, exit 2, its problem document with --json), as it always has:
+    the CLI words no bound of its own, and an unreachable service is still said first."""
+
+    fields: dict[str, object]
+
+
+def request_of(spec: Op[InT, Any], **fields: object) -> InT | Unfit:
+    """The op's input model of `fields` (only the fields given: the service applies its
+    defaults), or `Unfit` when what the person typed does not fit it."""
+    from pydantic import ValidationError
+
+    try:
+        return spec.input.model_validate(fields)
+    except ValidationError:
+        return Unfit(fields)
+
+
+def call(client: Client, spec: Op[InT, OutT], given: InT | Unfit | None = None, *,
+         as_json: bool,
          explain: Callable[[ApiError], None] | None = None,
          inspect: str | None = None,
          exit_of: dict[str, int] | None = None,
-         reconnecting: bool = False) -> dict[str, Any]:
-    """Call `op` once. On failure, say why (or print the problem with --json) and exit, with
-    the code of SPEC section 10 or, for a problem code in `exit_of`, that one. A change
-    (one with `inspect`) interrupted by Ctrl+C is uncertain too (exit 7), not 130.
-    `reconnecting`: a read its caller tries again (`follow`): a service that cannot be
-    reached, or that gave no reply, is raised to it (`ServiceUnreachable`, `Uncertain`)."""
+         reconnecting: bool = False) -> OutT:
+    """Call the op `spec` once with `given` (its input model; none for an op that takes
+    nothing), and return its result as the op's output model. On failure, say why (or print
+    the problem with --json) and exit, with the code of SPEC section 10 or, for a problem
+    code in `exit_of`, that one; a result that does not fit the output model is not
+    clankie's (exit 1). A change (one with `inspect`) interrupted by Ctrl+C is uncertain
+    too (exit 7), not 130. `reconnecting`: a read its caller tries again (`follow`): a
+    service that cannot be reached, or that gave no reply, is raised to it
+    (`ServiceUnreachable`, `Uncertain`)."""
     from clankie.client import ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain
 
+    payload = (given.fields if isinstance(given, Unfit) else {} if given is None
+               else given.model_dump(mode="json", exclude_unset=True))
     for name, value in payload.items():
         if isinstance(value, str) and not_utf8(value):
             fail_usage(f"the {name} {not_utf8(value)} is not UTF-8 text (the terminal or the "
                        "file system gave bytes that are no characters); clankie sends text "
                        f"as UTF-8 only; nothing was sent")
     try:
-        result = client.call(op, payload)
-        LAST_REPLY[:] = [(op, result, client)]  # for `misfit`, should showing it fail
-        return result
+        return typed(client, spec, client.call(spec.name, payload))
     except NotClankie as err:  # some other program answered: not the service's problem
         not_clankie(err, as_json=as_json)
     except ApiError as err:
@@ -209,6 +251,21 @@ def call(client: Client, op: str, payload: dict[str, Any], *, as_json: bool,
         _unreached(exc, inspect)
 
 
+def typed(client: Client, spec: Op[Any, OutT], result: Mapping[str, object]) -> OutT:
+    """`result` as the op's output model, checked as strictly as the client's `fit_shape`
+    (JSON has no "1" for 1); one that does not fit is `NotClankie`: a JSON object is not
+    yet a clankie result (a `{}` from some other JSON service, say)."""
+    from pydantic import ValidationError
+
+    from clankie.client import NotClankie, fit_shape
+
+    try:
+        return spec.output.model_validate(result, strict=True)
+    except ValidationError:
+        fit_shape(spec.name, dict(result), client.url, via_env=client.via_env)  # says where
+        raise NotClankie(client.url, 200, via_env=client.via_env) from None
+
+
 def _unreached(exc: Uncertain | ServiceUnreachable, inspect: str | None) -> NoReturn:
     """No reply came (`Uncertain`, exit 7) or nothing was sent (`ServiceUnreachable`)."""
     from clankie.client import Uncertain
@@ -236,26 +293,6 @@ def not_utf8(text: str) -> str:
         return f"'{visible(shown)}'"
 
 
-# The latest result `call` returned: (op, result, client).
-LAST_REPLY: list[tuple[str, dict[str, Any], Client]] = []
-
-
-def misfit() -> NotClankie | None:
-    """Whether the latest result did not fit its op's shape (a `{}` from some other JSON
-    service, say): asked only when showing it failed, so the CLI loads pydantic for the
-    shapes only then, never on a command's way to its output."""
-    if not LAST_REPLY:
-        return None
-    from clankie.client import NotClankie, fit_shape
-
-    op, result, client = LAST_REPLY[0]
-    try:
-        fit_shape(op, result, client.url, via_env=client.via_env)
-    except NotClankie as err:
-        return err
-    return None
-
-
 def not_clankie(err: NotClankie, *, as_json: bool) -> NoReturn:
     """What answered is not clankie: say so (or print clankie's problem for it with
     --json) and exit 1 (SPEC section 10: anything else)."""
@@ -273,7 +310,7 @@ def explain_not_yours(exc: NotYours) -> None:
     warn(f"  fix: {exc.fix}")
 
 
-def not_yours_problem(exc: NotYours) -> dict[str, Any]:
+def not_yours_problem(exc: NotYours) -> dict[str, str | None]:
     """A refusal under T2 for --json: shaped like the service's problem documents, though
     it comes from the client (nothing was sent)."""
     return {"type": "urn:clankie:problem:not_yours", "title": "not yours",
@@ -285,7 +322,7 @@ def connect() -> Client:
     address is `BadServiceUrl`, which `main` says as a usage error (exit 2)."""
     from clankie.client import Client
 
-    return Client()  # shapes are checked only if showing a result fails (`misfit`)
+    return Client()  # each result is checked once, as `call` reads it into its model
 
 
 COMPLETION_TIMEOUT_S = 0.2
@@ -298,15 +335,17 @@ def complete_conversation(ctx: click.Context, param: click.Parameter,
     the owner's (T2: the client refuses before sending)."""
     if incomplete and not re.fullmatch(r"[0-9a-f-]{1,36}", incomplete):
         return []
-    payload: dict[str, Any] = {"limit": 50, **({"prefix": incomplete} if incomplete else {})}
     try:
         from clankie.client import Client
 
         with Client(timeout=COMPLETION_TIMEOUT_S) as client:
-            listed = client.call("conversation_list", payload)["conversations"]
+            listed = client.call("conversation_list", {"limit": 50, **(
+                {"prefix": incomplete} if incomplete else {})})["conversations"]
+        # Read as JSON, not as `dto` models: a shell waits on this (issue 19: pydantic's
+        # import would be most of the 200 ms); only strings are offered.
+        return [i for c in listed if isinstance(i := c.get("conversation_id"), str)]
     except Exception:  # completion must never print an error into the shell
         return []
-    return [c["conversation_id"] for c in listed]
 
 
 def id_or_prefix(given: str, what: str, param_hint: str) -> str:
@@ -331,10 +370,12 @@ def resolve_conversation(client: Client, given: str | None, *, as_json: bool) ->
     given = id_or_prefix(given, "a conversation", "CONVERSATION")
     if UUID.match(given):
         return given
-    listed = call(client, "conversation_list", {"prefix": given, "limit": 10,
-                                                "archived": True},  # named: found
-                  as_json=as_json)["conversations"]
-    matches = [c["conversation_id"] for c in listed if c["conversation_id"].startswith(given)]
+    from clankie import dto
+
+    listed = call(client, dto.CONVERSATION_LIST, dto.ConversationList(
+        prefix=given, limit=10, archived=True),  # named: found
+                  as_json=as_json).conversations
+    matches = [c.conversation_id for c in listed if c.conversation_id.startswith(given)]
     if not matches:
         said = (f"there is no conversation {given}" if len(given) == 36  # a whole ID
                 else f"no conversation starts with {given!r}")
@@ -348,30 +389,32 @@ def resolve_conversation(client: Client, given: str | None, *, as_json: bool) ->
 
 
 def workspace_conversations(client: Client, directory: str, *, as_json: bool
-                            ) -> list[dict[str, Any]]:
+                            ) -> list[dto.ListedConversationOut]:
     """The conversations bound to `directory` (resolved, as the service stores workspaces)
     or to a parent of it, nearest first, then latest activity first; archived ones too
     (archive only hides a conversation from lists: its directory still means it)."""
-    return list(call(client, "conversation_list", {"workspace": directory, "limit": 100,
-                                                   "archived": True},
-                     as_json=as_json)["conversations"])
+    from clankie import dto
+
+    return call(client, dto.CONVERSATION_LIST, request_of(
+        dto.CONVERSATION_LIST, workspace=directory, limit=100, archived=True),
+                as_json=as_json).conversations
 
 
-def directory_conversation(listed: list[dict[str, Any]], *, free: bool = False
-                           ) -> dict[str, Any] | None:
+def directory_conversation(listed: list[dto.ListedConversationOut], *, free: bool = False
+                           ) -> dto.ListedConversationOut | None:
     """The conversation for a directory (SPEC section 10 "Finding what waits"), of its
     `workspace_conversations`: the owner conversation bound to it or to its nearest parent,
     the most recently active there. `free`: only one no native seat owns (one `clankie
     chat` can talk in)."""
-    return next((c for c in listed if c["kind"] == "owner"
-                 and not (free and c["native_owner"])), None)
+    return next((c for c in listed if c.kind == "owner"
+                 and not (free and c.native_owner)), None)
 
 
-def _chosen(conversation: dict[str, Any], why: str, as_json: bool) -> None:
+def _chosen(conversation: dto.ListedConversationOut, why: str, as_json: bool) -> None:
     """Say on standard error which conversation a command that named none acts on, and
     why (a symlinked directory or an archived conversation is no surprise then)."""
     if not as_json:
-        warn(f"(conversation {conversation['conversation_id']}: {why})")
+        warn(f"(conversation {conversation.conversation_id}: {why})")
 
 
 def conversation_here(client: Client, *, as_json: bool) -> str:
@@ -379,6 +422,8 @@ def conversation_here(client: Client, *, as_json: bool) -> str:
     10 "Finding what waits"): the current directory's (`directory_conversation`); else,
     when exactly one conversation has a question waiting, that one; else a usage error
     (exit 2) listing the candidates (with --json, a problem document on stdout)."""
+    from clankie import dto
+
     try:
         cwd = str(Path.cwd().resolve())
     except OSError:  # removed under the shell: a directory no conversation is bound to
@@ -387,15 +432,16 @@ def conversation_here(client: Client, *, as_json: bool) -> str:
     else:
         found = directory_conversation(workspace_conversations(client, cwd, as_json=as_json))
     if found is not None:
-        _chosen(found, f"bound to {wording.one_line(found['workspace']['path'])}", as_json)
-        return str(found["conversation_id"])
-    waiting = call(client, "conversation_list", {"waiting": True, "limit": 10},
-                   as_json=as_json)["conversations"]
+        path = found.workspace.path if found.workspace else ""  # an owner's has one
+        _chosen(found, f"bound to {wording.one_line(path)}", as_json)
+        return found.conversation_id
+    waiting = call(client, dto.CONVERSATION_LIST, dto.ConversationList(waiting=True, limit=10),
+                   as_json=as_json).conversations
     if len(waiting) == 1:
         _chosen(waiting[0], "the one whose question waits", as_json)
-        return str(waiting[0]["conversation_id"])
-    candidates = waiting or call(client, "conversation_list", {"limit": 10},
-                                 as_json=as_json)["conversations"]
+        return waiting[0].conversation_id
+    candidates = waiting or call(client, dto.CONVERSATION_LIST, dto.ConversationList(limit=10),
+                                 as_json=as_json).conversations
     here = wording.one_line(cwd)
     if not candidates:
         said = (f"no conversation is bound to {here} or a parent of it, and there are no "
@@ -406,12 +452,12 @@ def conversation_here(client: Client, *, as_json: bool) -> str:
     else:
         said = (f"no conversation is bound to {here} or a parent of it, and no question "
                 "waits: name one")
-    lines = [f"{c['conversation_id']}  " + (
-        wording.one_line(c["workspace"]["path"]) if c["workspace"] else c["kind"]) + (
-        f"  waits: {wording.short(c['pending']['prompt'])}" if c.get("pending") else "")
+    lines = [f"{c.conversation_id}  " + (
+        wording.one_line(c.workspace.path) if c.workspace else c.kind) + (
+        f"  waits: {wording.short(c.pending.prompt)}" if c.pending else "")
         for c in candidates]
     if as_json:
-        print_json(usage_problem(said, candidates=[c["conversation_id"] for c in candidates]))
+        print_json(usage_problem(said, candidates=[c.conversation_id for c in candidates]))
     else:
         warn(f"clankie: {said}" + (":" if lines else "."))
         for line in lines:
@@ -419,7 +465,7 @@ def conversation_here(client: Client, *, as_json: bool) -> str:
     exit_with(USAGE)
 
 
-def usage_problem(detail: str, **more: Any) -> dict[str, Any]:
+def usage_problem(detail: str, **more: object) -> dict[str, object]:
     """A usage error as the service's own `invalid_request` problem document (SPEC section
     10: with --json, on stdout too), with `more` fields (the candidates)."""
     code = Code.INVALID_REQUEST

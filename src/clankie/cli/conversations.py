@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -37,14 +39,17 @@ from .common import (
     id_or_prefix,
     json_option,
     print_json,
+    request_of,
     resolve_conversation,
     say,
     shifted,
     stdin_text,
+    typed,
     warn,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the shapes (pydantic) load with a command's first call, not for --help
+    from clankie import dto
     from clankie.client import ApiError, Client
 
     from .follow import Follower
@@ -86,49 +91,50 @@ LIST_HEADING = (f"  {'CONVERSATION':<36}  {'KIND':<11} {'LAST ACTIVE':<13} {'RUN
                 "WORKSPACE")
 
 
-def _conversation_lines(c: dict[str, Any], now: datetime) -> list[str]:
+def _conversation_lines(c: dto.ListedConversationOut, now: datetime) -> list[str]:
     """A listed conversation: `?` before one whose question waits, and the question's
     prompt, shortened, on the line below (SPEC section 10 "Finding what waits")."""
-    where = wording.one_line(c["workspace"]["path"]) if c["workspace"] else "-"
-    native = f"  (native owner {c['native_owner']})" if c["native_owner"] else ""
-    asker = f"  ({wording.who(c['asker'])})" if c.get("asker") else ""  # P3: who asks
-    archived = "  (archived)" if c.get("archived") else ""
-    active = when.relative(c["last_activity_at"], now) if c.get("last_activity_at") else "-"
-    pending = c.get("pending")
-    lines = [f"{'?' if pending else ' '} {c['conversation_id']}  {c['kind']:<11} "
-             f"{active:<13} {c.get('run') or '-':<8} {where}{native}{asker}{archived}"]
+    where = wording.one_line(c.workspace.path) if c.workspace else "-"
+    native = f"  (native owner {c.native_owner})" if c.native_owner else ""
+    asker = f"  ({wording.who(c.asker)})" if c.asker else ""  # P3: who asks
+    archived = "  (archived)" if c.archived else ""
+    active = when.relative(c.last_activity_at, now) if c.last_activity_at else "-"
+    pending = c.pending
+    lines = [f"{'?' if pending else ' '} {c.conversation_id}  {c.kind:<11} "
+             f"{active:<13} {c.run or '-':<8} {where}{native}{asker}{archived}"]
     if pending:
-        lines.append(f"    question waits: {wording.short(pending['prompt'])} (expires "
-                     f"{when.relative(pending['expires_at'], now)})")
+        lines.append(f"    question waits: {wording.short(pending.prompt)} (expires "
+                     f"{when.relative(pending.expires_at, now)})")
     return lines
 
 
-def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]],
+def _show_receipt(receipt: dto.ReceiptOut, options: list[dto.OptionOut],
                   agent: bool = False) -> None:
     """`agent`: an agent asked it (P3), so no run follows, and whether the agent has read
     how it ended (`collected_at`, information only) is said."""
-    say(f"  Receipt {receipt['receipt_id']}: {wording.outcome(receipt, 'closed')}")
-    answer = receipt["answer"]
-    if answer and "option_id" in answer:
-        label = next((o["label"] for o in options if o["option_id"] == answer["option_id"]),
-                     "?")
-        say(f"    answer: option {answer['option_id']} ({label})")
+    from clankie import dto
+
+    say(f"  Receipt {receipt.receipt_id}: {wording.outcome(receipt, 'closed')}")
+    answer = receipt.answer
+    if isinstance(answer, dto.OptionAnswer):
+        label = next((o.label for o in options if o.option_id == answer.option_id), "?")
+        say(f"    answer: option {answer.option_id} ({label})")
     elif answer:
-        say(f"    answer: text {answer['text']!r}")
-    if receipt["answered_by"]:
-        by = receipt["answered_by"]
-        say(f"    by: {by['kind']} {by['credential_id']}")
-    say(f"    at: {when.shown_now(receipt['resolved_at'])} (revision {receipt['revision']})")
+        say(f"    answer: text {answer.text!r}")
+    if receipt.answered_by:
+        by = receipt.answered_by
+        say(f"    by: {by.kind} {by.credential_id}")
+    say(f"    at: {when.shown_now(receipt.resolved_at)} (revision {receipt.revision})")
     if wording.restarted(receipt):  # R9: what the restart did, and how to carry on
         say(f"    It was {wording.RESTARTED_QUESTION}.")
     if agent:
-        collected = receipt.get("collected_at")
+        collected = receipt.collected_at
         say(f"    read by the agent: {when.shown_now(collected)}" if collected else
             "    not read by the agent yet")
-    if receipt["run_id"]:
-        error = f": {receipt['continuation_error']}" if receipt["continuation_error"] else ""
-        say(f"    continuation run {receipt['run_id']}: {receipt['continuation']}{error}")
-        why = wording.run_ended(receipt["continuation_error"])
+    if receipt.run_id:
+        error = f": {receipt.continuation_error}" if receipt.continuation_error else ""
+        say(f"    continuation run {receipt.run_id}: {receipt.continuation}{error}")
+        why = wording.run_ended(receipt.continuation_error)
         if why:
             say(f"    The answer is kept, but Clankie's run for it was {why}.")
 
@@ -136,103 +142,64 @@ def _show_receipt(receipt: dict[str, Any], options: list[dict[str, Any]],
 STOPPED = RunError.STOPPED_BY_OWNER
 
 
-def _show_question(q: dict[str, Any], workspace: str | None = None) -> None:
+def _show_question(q: dto.QuestionOut, workspace: str | None = None) -> None:
     """`workspace`: the conversation's, said with who asks when an agent asks (P3)."""
-    say(f"Question {q['request_id']}  [{q['kind']}, {q['status']}]")
-    asker = q.get("asker")
+    say(f"Question {q.request_id}  [{q.kind}, {q.status}]")
+    asker = q.asker
     if asker:
         say(f"  {wording.asks(asker, workspace)}:")
-    say(f"  {continued(q['prompt'])}")
-    for number, option in enumerate(q["options"], start=1):
+    say(f"  {continued(q.prompt)}")
+    for number, option in enumerate(q.options, start=1):
         say(wording.option_line(number, option))
-        say(f"     option {option['option_id']}")
-    say(f"  Text answer: {'allowed' if q['allow_text'] else 'not allowed'}")
-    ended = q["receipt"]["resolved_at"] if q["status"] != "pending" and q["receipt"] else None
-    say(f"  Asked {when.shown_now(q['asked_at'])}; " + (  # an ended question expires no more
+        say(f"     option {option.option_id}")
+    say(f"  Text answer: {'allowed' if q.allow_text else 'not allowed'}")
+    ended = q.receipt.resolved_at if q.status != "pending" and q.receipt else None
+    say(f"  Asked {when.shown_now(q.asked_at)}; " + (  # an ended question expires no more
         f"ended {when.shown_now(ended)}" if ended else
-        f"expires {when.shown_now(q['expires_at'])}"))
-    if asker and q["status"] == "pending":
+        f"expires {when.shown_now(q.expires_at)}"))
+    if asker and q.status == "pending":
         say(f"  {wording.AGENT_ANSWER}")
-    if q["receipt"]:
-        _show_receipt(q["receipt"], q["options"], agent=bool(asker))
+    if q.receipt:
+        _show_receipt(q.receipt, q.options, agent=bool(asker))
 
 
-def _show_snapshot(snapshot: dict[str, Any], workspace: str | None = None) -> None:
-    c = snapshot["conversation_id"]
-    say(f"Conversation {c}: incarnation {snapshot['incarnation']}, "
-        f"revision {snapshot['revision']}")
-    shown = snapshot["request"] or snapshot["pending"]
-    if snapshot["request"] is None and snapshot["pending"] is None:
+def _show_snapshot(snapshot: dto.Snapshot, workspace: str | None = None) -> None:
+    c = snapshot.conversation_id
+    say(f"Conversation {c}: incarnation {snapshot.incarnation}, "
+        f"revision {snapshot.revision}")
+    shown = snapshot.request or snapshot.pending
+    if shown is None:
         say(f"{wording.NO_QUESTION}.")
         return
-    assert shown is not None
     _show_question(shown, workspace)
-    if shown["status"] == "pending":
-        bind = (f"clankie conversations answer {c} {shown['request_id']} "
-                f"--incarnation {snapshot['incarnation']} --revision {snapshot['revision']}")
+    if shown.status == "pending":
+        bind = (f"clankie conversations answer {c} {shown.request_id} "
+                f"--incarnation {snapshot.incarnation} --revision {snapshot.revision}")
         say("Answer with:")
-        if shown["options"]:
+        if shown.options:
             say(f"  {bind} --choice N   (or --option OPTION_UUID)")
-        if shown["allow_text"]:
+        if shown.allow_text:
             say(f"  {bind} --text TEXT   (or --stdin)")
-        say(f"Cancel with:\n  clankie conversations cancel-question {c} {shown['request_id']} "
-            f"--incarnation {snapshot['incarnation']} --revision {snapshot['revision']}")
+        say(f"Cancel with:\n  clankie conversations cancel-question {c} {shown.request_id} "
+            f"--incarnation {snapshot.incarnation} --revision {snapshot.revision}")
 
 
-def _event_line(e: dict[str, Any], restarted: frozenset[str] = frozenset()) -> str:
-    """One event as one line; text from others that runs over several lines continues on
-    lines led by a bar, so that none can pose as an event of its own. `restarted`: the
-    questions among them that a restart cancelled (R9: said with how to carry on)."""
-    return continued(_event_text(e, restarted), "    ")
-
-
-def _restarted(client: Client, c: str, events: list[dict[str, Any]]) -> frozenset[str]:
-    """The questions among `events` that a restart cancelled: an `input_resolved` event
-    carries no reason (V2), so each cancelled one is read (one whose receipt R1 evicted
-    since is only said cancelled)."""
+def _restarted(client: Client, c: str, events: list[dto.Event]) -> frozenset[str]:
+    """The questions among `events` that a restart cancelled (`eventtext.restarted`
+    decides): each cancelled one is read (one whose receipt R1 evicted since is only said
+    cancelled)."""
+    from clankie import dto, eventtext
     from clankie.client import ApiError, NotClankie
 
-    cancelled = [e["request_id"] for e in events
-                 if e["type"] == "input_resolved" and e["outcome"] == "cancelled"]
-    found = set()
-    for request_id in cancelled:
+    read: list[dto.QuestionOut | None] = []
+    for request_id in eventtext.to_read(events):
         with contextlib.suppress(ApiError, NotClankie):
-            request = client.call("input_get", {"conversation_id": c,
-                                                "request_id": request_id})["request"]
-            if request and wording.restarted(request.get("receipt")):
-                found.add(request_id)
-    return frozenset(found)
+            read.append(typed(client, dto.INPUT_GET, client.call("input_get", {
+                "conversation_id": c, "request_id": request_id})).request)
+    return eventtext.restarted(read)
 
 
-def _event_text(e: dict[str, Any], restarted: frozenset[str] = frozenset()) -> str:
-    head = f"#{e['seq']} {when.local(e['at'])}"
-    kind = e["type"]
-    if kind == "message":
-        return f"{head} {e['author']}: {e['text']}"
-    if kind == "run_status":
-        error = f" ({e['error']})" if e.get("error") else ""
-        why = f": {wording.RUN_INTERRUPTED}" if e.get("error") == RunError.ORPHANED_BY_RESTART \
-            else ""
-        return f"{head} run {e['run_id']} ({e['kind']}) {e['status']}{error}{why}"
-    if kind == "input_requested":
-        choices = f" [{' | '.join(e['choices'])}]" if e["choices"] else ""
-        return f"{head} question {e['request_id']} asked: {e['prompt']}{choices}"
-    if kind == "input_resolved":
-        if e["request_id"] in restarted:
-            return f"{head} question {e['request_id']} {wording.RESTARTED_QUESTION}"
-        return f"{head} question {e['request_id']} {e['outcome']}"
-    if kind == "conversation_reset":
-        return f"{head} conversation reset"
-    if kind == "tool_activity":
-        code = f" {e['code']}" if e.get("code") else ""
-        return f"{head} tool {e['tool']} {e['status']}{code}: {e['summary']}"
-    if kind == "run_activity":
-        return (f"{head} run {e['run_id']} {e['activity']}: {e['summary']} (next try "
-                f"{when.shown_now(e['retry_at'])})")
-    return f"{head} {kind}"
-
-
-def _explain_refusal(conversation_id: str, request_id: str) -> Any:
+def _explain_refusal(conversation_id: str, request_id: str) -> Callable[[ApiError], None]:
     def explain(err: ApiError) -> None:
         p = err.problem
         receipt = p.get("receipt") or {}
@@ -268,12 +235,14 @@ def _explain_refusal(conversation_id: str, request_id: str) -> Any:
 @json_option
 def new(workspace: Path | None, kind: str, as_json: bool) -> None:
     """Start a conversation bound to a directory."""
-    payload: dict[str, Any] = {"kind": kind}
-    if kind == "owner" or workspace is not None:
-        payload["workspace"] = str(workspace.resolve() if workspace else current_directory())
+    from clankie import dto
+
+    where = {"workspace": str(workspace.resolve() if workspace else current_directory())} \
+        if kind == "owner" or workspace is not None else {}
     with connect() as client:
-        created = call(client, "conversation_create", payload, as_json=as_json)
-    print_json(created) if as_json else say(created["conversation_id"])
+        created = call(client, dto.CONVERSATION_CREATE, request_of(
+            dto.CONVERSATION_CREATE, kind=kind, **where), as_json=as_json)
+    print_json(created) if as_json else say(created.conversation_id)
 
 
 @app.command("list")
@@ -283,13 +252,15 @@ def new(workspace: Path | None, kind: str, as_json: bool) -> None:
 @json_option
 def list_(limit: int, archived: bool, as_json: bool) -> None:
     """List the conversations, latest activity first; `?` marks a question waiting."""
+    from clankie import dto
+
     with connect() as client:
-        listed = call(client, "conversation_list", {"limit": limit, "archived": archived},
-                      as_json=as_json)
+        listed = call(client, dto.CONVERSATION_LIST, dto.ConversationList(
+            limit=limit, archived=archived), as_json=as_json)
     if as_json:
         print_json(listed)
         return
-    if not listed["conversations"]:
+    if not listed.conversations:
         say("No conversations yet: start one with `clankie chat` (or `clankie conversations "
             "new`) in a project's directory." if archived else
             "No conversations (archived ones are listed with --all): start one with "
@@ -297,10 +268,10 @@ def list_(limit: int, archived: bool, as_json: bool) -> None:
         return
     say(LIST_HEADING)  # always: scripts read --json, whose output has none (docs/decisions.md)
     now = datetime.now(UTC)
-    for c in listed["conversations"]:
+    for c in listed.conversations:
         for line in _conversation_lines(c, now):
             say(line)
-    if listed.get("next_after"):
+    if listed.next_after:
         say(f"(more: showing the latest {limit}; use --limit to see more)")
 
 
@@ -311,6 +282,8 @@ def archive(conversation: str | None, as_json: bool) -> None:
     """Hide a conversation from lists and the phone page until something new happens in
     it (a message you send brings it back); refused while its question waits."""
     with connect() as client:
+        from clankie import dto
+
         c = resolve_conversation(client, conversation, as_json=as_json)
 
         def explain(err: ApiError) -> None:
@@ -320,8 +293,8 @@ def archive(conversation: str | None, as_json: bool) -> None:
             else:
                 warn(f"clankie: {wording.problem(err.code, err.detail)}")
 
-        done = call(client, "conversation_archive", {"conversation_id": c}, as_json=as_json,
-                    explain=explain, inspect="clankie conversations list --all")
+        done = call(client, dto.CONVERSATION_ARCHIVE, dto.ConversationRef(conversation_id=c),
+                    as_json=as_json, explain=explain, inspect="clankie conversations list --all")
     print_json(done) if as_json else say(
         f"Archived {c}: `clankie conversations list` and the phone page leave it out (list "
         "it with --all) until something new happens in it.")
@@ -332,32 +305,36 @@ def archive(conversation: str | None, as_json: bool) -> None:
 @json_option
 def show(conversation: str | None, as_json: bool) -> None:
     """Show a conversation."""
+    from clankie import dto
+
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
-        got = call(client, "conversation_get", {"conversation_id": c}, as_json=as_json)
+        got = call(client, dto.CONVERSATION_GET, dto.ConversationRef(conversation_id=c),
+                   as_json=as_json)
     if as_json:
         print_json(got)
         return
-    for key in ("conversation_id", "kind", "incarnation", "revision"):
-        say(f"{key}: {got[key]}")
-    say(f"native_owner: {got['native_owner'] or 'none (no native app holds it)'}")
-    say(f"created_at: {when.shown_now(got['created_at'])}")
-    say(f"workspace: {wording.one_line(got['workspace']['path']) if got['workspace'] else '-'}")
-    if got.get("asker"):
-        say(f"asker: {wording.who(got['asker'])}")
-    fact = got.get("membership")
+    for key, value in (("conversation_id", got.conversation_id), ("kind", got.kind),
+                       ("incarnation", got.incarnation), ("revision", got.revision)):
+        say(f"{key}: {value}")
+    say(f"native_owner: {got.native_owner or 'none (no native app holds it)'}")
+    say(f"created_at: {when.shown_now(got.created_at)}")
+    say(f"workspace: {wording.one_line(got.workspace.path) if got.workspace else '-'}")
+    if got.asker:
+        say(f"asker: {wording.who(got.asker)}")
+    fact = got.membership
     if fact:
-        detail = fact["project_id"] or fact["reason"] or ""
-        status = {"member": "a member", "not_member": "not a member"}.get(fact["status"],
-                                                                         fact["status"])
+        detail = fact.project_id or fact.reason or ""
+        status = {"member": "a member", "not_member": "not a member"}.get(fact.status,
+                                                                         fact.status)
         say(f"project membership: {status}" + (f" ({detail})" if detail else ""))
-    runs = got.get("unfinished_runs")
+    runs = got.unfinished_runs
     if runs is not None:
         say("runs: none queued or running" if not runs else "runs:")
         for run in runs:
-            state = (f"running since {when.shown_now(run['started_at'])}" if run["started_at"] else
-                     f"queued since {when.shown_now(run['created_at'])}")
-            say(f"  {run['run_id']} ({run['kind']}) {state}")
+            state = (f"running since {when.shown_now(run.started_at)}" if run.started_at else
+                     f"queued since {when.shown_now(run.created_at)}")
+            say(f"  {run.run_id} ({run.kind}) {state}")
         if runs:
             say(f"  stop with: clankie conversations stop {c}")
 
@@ -381,6 +358,8 @@ def send(conversation: str | None, text: str | None, wait: bool, timeout: int | 
     if timeout is not None and not wait:
         raise click.BadParameter("--timeout says how long --wait waits: give --wait too; "
                                  "nothing was sent", param_hint="--timeout")
+    from clankie import dto
+
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
         tail = None
@@ -389,77 +368,80 @@ def send(conversation: str | None, text: str | None, wait: bool, timeout: int | 
 
             tail = Follower(client, c, 0, as_json=as_json, note=warn)
             tail.to_the_end()  # the run's events are the ones after the message
-        sent = call(client, "conversation_send", {"conversation_id": c, "text": text},
-                    as_json=as_json,
+        sent = call(client, dto.CONVERSATION_SEND, request_of(
+            dto.CONVERSATION_SEND, conversation_id=c, text=text), as_json=as_json,
                     inspect=f"clankie conversations events {c}")
-        if tail is not None and sent["run_id"]:
+        if tail is not None and sent.run_id:
             _wait_for_run(client, tail, sent, timeout or WAIT_TIMEOUT_S, as_json)
     if as_json:
         print_json(sent)
     else:
-        run = f"; turn run {sent['run_id']} queued" if sent["run_id"] else "; no turn starts"
-        say(f"message {sent['message_id']} sent{run}")
+        run = f"; turn run {sent.run_id} queued" if sent.run_id else "; no turn starts"
+        say(f"message {sent.message_id} sent{run}")
 
 
-def _wait_for_run(client: Client, tail: Follower, sent: dict[str, Any], timeout: int,
+def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: int,
                   as_json: bool) -> NoReturn:
     """`send --wait` (SPEC section 10): follow the conversation until the run ends or
     `timeout` passes; print what Clankie said in it (its messages between the run's start
     and its end: runs of a conversation run one at a time, R4) and the questions it asked;
     exit 0 when it succeeded, else 1, saying why or that it goes on."""
+    from clankie import dto, eventtext
+
     from .follow import FOLLOW_WAIT_MS
 
-    c, begun, run_id = tail.conversation_id, tail.after, sent["run_id"]
+    c, begun, run_id = tail.conversation_id, tail.after, sent.run_id
+    assert run_id is not None  # waited for only when a run was queued
     goes_on = (f"Follow it with: clankie conversations events {c} --after {begun} --follow",
                f"Stop it with: clankie conversations stop {c}")
     deadline = time.monotonic() + timeout
     started, ended = False, False
-    said: list[dict[str, Any]] = []
+    said: list[dto.MessageEvent] = []
     asked: list[str] = []
     try:
         while not ended and (left := deadline - time.monotonic()) > 0:
-            for e in tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000))))["events"]:
-                if e["type"] == "run_status" and e["run_id"] == run_id:
-                    started = started or e["status"] == "running"
-                    ended = e["status"] in RUN_ENDED
+            for e in tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000)))).events:
+                if isinstance(e, dto.RunStatusEvent) and e.run_id == run_id:
+                    started = started or e.status == "running"
+                    ended = e.status in RUN_ENDED
                 elif not started or ended:
                     continue
-                elif e["type"] == "message" and e["author"] == "clankie":
+                elif isinstance(e, dto.MessageEvent) and e.author == "clankie":
                     said.append(e)
-                elif e["type"] == "input_requested":
-                    asked.append(e["request_id"])
-                elif e["type"] == "run_activity" and not as_json:
-                    warn(_event_line(e))  # a model retry: why the wait is long (R6)
+                elif isinstance(e, dto.InputRequestedEvent):
+                    asked.append(e.request_id)
+                elif isinstance(e, dto.RunActivityEvent) and not as_json:
+                    warn(eventtext.cli_line(e))  # a model retry: why the wait is long (R6)
     except KeyboardInterrupt:  # the message was sent: only the waiting stops
-        warn(f"Stopped waiting; message {sent['message_id']} was sent and the run goes on.")
+        warn(f"Stopped waiting; message {sent.message_id} was sent and the run goes on.")
         for line in goes_on:
             warn(line)
         exit_with(130)
-    run = call(client, "run_get", {"run_id": run_id}, as_json=as_json)
-    questions = [call(client, "input_get", {"conversation_id": c, "request_id": r},
-                      as_json=as_json)["request"] for r in asked]
+    run = call(client, dto.RUN_GET, dto.RunRef(run_id=run_id), as_json=as_json)
+    questions = [call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c, request_id=r),
+                      as_json=as_json).request for r in asked]
     if as_json:
-        print_json({"message_id": sent["message_id"], "run": run, "messages": said,
+        print_json({"message_id": sent.message_id, "run": run, "messages": said,
                     "questions": questions})
     else:
         for message in said:
-            say(continued(f"{wording.CLANKIE}: {message['text']}"))
+            say(continued(f"{wording.CLANKIE}: {message.text}"))
         for question in questions:
-            if question["status"] == "pending":
-                _show_snapshot(call(client, "input_get", {"conversation_id": c},
+            if question is not None and question.status == "pending":
+                _show_snapshot(call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c),
                                     as_json=False))
-            else:
+            elif question is not None:
                 _show_question(question)
-        if run["status"] == "succeeded" and not said and not questions:
+        if run.status == "succeeded" and not said and not questions:
             say(f"Clankie's run {run_id} ended without a word.")
-    if run["status"] == "succeeded":
+    if run.status == "succeeded":
         exit_with(0)
-    if run["status"] in RUN_ENDED:
-        why = wording.run_ended(run["error"])
+    if run.status in RUN_ENDED:
+        why = wording.run_ended(run.error)
         warn(f"Clankie's run {run_id} was {why}." if why else
-             f"Clankie's run {run_id} {run['status']}: {run['error']}")
+             f"Clankie's run {run_id} {run.status}: {run.error}")
         exit_with(1)
-    warn(f"Still {run['status']} after {timeout} s: the run goes on; this only stopped "
+    warn(f"Still {run.status} after {timeout} s: the run goes on; this only stopped "
          "waiting for it.")
     for line in goes_on:
         warn(line)
@@ -471,12 +453,14 @@ def _wait_for_run(client: Client, tail: Follower, sent: dict[str, Any], timeout:
 @json_option
 def reset(conversation: str | None, as_json: bool) -> None:
     """Reset a conversation: a new incarnation; a pending question is invalidated."""
+    from clankie import dto
+
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
-        done = call(client, "conversation_reset", {"conversation_id": c}, as_json=as_json,
-                    inspect=f"clankie conversations show {c}")
+        done = call(client, dto.CONVERSATION_RESET, dto.ConversationRef(conversation_id=c),
+                    as_json=as_json, inspect=f"clankie conversations show {c}")
     print_json(done) if as_json else say(
-        f"reset: incarnation {done['incarnation']}, revision {done['revision']}")
+        f"reset: incarnation {done.incarnation}, revision {done.revision}")
 
 
 @app.command()
@@ -484,24 +468,27 @@ def reset(conversation: str | None, as_json: bool) -> None:
 @json_option
 def stop(conversation: str | None, as_json: bool) -> None:
     """Stop Clankie's running run in a conversation, and the runs queued behind it."""
+    from clankie import dto
+
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
-        got = call(client, "conversation_get", {"conversation_id": c}, as_json=as_json)
+        got = call(client, dto.CONVERSATION_GET, dto.ConversationRef(conversation_id=c),
+                   as_json=as_json)
         # The queued runs first, newest first, so that none starts as the running one stops.
-        stopped = [call(client, "run_cancel", {"run_id": run["run_id"]}, as_json=as_json,
+        stopped = [call(client, dto.RUN_CANCEL, dto.RunRef(run_id=run.run_id), as_json=as_json,
                         inspect=f"clankie conversations events {c}")
-                   for run in reversed(got.get("unfinished_runs") or [])][::-1]
+                   for run in reversed(got.unfinished_runs or [])][::-1]
     if as_json:
         print_json(stopped)
         return
     if not stopped:
         say(f"Nothing to stop: no run of {c} is queued or running.")
     for run in stopped:
-        if run["error"] == STOPPED:
-            say(f"Stopped run {run['run_id']} ({run['kind']}, was "
-                f"{'running' if run['started_at'] else 'queued'}).")
+        if run.error == STOPPED:
+            say(f"Stopped run {run.run_id} ({run.kind}, was "
+                f"{'running' if run.started_at else 'queued'}).")
         else:
-            say(f"Run {run['run_id']} ({run['kind']}) had already ended: {run['status']}.")
+            say(f"Run {run.run_id} ({run.kind}) had already ended: {run.status}.")
     exit_with(0)
 
 
@@ -514,6 +501,8 @@ def stop(conversation: str | None, as_json: bool) -> None:
 def events(conversation: str | None, after: int, follow: bool, as_json: bool) -> None:
     """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C
     (across a restart of the service: it says so and goes on from the event it reached)."""
+    from clankie import dto, eventtext
+
     from .follow import Follower
 
     with connect() as client:
@@ -521,21 +510,21 @@ def events(conversation: str | None, after: int, follow: bool, as_json: bool) ->
         tail = Follower(client, c, after, as_json=as_json, note=warn if as_json else say) \
             if follow else None
         while True:
-            page = tail.page() if tail is not None else call(client, "events_tail", {
-                "conversation_id": c, "after": after, "limit": 500}, as_json=as_json)
+            page = tail.page() if tail is not None else call(client, dto.EVENTS_TAIL, request_of(
+                dto.EVENTS_TAIL, conversation_id=c, after=after, limit=500), as_json=as_json)
             if as_json:
                 print_json(page)
             else:
-                if page["trimmed"]:
-                    say(f"(events before #{page['oldest_seq']} were trimmed; the question "
+                if page.trimmed:
+                    say(f"(events before #{page.oldest_seq} were trimmed; the question "
                         "now:)")
-                    _show_snapshot(call(client, "input_get", {"conversation_id": c},
+                    _show_snapshot(call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c),
                                         as_json=False))
-                restarted = _restarted(client, c, page["events"])
-                for event in page["events"]:
-                    say(_event_line(event, restarted))
-            after = page["next_after"]
-            if not follow and not (page["events"] and len(page["events"]) == 500):
+                restarted = _restarted(client, c, page.events)
+                for event in page.events:
+                    say(eventtext.cli_line(event, restarted))
+            after = page.next_after
+            if not follow and not (page.events and len(page.events) == 500):
                 return
 
 
@@ -546,42 +535,44 @@ def events(conversation: str | None, after: int, follow: bool, as_json: bool) ->
 @json_option
 def questions(conversation: str | None, request: str | None, as_json: bool) -> None:
     """Show the pending question (and a named one, with its receipt)."""
-    payload: dict[str, Any] = {}
+    from clankie import dto
+
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
-        if request is not None:
-            payload = _whole_ids(client, c, {"request_id": request}, None, as_json)
-        snapshot = call(client, "input_get", {"conversation_id": c, **payload},
-                        as_json=as_json)
+        named = {} if request is None else {"request_id": _whole_ids(
+            client, c, Ids(request_id=request), None, as_json).request_id}
+        snapshot = call(client, dto.INPUT_GET, request_of(
+            dto.INPUT_GET, conversation_id=c, **named), as_json=as_json)
         workspace = None
-        if not as_json and any((q or {}).get("asker")
-                               for q in (snapshot["pending"], snapshot["request"])):
-            got = call(client, "conversation_get", {"conversation_id": c}, as_json=False)
-            workspace = got["workspace"]["path"] if got["workspace"] else None
+        if not as_json and any(q is not None and q.asker
+                               for q in (snapshot.pending, snapshot.request)):
+            got = call(client, dto.CONVERSATION_GET, dto.ConversationRef(conversation_id=c),
+                       as_json=False)
+            workspace = got.workspace.path if got.workspace else None
         restarted = (_last_restarted(client, c, snapshot) if not as_json
-                     and snapshot["pending"] is None and snapshot["request"] is None else None)
+                     and snapshot.pending is None and snapshot.request is None else None)
     print_json(snapshot) if as_json else _show_snapshot(snapshot, workspace)
     if restarted is not None:  # R9: what the restart did, and how to carry on
         say("The latest question to end:")
         _show_question(restarted)
 
 
-def _last_restarted(client: Client, c: str, snapshot: dict[str, Any]
-                    ) -> dict[str, Any] | None:
+def _last_restarted(client: Client, c: str, snapshot: dto.Snapshot) -> dto.QuestionOut | None:
     """The question that ended last (the snapshot's `ended_requests` are newest first), when
     a restart cancelled it or failed the continuation its answer started (R9: the answer
     kept, the run interrupted), else None."""
+    from clankie import dto
     from clankie.client import ApiError, NotClankie
 
-    if not snapshot.get("ended_requests"):
+    if not snapshot.ended_requests:
         return None
     with contextlib.suppress(ApiError, NotClankie):
-        request: dict[str, Any] | None = client.call("input_get", {
-            "conversation_id": c, "request_id": snapshot["ended_requests"][0]})["request"]
-        receipt = request.get("receipt") if request is not None else None
-        if receipt is not None and (wording.restarted(receipt) or receipt.get(
-                "continuation_error") == RunError.ORPHANED_BY_RESTART):
-            return request
+        last = typed(client, dto.INPUT_GET, client.call("input_get", {
+            "conversation_id": c, "request_id": snapshot.ended_requests[0]})).request
+        receipt = last.receipt if last is not None else None
+        if receipt is not None and (wording.restarted(receipt) or receipt.continuation_error
+                                    == RunError.ORPHANED_BY_RESTART):
+            return last
     return None
 
 
@@ -607,10 +598,8 @@ def answer(conversation: str | None, request: str | None, incarnation: str, revi
         from clankie.dto import ANSWER_TEXT_MAX
 
         text = stdin_text(ANSWER_TEXT_MAX)
-    payload: dict[str, Any] = {"request_id": request, "incarnation": incarnation,
-                               "revision": revision}
-    payload.update({"text": text} if text is not None else {"option_id": option})
-    _resolve("input_answer", conversation, request, payload, as_json, choice=choice)
+    _resolve(conversation, Ids(request, incarnation, option), revision, as_json, text=text,
+             choice=choice)
 
 
 @app.command("cancel-question")
@@ -623,47 +612,58 @@ def cancel_question(conversation: str | None, request: str | None, incarnation: 
                     revision: int,
                     as_json: bool) -> None:
     """Cancel a question, bound to the incarnation and revision it was shown with."""
-    _resolve("input_cancel", conversation, request,
-             {"request_id": request, "incarnation": incarnation, "revision": revision},
-             as_json)
+    _resolve(conversation, Ids(request, incarnation), revision, as_json, cancel=True)
 
 
-def _whole_ids(client: Client, c: str, payload: dict[str, Any], choice: int | None,
-               as_json: bool) -> dict[str, Any]:
-    """`payload` with whole IDs (SPEC section 10 "CLI"): a request, incarnation or option
-    given as a unique prefix (at least 4 hex characters), and `--choice N`, resolved against
-    the snapshot read here: the pending question and the ended ones whose receipts R1 keeps
-    (so the same answer given again with prefixes is a duplicate, as with whole IDs), an
+@dataclass(frozen=True)
+class Ids:
+    """The IDs an answer or a cancel names, as given: each a whole ID or a unique prefix
+    (`_whole_ids` makes them whole)."""
+
+    request_id: str | None
+    incarnation: str | None = None
+    option_id: str | None = None
+
+
+# Each ID's parameter, as a usage error names it.
+_PARAMETERS = {"request_id": "REQUEST_UUID", "incarnation": "--incarnation",
+               "option_id": "--option"}
+
+
+def _whole_ids(client: Client, c: str, ids: Ids, choice: int | None, as_json: bool) -> Ids:
+    """`ids` made whole (SPEC section 10 "CLI"): a request, incarnation or option given as
+    a unique prefix (at least 4 hex characters), and `--choice N`, resolved against the
+    snapshot read here: the pending question and the ended ones whose receipts R1 keeps (so
+    the same answer given again with prefixes is a duplicate, as with whole IDs), an
     incarnation against the conversation's and the question's own. Whole IDs are sent as
     given, without a read."""
-    names = {"request_id": "REQUEST_UUID", "incarnation": "--incarnation",
-             "option_id": "--option"}  # each one's parameter, as the usage error names it
-    payload = {k: id_or_prefix(v, "an", names[k]) if k in names and v is not None else v
-               for k, v in payload.items()}
-    partial = [k for k in names if payload.get(k) is not None and not UUID.match(payload[k])]
+    from clankie import dto
+
+    checked = Ids(*(None if value is None else id_or_prefix(value, "an", _PARAMETERS[key])
+                    for key, value in vars(ids).items()))
+    partial = [k for k, v in vars(checked).items() if v is not None and not UUID.match(v)]
     if not partial and choice is None:
-        return payload
-    whole = UUID.match(payload["request_id"]) is not None
-    snapshot = call(client, "input_get", {"conversation_id": c, **(
-        {"request_id": payload["request_id"]} if whole else {})}, as_json=as_json)
-    shown = {q["request_id"]: q for q in (snapshot["request"], snapshot["pending"]) if q}
-    resolved = dict(payload)
+        return checked
+    request_id = checked.request_id
+    assert request_id is not None  # `_resolve` and `questions` name one
+    whole = UUID.match(request_id) is not None
+    snapshot = call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c, request_id=request_id)
+                    if whole else dto.InputGet(conversation_id=c), as_json=as_json)
+    shown = {q.request_id: q for q in (snapshot.request, snapshot.pending) if q}
     if "request_id" in partial:
-        resolved["request_id"] = _one("request_id", payload["request_id"], names,
-                                      [*shown, *snapshot.get("ended_requests", [])])
-    question = shown.get(resolved["request_id"])
+        request_id = _one("request_id", request_id, [*shown, *snapshot.ended_requests])
+    question = shown.get(request_id)
     if question is None and (choice is not None or len(partial) > 1):
         # An ended question named by a prefix: its options and incarnation, read whole.
-        question = call(client, "input_get", {"conversation_id": c,
-                                              "request_id": resolved["request_id"]},
-                        as_json=as_json)["request"]
-    if "incarnation" in partial:
-        resolved["incarnation"] = _one("incarnation", payload["incarnation"], names,
-                                       [snapshot["incarnation"],
-                                        *([question["incarnation"]] if question else [])])
-    options = [o["option_id"] for o in question["options"]] if question else []
-    if "option_id" in partial:
-        resolved["option_id"] = _one("option_id", payload["option_id"], names, options)
+        question = call(client, dto.INPUT_GET, dto.InputGet(
+            conversation_id=c, request_id=request_id), as_json=as_json).request
+    incarnation, option_id = checked.incarnation, checked.option_id
+    if incarnation is not None and "incarnation" in partial:
+        incarnation = _one("incarnation", incarnation, [
+            snapshot.incarnation, *([question.incarnation] if question else [])])
+    options = [o.option_id for o in question.options] if question else []
+    if option_id is not None and "option_id" in partial:
+        option_id = _one("option_id", option_id, options)
     if choice is not None:
         if not 1 <= choice <= len(options):
             said = (f"the question has options 1 to {len(options)}" if len(options) > 1 else
@@ -672,16 +672,16 @@ def _whole_ids(client: Client, c: str, payload: dict[str, Any], choice: int | No
                     f"questions {c}`)")
             raise click.BadParameter(f"there is no option {choice}: {said}",
                                      param_hint="--choice")
-        resolved["option_id"] = options[choice - 1]
-    return resolved
+        option_id = options[choice - 1]
+    return Ids(request_id, incarnation, option_id)
 
 
-def _one(key: str, given: str, names: dict[str, str], candidates: list[str]) -> str:
+def _one(key: str, given: str, candidates: list[str]) -> str:
     """The one candidate that starts with `given`; else a usage error naming them."""
     found = sorted({x for x in candidates if x.startswith(given)})
     if len(found) == 1:
         return found[0]
-    what = names[key]
+    what = _PARAMETERS[key]
     noun = {"request_id": "question", "incarnation": "incarnation", "option_id": "option"}[key]
     known = ", ".join(sorted(set(candidates))) or "none"
     if not found:
@@ -694,33 +694,46 @@ def _one(key: str, given: str, names: dict[str, str], candidates: list[str]) -> 
                              param_hint=what)
 
 
-def _resolve(op: str, conversation: str | None, request: str | None,
-             payload: dict[str, Any], as_json: bool, choice: int | None = None) -> None:
-    conversation, request = shifted(conversation, request)
+def _resolve(conversation: str | None, ids: Ids, revision: int, as_json: bool, *,
+             text: str | None = None, choice: int | None = None, cancel: bool = False) -> None:
+    """Answer (with `text`, an option or a `choice`) or `cancel` the question `ids` names,
+    bound to its incarnation and `revision`; say the receipt."""
+    from clankie import dto
+
+    conversation, request = shifted(conversation, ids.request_id)
     if request is None:
         raise click.MissingParameter(param_hint="'REQUEST_UUID'", param_type="argument")
-    payload = {**payload, "request_id": request}
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
-        payload = _whole_ids(client, c, payload, choice, as_json)
-        request = payload["request_id"]
-        reply = call(client, op, {"conversation_id": c, **payload}, as_json=as_json,
-                     explain=_explain_refusal(c, request),
-                     inspect=f"clankie conversations questions {c} --request {request}")
+        ids = _whole_ids(client, c, Ids(request, ids.incarnation, ids.option_id), choice,
+                         as_json)
+        request = str(ids.request_id)
+        bound = {"conversation_id": c, "request_id": request, "incarnation": ids.incarnation,
+                 "revision": revision}
+        explain = _explain_refusal(c, request)
+        inspect = f"clankie conversations questions {c} --request {request}"
+        if cancel:
+            reply = call(client, dto.INPUT_CANCEL, request_of(dto.INPUT_CANCEL, **bound),
+                         as_json=as_json, explain=explain, inspect=inspect)
+        else:
+            answer = {"text": text} if text is not None else {"option_id": ids.option_id}
+            reply = call(client, dto.INPUT_ANSWER, request_of(dto.INPUT_ANSWER, **bound,
+                                                              **answer),
+                         as_json=as_json, explain=explain, inspect=inspect)
     if as_json:
         print_json(reply)
         return
-    receipt = reply["receipt"]
-    run = (f"continuation run {receipt['run_id']}" if receipt["run_id"] else None)
-    if receipt["outcome"] == "answered":
-        if reply["duplicate"]:
-            said = f", {run} ({receipt['continuation']})" if run else ""
-            say(f"Already accepted (the same answer): receipt {receipt['receipt_id']}{said}.")
+    receipt = reply.receipt
+    run = (f"continuation run {receipt.run_id}" if receipt.run_id else None)
+    if receipt.outcome == "answered":
+        if reply.duplicate:
+            said = f", {run} ({receipt.continuation})" if run else ""
+            say(f"Already accepted (the same answer): receipt {receipt.receipt_id}{said}.")
         else:
-            said = f"; {run} is {receipt['continuation']}" if run else ""
-            say(f"Accepted: receipt {receipt['receipt_id']}{said}.")
+            said = f"; {run} is {receipt.continuation}" if run else ""
+            say(f"Accepted: receipt {receipt.receipt_id}{said}.")
             say(f"Accepted means stored. {wording.accepted(receipt)}")
     else:
-        again = "Already cancelled" if reply["duplicate"] else "Cancelled"
-        say(f"{again}: receipt {receipt['receipt_id']}.")
+        again = "Already cancelled" if reply.duplicate else "Cancelled"
+        say(f"{again}: receipt {receipt.receipt_id}.")
     exit_with(0)

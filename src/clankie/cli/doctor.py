@@ -21,9 +21,9 @@ import stat
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from clankie import when
+from clankie import dto, when
 from clankie.agent.providers import (
     BASE_URL_SETTINGS,
     DEFAULT_URLS,
@@ -138,7 +138,7 @@ class Running:
     None from a service older than that op)."""
 
     url: str
-    info: dict[str, Any] | None
+    info: dto.ServiceInfoOut | None
 
 
 def check_service(home_usable: bool = True) -> tuple[Check, Running | None]:
@@ -148,7 +148,7 @@ def check_service(home_usable: bool = True) -> tuple[Check, Running | None]:
         with Client(timeout=PROBE_TIMEOUT_S) as client:
             where = client.url
             try:
-                info: dict[str, Any] | None = client.call("service_info")
+                info: dto.ServiceInfoOut | None = client.op(dto.SERVICE_INFO)
             except ApiError as exc:
                 if exc.code != Code.NOT_FOUND:
                     raise
@@ -172,9 +172,7 @@ def check_service(home_usable: bool = True) -> tuple[Check, Running | None]:
         return Check("service", False, f"not contacted: {exc}", exc.unsafe.fix), None
     trust = (" (CLANKIE_URL_TRUSTED: its owner is not checked where it cannot be told)"
              if trusted_url(where) else "")
-    started = info.get("started_at") if info else None
-    version = (f"; clankie {info.get('version')}, up since "
-               f"{when.shown_now(started) if isinstance(started, str) else '?'}"
+    version = (f"; clankie {info.version}, up since {when.shown_now(info.started_at)}"
                if info else "")
     return Check("service", True, f"{where} answers and accepts the token{trust}{version}"), \
         Running(where, info)
@@ -256,10 +254,9 @@ def _model_checked(here: ModelInUse, running: Running | None) -> tuple[ModelInUs
     """The model to check and whose it is: the running service's, as it says, else the one
     the settings here choose (no service, or one too old to say)."""
     if running is not None and running.info is not None:
-        used = running.info.get("model") or {}
-        return ModelInUse(str(used.get("provider")), used.get("model"),
-                          used.get("endpoint_host"), used.get("endpoint_digest"),
-                          used.get("key_set")), \
+        used = running.info.model
+        return ModelInUse(used.provider, used.model, used.endpoint_host, used.endpoint_digest,
+                          used.key_set), \
             f"the service at {running.url} runs"
     if running is None:
         return here, "no service answered; with the settings here `clankie serve` would run"

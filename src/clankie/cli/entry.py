@@ -2,7 +2,8 @@
 
 Owns only the split. Exactly `clankie --version` is answered here from `clankie.__version__`
 without importing click, httpx, pydantic, textual or the store; every other command line,
-shell completion included, is `clankie.cli.main.main`'s.
+shell completion included, is `clankie.cli.main.main`'s. Imports run one way: this module
+imports `main` (when it needs it), never the reverse.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-COMPLETE_VAR = "_CLANKIE_COMPLETE"
+from clankie.cli import COMPLETE_VAR
 
 
 def main(argv: list[str] | None = None) -> int:

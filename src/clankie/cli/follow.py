@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from clankie import when
 
 from .common import OTHER, call, exit_with, warn
 
 if TYPE_CHECKING:
+    from clankie import dto
     from clankie.client import Client
 
 FOLLOW_WAIT_MS: Final = 25_000
@@ -43,35 +44,38 @@ class Follower:
         self.started_at = self._started_at()
 
     def _started_at(self) -> str:
-        return str(call(self.client, "service_info", {}, as_json=self.as_json)["started_at"])
+        from clankie import dto
 
-    def page(self, wait_ms: int = FOLLOW_WAIT_MS) -> dict[str, Any]:
+        return call(self.client, dto.SERVICE_INFO, as_json=self.as_json).started_at
+
+    def page(self, wait_ms: int = FOLLOW_WAIT_MS) -> dto.EventsOut:
         """The next page (waiting up to `wait_ms` for one); `after` moves past it."""
         from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S
 
         asked = time.monotonic()
         page = self._read(wait_ms)
-        if wait_ms and not page["events"] and time.monotonic() - asked < EMPTY_AT_ONCE_S:
+        if wait_ms and not page.events and time.monotonic() - asked < EMPTY_AT_ONCE_S:
             time.sleep(PAUSE_AFTER_EMPTY_S)  # no long-poll slot was free (V5): not a spin
-        self.after = page["next_after"]
+        self.after = page.next_after
         return page
 
     def to_the_end(self) -> None:
         """Move `after` past every event there is now, without showing them."""
-        while len(self.page(0)["events"]) == PAGE:
+        while len(self.page(0).events) == PAGE:
             pass
 
-    def _read(self, wait_ms: int) -> dict[str, Any]:
+    def _read(self, wait_ms: int) -> dto.EventsOut:
+        from clankie import dto
         from clankie.client import ServiceUnreachable, Uncertain
 
-        payload = {"conversation_id": self.conversation_id, "limit": PAGE, "wait_ms": wait_ms}
         lost: float | None = None
         tries = 0
         while True:
             connections = self.client.connections
             try:
-                page = call(self.client, "events_tail", {**payload, "after": self.after},
-                            as_json=self.as_json, reconnecting=True)
+                page = call(self.client, dto.EVENTS_TAIL, dto.EventsTail(
+                    conversation_id=self.conversation_id, after=self.after, limit=PAGE,
+                    wait_ms=wait_ms), as_json=self.as_json, reconnecting=True)
                 # A new connection: the service may have restarted between two reads too
                 # (its old one ended a long poll at once as it stopped), not only during one.
                 if lost is not None or self.client.connections != connections:

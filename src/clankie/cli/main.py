@@ -15,7 +15,7 @@ import click
 from clankie import __version__
 from clankie.core.errors import ClankieError
 
-from . import access, bridge, chat, common, conversations
+from . import COMPLETE_VAR, access, bridge, chat, conversations
 from .common import (
     DENIED,
     USAGE,
@@ -28,7 +28,6 @@ from .common import (
     usage_problem,
     warn,
 )
-from .entry import COMPLETE_VAR
 
 
 def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -255,11 +254,6 @@ def _said(exc: Exception) -> int:
         return DENIED
     if isinstance(exc, ClankieError) or (store and isinstance(exc, store.StoreUnusable)):
         warn(f"clankie: {exc}")
-        return 1
-    if isinstance(exc, LookupError | TypeError | ValueError | AttributeError) and (
-            shaped := common.misfit()) is not None:  # the reply, not clankie, was wrong
-        warn(f"clankie: {shaped}.")
-        warn(f"  fix: {shaped.fix}")
         return 1
     warn(f"clankie: internal error: {type(exc).__name__}: {exc}")  # never a traceback
     return 1

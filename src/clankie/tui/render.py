@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from clankie import dto, when, wording
-from clankie.core.vocabulary import RunError
+from pydantic import TypeAdapter
+
+from clankie import dto, eventtext, when, wording
+from clankie.eventtext import OR_CONTINUE
 from clankie.text import continued, visible
 
-ASK_QUESTION = "ask_question"  # Clankie's tool that asks (SPEC Q1), as activity names it
 # IDs in the panel: a prefix the CLI takes too (SPEC section 10 "CLI": >= 4 hex), so the
 # panel stays narrow; what an answer from here binds to is the whole ID in `snapshot`.
 SHORT = 8
@@ -41,8 +43,6 @@ def plain(model: dto.Out | None) -> dict[str, Any] | None:
 # The panel's line of IDs is left out on a window of fewer rows (SPEC section 10 "Operator
 # TUI"): the question and how to answer it come first.
 ID_LINE_ROWS = 30
-# After a restart's ending, the TUI's own way to carry on besides any message (R9).
-OR_CONTINUE = "or type /continue"
 
 
 def question_panel(snapshot: dto.Snapshot, now: datetime,
@@ -116,34 +116,15 @@ def asked_by(asker: Mapping[str, Any] | None) -> str:
     return "Clankie" if asker is None else f"Agent {wording.quoted(str(asker['name']))}"
 
 
-def event_line(event: dict[str, Any], asker: dict[str, Any] | None = None,
+def event_line(event: dto.Event | Mapping[str, Any], asker: dict[str, Any] | None = None,
                restarted: frozenset[str] = frozenset()) -> str | None:
     """A line for the chat log, or None for events shown only in the status line or by
     another line (`ask_question`'s own activity: the question's event says it, once).
     `asker`: the conversation's, when an agent asks in it (P3), not Clankie. `restarted`:
-    the questions a restart cancelled (R9: an `input_resolved` event carries no reason)."""
-    kind = event["type"]
-    if kind == "message":
-        who = {"owner": "you", "clankie": "clankie", "room": "room"}.get(event["author"],
-                                                                          event["author"])
-        return f"{who}: {continued(event['text'])}"
-    if kind == "input_requested":
-        return f"{asked_by(asker)} asked a question."
-    if kind == "input_resolved" and event["request_id"] in restarted:
-        return (f"The question {event['request_id'][:8]} was {wording.RESTARTED_QUESTION} "
-                f"({OR_CONTINUE}).")
-    if kind == "input_resolved":
-        return f"The question {event['request_id'][:8]} ended: {event['outcome']}."
-    if kind == "conversation_reset":
-        return "The conversation was reset."
-    if kind == "run_status" and event["status"] == "cancelled" \
-            and event.get("error") == RunError.STOPPED_BY_OWNER:
-        return "Clankie's run was stopped."
-    if kind == "run_status" and event["status"] == "failed":
-        if event.get("error") == RunError.ORPHANED_BY_RESTART:
-            return f"Clankie's run was {wording.RUN_INTERRUPTED} ({OR_CONTINUE})."
-        return f"Clankie's run failed: {continued(event.get('error') or 'no reason given')}"
-    return activity_line(event)
+    the questions a restart cancelled (R9: an `input_resolved` event carries no reason).
+    The words are `clankie.eventtext`'s (the TUI's phrasing of the one event formatter)."""
+    return eventtext.text(_typed(event), eventtext.Surface.TUI, restarted=restarted,
+                          asked_by=asked_by(asker))
 
 
 def stamp(event: dto.Out, now: datetime) -> str:
@@ -154,18 +135,24 @@ def stamp(event: dto.Out, now: datetime) -> str:
     return when.brief(at, now) if isinstance(at, str) and at else ""
 
 
-def activity_line(event: dict[str, Any]) -> str | None:
+def activity_line(event: dto.Event | Mapping[str, Any]) -> str | None:
     """A workspace tool call, as the dim one-line entry of the log (W9): what Clankie
     looked at ("read src/app.py lines 1-120 of 120"), never what it read; or a wait before
     the model is asked again (R6): "model busy: openai: 429 rate limited; try 2 of 5 in
     7 s"."""
-    if event["type"] == "run_activity":
-        return f"  model busy: {continued(event['summary'], '    ')}"
-    if event["type"] != "tool_activity":
-        return None
-    if event["tool"] == ASK_QUESTION and event["status"] == "ok":
-        return None  # the question's own event says it was asked
-    return f"  {continued(event['summary'], '    ')}"
+    typed = _typed(event)
+    return eventtext.text(typed, eventtext.Surface.TUI) if eventtext.activity(typed) else None
+
+
+def _typed(event: dto.Event | Mapping[str, Any]) -> dto.Event:
+    """An event as its `dto` model: one of an `events_tail` page still read as JSON (issue
+    32: until the TUI reads typed pages) is read into the event union here."""
+    return _event_shape().validate_python(event) if isinstance(event, Mapping) else event
+
+
+@cache
+def _event_shape() -> TypeAdapter[dto.Event]:
+    return TypeAdapter(dto.Event)
 
 
 def answer_hint(question: dto.QuestionOut | None, text: str) -> str | None:
