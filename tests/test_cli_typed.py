@@ -104,7 +104,7 @@ def test_a_reply_that_does_not_fit_its_model_is_not_clankie():
     with pytest.raises(NotClankie) as raised:
         typed(cast(Client, Wire.__new__(Wire)), dto.CONVERSATION_LIST, {})
     assert "did not answer like clankie" in str(raised.value)
-    assert isinstance(raised.value, ApiError)
+    assert not isinstance(raised.value, ApiError)  # issue 32: siblings, never caught as one
 
 
 def test_the_cli_modules_read_no_json_object_by_key():

@@ -87,14 +87,14 @@ def test_one_formatter_says_each_event_as_each_surface_did(e: dto.Event, cli: st
     the TUI's log line (None: the log shows nothing for it) from the one `match`."""
     assert eventtext.cli_line(e) == cli
     assert render.event_line(e) == tui
-    assert render.event_line(e.model_dump(mode="json")) == tui  # the TUI's JSON, until typed
 
 
 def test_the_tui_says_who_asks_and_its_activity_entries():
     """P3: an agent's question is said as the agent's; W9/R6: a tool call and a model
     retry are the log's dim activity entries (`activity_line`), nothing else is."""
     asked = event("input_requested", request_id=R, prompt="Push?", choices=[])
-    assert render.event_line(asked, {"name": "coder", "client": None}) == \
+    coder = dto.AskerOut(credential_id="a" * 32, name="coder", client=None)
+    assert render.event_line(asked, coder) == \
         'Agent "coder" asked a question.'
     entries = [c[0] for c in CASES if render.activity_line(c[0]) is not None]
     assert {e.type for e in entries} == {"tool_activity", "run_activity"}

@@ -209,9 +209,10 @@ async def test_the_status_line_warns_when_a_tenth_of_the_time_is_left():
 
 
 def test_r3_an_interrupted_run_is_said_plainly():
+    from clankie import dto
     from clankie.tui.render import event_line
 
-    line = event_line({"type": "run_status", "seq": 9, "conversation_id": C, "run_id": "r",
-                       "kind": "continuation", "status": "failed",
-                       "error": "orphaned_by_restart", "at": AT})
+    line = event_line(dto.RunStatusEvent(type="run_status", seq=9, conversation_id=C,
+                                         run_id="r", kind="continuation", status="failed",
+                                         error="orphaned_by_restart", at=AT))
     assert line is not None and "interrupted by a restart and will not run again" in line

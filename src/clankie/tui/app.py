@@ -60,7 +60,7 @@ from textual.notifications import SeverityLevel
 from textual.reactive import reactive, var
 from textual.widgets import Footer, Input, RichLog, Static
 
-from clankie import dto, wording
+from clankie import dto, eventtext, wording
 from clankie.client import (
     ApiError,
     NotClankie,
@@ -438,24 +438,19 @@ class ChatApp(App[None]):
                     "\nThe question panel shows it.", title="A question")
 
     async def _restarted(self, events: Sequence[dto.Event]) -> frozenset[str]:
-        """The questions among `events` that a restart cancelled (R9), each read: an
-        `input_resolved` event carries no reason (V2). One evicted since is only said
-        cancelled."""
-        found = set()
-        for e in events:
-            if isinstance(e, dto.InputResolvedEvent) and e.outcome == "cancelled":
-                with contextlib.suppress(ApiError, NotClankie):
-                    request = (await self._op(dto.INPUT_GET, {
-                        "conversation_id": self.conversation_id,
-                        "request_id": e.request_id})).request
-                    if request and wording.restarted(render.plain(request.receipt)):
-                        found.add(e.request_id)
-        return frozenset(found)
+        """The questions among `events` that a restart cancelled (R9; `eventtext.restarted`
+        decides, as for the CLI), each read: an `input_resolved` event carries no reason
+        (V2). One evicted since is only said cancelled."""
+        read: list[dto.QuestionOut | None] = []
+        for request_id in eventtext.to_read(events):
+            with contextlib.suppress(ApiError, NotClankie):
+                read.append((await self._op(dto.INPUT_GET, {
+                    "conversation_id": self.conversation_id,
+                    "request_id": request_id})).request)
+        return eventtext.restarted(read)
 
     def _event_line(self, event: dto.Event, restarted: frozenset[str]) -> str | None:
-        """`render.event_line` of an event, over the event as the service sent it (JSON)."""
-        return render.event_line(event.model_dump(mode="json"), render.plain(self.asker),
-                                 restarted)
+        return render.event_line(event, self.asker, restarted)
 
     def _apply(self, event: dto.Event, restarted: frozenset[str] = frozenset()) -> None:
         if isinstance(event, dto.RunStatusEvent):

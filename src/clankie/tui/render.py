@@ -8,13 +8,9 @@ with the event's local time (`stamp`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 from typing import Any
-
-from pydantic import TypeAdapter
 
 from clankie import dto, eventtext, when, wording
 from clankie.eventtext import OR_CONTINUE
@@ -95,7 +91,7 @@ def _ended(q: dto.QuestionOut | None, now: datetime, ids: bool = True) -> str:
         outcome = wording.outcome(plain(receipt) or {}, q.status)
     at = f", {when.shown(receipt.resolved_at, now)}" if receipt and receipt.resolved_at else ""
     lines = [f"{wording.NO_QUESTION}.",
-             f"  {asked_by(plain(q.asker))} asked: {continued(q.prompt, '    ')}",
+             f"  {asked_by(q.asker)} asked: {continued(q.prompt, '    ')}",
              f"  That question ended: {outcome}{at}."]
     if wording.restarted(plain(receipt)):  # R9: what the restart did, and how to carry on
         lines.append(f"  It was {wording.RESTARTED_QUESTION} ({OR_CONTINUE}).")
@@ -110,20 +106,20 @@ def panel_shown(snapshot: dto.Snapshot | None) -> bool:
     return shown_request(snapshot) is not None
 
 
-def asked_by(asker: Mapping[str, Any] | None) -> str:
+def asked_by(asker: dto.AskerOut | None) -> str:
     """Who asks, starting a sentence: `Clankie`, or `Agent "coder"` (its name alone: the
     panel says the rest)."""
-    return "Clankie" if asker is None else f"Agent {wording.quoted(str(asker['name']))}"
+    return "Clankie" if asker is None else f"Agent {wording.quoted(asker.name)}"
 
 
-def event_line(event: dto.Event | Mapping[str, Any], asker: dict[str, Any] | None = None,
+def event_line(event: dto.Event, asker: dto.AskerOut | None = None,
                restarted: frozenset[str] = frozenset()) -> str | None:
     """A line for the chat log, or None for events shown only in the status line or by
     another line (`ask_question`'s own activity: the question's event says it, once).
     `asker`: the conversation's, when an agent asks in it (P3), not Clankie. `restarted`:
     the questions a restart cancelled (R9: an `input_resolved` event carries no reason).
     The words are `clankie.eventtext`'s (the TUI's phrasing of the one event formatter)."""
-    return eventtext.text(_typed(event), eventtext.Surface.TUI, restarted=restarted,
+    return eventtext.text(event, eventtext.Surface.TUI, restarted=restarted,
                           asked_by=asked_by(asker))
 
 
@@ -135,24 +131,12 @@ def stamp(event: dto.Out, now: datetime) -> str:
     return when.brief(at, now) if isinstance(at, str) and at else ""
 
 
-def activity_line(event: dto.Event | Mapping[str, Any]) -> str | None:
+def activity_line(event: dto.Event) -> str | None:
     """A workspace tool call, as the dim one-line entry of the log (W9): what Clankie
     looked at ("read src/app.py lines 1-120 of 120"), never what it read; or a wait before
     the model is asked again (R6): "model busy: openai: 429 rate limited; try 2 of 5 in
     7 s"."""
-    typed = _typed(event)
-    return eventtext.text(typed, eventtext.Surface.TUI) if eventtext.activity(typed) else None
-
-
-def _typed(event: dto.Event | Mapping[str, Any]) -> dto.Event:
-    """An event as its `dto` model: one of an `events_tail` page still read as JSON (issue
-    32: until the TUI reads typed pages) is read into the event union here."""
-    return _event_shape().validate_python(event) if isinstance(event, Mapping) else event
-
-
-@cache
-def _event_shape() -> TypeAdapter[dto.Event]:
-    return TypeAdapter(dto.Event)
+    return eventtext.text(event, eventtext.Surface.TUI) if eventtext.activity(event) else None
 
 
 def answer_hint(question: dto.QuestionOut | None, text: str) -> str | None:
