@@ -3,10 +3,10 @@
 `served` is a service of the test's own (`own_served` is the same, for a module that makes
 `served` its shared one); `shared_served` is one service for all the tests of a module that
 take it (issue 32: in files whose tests each make a check or two, starting and stopping a
-service per test was a fifth to a quarter of their time). A module gives it only to tests that cannot disturb
-one another through it: each works in a conversation of its own and asserts nothing about
-the service as a whole (every conversation, every credential), and none stops it, rotates
-its token or changes its home; the others keep a service of their own.
+service per test was a fifth to a quarter of their time). A module gives it only to tests
+that cannot disturb one another through it: each works in a conversation of its own and
+asserts nothing about the service as a whole (every conversation, every credential), and
+none stops it, rotates its token or changes its home; the others keep their own.
 """
 
 from __future__ import annotations
