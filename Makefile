@@ -4,7 +4,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 HOSTS_STAMP := hosts/node_modules/.installed
 
-.PHONY: demo test check lint bench bench-cli chaos soak docs lock clean hosts
+.PHONY: demo test check check-types check-tests lint bench bench-cli chaos soak docs lock clean hosts
 
 # constraints.txt pins every package that a fresh install resolves (`make lock` makes it
 # anew); the package's own ranges in pyproject.toml stay open for library users.
@@ -34,15 +34,25 @@ lint: $(STAMP)
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set, as in `check`: every
 # `clankie` subprocess (hundreds) would otherwise compile the package anew (docs/testing.md).
 # The coding hosts of SPEC section 13 are installed first (see `hosts` below): their tests
-# never skip.
+# never skip. `--durations=20` lists the slowest 20 tests at the end (docs/testing.md).
 test: $(STAMP) $(HOSTS_STAMP) lint
-	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -n 2 --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -n 2 --dist loadfile --durations=20
 
-# The quick loop (docs/testing.md): lint, types and the tests not marked e2e, tui or slow.
-# tests/e2e and tests/tui are not even collected, so the plugins only they use stay off, and
-# bytecode is cached even where PYTHONDONTWRITEBYTECODE is set (compiling and rewriting the
-# test modules anew each time costs more than the tests). `make test` still runs everything.
-check: $(STAMP) lint
+# The quick loop (docs/testing.md): ruff, then mypy beside the tests not marked e2e, tui,
+# hosts or slow (mypy is one process, and from a cold cache it takes as long as the tests:
+# side by side they share the two cores). Each part's output is shown whole once it ends;
+# `check` fails if either fails. tests/e2e, tui and hosts are not even collected, so the
+# plugins only they use stay off, and bytecode is cached even where PYTHONDONTWRITEBYTECODE
+# is set (compiling and rewriting the test modules anew each time costs more than the
+# tests). `make test` still runs everything.
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	@$(MAKE) --no-print-directory -j2 --output-sync=target check-types check-tests
+
+check-types: $(STAMP)
+	$(VENV)/bin/mypy
+
+check-tests: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile \
 		-p no:schemathesis -p no:textual-snapshot -p no:syrupy \
 		--ignore=tests/e2e --ignore=tests/tui --ignore=tests/hosts \

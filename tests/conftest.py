@@ -43,6 +43,14 @@ SLOW: tuple[str, ...] = (
     "tests/workspace/test_hostile_git.py::test_w7_an_index_cut_short_anywhere_is_unsafe_never",
     "tests/agent/test_wire.py::test_r8_a_stored_step_of_thousands_of_calls_fails_no_later_run",
     "tests/service/test_concurrency.py",  # sixteen services answering at once, twelve times
+    # Issue 32 (make check under 60 s): the fast tests measured over 2 s with --durations=40.
+    "tests/test_packaging.py",  # builds the wheel: 8 s
+    "tests/workspace/test_git_agreement.py",  # generated repositories against real git: 20 s
+    "tests/workspace/test_git_memory.py::test_w5_a_tree_of_a_million_entries_stays_within_the_bounds",
+    "tests/workspace/test_git_memory.py::test_w5_an_index_of_115000_entries_and_a_tree_of_134000_other_paths",
+    "tests/workspace/test_red_team_28.py::test_w5_git_status_with_a_home_ends_within_the_bound_on_deep_folders",
+    "tests/workspace/test_red_team_28.py::test_w5_many_large_ignore_files_are_never_all_held",
+    "tests/workspace/test_git_races.py::test_w7_a_repository_changed_during_calls_never_leaks_a_byte_or_a_foreign_commit",
 )
 
 BY_FOLDER = {"e2e": pytest.mark.e2e, "tui": pytest.mark.tui, "hosts": pytest.mark.hosts}

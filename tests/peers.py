@@ -136,7 +136,8 @@ class OtherProgram:
     def __init__(self) -> None:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever,  # shutdown() soon
+                                       kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
 
     def __enter__(self) -> OtherProgram:

@@ -27,6 +27,14 @@ TEXT_SCRIPT = {"turns": [[{"ask": {"kind": "text",
                                    "prompt": "What should the module be called?"}}]] * 50}
 
 
+@pytest.fixture(scope="module")
+def served(shared_served: Served) -> Served:
+    """Issue 32: here `served` is the module's one service (tests/e2e/conftest.py), for the
+    tests that each work in a conversation of their own; a test that lists every
+    conversation, rotates the token or stops the service takes `own_served`."""
+    return shared_served
+
+
 def cli(served: Served, *args: str, stdin: str | bytes | None = None,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = dict(os.environ, CLANKIE_HOME=str(served.home.path), PYTHONPATH=str(ROOT / "src"),
@@ -50,11 +58,20 @@ def ok_json(served: Served, *args: str, **kw: Any) -> Any:
     return json.loads(done.stdout)
 
 
-@pytest.fixture
-def asked(served: Served, workspace: Path) -> tuple[str, str]:
+def asked_on(served: Served, workspace: Path) -> tuple[str, str]:
     c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
     with served.client() as client:
         return c, ask(client, c)
+
+
+@pytest.fixture
+def asked(served: Served, workspace: Path) -> tuple[str, str]:
+    return asked_on(served, workspace)
+
+
+@pytest.fixture
+def own_asked(own_served: Served, workspace: Path) -> tuple[str, str]:
+    return asked_on(own_served, workspace)
 
 
 def settled(served: Served, c: str) -> None:
@@ -86,19 +103,19 @@ def test_help_lists_every_command_with_a_line(served: Served):
             assert len(line.split(command, 1)[1].strip(" │")) > 10, line
 
 
-def test_conversations_list_has_headings_and_json_has_none(served: Served, workspace: Path):
+def test_conversations_list_has_headings_and_json_has_none(own_served: Served, workspace: Path):
     """Issue 19: `conversations list` says what each column is (always; scripts read
     --json, which is the service's object unchanged); with none, it says how to start."""
-    empty = cli(served, "conversations", "list")
+    empty = cli(own_served, "conversations", "list")
     assert empty.returncode == 0 and "No conversations" in empty.stdout, empty
-    c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
-    lines = cli(served, "conversations", "list").stdout.splitlines()
+    c = cli(own_served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
+    lines = cli(own_served, "conversations", "list").stdout.splitlines()
     assert lines[0].split() == ["CONVERSATION", "KIND", "LAST", "ACTIVE", "RUN", "WORKSPACE"]
     row = lines[1].split()
     assert row[:2] == [c, "owner"] and str(workspace.resolve()) in lines[1], lines
     for column, value in (("KIND", "owner"), ("CONVERSATION", c)):
         assert lines[0].index(column) == lines[1].index(value)
-    listed = ok_json(served, "conversations", "list")
+    listed = ok_json(own_served, "conversations", "list")
     assert set(listed) == {"conversations", "next_after"}
     assert [x["conversation_id"] for x in listed["conversations"]] == [c]
 
@@ -319,44 +336,44 @@ def test_committed_but_unanswered_exits_7_and_the_receipt_shows_it_was_accepted(
 # ------------------------------------------------------------------- day-to-day commands
 
 
-def test_new_list_show_send_reset_and_prefixes(served: Served, workspace: Path):
+def test_new_list_show_send_reset_and_prefixes(own_served: Served, workspace: Path):
     """SPEC section 10 "CLI": a conversation is named by its ID or a unique prefix of at
     least 4 hex characters; a shorter or unmatched prefix is exit 2 (usage), the unmatched
     one saying that none starts with it and how to list them. (An ambiguous prefix, which 18
     random IDs cannot be made to share, is tests/test_cli_common.py's.)"""
-    ids = [cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()]
-    with served.client() as client:  # creation through the CLI is shown by the line above
+    ids = [cli(own_served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()]
+    with own_served.client() as client:  # creation through the CLI is shown by the line above
         ids += [client.op(dto.CONVERSATION_CREATE,
                           dto.ConversationCreate(workspace=str(workspace))).conversation_id
                 for _ in range(17)]
-    listed = cli(served, "conversations", "list").stdout
+    listed = cli(own_served, "conversations", "list").stdout
     assert all(i in listed for i in ids)
     unique = next(i[:n] for i in ids for n in range(4, 37)
                   if sum(j.startswith(i[:n]) for j in ids) == 1)
-    shown = cli(served, "conversations", "show", unique)
+    shown = cli(own_served, "conversations", "show", unique)
     assert shown.returncode == 0 and "revision: 1" in shown.stdout
     assert "native_owner: none (no native app holds it)" in shown.stdout  # not Python's None
     assert "None" not in shown.stdout and "not_member" not in shown.stdout
-    short = cli(served, "conversations", "show", ids[0][:3])
+    short = cli(own_served, "conversations", "show", ids[0][:3])
     assert short.returncode == 2 and "at least 4" in short.stderr, short.stderr
     nothing = next(p for p in (d * 8 for d in "0123456789abcdef")
                    if not any(i.startswith(p) for i in ids))
     for command in (["show", nothing], ["questions", nothing[:4]], ["send", nothing, "hi"]):
-        missing = cli(served, "conversations", *command)
+        missing = cli(own_served, "conversations", *command)
         assert missing.returncode == 2, (command, missing)
         assert "no conversation starts with" in missing.stderr, missing.stderr
         assert "clankie conversations list" in missing.stderr, missing.stderr
-    assert cli(served, "conversations", "show", "zz").returncode == 2
-    sent = cli(served, "conversations", "send", unique, "yes")
+    assert cli(own_served, "conversations", "show", "zz").returncode == 2
+    sent = cli(own_served, "conversations", "send", unique, "yes")
     assert sent.returncode == 0 and "turn run" in sent.stdout
     target = next(i for i in ids if i.startswith(unique))
-    settled(served, target)
-    before = ok_json(served, "conversations", "show", unique)["revision"]
-    reset = ok_json(served, "conversations", "reset", unique)
+    settled(own_served, target)
+    before = ok_json(own_served, "conversations", "show", unique)["revision"]
+    reset = ok_json(own_served, "conversations", "reset", unique)
     assert reset["revision"] == before + 1
     cwd_default = subprocess.run(
         [sys.executable, "-m", "clankie", "conversations", "new", "--json"], cwd=workspace,
-        env=dict(os.environ, CLANKIE_HOME=str(served.home.path),
+        env=dict(os.environ, CLANKIE_HOME=str(own_served.home.path),
                  PYTHONPATH=str(ROOT / "src")), capture_output=True, text=True, timeout=60)
     assert json.loads(cwd_default.stdout)["workspace"]["path"] == str(workspace.resolve())
 
@@ -396,28 +413,28 @@ def test_events_say_when_trimmed_and_show_the_question(tmp_path: Path, workspace
         served.stop()
 
 
-def test_devices_and_credentials(served: Served, asked: tuple[str, str]):
-    c, r = asked
-    phone = ok_json(served, "devices", "pair", "phone", "--mode", "control")
-    tv = cli(served, "devices", "pair", "tv", "--mode", "read_only")
+def test_devices_and_credentials(own_served: Served, own_asked: tuple[str, str]):
+    c, r = own_asked
+    phone = ok_json(own_served, "devices", "pair", "phone", "--mode", "control")
+    tv = cli(own_served, "devices", "pair", "tv", "--mode", "read_only")
     assert tv.returncode == 0 and "token (shown once): clk_" in tv.stdout
     device = {"CLANKIE_TOKEN": phone["token"]}
-    assert cli(served, "devices", "take-control", "--ttl", "600", env=device).returncode == 0
-    listed = cli(served, "devices", "list").stdout
+    assert cli(own_served, "devices", "take-control", "--ttl", "600", env=device).returncode == 0
+    listed = cli(own_served, "devices", "list").stdout
     assert "phone" in listed and "holds Take Control" in listed and "tv" in listed
-    snap = ok_json(served, "conversations", "questions", c)
-    by_phone = ok_json(served, *answer_args(c, r, snap), "--option",
+    snap = ok_json(own_served, "conversations", "questions", c)
+    by_phone = ok_json(own_served, *answer_args(c, r, snap), "--option",
                        snap["pending"]["options"][0]["option_id"], env=device)
     assert by_phone["receipt"]["answered_by"]["kind"] == "device"
-    assert cli(served, "devices", "release", env=device).returncode == 0
-    assert "holds Take Control" not in cli(served, "devices", "list").stdout
-    assert cli(served, "devices", "take-control", env={"CLANKIE_TOKEN": "x"}).returncode == 5
-    old = served.home.token_file.read_text()
-    rotated = cli(served, "credentials", "rotate")
+    assert cli(own_served, "devices", "release", env=device).returncode == 0
+    assert "holds Take Control" not in cli(own_served, "devices", "list").stdout
+    assert cli(own_served, "devices", "take-control", env={"CLANKIE_TOKEN": "x"}).returncode == 5
+    old = own_served.home.token_file.read_text()
+    rotated = cli(own_served, "credentials", "rotate")
     assert rotated.returncode == 0
-    assert served.home.token_file.read_text() != old
-    assert cli(served, "conversations", "list").returncode == 0  # the file was updated
-    assert cli(served, "conversations", "list",
+    assert own_served.home.token_file.read_text() != old
+    assert cli(own_served, "conversations", "list").returncode == 0  # the file was updated
+    assert cli(own_served, "conversations", "list",
                env={"CLANKIE_TOKEN": old.strip()}).returncode == 5
 
 
@@ -435,12 +452,12 @@ def _read_line(proc: subprocess.Popen[str], needle: str) -> str:
     return LineReader(proc.stdout).until(lambda line: needle in line, 30)
 
 
-def test_chat_with_an_unknown_conversation_exits_2_before_any_screen_opens(served: Served):
+def test_chat_with_an_unknown_conversation_exits_2_before_any_screen_opens(own_served: Served):
     """SPEC section 10 "CLI" (issue 19): `clankie chat` names a conversation that does not
     exist (a whole ID or a prefix): exit 2 with the reason on stderr, and no TUI started
     (nothing written to the terminal, no escape sequence)."""
     for given in ("11111111-1111-4111-8111-111111111111", "1111", "11111111-11"):
-        done = cli(served, "chat", given)
+        done = cli(own_served, "chat", given)
         assert done.returncode == 2, (given, done)
         assert "no conversation" in done.stderr, done.stderr
         assert "clankie conversations list" in done.stderr, done.stderr
@@ -546,9 +563,9 @@ def test_cli_a_malformed_clankie_url_is_a_usage_error_said_in_one_sentence(serve
             assert done.stdout == "", done.stdout
 
 
-def test_cli_an_uppercase_scheme_in_clankie_url_is_accepted(served: Served):
-    url = served.tcp_url.replace("http://", "HTTP://")
-    listed = ok_json(served, "conversations", "list", env={"CLANKIE_URL": url})
+def test_cli_an_uppercase_scheme_in_clankie_url_is_accepted(own_served: Served):
+    url = own_served.tcp_url.replace("http://", "HTTP://")
+    listed = ok_json(own_served, "conversations", "list", env={"CLANKIE_URL": url})
     assert listed["conversations"] == []
 
 
@@ -645,19 +662,19 @@ def test_t2_not_yours_with_json_prints_a_problem_and_the_fix_fits_the_address(
 
 
 @needs_root
-def test_t1_t2_a_swapped_home_socket_gets_nothing(served: Served, asked: tuple[str, str]):
+def test_t1_t2_a_swapped_home_socket_gets_nothing(own_served: Served, own_asked: tuple[str, str]):
     """Another user's socket put in the place of the home's: T1 refuses it as someone
     else's file in the home before anything connects (T2 would refuse it next)."""
-    c, r = asked
-    snap = ok_json(served, "conversations", "questions", c)
-    assert served.stop() == 0
+    c, r = own_asked
+    snap = ok_json(own_served, "conversations", "questions", c)
+    assert own_served.stop() == 0
     with Squatter.unix() as squatter:
-        squatter.socket_path.rename(served.home.socket)
-        done = cli(served, *answer_args(c, r, snap), "--option",
+        squatter.socket_path.rename(own_served.home.socket)
+        done = cli(own_served, *answer_args(c, r, snap), "--option",
                    snap["pending"]["options"][0]["option_id"])
     heard = squatter.close()
     assert done.returncode == 2, done
-    assert f"unsafe home: {served.home.socket}" in done.stderr
+    assert f"unsafe home: {own_served.home.socket}" in done.stderr
     assert heard.connections == 0 and heard.everything == b"", heard
 
 

@@ -16,6 +16,14 @@ from tests.peers import OtherProgram
 from tests.squatter import Squatter, needs_root
 
 
+@pytest.fixture(scope="module")
+def served(shared_served: Served) -> Served:
+    """Issue 32: here `served` is the module's one service (tests/e2e/conftest.py), for the
+    checks that only read it; a test that stops it, rotates its token or changes its home
+    takes `own_served`."""
+    return shared_served
+
+
 def doctor_run(home: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """`clankie doctor --json` for `home`, with `env` and no other CLANKIE_ variable."""
     full = {k: v for k, v in os.environ.items()
@@ -60,36 +68,36 @@ def test_a_missing_home(tmp_path: Path):
 
 
 def test_t1_a_home_others_can_look_into_passes_everywhere_with_a_word_in_doctor(
-        served: Served):
-    served.home.path.chmod(0o755)  # not writable by others: T1 allows it, like every command
-    code, checks = doctor(served.home.path)
+        own_served: Served):
+    own_served.home.path.chmod(0o755)  # not writable by others: T1 allows it, like every command
+    code, checks = doctor(own_served.home.path)
     assert (code, failing(checks)) == (0, set())
     assert "chmod 700" in str(checks["home"]["detail"])
-    assert clankie("conversations", "list", home=served.home.path).returncode == 0
+    assert clankie("conversations", "list", home=own_served.home.path).returncode == 0
 
 
-def test_t1_a_token_file_others_can_read_is_refused_everywhere(served: Served):
-    served.home.token_file.chmod(0o644)
-    code, checks = doctor(served.home.path)
+def test_t1_a_token_file_others_can_read_is_refused_everywhere(own_served: Served):
+    own_served.home.token_file.chmod(0o644)
+    code, checks = doctor(own_served.home.path)
     assert code == 1 and "files" in failing(checks)
     assert "can be read by others" in str(checks["files"]["detail"])
-    assert checks["files"]["fix"] == f"chmod 600 {served.home.token_file}"
-    refused = clankie("conversations", "list", home=served.home.path)
+    assert checks["files"]["fix"] == f"chmod 600 {own_served.home.token_file}"
+    refused = clankie("conversations", "list", home=own_served.home.path)
     assert refused.returncode == 2 and "can be read by others" in refused.stderr
 
 
-def test_a_stopped_service(served: Served):
-    served.stop()
-    code, checks = doctor(served.home.path)
+def test_a_stopped_service(own_served: Served):
+    own_served.stop()
+    code, checks = doctor(own_served.home.path)
     assert (code, failing(checks)) == (1, {"service"})
     assert str(checks["service"]["fix"]).startswith("start it: `clankie serve`")
 
 
 def test_doctor_nothing_listening_at_clankie_url_says_serve_tcp_there_or_unset_it(
-        served: Served):
-    url = served.tcp_url
-    assert served.stop() == 0
-    code, checks = doctor(served.home.path, CLANKIE_URL=url)
+        own_served: Served):
+    url = own_served.tcp_url
+    assert own_served.stop() == 0
+    code, checks = doctor(own_served.home.path, CLANKIE_URL=url)
     assert (code, failing(checks)) == (1, {"service"})
     assert f"nothing listens at CLANKIE_URL={url}" in str(checks["service"]["detail"])
     assert checks["service"]["fix"] == (
@@ -97,12 +105,12 @@ def test_doctor_nothing_listening_at_clankie_url_says_serve_tcp_there_or_unset_i
         "CLANKIE_URL to use the home's socket")
 
 
-def test_a_rotated_token(served: Served):
-    old = served.home.token_file.read_text().strip()
-    with served.client() as client:
+def test_a_rotated_token(own_served: Served):
+    old = own_served.home.token_file.read_text().strip()
+    with own_served.client() as client:
         client.call("credential_rotate", {})  # the file still holds the old token
-    served.home.token_file.write_text(old + "\n")
-    code, checks = doctor(served.home.path)
+    own_served.home.token_file.write_text(old + "\n")
+    code, checks = doctor(own_served.home.path)
     assert (code, failing(checks)) == (1, {"service"})
     assert "unauthenticated" in str(checks["service"]["detail"])
     assert "rotated" in str(checks["service"]["fix"])
@@ -114,9 +122,9 @@ def test_a_rotated_token(served: Served):
     ("openai", {"CLANKIE_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "nothing answers"),
 ])
 def test_without_a_service_a_model_provider_that_is_not_set_up(
-        served: Served, model: str, env: dict[str, str], detail: str):
-    served.stop()
-    code, checks = doctor(served.home.path, CLANKIE_MODEL=model, **env)
+        own_served: Served, model: str, env: dict[str, str], detail: str):
+    own_served.stop()
+    code, checks = doctor(own_served.home.path, CLANKIE_MODEL=model, **env)
     assert (code, failing(checks)) == (1, {"service", "model"})
     assert detail in str(checks["model"]["detail"])
     assert str(checks["model"]["detail"]).startswith("no service answered; with the settings "
@@ -130,9 +138,9 @@ def test_missing_git(served: Served, tmp_path: Path):
     assert (code, failing(checks)) == (1, {"git"})
 
 
-def test_invalid_settings(served: Served):
-    (served.home.path / "settings.toml").write_text("question_ttl = 'soon'\n")
-    code, checks = doctor(served.home.path)
+def test_invalid_settings(own_served: Served):
+    (own_served.home.path / "settings.toml").write_text("question_ttl = 'soon'\n")
+    code, checks = doctor(own_served.home.path)
     assert (code, failing(checks)) == (1, {"settings"})
     assert "question_ttl" in str(checks["settings"]["detail"])
 
