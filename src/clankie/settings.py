@@ -54,7 +54,7 @@ ShownValue = int | float | bool | str | list[str]
 
 class Unit:
     """Metadata of a number type: what it counts, said with its bounds. (Plain classes,
-    these two: a dataclass costs `serve`'s start-up a few milliseconds each.)"""
+    these two: a dataclass's generated methods would cost `serve`'s start-up more.)"""
 
     __slots__ = ("name",)
 
