@@ -21,6 +21,7 @@ from clankie.settings import (
     Origin,
     Settings,
     SettingsError,
+    Whole,
     declared,
     load_settings,
     shown,
@@ -158,6 +159,17 @@ def test_h1_issue32_an_origin_and_a_command_behave_by_their_type_not_by_their_na
     with pytest.raises(SettingsError, match=r"setting mirror_origin in CLANKIE_MIRROR_ORIGIN: "
                                             r"'ftp://x' is not allowed; it must be an origin"):
         Two.load(None, {"CLANKIE_MIRROR_ORIGIN": "ftp://x"})
+
+
+@pytest.mark.parametrize("annotation,field", [
+    (Whole, Field(3, ge=1)), (float, Field(1.0, le=9)), (Argv, Field(()))])
+def test_t3_issue32_a_setting_without_its_bounds_is_refused_where_it_is_declared(
+        annotation: object, field: object):
+    """T3: "every setting has bounds in its declaration", held when the class is read."""
+    unbounded = type("Unbounded", (Settings,), {"__annotations__": {"loose": annotation},
+                                                "loose": field, "__module__": __name__})
+    with pytest.raises(TypeError, match="setting loose: declare its bounds"):
+        declared(unbounded)
 
 
 def test_issue32_a_later_field_of_a_bare_type_is_strict_too():

@@ -257,6 +257,10 @@ def _setting(name: str, field: FieldInfo) -> Setting:
     high = next((m.le for m in meta if isinstance(m, Le)), None)
     assert isinstance(low, int | float | None) and isinstance(high, int | float | None)
     length = next((m.max_length for m in meta if isinstance(m, MaxLen)), None)
+    if (kind in (int, float) and (low is None or high is None)) or (
+            kind is tuple and length is None):  # T3: every setting has bounds
+        raise TypeError(f"setting {name}: declare its bounds (ge and le for a number, "
+                        "max_length for a list)")
     show = next((m.how for m in meta if isinstance(m, Shown)), _as_json)
     return Setting(name, field.default, field.description or "", kind,
                    bounds=None if low is None or high is None else (float(low), float(high)),
