@@ -1,20 +1,22 @@
-"""The service's parts are given at construction, never set later (issue 20): the run
-executor is built from the service it calls back (SPEC A10: a committed run is handed to
-it after the commit), the notifier is passed in, and stopping the service stops both."""
+"""The service's parts are given at construction, never set later (issues 20, 32): the run
+executor is built from the run side it calls back (`RunHooks`; SPEC A10: a committed run
+is handed to it after the commit), the notifier and the page's address are passed in, and
+stopping the service stops both; the service forwards nothing to its parts."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from clankie.service import Service
+from clankie.service.runs import RunHooks
 from tests.world import World
 
 
 class Recording:
     """An executor that only notes what it is told."""
 
-    def __init__(self, service: Service) -> None:
-        self.service = service
+    def __init__(self, hooks: RunHooks) -> None:
+        self.hooks = hooks
         self.submitted: list[tuple[str, str]] = []
         self.stopped: list[float] = []
 
@@ -41,7 +43,7 @@ class Notes:
 
 def test_the_executor_is_built_from_the_service_and_gets_each_committed_run(world: World):
     executor: Recording = world.executing(Recording)
-    assert executor.service is world.service and world.service.executor is executor
+    assert executor.hooks is world.service.runs and world.service.runs.executor is executor
     c = world.conversation()
     run_id = world.call("conversation_send", {"conversation_id": c, "text": "hi"})["run_id"]
     assert executor.submitted == [(c, run_id)]
@@ -52,11 +54,11 @@ def test_the_notifier_is_given_and_stopping_the_service_stops_both(world: World)
     notes = Notes()
     service = Service(world.store, world.service.settings, clock=world.clock,
                       executor=Recording, notifier=notes)  # type: ignore[arg-type]
-    assert service.notifier is notes and isinstance(service.executor, Recording)
+    assert service.ctx.notifier is notes and isinstance(service.runs.executor, Recording)
     world.service = service
     c = world.conversation()
     world.ask(c)
     assert [(cid, document["event"]) for cid, document in notes.documents] == [
         (c, "input_requested")]
     service.stop(timeout=3)
-    assert service.executor.stopped == [3] and notes.stopped
+    assert service.runs.executor.stopped == [3] and notes.stopped

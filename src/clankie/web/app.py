@@ -85,7 +85,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     """The page's app for a listener at `listener` (an origin: http://127.0.0.1:PORT)."""
     origins = Origins(listener, service.settings.web_origin)
     secret = secrets.token_bytes(32)  # pairing forms' CSRF tokens: bound to this process
-    page_key = service.page_key()  # the browsers' keys: bound to the store, outlive a restart
+    page_key = service.devices.page_key()  # browsers' keys: bound to the store, outlive a restart
     cookie = "__Host-clankie" if origins.secure else "clankie"
     limiter = anyio.CapacityLimiter(_THREADS)
     context = Context(service)
@@ -145,7 +145,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
     async def pair_form(request: Request) -> Response:
         code = request.query_params.get("code", "")
         try:
-            pairing = await run(partial(service.pairing_preview, code))
+            pairing = await run(partial(service.devices.pairing_preview, code))
         except ClankieError as err:
             return page("message.html", err.status, title="Cannot pair",
                         text=_pairing_refused(err))
@@ -374,7 +374,7 @@ def _view(service: Service, token: str | None, context: Context | None,
     newest of them that has ended is said ended, and how, until another ends after it; the
     page watches the question pending now (trial: it kept watching a cancelled one, and
     said that forever while later questions were answered elsewhere)."""
-    device = service.device_status(token)
+    device = service.devices.device_status(token)
     listed = cast(dto.ConversationsOut,
                   service.call("conversation_list", token, {"limit": 50})).conversations
     pending = {}
@@ -489,14 +489,14 @@ def _refused(service: Service, token: str | None, answer: Any,
     that has ended says it ended and how; a want of the lease says to take control."""
     with contextlib.suppress(ClankieError, AttributeError, TypeError):
         if err.code in CONFLICTS | {Code.REQUEST_CLOSED} and isinstance(answer, dict):
-            device = service.device_status(token)
+            device = service.devices.device_status(token)
             shown = _snapshot(service, token, str(answer["conversation_id"]),
                               str(answer["request_id"])).request
             if shown is not None and shown.status != "pending":
                 return {"outcome": "ended", "message": "Nothing was sent: this question had "
                         f"already ended ({_ended(shown, device.credential_id)})."}
         if err.code == Code.FORBIDDEN and token is not None:
-            device = service.device_status(token)
+            device = service.devices.device_status(token)
             if device.mode == "control" and device.lease_expires_at is None:
                 return {"outcome": "refused", "message": 'Not sent: tap "Take control" '
                         "first, then answer again."}
