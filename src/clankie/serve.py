@@ -1,19 +1,19 @@
 """`clankie serve`: the daemon that starts both listeners, the dispatcher's (`api/`) and the
-phone page's (`web/`), above both: neither imports the other, nor this.
+phone page's (`web/`), from above both: `api/` never imports the page, and neither
+imports this.
 
 Owns start-up and shut-down: one server per home (a lock file), every socket bound and
 listening before start-up recovery runs (a port someone else took while the service was
 down stops `serve` before recovery has changed anything, T2), start-up recovery before any
 request is read or any run starts (R3), the service built once its sockets are bound (so
 it is given the page's address, `web_url`, at construction), the socket created with mode
-0600, and a clean
-stop on SIGTERM or SIGINT (in-flight requests finish, long-polls are woken, the store is
-closed). The HTTP layer (FastAPI, uvicorn: a fifth of a second to import) is imported while
-recovery runs in SQLite on another thread, so a restart after a crash is ready sooner.
-What only a run or the phone page needs is not imported before the service answers (issue
-31, SPEC section 10: ready within 1 s): the run executor and a model's SDK load with the
-first run (`ExecutorOnFirstRun`, `agent.providers`), the page at its first request
-(`page_when_asked`).
+0600, and a clean stop on SIGTERM or SIGINT (in-flight requests finish, long-polls are
+woken, the store is closed). The HTTP layer (FastAPI, uvicorn: a fifth of a second to
+import) is imported while recovery runs in SQLite on another thread, so a restart after a
+crash is ready sooner. What only a run or the phone page needs is not imported before the
+service answers (issue 31, SPEC section 10: ready within 1 s): the run executor and a
+model's SDK load with the first run (`ExecutorOnFirstRun`, `agent.providers`), the page at
+its first request (`page_when_asked`).
 """
 
 from __future__ import annotations

@@ -70,8 +70,8 @@ class Page:
     def __init__(self, service: Service, listener: str) -> None:
         self.service = service
         self.origins = Origins(listener, service.settings.web_origin)
-        self.secret = secrets.token_bytes(32)  # pairing forms' CSRF tokens: this process's
-        self.page_key = service.devices.page_key()  # browsers' keys: outlive a restart
+        self._secret = secrets.token_bytes(32)  # pairing forms' CSRF tokens: this process's
+        self._page_key = service.devices.page_key()  # browsers' keys: outlive a restart
         self.cookie = "__Host-clankie" if self.origins.secure else "clankie"
         self.limiter = anyio.CapacityLimiter(_THREADS)
         self.lines = shown.Lines(service)
@@ -88,12 +88,12 @@ class Page:
         self.templates.globals["AGENT_ANSWER"] = wording.AGENT_ANSWER
 
     def csrf(self, session: str) -> str:
-        return hmac.new(self.secret, session.encode(), hashlib.sha256).hexdigest()
+        return hmac.new(self._secret, session.encode(), hashlib.sha256).hexdigest()
 
     def key_of(self, token: str) -> str:
         """The page's half of a browser's credential (H3): only the page that paired has
         it (in its origin's storage), and a restart keeps it."""
-        return hmac.new(self.page_key,
+        return hmac.new(self._page_key,
                         b"page key\0" + token.encode("utf-8", "surrogateescape"),
                         hashlib.sha256).hexdigest()
 
