@@ -17,6 +17,7 @@ from typing import Any
 
 from clankie.core.model import RunStatus
 from clankie.service import Service
+from clankie.service.runs import RunHooks
 from clankie.settings import Settings
 from clankie.store import Store
 
@@ -58,7 +59,7 @@ class World:
         (root / "home").mkdir()
         store = Store(root / "home" / "clankie.db")
         service = Service(store, settings or Settings(), clock=clock)
-        token = service.init_owner()
+        token = service.devices.init_owner()
         assert token is not None
         workspace = root / "workspace"
         workspace.mkdir()
@@ -67,12 +68,13 @@ class World:
     def close(self) -> None:
         self.store.close()
 
-    def executing(self, executor: Callable[[Service], Any]) -> Any:
-        """The world's service made again with a run executor, built from it as `clankie
-        serve` builds its own (given at construction, never set later); returns it."""
+    def executing(self, executor: Callable[[RunHooks], Any]) -> Any:
+        """The world's service made again with a run executor, built from its run side as
+        `clankie serve` builds its own (given at construction, never set later); returns
+        it."""
         self.service = Service(self.store, self.service.settings, clock=self.clock,
                                executor=executor)
-        return self.service.executor
+        return self.service.runs.executor
 
     def call(self, op: str, payload: dict[str, Any] | None = None,
              token: str | None = None) -> dict[str, Any]:
@@ -90,19 +92,19 @@ class World:
         sent = self.call("conversation_send", {"conversation_id": conversation_id, "text": text})
         assert sent["run_id"] is not None
         for _ in range(100):
-            run = self.service.claim_next_run(conversation_id)
+            run = self.service.runs.claim_next_run(conversation_id)
             assert run is not None, "the turn run could not start"
             if run.run_id == sent["run_id"]:
                 return str(run.run_id)
-            self.service.finish_run(run.run_id, RunStatus.SUCCEEDED)
+            self.service.runs.finish_run(run.run_id, RunStatus.SUCCEEDED)
         raise AssertionError("too many runs queued before the turn")
 
     def ask(self, conversation_id: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         """Reach a pending question the real way; return the snapshot's pending question."""
         run_id = self.running_turn(conversation_id)
-        result = self.service.ask_question(run_id, args or CHOICE)
+        result = self.service.runs.ask_question(run_id, args or CHOICE)
         assert result.status == "pending", result
-        self.service.finish_run(run_id, RunStatus.SUCCEEDED)
+        self.service.runs.finish_run(run_id, RunStatus.SUCCEEDED)
         return self.snapshot(conversation_id)
 
     def snapshot(self, conversation_id: str, request_id: str | None = None) -> dict[str, Any]:

@@ -21,8 +21,8 @@ import pytest
 
 from clankie.api import connections
 from clankie.api.app import http_server
-from clankie.api.server import unix_socket
 from clankie.client import AsyncClient, Client
+from clankie.serve import unix_socket
 from clankie.service.longpoll import LONG_POLL_SLOTS
 from tests.e2e.connections import closed_within, connect, first_answer, request
 from tests.polling import eventually, eventually_async

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clankie.api.server import _model_said
+from clankie.serve import _model_said
 from clankie.settings import Settings
 
 

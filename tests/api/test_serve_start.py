@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from clankie.api.server import ExecutorOnFirstRun
+from clankie.serve import ExecutorOnFirstRun
 from clankie.service import executor
 
 

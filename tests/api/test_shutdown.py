@@ -9,8 +9,8 @@ from pathlib import Path
 import uvicorn
 
 from clankie.api.app import HttpServer, create_app
-from clankie.api.server import unix_socket
 from clankie.client import Client
+from clankie.serve import unix_socket
 from tests.polling import eventually
 from tests.world import World
 

@@ -261,7 +261,7 @@ def test_p5_r3_a_restart_cancels_the_pending_question_and_the_agent_may_ask_agai
         world: World):
     token = agent(world)
     asked = ask(world, token)
-    report = world.service.recover()
+    report = world.service.runs.recover()
     assert report.cancelled_questions == 1
     got = world.call("agent_wait", {"request_id": asked["request_id"], "wait_s": 0}, token)
     assert (got["status"], got["reason"]) == ("cancelled", "restart")

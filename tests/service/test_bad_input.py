@@ -117,7 +117,7 @@ def test_q1_bounds_refuse_the_tool_call_and_store_nothing(world: World, args: An
     c = world.conversation()
     run_id = world.running_turn(c)
     before = world.dump()
-    result = world.service.ask_question(run_id, args)
+    result = world.service.runs.ask_question(run_id, args)
     assert (result.status, result.reason) == ("refused", "invalid_request")
     assert world.dump() == before
 

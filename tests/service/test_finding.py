@@ -45,7 +45,7 @@ def test_finding_list_items_say_the_waiting_question_the_run_and_the_last_activi
     running = world.running_turn(b)
     world.call("conversation_send", {"conversation_id": b, "text": "and then"})
     assert item(world, b)["run"] == "running"  # a running run is said over a queued one
-    world.service.finish_run(running, RunStatus.SUCCEEDED)
+    world.service.runs.finish_run(running, RunStatus.SUCCEEDED)
     assert item(world, b)["run"] == "queued"
     assert [x["conversation_id"] for x in listed(world)] == [b, a]
     assert item(world, b)["last_activity_at"] == datetime.fromtimestamp(

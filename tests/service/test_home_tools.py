@@ -34,12 +34,12 @@ def test_w4_home_the_service_knows_its_home_as_the_folder_of_its_store(tmp_path:
     store = Store(tmp_path / "home" / "clankie.db")
     try:
         st = os.stat(tmp_path / "home")
-        assert Service(store).home == (st.st_dev, st.st_ino)
+        assert Service(store).ctx.home == (st.st_dev, st.st_ino)
     finally:
         store.close()
     memory = Store(":memory:")
     try:
-        assert Service(memory).home is None  # a store in memory has no folder
+        assert Service(memory).ctx.home is None  # a store in memory has no folder
     finally:
         memory.close()
 

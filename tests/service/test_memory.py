@@ -35,10 +35,10 @@ def ask(world: World, c: str, call_id: str, args: dict[str, Any] | None = None
     """A turn run that asks through the tool (so the call is recorded, W9) and finishes."""
     args = args or CHOICE
     run_id = world.running_turn(c, f"please ask ({call_id})")
-    result = world.service.ask_question(run_id, args, CallRecord(0, call_id, "ask_question",
+    result = world.service.runs.ask_question(run_id, args, CallRecord(0, call_id, "ask_question",
                                                                  json.dumps(args)))
     assert result.status == "pending", result
-    world.service.finish_run(run_id, RunStatus.SUCCEEDED)
+    world.service.runs.finish_run(run_id, RunStatus.SUCCEEDED)
     return world.snapshot(c)
 
 
@@ -46,8 +46,8 @@ def next_context(world: World, c: str) -> TurnContext:
     """The context of the next turn run (the owner sends another message); the run then
     finishes."""
     run_id = world.running_turn(c, "and now?")
-    ctx = world.service.run_context(run_id)
-    world.service.finish_run(run_id, RunStatus.SUCCEEDED)
+    ctx = world.service.runs.run_context(run_id)
+    world.service.runs.finish_run(run_id, RunStatus.SUCCEEDED)
     return ctx
 
 
@@ -123,7 +123,7 @@ def test_r5_a_question_invalidated_by_a_reset_says_why(world: World):
 def test_r5_each_question_in_the_window_has_its_own_outcome(world: World):
     c = world.conversation()
     world.answer(c, ask(world, c, "call-1"), option=0)
-    world.service.finish_run(world.service.claim_next_run(c).run_id,  # type: ignore[union-attr]
+    world.service.runs.finish_run(world.service.runs.claim_next_run(c).run_id,  # type: ignore[union-attr]
                              RunStatus.SUCCEEDED)
     world.cancel(c, ask(world, c, "call-2"))
     ask(world, c, "call-3")
@@ -139,7 +139,7 @@ def test_r1_r5_a_question_no_longer_on_record_says_no_answer_may_be_assumed(
     world = make_world(Settings(receipt_limit=1))
     c = world.conversation()
     world.answer(c, ask(world, c, "call-1"), option=0)
-    world.service.finish_run(world.service.claim_next_run(c).run_id,  # type: ignore
+    world.service.runs.finish_run(world.service.runs.claim_next_run(c).run_id,  # type: ignore
                              RunStatus.SUCCEEDED)
     world.cancel(c, ask(world, c, "call-2"))  # evicts the receipt of call-1's question
     ctx = next_context(world, c)
@@ -153,10 +153,10 @@ def test_r5_a_refused_ask_is_replayed_as_it_was(world: World):
     c = world.conversation()
     ask(world, c, "call-1")
     run_id = world.running_turn(c)
-    refused = world.service.ask_question(run_id, CHOICE, CallRecord(
+    refused = world.service.runs.ask_question(run_id, CHOICE, CallRecord(
         0, "call-2", "ask_question", json.dumps(CHOICE)))
     assert refused.status == "refused"
-    world.service.finish_run(run_id, RunStatus.SUCCEEDED)
+    world.service.runs.finish_run(run_id, RunStatus.SUCCEEDED)
     results = asked_results(next_context(world, c))
     assert results["call-2"] == {"status": "refused", "reason": "question_pending"}
 
@@ -211,12 +211,12 @@ def test_r9_run_context_names_each_owner_message_whose_run_did_not_finish(world:
     failed or orphaned by a restart is named with its run's status and error; a message
     whose run succeeded is not."""
     c = world.conversation()
-    world.service.finish_run(world.running_turn(c, "done"), RunStatus.SUCCEEDED)
+    world.service.runs.finish_run(world.running_turn(c, "done"), RunStatus.SUCCEEDED)
     world.call("run_cancel", {"run_id": world.running_turn(c, "stopped")})
-    world.service.finish_run(world.running_turn(c, "failed"), RunStatus.FAILED,
+    world.service.runs.finish_run(world.running_turn(c, "failed"), RunStatus.FAILED,
                              "model_error: openai: 400 bad request")
     world.running_turn(c, "orphaned")
-    world.service.recover()
+    world.service.runs.recover()
     ctx = next_context(world, c)
     assert [(ctx.history[u.message], u.status, u.error) for u in ctx.unfinished] == [
         (("owner", "stopped"), "cancelled", "stopped_by_owner"),
@@ -232,16 +232,16 @@ def test_r5_r9_an_answer_whose_continuation_did_not_finish_says_so(world: World,
     c = world.conversation()
     snap = ask(world, c, "call-1")
     world.answer(c, snap, option=1)
-    run = world.service.claim_next_run(c)
+    run = world.service.runs.claim_next_run(c)
     assert run is not None and run.kind.value == "continuation"
     if ending == "orphaned":
-        world.service.recover()
+        world.service.runs.recover()
         said = "clankie restarted before it was done"
     elif ending == "stopped":
         world.call("run_cancel", {"run_id": run.run_id})
         said = "the owner stopped it before you finished"
     else:
-        world.service.finish_run(run.run_id, RunStatus.FAILED, "model_error: openai: 400 bad")
+        world.service.runs.finish_run(run.run_id, RunStatus.FAILED, "model_error: openai: 400 bad")
         said = "it failed: model_error: openai: 400 bad"
     assert outcome(next_context(world, c), "call-1") == (
         f"answered: the owner (operator) chose the option 'unittest'. {A11} Your run that "

@@ -19,10 +19,10 @@ def refused(world: World, op: str, payload: dict, token: str | None = None) -> s
 
 
 def test_init_is_idempotent_and_enrolls_a_new_owner_only_after_revocation(world: World):
-    assert world.service.init_owner() is None
+    assert world.service.devices.init_owner() is None
     old = world.conversation()
     world.call("owner_revoke")
-    fresh = world.service.init_owner()
+    fresh = world.service.devices.init_owner()
     assert fresh is not None and fresh != world.operator
     assert refused(world, "conversation_list", {}) == "unauthenticated"
     assert world.call("conversation_list", {}, fresh) == {"conversations": [], "next_after": None}

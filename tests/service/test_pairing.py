@@ -80,7 +80,7 @@ def test_h2_nobodys_failed_attempts_delay_or_refuse_a_valid_code(world: World):
     # another connection's valid code pairs, and so does the failing connection's own
     world.service.call("device_pair_finish", None, {"code": first["code"]},
                        peer="tcp 127.0.0.1:6000")
-    assert world.service.pairing_preview(second["code"]).name == "tablet"
+    assert world.service.devices.pairing_preview(second["code"]).name == "tablet"
     world.service.call("device_pair_finish", None, {"code": second["code"]},
                        peer="tcp 127.0.0.1:5000")
     assert [d["name"] for d in devices(world)] == ["phone", "tablet"]
@@ -121,11 +121,11 @@ def test_h2_a_pairing_records_the_user_agent_that_paired(world: World):
 
 def test_h2_a_preview_shows_name_and_word_without_using_the_code(world: World):
     started = world.call("device_pair_start", {"name": "phone"})
-    preview = world.service.pairing_preview(started["code"])
+    preview = world.service.devices.pairing_preview(started["code"])
     assert (preview.name, preview.word) == ("phone", started["word"])
     world.service.call("device_pair_finish", None, {"code": started["code"]})
     with pytest.raises(ClankieError) as err:
-        world.service.pairing_preview(started["code"])
+        world.service.devices.pairing_preview(started["code"])
     assert err.value.code == "unauthenticated"
 
 

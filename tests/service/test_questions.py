@@ -346,7 +346,7 @@ def test_a10_executor_failure_after_commit_leaves_the_answer_with_a_failed_conti
 
     c = world.conversation()
     snap = world.ask(c)
-    world.service.executor = Broken()
+    world.executing(lambda _hooks: Broken())  # the service made again with this executor
     reply = world.answer(c, snap, option=0)
     receipt = reply["receipt"]
     assert reply["duplicate"] is False and receipt["outcome"] == "answered"
@@ -471,7 +471,7 @@ def test_e_native_takeover_cancels_a_queued_continuation_before_it_starts(world:
     world.call("native_takeover", {"conversation_id": c, "seat": "seat-1"})
     run = world.call("run_get", {"run_id": answered["receipt"]["run_id"]})
     assert run["status"] == "cancelled"
-    assert world.service.claim_next_run(c) is None
+    assert world.service.runs.claim_next_run(c) is None
     again = world.snapshot(c, answered["receipt"]["request_id"])["request"]["receipt"]
     assert again["continuation"] == "cancelled"
 
@@ -481,7 +481,7 @@ def test_q3_native_owned_conversation_refuses_to_ask_even_while_the_seat_is_offl
     c = world.conversation()
     run_id = world.running_turn(c)
     world.call("native_takeover", {"conversation_id": c, "seat": "seat-offline"})
-    result = world.service.ask_question(run_id, CHOICE)
+    result = world.service.runs.ask_question(run_id, CHOICE)
     assert (result.status, result.reason) == ("refused", "native_owned")
 
 
@@ -489,10 +489,10 @@ def test_q3_stale_run_after_reset_and_refusals_as_tool_results(world: World):
     c = world.conversation()
     run_id = world.running_turn(c)
     world.call("conversation_reset", {"conversation_id": c})
-    assert world.service.ask_question(run_id, CHOICE).reason == "stale_run"
+    assert world.service.runs.ask_question(run_id, CHOICE).reason == "stale_run"
     room = world.conversation("room")
     assert room
-    bad = world.service.ask_question(run_id, {"kind": "choice", "prompt": "x", "options": []})
+    bad = world.service.runs.ask_question(run_id, {"kind": "choice", "prompt": "x", "options": []})
     assert (bad.status, bad.reason) == ("refused", "invalid_request")
 
 
@@ -500,7 +500,7 @@ def test_q4_one_pending_question_per_conversation(world: World):
     c = world.conversation()
     world.ask(c)
     run_id = world.running_turn(c)
-    result = world.service.ask_question(run_id, TEXT)
+    result = world.service.runs.ask_question(run_id, TEXT)
     assert (result.status, result.reason) == ("refused", "question_pending")
     other = world.conversation()
     assert world.ask(other)["pending"] is not None
@@ -520,19 +520,19 @@ def test_r3_restart_cancels_pending_and_fails_orphaned_runs(world: World):
     c = world.conversation()
     first = world.ask(c)
     answered = world.answer(c, first, option=0)
-    continuation = world.service.claim_next_run(c)  # the continuation is running ...
+    continuation = world.service.runs.claim_next_run(c)  # the continuation is running ...
     assert continuation is not None and continuation.run_id == answered["receipt"]["run_id"]
-    asked = world.service.ask_question(continuation.run_id, TEXT)  # ... and asks again
+    asked = world.service.runs.ask_question(continuation.run_id, TEXT)  # ... and asks again
     turn = world.call("conversation_send", {"conversation_id": c, "text": "and?"})["run_id"]
-    report = world.service.recover()
+    report = world.service.runs.recover()
     assert (report.cancelled_questions, report.failed_runs) == (1, 2)
     second = world.snapshot(c, asked.request_id)["request"]["receipt"]
     assert (second["outcome"], second["reason"]) == ("cancelled", "restart")
     old = world.snapshot(c, first["pending"]["request_id"])["request"]["receipt"]
     assert (old["continuation"], old["continuation_error"]) == ("failed", "orphaned_by_restart")
     assert world.call("run_get", {"run_id": turn})["error"] == "orphaned_by_restart"
-    assert world.service.claim_next_run(c) is None
-    assert world.service.recover() == type(report)(0, 0)
+    assert world.service.runs.claim_next_run(c) is None
+    assert world.service.runs.recover() == type(report)(0, 0)
 
 
 # ---------------------------------------------------------------------------------- events
@@ -608,10 +608,10 @@ def test_revision_moves_by_exactly_one_per_committed_change(world: World):
     revisions = [world.snapshot(c)["revision"]]
     world.call("conversation_send", {"conversation_id": c, "text": "1"})  # message + turn queued
     revisions.append(world.snapshot(c)["revision"])
-    run = world.service.claim_next_run(c)  # run status
+    run = world.service.runs.claim_next_run(c)  # run status
     revisions.append(world.snapshot(c)["revision"])
     assert run is not None
-    world.service.ask_question(run.run_id, CHOICE)  # question transition
+    world.service.runs.ask_question(run.run_id, CHOICE)  # question transition
     revisions.append(world.snapshot(c)["revision"])
     world.call("conversation_reset", {"conversation_id": c})
     revisions.append(world.snapshot(c)["revision"])

@@ -34,7 +34,7 @@ def recover_one_by_one(world: World, store: Store) -> tuple[int, int]:
             pending = tx.pending_question(conversation_id)
             unfinished = tx.unfinished_runs(conversation_id)
             change = lifecycle.restart(conversation, pending, unfinished, world.clock(),
-                                       world.service.new_id)
+                                       world.service.ctx.new_id)
             if change is None:
                 continue
             tx.save(change, receipt_limit=settings.receipt_limit,
@@ -75,9 +75,9 @@ def busy_world(world: World) -> list[str]:
     world.ask(pending)
     world.answer(waiting, world.ask(waiting), option=1)  # continuation queued, no question
     answered = world.answer(asking, world.ask(asking), option=0)
-    run = world.service.claim_next_run(asking)  # running, and asked again ...
+    run = world.service.runs.claim_next_run(asking)  # running, and asked again ...
     assert run is not None and run.run_id == answered["receipt"]["run_id"]
-    assert world.service.ask_question(run.run_id, TEXT).status == "pending"
+    assert world.service.runs.ask_question(run.run_id, TEXT).status == "pending"
     for _ in range(2):  # ... with two turns queued behind it
         world.call("conversation_send", {"conversation_id": asking, "text": "and?"})
     for _ in range(2):
@@ -106,13 +106,13 @@ def test_r3_recovery_at_once_equals_the_rule_one_conversation_at_a_time(tmp_path
             expected = recover_one_by_one(world, reference)
         finally:
             reference.close()
-        report = world.service.recover()
+        report = world.service.runs.recover()
         assert (report.cancelled_questions, report.failed_runs) == expected == (4, 6)
         got, want = rows(Path(world.store.path)), rows(copy)
         assert got.keys() == want.keys()
         for table in want:
             assert got[table] == want[table], table
-        assert world.service.recover() == type(report)(0, 0)
+        assert world.service.runs.recover() == type(report)(0, 0)
         with world.db() as db:
             receipts = [r for (r,) in db.execute("SELECT receipt_id FROM questions "
                                                  "WHERE reason = 'restart'")]
@@ -125,9 +125,9 @@ def test_r3_recovery_at_once_equals_the_rule_one_conversation_at_a_time(tmp_path
 def test_r3_recovery_wakes_the_conversations_it_changed(world: World):
     c, quiet = world.conversation(), world.conversation()
     world.ask(c)
-    before = world.service.generation(c), world.service.generation(quiet)
-    world.service.recover()
-    assert (world.service.generation(c), world.service.generation(quiet)) == (
+    before = world.service.ctx.generation(c), world.service.ctx.generation(quiet)
+    world.service.runs.recover()
+    assert (world.service.ctx.generation(c), world.service.ctx.generation(quiet)) == (
         before[0] + 1, before[1])
 
 
@@ -154,12 +154,12 @@ def test_r9_recovery_tells_the_notifier_each_ending_once_in_order_with_notify_on
             c = world.conversation()
             first = world.ask(c)
             world.answer(c, first, option=0)
-            continuation = world.service.claim_next_run(c)
+            continuation = world.service.runs.claim_next_run(c)
             assert continuation is not None  # running, and it asks again
-            asked = world.service.ask_question(continuation.run_id, TEXT).request_id
+            asked = world.service.runs.ask_question(continuation.run_id, TEXT).request_id
             told.told.clear()
-            assert world.service.recover() == Recovery(1, 1)
-            assert world.service.recover() == Recovery(0, 0)  # nothing is told twice
+            assert world.service.runs.recover() == Recovery(1, 1)
+            assert world.service.runs.recover() == Recovery(0, 0)  # nothing is told twice
         finally:
             world.close()
         if not resolved:

@@ -78,11 +78,11 @@ def test_v4_r6_a_run_that_is_no_longer_running_records_no_wait(world: World):
     c = world.conversation()
     run_id = world.running_turn(c)
     revision = world.snapshot(c)["revision"]
-    assert world.service.record_model_retry(run_id, SUMMARY, T0) is True
+    assert world.service.runs.record_model_retry(run_id, SUMMARY, T0) is True
     assert world.snapshot(c)["revision"] == revision  # an observation, not a change
-    world.service.finish_run(run_id, RunStatus.SUCCEEDED)
+    world.service.runs.finish_run(run_id, RunStatus.SUCCEEDED)
     before = world.events(c)
-    assert world.service.record_model_retry(run_id, SUMMARY, T0) is False
+    assert world.service.runs.record_model_retry(run_id, SUMMARY, T0) is False
     assert world.events(c) == before
 
 

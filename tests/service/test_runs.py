@@ -119,13 +119,13 @@ def test_w9_words_before_a_workspace_tool_are_stored_before_it_runs(world: World
                                 {"say": "Done."}]]}, stop_after)
     c = world.conversation()
     seen: list[list[str]] = []
-    real = r.executor._service.workspace_of
+    real = r.executor._hooks.workspace_of
 
     def workspace_of(run_id: str):  # called as the tool starts: what is stored by then?
         seen.append([e.get("text", "") for e in world.events(c) if e["type"] == "message"])
         return real(run_id)
 
-    world.service.workspace_of = workspace_of  # type: ignore[method-assign]
+    world.service.runs.workspace_of = workspace_of  # type: ignore[method-assign]
     r.writes(send(world, c), c)
     assert seen == [["hi", "Looking."]]
     assert brief(world.events(c))[3:] == [
@@ -149,16 +149,16 @@ def test_v1_a_failed_run_keeps_what_it_said(world: World, stop_after):
     """Words said in the step whose tool then failed the run are stored with the failure."""
     r = runs(world, {"turns": [[{"say": "Let me ask."}, {"ask": ASK}]]}, stop_after)
     c = world.conversation()
-    real = world.service.ask_question
+    real = world.service.runs.ask_question
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ClankieError("storage_unavailable", "the disk is full")
 
-    world.service.ask_question = broken  # type: ignore[method-assign]
+    world.service.runs.ask_question = broken  # type: ignore[method-assign]
     try:
         r.writes(send(world, c), c)
     finally:
-        world.service.ask_question = real  # type: ignore[method-assign]
+        world.service.runs.ask_question = real  # type: ignore[method-assign]
     assert brief(world.events(c))[-3:] == [
         ("run_status", "running"), ("message", "Let me ask."), ("run_status", "failed")]
 
@@ -168,13 +168,13 @@ def test_r3_r4_a_stopped_executor_starts_no_next_run(world: World, stop_after):
     for text in ("one", "two"):
         world.call("conversation_send", {"conversation_id": c, "text": text})
     r = runs(world, {"turns": [[{"say": "first"}], [{"say": "second"}]]}, stop_after)
-    real = world.service.run_context
+    real = world.service.runs.run_context
 
     def stop_while_running(run_id: str) -> Any:
         r.executor._stopped = True  # the stop arrives while the first run runs
         return real(run_id)
 
-    world.service.run_context = stop_while_running  # type: ignore[method-assign]
+    world.service.runs.run_context = stop_while_running  # type: ignore[method-assign]
     r.executor.submit(c, "-")
     eventually(lambda: (r.executor._executing, bool(r.executor._draining)),
                "the executor to go idle (executing, draining)",

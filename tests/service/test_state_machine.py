@@ -63,13 +63,13 @@ class QuestionMachine(RuleBasedStateMachine):
         run = self._execute_until(c, sent["run_id"])
         if run is None:
             return
-        result = self.world.service.ask_question(run, TEXT if text else CHOICE)
+        result = self.world.service.runs.ask_question(run, TEXT if text else CHOICE)
         assert result.status in ("pending", "refused")
         event(f"ask: {result.reason or result.status}")
         if result.status == "refused":
             assert result.reason in {"question_pending", "owner_revoked", "workspace_missing",
                                      "workspace_replaced", "native_owned"}, result.reason
-        self.world.service.finish_run(run, RunStatus.SUCCEEDED)
+        self.world.service.runs.finish_run(run, RunStatus.SUCCEEDED)
         self.read(i)
 
     @rule(i=st.integers(0, 1), step=st.integers(0, 3))
@@ -83,12 +83,12 @@ class QuestionMachine(RuleBasedStateMachine):
         if run is None:
             return
         before = self._question_state(c)
-        tools = RunTools(self.world.service, run, self.world.service.settings)
+        tools = RunTools(self.world.service.runs, run)
         for call in (ToolCall("a", "list_files", "{}"), ToolCall("b", "git_status", "{}"),
                      ToolCall("c", "read_file", '{"path": "../x"}')):
             json.loads(tools.call(step, call))  # a result the model could read, never a crash
         assert self._question_state(c) == before
-        self.world.service.finish_run(run, RunStatus.SUCCEEDED)
+        self.world.service.runs.finish_run(run, RunStatus.SUCCEEDED)
 
     def _question_state(self, c: str) -> tuple[Any, ...]:
         with self.world.db() as db:
@@ -147,7 +147,7 @@ class QuestionMachine(RuleBasedStateMachine):
     @rule()
     def owner_revoke(self) -> None:
         self.world.call("owner_revoke")
-        token = self.world.service.init_owner()  # a new owner enrolls again
+        token = self.world.service.devices.init_owner()  # a new owner enrolls again
         assert token is not None
         self.world.operator = token
         self.conversations = [self.world.conversation(), self.world.conversation()]
@@ -168,7 +168,7 @@ class QuestionMachine(RuleBasedStateMachine):
     def restart(self) -> None:
         self.world.service = Service(self.world.store, self.world.service.settings,
                                      clock=self.world.clock)
-        self.world.service.recover()
+        self.world.service.runs.recover()
 
     @rule(i=st.integers(0, 1))
     def send_only(self, i: int) -> None:
@@ -211,16 +211,16 @@ class QuestionMachine(RuleBasedStateMachine):
         if run is None:
             return
         if asks:
-            self.world.service.ask_question(run, TEXT)
+            self.world.service.runs.ask_question(run, TEXT)
         self.world.call("run_cancel", {"run_id": run})
         self.stopped.add(run)
         before = self._question_state(c)
         service = self.world.service
-        tools = RunTools(service, run, service.settings)
-        for late in (lambda: service.post_replies(run, ["late"]),
-                     lambda: service.ask_question(run, CHOICE, said=["late"]),
+        tools = RunTools(service.runs, run)
+        for late in (lambda: service.runs.post_replies(run, ["late"]),
+                     lambda: service.runs.ask_question(run, CHOICE, said=["late"]),
                      lambda: tools.call(0, ToolCall("z", "list_files", "{}")),
-                     lambda: service.finish_run(run, RunStatus.SUCCEEDED, said=["bye"])):
+                     lambda: service.runs.finish_run(run, RunStatus.SUCCEEDED, said=["bye"])):
             try:
                 late()
             except (ClankieError, IllegalTransition):
@@ -228,7 +228,7 @@ class QuestionMachine(RuleBasedStateMachine):
             raise AssertionError("a stopped run wrote")
         assert self._question_state(c) == before
         # asking alone is refused as a tool result (Q3), like any run that is not running
-        assert service.ask_question(run, CHOICE).reason == "stale_run"
+        assert service.runs.ask_question(run, CHOICE).reason == "stale_run"
 
     @rule(i=st.integers(0, 1))
     def execute_runs(self, i: int) -> None:
@@ -237,13 +237,13 @@ class QuestionMachine(RuleBasedStateMachine):
     def _execute_until(self, c: str, run_id: str | None) -> str | None:
         """Execute queued runs in order; stop (running) at `run_id`, or when none are left."""
         for _ in range(50):
-            run = self.world.service.claim_next_run(c)
+            run = self.world.service.runs.claim_next_run(c)
             if run is None:
                 return None
             self.executed[run.run_id] += 1
             if run.run_id == run_id:
                 return run_id
-            self.world.service.finish_run(run.run_id, RunStatus.SUCCEEDED)
+            self.world.service.runs.finish_run(run.run_id, RunStatus.SUCCEEDED)
         raise AssertionError("unbounded queue")
 
     # ------------------------------------------------------------------------ invariants

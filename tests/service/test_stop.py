@@ -48,7 +48,7 @@ def test_r7_run_cancel_stops_a_queued_run_before_it_starts(world: World):
     assert (run["status"], run["error"], run["started_at"]) == ("cancelled", "stopped_by_owner",
                                                                 None)
     assert run["finished_at"] is not None
-    assert world.service.claim_next_run(c) is None  # the claim skips it: it never starts
+    assert world.service.runs.claim_next_run(c) is None  # the claim skips it: it never starts
     assert run_events(world, c, run_id) == ["queued", "cancelled"]  # one event for the stop
     assert world.snapshot(c)["revision"] == before + 1
     assert world.call("run_get", {"run_id": run_id}) == run
@@ -57,19 +57,19 @@ def test_r7_run_cancel_stops_a_queued_run_before_it_starts(world: World):
 def test_r7_a_stopped_running_run_can_store_nothing_more_and_its_question_stays(world: World):
     c = world.conversation()
     run_id = world.running_turn(c)
-    assert world.service.ask_question(run_id, CHOICE).status == "pending"
+    assert world.service.runs.ask_question(run_id, CHOICE).status == "pending"
     run = cancel(world, run_id)
     assert (run["status"], run["error"]) == ("cancelled", "stopped_by_owner")
     assert run["started_at"] is not None and run["finished_at"] is not None
     dump = world.dump()
     service = world.service
     call = CallRecord(0, "c1", "list_files", "{}")
-    assert refused(lambda: service.post_replies(run_id, ["late words"])) == "not_eligible"
-    assert refused(lambda: service.ask_question(run_id, CHOICE, call, ["x"])) == "not_eligible"
-    assert refused(lambda: service.record_tool_call(
+    assert refused(lambda: service.runs.post_replies(run_id, ["late words"])) == "not_eligible"
+    assert refused(lambda: service.runs.ask_question(run_id, CHOICE, call, ["x"])) == "not_eligible"
+    assert refused(lambda: service.runs.record_tool_call(
         run_id, call, Outcome({}, "ok", None, "listed"))) == "not_eligible"
     with pytest.raises(Exception):  # noqa: B017 - an illegal transition, whatever its type
-        service.finish_run(run_id, RunStatus.SUCCEEDED, said=["bye"])
+        service.runs.finish_run(run_id, RunStatus.SUCCEEDED, said=["bye"])
     assert world.dump() == dump
     assert world.snapshot(c)["pending"]["status"] == "pending"  # it was stored: it stays
     assert run_events(world, c, run_id) == ["queued", "running", "cancelled"]
@@ -82,7 +82,7 @@ def test_r7_a_duplicate_run_cancel_of_an_ended_run_returns_it_unchanged(world: W
     if end == "cancelled":
         first = cancel(world, run_id)
     else:
-        world.service.finish_run(run_id, RunStatus(end), "x" if end == "failed" else None)
+        world.service.runs.finish_run(run_id, RunStatus(end), "x" if end == "failed" else None)
         first = world.call("run_get", {"run_id": run_id})
     dump = world.dump()
     assert cancel(world, run_id) == first
@@ -94,7 +94,7 @@ def test_r7_an_unknown_run_or_another_owners_run_is_not_found(world: World):
     run_id = world.call("conversation_send", {"conversation_id": c, "text": "hi"})["run_id"]
     assert refused(lambda: cancel(world, "0" * 8 + "-0000-4000-8000-" + "0" * 12)) == "not_found"
     world.call("owner_revoke")
-    token = world.service.init_owner()  # a new owner of this service
+    token = world.service.devices.init_owner()  # a new owner of this service
     assert token is not None
     assert refused(lambda: cancel(world, run_id, token)) == "not_found"
     with world.db() as db:

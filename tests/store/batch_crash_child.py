@@ -33,7 +33,7 @@ def loop(service: Service, token: str, conversation_id: str) -> None:
 def main(db: str, token: str, *conversations: str) -> None:
     service = Service(Store(db), Settings.model_construct(  # beyond the bounds a user may set:
         receipt_limit=100_000, event_retention=100_000))  # every receipt and event is kept
-    service.recover()
+    service.runs.recover()
     say("ready")
     for c in conversations:
         threading.Thread(target=loop, args=(service, token, c), daemon=True).start()

@@ -24,7 +24,7 @@ CHOICE = {"kind": "choice", "prompt": "Tabs or spaces?",
 def main(db: str, conversation_id: str, token: str, log_path: str) -> None:
     service = Service(Store(db), Settings.model_construct(  # beyond the bounds a user may set:
         receipt_limit=100_000, event_retention=100_000))  # every receipt and event is kept
-    service.recover()
+    service.runs.recover()
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def started(run_id: str) -> None:
@@ -44,11 +44,11 @@ def one_round(service: Service, token: str, conversation_id: str,
     sent = service.call("conversation_send", token,
                         {"conversation_id": conversation_id, "text": "next"})
     say(f"sent {conversation_id} {sent.message_id}")  # type: ignore[attr-defined]
-    turn = service.claim_next_run(conversation_id)
+    turn = service.runs.claim_next_run(conversation_id)
     assert turn is not None and turn.run_id == sent.run_id  # type: ignore[attr-defined]
     started(turn.run_id)
-    asked = service.ask_question(turn.run_id, CHOICE)
-    service.finish_run(turn.run_id, RunStatus.SUCCEEDED)
+    asked = service.runs.ask_question(turn.run_id, CHOICE)
+    service.runs.finish_run(turn.run_id, RunStatus.SUCCEEDED)
     snap = service.call("input_get", token, {"conversation_id": conversation_id})
     reply = service.call("input_answer", token, {
         "conversation_id": conversation_id, "request_id": asked.request_id,
@@ -56,10 +56,10 @@ def one_round(service: Service, token: str, conversation_id: str,
         "option_id": snap.pending.options[1].option_id})  # type: ignore[attr-defined]
     receipt = reply.receipt  # type: ignore[attr-defined]
     say(f"accepted {asked.request_id} {receipt.receipt_id} {receipt.run_id}")
-    continuation = service.claim_next_run(conversation_id)
+    continuation = service.runs.claim_next_run(conversation_id)
     assert continuation is not None and continuation.run_id == receipt.run_id
     started(continuation.run_id)
-    service.finish_run(continuation.run_id, RunStatus.SUCCEEDED)
+    service.runs.finish_run(continuation.run_id, RunStatus.SUCCEEDED)
 
 
 if __name__ == "__main__":

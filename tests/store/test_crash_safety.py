@@ -67,7 +67,7 @@ def test_sigkill_at_random_moments_loses_no_accepted_answer_and_reruns_nothing(t
 
     service = Service(Store(db))
     try:
-        service.recover()
+        service.runs.recover()
         with closing(sqlite3.connect(db)) as conn:
             assert conn.execute("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')"
                                 ).fetchone() == (0,)

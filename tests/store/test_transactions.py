@@ -114,9 +114,9 @@ def states(world: World) -> None:
     world.answer(waiting, world.ask(waiting), option=1)
     asking = world.conversation()
     answered = world.answer(asking, world.ask(asking), option=0)
-    run = world.service.claim_next_run(asking)
+    run = world.service.runs.claim_next_run(asking)
     assert run is not None and run.run_id == answered["receipt"]["run_id"]
-    assert world.service.ask_question(run.run_id, TEXT).status == "pending"
+    assert world.service.runs.ask_question(run.run_id, TEXT).status == "pending"
     world.call("conversation_send", {"conversation_id": asking, "text": "and?"})
 
 
@@ -174,7 +174,7 @@ def test_the_store_executes_the_cores_restart_plan_and_states_no_rule_of_its_own
         target.close()
         copy = Store(reference)
         try:
-            apply_one_by_one(copy, plan, world.service.new_id)
+            apply_one_by_one(copy, plan, world.service.ctx.new_id)
         finally:
             copy.close()
         with world.store.write() as tx:

@@ -334,7 +334,7 @@ def test_h4_the_page_has_no_inline_script_and_loads_only_its_own_assets(world: W
 def test_h6_the_page_looks_again_at_least_every_second():
     """H6's 2 s: a revocation or an expiry writes no event, so the page's long-poll must
     come back (and the view be read again) within a second, whatever happens."""
-    from clankie.web.app import LONG_POLL_MS
+    from clankie.web.views import LONG_POLL_MS
 
     assert LONG_POLL_MS <= 1_000
     script = (Path(clankie.web.__file__).parent / "static" / "page.js").read_text()

@@ -26,7 +26,7 @@ def test_h6_r3_a_question_a_restart_ended_says_clankie_restarted_and_nothing_ran
     what to do: clankie restarted, nothing was answered or run, send a message to go on."""
     c = world.conversation()
     shown = world.ask(c)["pending"]["request_id"]
-    world.service.recover()  # what `clankie serve` does first after a restart (R3)
+    world.service.runs.recover()  # what `clankie serve` does first after a restart (R3)
     with page_client(world) as client:
         paired(world, client)
         view = client.get(f"/view?c={c}&r={shown}").text
@@ -44,7 +44,7 @@ def test_r9_a_continuation_a_restart_failed_is_said_with_how_to_carry_on(world: 
     c = world.conversation()
     snap = world.ask(c)
     world.answer(c, snap, option=0)  # its continuation waits, queued (no executor here)
-    world.service.recover()
+    world.service.runs.recover()
     with page_client(world) as client:
         paired(world, client)
         view = client.get(f"/view?c={c}&r={snap['pending']['request_id']}").text
@@ -116,11 +116,11 @@ def test_h5_above_the_question_what_led_to_it_then_clankies_reply_after_the_answ
 
     c = world.conversation()
     run = world.running_turn(c, "please tidy the config\nand the tests")
-    world.service.record_tool_call(run, CallRecord(1, "call-1", "read_file", "{}"),
+    world.service.runs.record_tool_call(run, CallRecord(1, "call-1", "read_file", "{}"),
                                    Outcome({}, "ok", None, "read config.toml lines 1-20"))
-    world.service.post_replies(run, ["I read <b>config.toml</b>."])
-    assert world.service.ask_question(run, CHOICE).status == "pending"
-    world.service.finish_run(run, RunStatus.SUCCEEDED)
+    world.service.runs.post_replies(run, ["I read <b>config.toml</b>."])
+    assert world.service.runs.ask_question(run, CHOICE).status == "pending"
+    world.service.runs.finish_run(run, RunStatus.SUCCEEDED)
     with page_client(world) as client:
         key = paired(world, client)
         view = client.get(f"/view?c={c}").text
@@ -136,10 +136,10 @@ def test_h5_above_the_question_what_led_to_it_then_clankies_reply_after_the_answ
             "incarnation": snap["incarnation"], "revision": snap["revision"],
             "option_id": snap["pending"]["options"][0]["option_id"]})
         assert answered.json()["outcome"] == "accepted"
-        continuation = world.service.claim_next_run(c)
+        continuation = world.service.runs.claim_next_run(c)
         assert continuation is not None
-        world.service.post_replies(continuation.run_id, ["Done: pytest it is."])
-        world.service.finish_run(continuation.run_id, RunStatus.SUCCEEDED)
+        world.service.runs.post_replies(continuation.run_id, ["Done: pytest it is."])
+        world.service.runs.finish_run(continuation.run_id, RunStatus.SUCCEEDED)
         after = client.get(f"/view?c={c}&r={snap['pending']['request_id']}").text
     assert "has ended" in after
     assert "Clankie: Done: pytest it is." in text(section(after, 'id="context"', "</section>"))

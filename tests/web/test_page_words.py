@@ -9,7 +9,7 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
-from clankie.web.app import _ended
+from clankie.web.shown import said_ended as _ended
 from tests.web.test_h4_http import LISTENER, binding, page_client, paired, still_pending
 from tests.world import World
 

@@ -70,7 +70,7 @@ def test_a7_e_a_workspace_deleted_and_recreated_invalidates_the_pending_question
     assert caught.value.code == "request_closed"
     assert caught.value.extra["receipt"]["reason"] == "workspace_replaced"
     run = world.running_turn(c)
-    assert world.service.ask_question(run, {"kind": "text", "prompt": "x?"}).reason == \
+    assert world.service.runs.ask_question(run, {"kind": "text", "prompt": "x?"}).reason == \
         "workspace_replaced"  # Q3 as well
 
 

@@ -126,7 +126,7 @@ def init() -> None:
     store = Store(home.store)
     try:
         service = Service(store, load_settings(home.path))
-        token = service.init_owner(reissue=not home.token_file.exists())
+        token = service.devices.init_owner(reissue=not home.token_file.exists())
     finally:
         store.close()
     if token is None:
@@ -154,9 +154,9 @@ def serve(tcp: str | None, web: str | None, model: str | None, script: Path | No
     if help_settings:
         click.echo(settings_table())
         return
-    from clankie.api.server import ServeError, ServeUsage, parse_tcp
-    from clankie.api.server import serve as run
     from clankie.home import Home, check
+    from clankie.serve import ServeError, ServeUsage, parse_tcp
+    from clankie.serve import serve as run
 
     try:
         if tcp is not None:

@@ -1,12 +1,13 @@
 """The credentials and devices part: owners, tokens, pairing (SPEC H2), Take Control.
 
 Owns issuing, rotating, listing and revoking credentials, pairing a browser by a one-time
-code (and the per-connection limit on wrong codes), the Take Control lease, owner revocation, and
-who a token is for a surface to show.
+code (and the per-connection limit on wrong codes), the page's key (H3), the Take Control
+lease, owner revocation, and who a token is for a surface to show.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NoReturn
@@ -92,6 +93,12 @@ class Devices:
             c.tx.insert_pairing(pairing)
             return dto.PairingOut(pairing_id=pairing.pairing_id, code=code,
                                   expires_at=iso(pairing.expires_at), word=pairing.word)
+
+    def page_key(self) -> bytes:
+        """The phone page's key (H3): made once, kept in the store, so a browser's second
+        half (derived from it) outlives a restart."""
+        with storage(), self.ctx.store.write() as tx:
+            return tx.page_key(secrets.token_bytes(32))
 
     def pairing_preview(self, code: str) -> PairingRow:
         """What a pairing code would pair (the page asks "Pair this browser as NAME?"),

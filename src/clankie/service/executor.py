@@ -39,8 +39,8 @@ from clankie.core.lifecycle import IllegalTransition
 from clankie.core.model import Run, RunStatus
 from clankie.core.vocabulary import Code
 
+from .runs import RunHooks
 from .serial import SerialQueues
-from .service import Service
 from .tooling import RunTools
 
 log = logging.getLogger("clankie.runs")
@@ -76,8 +76,11 @@ class _Workers:
 
 
 class RunExecutor:
-    def __init__(self, service: Service, model_for: ModelForRun) -> None:
-        self._service = service
+    """Executes the runs handed to it, through the run side it was built from (`RunHooks`:
+    claim, context, record, finish), and nothing else of the service."""
+
+    def __init__(self, hooks: RunHooks, model_for: ModelForRun) -> None:
+        self._hooks = hooks
         self._model_for = model_for
         workers = _Workers()
         # A conversation's item says only "it has work" (the store has its runs): one kept.
@@ -124,7 +127,7 @@ class RunExecutor:
         """Run the conversation's queued runs one at a time, in order (R4), until none. A
         finishing run starts the next one in the transaction that finishes it."""
         try:
-            run = None if self._stopped else self._service.claim_next_run(conversation_id)
+            run = None if self._stopped else self._hooks.claim_next_run(conversation_id)
             while run is not None and not self._stopped:
                 run = self._execute(run)
         except ClankieError as exc:  # e.g. storage_unavailable: a full disk
@@ -142,7 +145,7 @@ class RunExecutor:
         `run_activity` event, then slept in the run's stop scope, so that a stop (R7) ends
         the wait at once and no further try is made."""
         def on_wait(summary: str, retry_at: datetime) -> None:
-            self._service.record_model_retry(run.run_id, summary, retry_at)
+            self._hooks.record_model_retry(run.run_id, summary, retry_at)
 
         return Waits(on_wait=on_wait, sleep=scope.wait)
 
@@ -157,9 +160,9 @@ class RunExecutor:
             status, error = RunStatus.SUCCEEDED, None
             said: tuple[str, ...] = ()
             try:
-                settings = self._service.settings
-                tools = RunTools(self._service, run.run_id, settings)
-                context = self._service.run_context(run.run_id)
+                settings = self._hooks.settings
+                tools = RunTools(self._hooks, run.run_id)
+                context = self._hooks.run_context(run.run_id)
                 try:
                     with stop.within(scope):
                         run_turn(self._model_for(context), context, tools, settings.max_steps,
@@ -179,7 +182,7 @@ class RunExecutor:
                 status, error = RunStatus.FAILED, f"internal_error: {type(exc).__name__}"
             if not scope.stopped:
                 try:
-                    return self._service.finish_run(run.run_id, status, error, said=said,
+                    return self._hooks.finish_run(run.run_id, status, error, said=said,
                                                     claim_next=not self._stopped)
                 except IllegalTransition:  # the store ended it first: a stop not heard yet
                     pass
@@ -189,7 +192,7 @@ class RunExecutor:
                                   status, exc)
                         return None
             log.info("run %s stopped by its owner", run.run_id)
-            return None if self._stopped else self._service.claim_next_run(run.conversation_id)
+            return None if self._stopped else self._hooks.claim_next_run(run.conversation_id)
         finally:
             with self._lock:
                 self._scopes.pop(run.run_id, None)

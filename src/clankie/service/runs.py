@@ -3,18 +3,19 @@
 Owns starting a committed run (A10), claiming the next run of a conversation in order
 (R4), finishing runs, the `ask_question` tool (Q1-Q5), Clankie's replies, the context a
 run is given (each earlier question with its outcome as of that run, R5; each owner message
-whose run was stopped or failed, R9), and recovery
-before serving (R3). The executor is `executor.py`.
+whose run was stopped or failed, R9), and recovery before serving (R3). `RunHooks` names
+exactly what the executor (`executor.py`) and a run's tools (`tooling.py`) use of it;
+`Runs` builds its executor from itself, once, at construction (issue 32).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final, Protocol
 
 from pydantic import ValidationError
 
@@ -49,11 +50,13 @@ from clankie.core.model import (
     WorkspaceIdentity,
 )
 from clankie.core.vocabulary import Code, Reason
+from clankie.settings import Settings
 from clankie.store import WriteTx
 from clankie.store.tx import QuestionEnd, ToolCallRow
+from clankie.workspace.confine import FileId
 from clankie.workspace.tools import Outcome
 
-from .base import Context, Executor, invalid_request, storage
+from .base import Context, Executor, files_of, invalid_request, storage
 from .notify import HookDocument, continuation_document, document
 
 log = logging.getLogger("clankie.service")
@@ -70,12 +73,65 @@ class Recovery:
     failed_runs: int
 
 
-class Runs:
-    """The run side: what the executor calls, starting and stopping runs, recovery."""
+class RunHooks(Protocol):
+    """What the run executor and a run's tools use of the service, and nothing else (issue
+    32): the settings, the home its tools deny (W4), and the run side's steps. `Runs`
+    satisfies it; the executor is built from it (`Service(executor=...)`)."""
 
-    def __init__(self, ctx: Context, executor: Executor | None) -> None:
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def home(self) -> FileId | None: ...
+
+    def home_files(self) -> frozenset[FileId]: ...
+
+    def claim_next_run(self, conversation_id: str) -> Run | None: ...
+
+    def run_context(self, run_id: str) -> TurnContext: ...
+
+    def workspace_of(self, run_id: str) -> WorkspaceIdentity | None: ...
+
+    def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
+                   said: Sequence[str] = (), claim_next: bool = False) -> Run | None: ...
+
+    def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
+                     said: Sequence[str] = ()) -> dto.AskResult: ...
+
+    def post_replies(self, run_id: str, texts: Sequence[str]) -> None: ...
+
+    def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
+                         said: Sequence[str] = ()) -> None: ...
+
+    def record_model_retry(self, run_id: str, summary: str, retry_at: datetime) -> bool: ...
+
+
+# How the service is given its executor: built from the run side it calls back, once.
+MakeExecutor = Callable[[RunHooks], Executor]
+
+
+class Runs:
+    """The run side: what the executor calls (`RunHooks`), starting and stopping runs,
+    recovery."""
+
+    def __init__(self, ctx: Context, executor: MakeExecutor | None) -> None:
+        """`executor` builds the executor from this run side (which it calls back only once
+        a run is handed to it); without it, committed runs stay queued."""
         self.ctx = ctx
-        self.executor = executor  # where committed runs are handed (None: they stay queued)
+        self.executor: Final = executor(self) if executor is not None else None
+
+    @property
+    def settings(self) -> Settings:
+        return self.ctx.settings
+
+    @property
+    def home(self) -> FileId | None:
+        """The service's own home, by identity: denied to the tools in every workspace."""
+        return self.ctx.home
+
+    def home_files(self) -> frozenset[FileId]:
+        """The files in the home now, by identity: denied wherever they are linked."""
+        return files_of(self.ctx.store, self.ctx.home)
 
     def run_context(self, run_id: str) -> TurnContext:
         """What a run is told (agent/context.py), read in one snapshot; Git is asked after.

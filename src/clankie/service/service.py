@@ -4,8 +4,11 @@ Owns the composition and the entry points. `Service(store, settings, ...)` build
 `Context` (`base.py`: the store, settings, clock, long-polls, notifier, and how an
 operation meets the store) and the parts that share it: `Conversations`
 (`conversations.py`), `Questions` (`questions.py`), `Devices` (`devices.py`: credentials,
-pairing, Take Control) and `Runs` (`runs.py`: what the executor calls, recovery), the
-executor built from `Runs` and the notifier given here, never set later. `call(op, token,
+pairing, Take Control), `Agents` (`agents.py`) and `Runs` (`runs.py`: what the executor
+calls, `RunHooks`, and recovery); the executor built from `Runs`, the notifier and the
+page's address (`web_url`) given here, never set later. Callers outside reach a part by
+its name (`service.runs.recover()`, `service.devices.init_owner()`): the service forwards
+nothing. `call(op, token,
 payload)` is the whole entry point: it validates the input (`clankie.dto`) and calls the
 method the dispatcher table (`@serves`, `base.py`) says serves the op, with the `Caller`
 its transaction authorizes under that op's rule. `open_poll` is the same for a long-poll
@@ -17,34 +20,27 @@ the outside (start a run, wake long-polls). It knows nothing of HTTP.
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from pydantic import BaseModel, ValidationError
 
 from clankie import __version__, dto
-from clankie.agent.context import TurnContext
 from clankie.agent.providers import model_in_use
 from clankie.core.errors import ClankieError
-from clankie.core.model import Run, RunStatus, WorkspaceIdentity, iso
+from clankie.core.model import iso
 from clankie.core.vocabulary import Code
 from clankie.settings import Settings
 from clankie.settings import shown as settings_shown
 from clankie.store import Store
-from clankie.store.tx import PairingRow
-from clankie.workspace.confine import FileId
-from clankie.workspace.tools import Outcome
 
 from .agents import Agents
 from .base import (
     Caller,
     Context,
-    Executor,
     Served,
     dispatch_table,
-    files_of,
     invalid_request,
     new_uuid,
     serves,
@@ -53,40 +49,42 @@ from .base import (
 )
 from .conversations import Conversations
 from .credentials import authenticate
-from .devices import Devices, DeviceStatus
+from .devices import Devices
 from .longpoll import Poll, Wake
 from .notify import Notifier
 from .questions import Questions
-from .runs import CallRecord, Recovery, Runs
+from .runs import MakeExecutor, Runs
 
 
 class Service:
     """The parts, each with one job, sharing one `Context`; the dispatcher table
-    (`@serves`) maps each op to the part's method that serves it."""
+    (`@serves`) maps each op to the part's method that serves it. Callers reach a part by
+    its name (`service.runs`, `service.devices`): the service forwards nothing (issue 32)."""
 
     def __init__(self, store: Store, settings: Settings | None = None, *,
                  clock: Callable[[], datetime] = utcnow,
                  new_id: Callable[[], str] = new_uuid,
-                 executor: Callable[[Service], Executor] | None = None,
-                 notifier: Notifier | None = None) -> None:
+                 executor: MakeExecutor | None = None,
+                 notifier: Notifier | None = None,
+                 web_url: str | None = None) -> None:
         """Everything the service uses is given here, never set later: `executor` builds
-        the run executor from the service (which it calls back, only once a run is handed
-        to it), `notifier` runs the notification hook (SPEC N1); without them runs stay
-        queued and no hook runs."""
+        the run executor from the run side (`RunHooks`, which it calls back only once a
+        run is handed to it), `notifier` runs the notification hook (SPEC N1); without
+        them runs stay queued and no hook runs. `web_url` is where the phone page is
+        reached (SPEC H1: `web_origin`, or the `--web` listener's own address), None
+        while no page is served."""
         self.ctx = Context(store, settings if settings is not None else Settings(), clock,
                            new_id, notifier)
-        self.runs = Runs(self.ctx, executor(self) if executor is not None else None)
+        self.runs = Runs(self.ctx, executor)
         self.conversations = Conversations(self.ctx, self.runs)
         self.questions = Questions(self.ctx, self.runs)
         self.devices = Devices(self.ctx)
-        # Where the phone page is reached (SPEC H1): `web_origin`, or the `--web` listener's
-        # own address; None while no page is served. Set by the server that serves it.
-        self.web_url: str | None = None
-        self.started_at = clock()  # what `service_info` reports
         self.agents = Agents(self.ctx)
+        self.web_url: Final = web_url
+        self.started_at: Final = clock()  # what `service_info` reports
         self._table = dispatch_table(self.ops, self._parts())
 
-    # The shared context and the parts' entry points that callers outside use by name.
+    # What it was built with, and its life: being stopped.
 
     @property
     def store(self) -> Store:
@@ -97,31 +95,6 @@ class Service:
         return self.ctx.settings
 
     @property
-    def home(self) -> FileId | None:
-        """The service's own home, by identity: denied to the tools in every workspace."""
-        return self.ctx.home
-
-    def home_files(self) -> frozenset[FileId]:
-        """The files in the home now, by identity: denied wherever they are linked."""
-        return files_of(self.ctx.store, self.ctx.home)
-
-    @property
-    def new_id(self) -> Callable[[], str]:
-        return self.ctx.new_id
-
-    @property
-    def notifier(self) -> Notifier | None:
-        return self.ctx.notifier
-
-    @property
-    def executor(self) -> Executor | None:
-        return self.runs.executor
-
-    @executor.setter
-    def executor(self, executor: Executor | None) -> None:  # tests replace it
-        self.runs.executor = executor
-
-    @property
     def waiting(self) -> int:
         """How many long-polls are waiting now (each holds a slot of its credential)."""
         return self.ctx.long_polls.waiting
@@ -130,10 +103,6 @@ class Service:
         """Shutting down: every long-poll returns now, and new ones do not wait."""
         self.ctx.long_polls.stop()
 
-    def generation(self, conversation_id: str) -> int:
-        """How many commits added events to the conversation (a long-poll's wake-up)."""
-        return self.ctx.long_polls.generation(conversation_id)
-
     def stop(self, timeout: float) -> None:
         """Shutting down, after the last request: the executor starts no more runs and
         gives running ones `timeout` seconds; the notifier runs no more hooks."""
@@ -141,51 +110,6 @@ class Service:
             self.runs.executor.stop(timeout)
         if self.ctx.notifier is not None:
             self.ctx.notifier.stop()
-
-    def init_owner(self, *, reissue: bool = False) -> str | None:
-        return self.devices.init_owner(reissue=reissue)
-
-    def pairing_preview(self, code: str) -> PairingRow:
-        return self.devices.pairing_preview(code)
-
-    def device_status(self, token: str | None) -> DeviceStatus:
-        return self.devices.device_status(token)
-
-    def page_key(self) -> bytes:
-        """The phone page's key (H3): made once, kept in the store, so a browser's second
-        half (derived from it) outlives a restart."""
-        with storage(), self.ctx.store.write() as tx:
-            return tx.page_key(secrets.token_bytes(32))
-
-    def recover(self) -> Recovery:
-        return self.runs.recover()
-
-    def run_context(self, run_id: str) -> TurnContext:
-        return self.runs.run_context(run_id)
-
-    def workspace_of(self, run_id: str) -> WorkspaceIdentity | None:
-        return self.runs.workspace_of(run_id)
-
-    def claim_next_run(self, conversation_id: str) -> Run | None:
-        return self.runs.claim_next_run(conversation_id)
-
-    def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
-                   said: Sequence[str] = (), claim_next: bool = False) -> Run | None:
-        return self.runs.finish_run(run_id, status, error, said=said, claim_next=claim_next)
-
-    def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
-                     said: Sequence[str] = ()) -> dto.AskResult:
-        return self.runs.ask_question(run_id, arguments, call, said)
-
-    def post_replies(self, run_id: str, texts: Sequence[str]) -> None:
-        self.runs.post_replies(run_id, texts)
-
-    def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
-                         said: Sequence[str] = ()) -> None:
-        self.runs.record_tool_call(run_id, call, outcome, said)
-
-    def record_model_retry(self, run_id: str, summary: str, retry_at: datetime) -> bool:
-        return self.runs.record_model_retry(run_id, summary, retry_at)
 
     # ----------------------------------------------------------------- the dispatcher
 

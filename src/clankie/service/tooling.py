@@ -1,12 +1,13 @@
 """The tools of one run: each model tool call dispatched, bounded and recorded (SPEC W9, W10).
 
-Owns the `ToolBox` the turn loop is given: `ask_question` goes to the service (Q1-Q5);
-a workspace tool runs against the conversation's workspace as bound now (W8), within the
-run's `run_tool_budget` of result bytes (past it, `budget_exhausted`); every call, refused
-ones included, is recorded with one `tool_activity` event. Clankie's replies go through
-here too, stored with the next thing the run stores: the question it asks, the record of
-a tool call (before a workspace tool starts, since it may take a while), or its finish
-(`unsaid`). So a run that says something and asks writes once, not twice.
+Owns the `ToolBox` the turn loop is given, over the run side's `RunHooks` (`runs.py`):
+`ask_question` goes to the run side (Q1-Q5); a workspace tool runs against the
+conversation's workspace as bound now (W8), within the run's `run_tool_budget` of result
+bytes (past it, `budget_exhausted`); every call, refused ones included, is recorded with
+one `tool_activity` event. Clankie's replies go through here too, stored with the next
+thing the run stores: the question it asks, the record of a tool call (before a workspace
+tool starts, since it may take a while), or its finish (`unsaid`). So a run that says
+something and asks writes once, not twice.
 """
 
 from __future__ import annotations
@@ -16,22 +17,23 @@ from dataclasses import replace
 from clankie.agent.tools import ASK_QUESTION
 from clankie.agent.transcript import ToolCall
 from clankie.core.vocabulary import Code, WorkspaceCode
-from clankie.settings import Settings
 from clankie.workspace import tools as workspace_tools
 from clankie.workspace.deny import deny_list
 from clankie.workspace.tools import Outcome, model_json, refused
 
-from .runs import CallRecord, ask_outcome
-from .service import Service
+from .runs import CallRecord, RunHooks, ask_outcome
 
 
 class RunTools:
-    def __init__(self, service: Service, run_id: str, settings: Settings) -> None:
-        self._service = service
+    """One run's `ToolBox`, over the run side it was given (`RunHooks`) and its settings."""
+
+    def __init__(self, hooks: RunHooks, run_id: str) -> None:
+        self._hooks = hooks
         self._run_id = run_id
+        settings = hooks.settings
         self._left = settings.run_tool_budget
         self._settings = workspace_tools.ToolSettings(deny_list(settings.workspace_deny),
-                                                      service.home)
+                                                      hooks.home)
         self._unsaid: list[str] = []
 
     def say(self, text: str) -> None:
@@ -50,25 +52,25 @@ class RunTools:
                 outcome = refused(Code.INVALID_REQUEST, "the arguments are not JSON",
                                   "ask_question: bad arguments")
             else:  # said, asked and recorded in one transaction
-                result = self._service.ask_question(self._run_id, arguments, record,
+                result = self._hooks.ask_question(self._run_id, arguments, record,
                                                     self.unsaid())
                 self._unsaid.clear()
                 return ask_outcome(result).text
         else:
             if self._unsaid:  # out before the tool starts
-                self._service.post_replies(self._run_id, self.unsaid())
+                self._hooks.post_replies(self._run_id, self.unsaid())
                 self._unsaid.clear()
             outcome = self._workspace(call)
-        self._service.record_tool_call(self._run_id, record, outcome, self.unsaid())
+        self._hooks.record_tool_call(self._run_id, record, outcome, self.unsaid())
         self._unsaid.clear()
         return outcome.text
 
     def _workspace(self, call: ToolCall) -> Outcome:
         if self._left <= 0:
             return self._exhausted(call)
-        settings = replace(self._settings, home_files=self._service.home_files())  # as now
+        settings = replace(self._settings, home_files=self._hooks.home_files())  # as now
         outcome = workspace_tools.call_tool(call.name, call.arguments,
-                                            self._service.workspace_of(self._run_id), settings)
+                                            self._hooks.workspace_of(self._run_id), settings)
         size = len(outcome.text.encode("utf-8"))
         if size > self._left:
             self._left = 0

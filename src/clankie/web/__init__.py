@@ -1,1 +1,2 @@
-"""The phone page (SPEC section 12): `clankie serve --web` serves it; see `app.py`."""
+"""The phone page (SPEC section 12): `clankie serve --web` serves it (`clankie/serve.py`);
+`app.py` routes, `views.py` answers, `shown.py` reads and says."""

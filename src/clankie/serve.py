@@ -1,16 +1,19 @@
-"""`clankie serve`: the daemon around the app, on a Unix socket and optionally loopback TCP.
+"""`clankie serve`: the daemon that starts both listeners, the dispatcher's (`api/`) and the
+phone page's (`web/`), from above both: `api/` never imports the page, and neither
+imports this.
 
 Owns start-up and shut-down: one server per home (a lock file), every socket bound and
 listening before start-up recovery runs (a port someone else took while the service was
 down stops `serve` before recovery has changed anything, T2), start-up recovery before any
-request is read or any run starts (R3), the socket created with mode 0600, and a clean
-stop on SIGTERM or SIGINT (in-flight requests finish, long-polls are woken, the store is
-closed). The HTTP layer (FastAPI, uvicorn: a fifth of a second to import) is imported while
-recovery runs in SQLite on another thread, so a restart after a crash is ready sooner.
-What only a run or the phone page needs is not imported before the service answers (issue
-31, SPEC section 10: ready within 1 s): the run executor and a model's SDK load with the
-first run (`ExecutorOnFirstRun`, `agent.providers`), the page at its first request
-(`page_when_asked`).
+request is read or any run starts (R3), the service built once its sockets are bound (so
+it is given the page's address, `web_url`, at construction), the socket created with mode
+0600, and a clean stop on SIGTERM or SIGINT (in-flight requests finish, long-polls are
+woken, the store is closed). The HTTP layer (FastAPI, uvicorn: a fifth of a second to
+import) is imported while recovery runs in SQLite on another thread, so a restart after a
+crash is ready sooner. What only a run or the phone page needs is not imported before the
+service answers (issue 31, SPEC section 10: ready within 1 s): the run executor and a
+model's SDK load with the first run (`ExecutorOnFirstRun`, `agent.providers`), the page at
+its first request (`page_when_asked`).
 """
 
 from __future__ import annotations
@@ -42,14 +45,14 @@ from clankie.agent.providers import (
     model_in_use,
 )
 from clankie.agent.scripted import ScriptError
+from clankie.api import logs
 from clankie.home import LOG, Home, check, open_lock
 from clankie.service import Service
 from clankie.service.base import Executor, has_owner
 from clankie.service.notify import Notifier
+from clankie.service.runs import RunHooks
 from clankie.settings import Settings
 from clankie.store import Store
-
-from . import logs
 
 if TYPE_CHECKING:
     from clankie.service.executor import ModelForRun
@@ -190,12 +193,6 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                 model_for = model_for_runs(settings, script)
             except (ProviderError, ScriptError) as exc:
                 raise ServeError(str(exc)) from None
-            # Nothing runs before recovery: the executor starts a run only when one is
-            # queued after it, and the notifier a hook only after a commit that asks.
-            service = Service(store, settings,
-                              executor=lambda service: ExecutorOnFirstRun(service, model_for),
-                              notifier=(Notifier(settings.notify_command)
-                                        if settings.notify_command else None))
             # Listen first: an address that cannot be had (another user's listener on the
             # port, T2) stops start-up while the store is as the last server left it. The
             # TCP port first, since only it can be taken by someone else; a client that
@@ -206,18 +203,25 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             if web_socket is not None:
                 sockets.append(web_socket)
             sockets.insert(0, unix_socket(home.socket))  # first: the ready line says so
+            listener = http_url(web_socket) if web_socket is not None else None
+            # Nothing runs before recovery: the executor starts a run only when one is
+            # queued after it, and the notifier a hook only after a commit that asks. The
+            # page is reached at `web_origin`, or at its listener's own address (H1).
+            service = Service(store, settings,
+                              executor=lambda hooks: ExecutorOnFirstRun(hooks, model_for),
+                              notifier=(Notifier(settings.notify_command)
+                                        if settings.notify_command else None),
+                              web_url=(settings.web_origin or listener) if listener else None)
             # R3 before any run starts or any request is read. Its statements run in
             # SQLite without the GIL, so the HTTP layer is imported meanwhile.
             with ThreadPoolExecutor(1, thread_name_prefix="clankie-recovery") as pool:
-                recovering = pool.submit(service.recover)
-                from . import app as http
+                recovering = pool.submit(service.runs.recover)
+                from clankie.api import app as http
                 recovery = recovering.result()
             log.info("start-up recovery: %d pending question(s) cancelled, %d run(s) failed",
                      recovery.cancelled_questions, recovery.failed_runs)
             page = None
-            if web_socket is not None:
-                listener = http_url(web_socket)
-                service.web_url = settings.web_origin or listener
+            if web_socket is not None and listener is not None:
                 page = (tuple(web_socket.getsockname()[:2]), page_when_asked(service, listener))
             server = http.http_server(service, page)
             # A stop signal that arrives before uvicorn has installed its own handlers (the
@@ -247,13 +251,13 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
 
 
 class ExecutorOnFirstRun:
-    """The run executor (`service.executor`), made when the first run is handed to it: the
+    """The run executor (`service.runs.executor`), made when the first run is handed to it: the
     turn loop, the tools' dispatch and the model's HTTP stack (httpx2, httpcore2, tenacity)
     are nothing `service_info` needs (issue 31). Made once, whichever threads hand runs at
     the same moment; before that, no run executes, so there is nothing to stop."""
 
-    def __init__(self, service: Service, model_for: ModelForRun) -> None:
-        self._service, self._model_for = service, model_for
+    def __init__(self, hooks: RunHooks, model_for: ModelForRun) -> None:
+        self._hooks, self._model_for = hooks, model_for
         self._lock = threading.Lock()
         self._made: Executor | None = None
         self._stopped = False
@@ -265,7 +269,7 @@ class ExecutorOnFirstRun:
             if self._made is None:
                 from clankie.service.executor import RunExecutor
 
-                self._made = RunExecutor(self._service, self._model_for)
+                self._made = RunExecutor(self._hooks, self._model_for)
             return self._made
 
     def submit(self, conversation_id: str, run_id: str) -> None:
