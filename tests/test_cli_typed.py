@@ -55,7 +55,7 @@ def test_json_prints_every_result_as_the_service_sent_it(world: World,
     world.answer(c, asked, option=1)
     world.ask(c, TEXT)
     run_id = world.running_turn(c)
-    world.service.finish_run(run_id, RunStatus.FAILED, "model_error")
+    world.service.runs.finish_run(run_id, RunStatus.FAILED, "model_error")
     wire = Wire(world)
     client = cast(Client, wire)
     request_id = asked["pending"]["request_id"]
