@@ -67,6 +67,11 @@ READ_SIZE = 65536
 # A long-poll input's wait field and its unit in seconds (`dto.EventsTail.wait_ms`,
 # `dto.AgentWait.wait_s`): the service may hold the reply that much longer.
 WAIT_FIELDS: Mapping[str, float] = {"wait_ms": 0.001, "wait_s": 1.0}
+# The wait a long poll called by its name alone (`call`, no `dto` loaded) gets when its
+# payload leaves the field out: its input's default, so the client never gives up before
+# the service answers (P5). `tests/api/test_client_core.py` holds it to the op table.
+DEFAULT_WAITS: Mapping[str, tuple[str, int]] = {"events_tail": ("wait_ms", 0),
+                                                 "agent_wait": ("wait_s", 25)}
 _TOKEN = re.compile(r"[\x21-\x7e]+")  # what an Authorization header can carry
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -355,7 +360,9 @@ class Ask:
         for (only a long poll's input has one; the service refuses it on any other op, at
         once), and a page of events must move its cursor on."""
         sent = dict(payload or {})
-        return cls("POST", _op_path(op), sent, op, None, sent)
+        field, default = DEFAULT_WAITS.get(op, (None, None))
+        values = sent if field is None or field in sent else {**sent, field: default}
+        return cls("POST", _op_path(op), sent, op, None, values)
 
     @classmethod
     def typed(cls, spec: dto.Op[Any, Any], request: dto.Strict | None) -> Ask:

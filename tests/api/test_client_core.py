@@ -417,3 +417,33 @@ def test_p5_a_long_polls_wait_is_given_from_its_op_not_its_name(
         ("call", "events_tail", {"conversation_id": ID, "wait_ms": 20_000}),
         ("call", "conversation_list", {}), timeout=5.0)
     assert deadlines == [25.0, 25.0, 5.0]
+
+
+@DRIVERS
+def test_p5_a_long_poll_called_by_name_without_its_wait_gets_its_default(
+        run: Any, monkeypatch: pytest.MonkeyPatch):
+    """SPEC P5 (red team, issue 32): `call("agent_wait", {"request_id": ...})` leaves
+    `wait_s` to the service, which then holds the reply its default 25 s; the client gives
+    the exchange that much more than its own timeout, never giving up first."""
+    memory = Memory(reply({"request_id": ID, "status": "pending"}))
+    monkeypatch.setattr(clientcore, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    deadlines: list[float] = []
+    read = memory.read
+
+    def reading(conn: Conn, deadline: float) -> bytes:
+        deadlines.append(deadline - 1000.0)
+        return read(conn, deadline)
+
+    monkeypatch.setattr(memory, "read", reading)
+    run(memory, ("call", "agent_wait", {"request_id": ID}), timeout=5.0)
+    assert deadlines == [30.0]
+
+
+def test_the_by_name_default_waits_are_the_op_tables():
+    """The waits `call` assumes where a long poll's payload leaves its field out are the
+    input defaults of exactly the table's long polls (`dto.Op.long_poll`)."""
+    table = {spec.name: spec.input for spec in dto.OPS.values() if spec.long_poll}
+    assert table.keys() == clientcore.DEFAULT_WAITS.keys()
+    for name, (field, default) in clientcore.DEFAULT_WAITS.items():
+        assert field in clientcore.WAIT_FIELDS
+        assert table[name].model_fields[field].default == default
