@@ -313,3 +313,23 @@ def test_section10_send_wait_says_when_a_restart_orphaned_the_run(world: World):
     said = "".join(waiter.err.seen)
     assert "clankie restarted at" in said, said
     assert str(wording.run_ended(RunError.ORPHANED_BY_RESTART)) in said, said
+
+
+def test_section10_send_wait_timeout_holds_while_the_service_is_down(world: World):
+    """`--timeout S` bounds the wait while the service is gone too (issue 32's new-user
+    trial: it waited the follower's 10 minutes for a restart): the CLI stops waiting, says
+    the service did not come back within the timeout and how to follow the run, exit 1."""
+    release = threading.Event()
+    world.endpoint.plan.append(Reply(body=world.provider.text("Never.").body, hold=release))
+    c = world.conversation()
+    try:
+        with running(world.home, "conversations", "send", c, "hello", "--wait",
+                     "--timeout", "3") as waiter:
+            world.endpoint.wait_for_requests(1)
+            world.served.stop(signal.SIGKILL)
+            assert waiter.ended(timeout=120) == 1
+    finally:
+        release.set()
+    said = "".join(waiter.err.seen)
+    assert "did not come back within --timeout 3 s" in said, said
+    assert f"clankie conversations events {c} --after " in said, said

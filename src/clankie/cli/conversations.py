@@ -388,7 +388,7 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
     exit 0 when it succeeded, else 1, saying why or that it goes on."""
     from clankie import dto, eventtext
 
-    from .follow import FOLLOW_WAIT_MS
+    from .follow import FOLLOW_WAIT_MS, Gone
 
     c, begun, run_id = tail.conversation_id, tail.after, sent.run_id
     assert run_id is not None  # waited for only when a run was queued
@@ -400,7 +400,7 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
     asked: list[str] = []
     try:
         while not ended and (left := deadline - time.monotonic()) > 0:
-            for e in tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000)))).events:
+            for e in tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000))), deadline).events:
                 if isinstance(e, dto.RunStatusEvent) and e.run_id == run_id:
                     started = started or e.status == "running"
                     ended = e.status in RUN_ENDED
@@ -417,6 +417,14 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
         for line in goes_on:
             warn(line)
         exit_with(130)
+    except Gone as exc:  # lost, and not back within --timeout: the run's end is unknown here
+        warn(f"clankie: the service did not come back within --timeout {timeout} s: {exc}")
+        if exc.fix:
+            warn(f"  fix: {exc.fix}")
+        warn(f"Message {sent.message_id} was sent; once clankie is back:")
+        for line in goes_on:
+            warn(line)
+        exit_with(1)
     run = call(client, dto.RUN_GET, dto.RunRef(run_id=run_id), as_json=as_json)
     questions = [call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c, request_id=r),
                       as_json=as_json).request for r in asked]

@@ -6,8 +6,9 @@ says so, and goes on from the event it had reached). A read that finds the servi
 (`ServiceUnreachable`, or `Uncertain`: an `events_tail` is a read, safe to ask again) is
 asked again after 0.2 s, 0.5 s, then every 0.8 s (the TUI's spacing), for at most
 `GIVE_UP_S` (10 minutes) from the loss; then the command says how to follow again and exits
-1. Once the service answers, it says whether it restarted (its `started_at` moved) and goes
-on from the event it had reached, so no event is shown twice. A restart between two reads
+1 (a caller with a deadline of its own, `send --wait --timeout S`, is told at that
+deadline instead: `Gone`). Once the service answers, it says whether it restarted (its
+`started_at` moved) and goes on from the event it had reached, so no event is shown twice. A restart between two reads
 (the old service ends a long poll at once as it stops) is told the same way: whenever a read
 came over a new connection, `service_info` says whether `started_at` moved. Every other
 failure is `call`'s.
@@ -34,6 +35,14 @@ GIVE_UP_S: Final = 600.0  # docs/decisions.md, issue 31: a restart, or a reboot 
 PAGE: Final = 500
 
 
+class Gone(Exception):
+    """The service was lost and did not come back before the caller's own deadline."""
+
+    def __init__(self, cause: Exception, fix: str | None) -> None:
+        super().__init__(str(cause))
+        self.fix = fix
+
+
 class Follower:
     """The events of one conversation after `after`, page by page, across restarts."""
 
@@ -48,12 +57,14 @@ class Follower:
 
         return call(self.client, dto.SERVICE_INFO, as_json=self.as_json).started_at
 
-    def page(self, wait_ms: int = FOLLOW_WAIT_MS) -> dto.EventsOut:
-        """The next page (waiting up to `wait_ms` for one); `after` moves past it."""
+    def page(self, wait_ms: int = FOLLOW_WAIT_MS, until: float | None = None) -> dto.EventsOut:
+        """The next page (waiting up to `wait_ms` for one); `after` moves past it. With
+        `until` (a `time.monotonic()` deadline), a service lost and not back by then is
+        `Gone`, rather than waited for up to `GIVE_UP_S`."""
         from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S
 
         asked = time.monotonic()
-        page = self._read(wait_ms)
+        page = self._read(wait_ms, until)
         if wait_ms and not page.events and time.monotonic() - asked < EMPTY_AT_ONCE_S:
             time.sleep(PAUSE_AFTER_EMPTY_S)  # no long-poll slot was free (V5): not a spin
         self.after = page.next_after
@@ -64,7 +75,7 @@ class Follower:
         while len(self.page(0).events) == PAGE:
             pass
 
-    def _read(self, wait_ms: int) -> dto.EventsOut:
+    def _read(self, wait_ms: int, until: float | None = None) -> dto.EventsOut:
         from clankie import dto
         from clankie.client import ServiceUnreachable, Uncertain
 
@@ -88,6 +99,8 @@ class Follower:
                     # A read: nothing was carried out, whatever the connection said
                     self.note(f"(lost clankie, which may be restarting; trying again for up "
                               f"to {GIVE_UP_S / 60:.0f} min; the events wait there)")
+                elif until is not None and now >= until:
+                    raise Gone(exc, exc.fix) from None
                 elif now - lost >= GIVE_UP_S:
                     warn(f"clankie: the service has not come back within "
                          f"{GIVE_UP_S / 60:.0f} min: {exc}")
