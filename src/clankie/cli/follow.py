@@ -8,9 +8,10 @@ asked again after 0.2 s, 0.5 s, then every 0.8 s (the TUI's spacing), for at mos
 `GIVE_UP_S` (10 minutes) from the loss; then the command says how to follow again and exits
 1 (a caller with a deadline of its own, `send --wait --timeout S`, is told at that
 deadline instead: `Gone`). Once the service answers, it says whether it restarted (its
-`started_at` moved) and goes on from the event it had reached, so no event is shown twice. A restart between two reads
-(the old service ends a long poll at once as it stops) is told the same way: whenever a read
-came over a new connection, `service_info` says whether `started_at` moved. Every other
+`started_at` moved) and goes on from the event it had reached, so no event is shown twice.
+A restart between two reads (the old service ends a long poll at once as it stops) is told
+the same way: whenever a read came over a new connection, `service_info` says whether
+`started_at` moved. Every other
 failure is `call`'s.
 It decides nothing and sends nothing but reads.
 """
