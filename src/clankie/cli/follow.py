@@ -11,8 +11,7 @@ deadline instead: `Gone`). Once the service answers, it says whether it restarte
 `started_at` moved) and goes on from the event it had reached, so no event is shown twice.
 A restart between two reads (the old service ends a long poll at once as it stops) is told
 the same way: whenever a read came over a new connection, `service_info` says whether
-`started_at` moved. Every other
-failure is `call`'s.
+`started_at` moved. Every other failure is `call`'s.
 It decides nothing and sends nothing but reads.
 """
 
