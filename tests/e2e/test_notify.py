@@ -50,9 +50,12 @@ def hooked(tmp_path: Path, mode: str, **env: str) -> tuple[Served, Path]:
 
 
 def documents(out: Path) -> list[dict[str, Any]]:
+    """The hook's documents written whole so far: a read may catch a hook in the middle of
+    its write, so the last piece, until its newline has come, is not one yet."""
     if not out.exists():
         return []
-    return [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
+    written = out.read_text().split("\n")[:-1]
+    return [json.loads(line) for line in written if line.startswith("{")]
 
 
 def conversation(served: Served, workspace: Path) -> str:
