@@ -396,14 +396,9 @@ def test_v1_a_page_whose_cursor_does_not_move_on_is_not_clankie_by_name_or_typed
     assert got[2].next_after == 6 and got[3]["next_after"] == 6
 
 
-@DRIVERS
-def test_p5_a_long_polls_wait_is_given_from_its_op_not_its_name(
-        run: Any, monkeypatch: pytest.MonkeyPatch):
-    """SPEC P5 / V5: the exchange of a long poll is given its wait on top of the client's
-    timeout: its input's wait field (its default included) when typed, the payload's when
-    by name. The deadline each read is given says it, on a clock that stands still."""
-    memory = Memory(reply({"events": [], "next_after": 0, "trimmed": False,
-                           "oldest_seq": 1}))
+def read_deadlines(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The deadline each read of `memory` is given, in seconds from a clock that stands
+    still at 1000."""
     monkeypatch.setattr(clientcore, "time", SimpleNamespace(monotonic=lambda: 1000.0))
     deadlines: list[float] = []
     read = memory.read
@@ -413,6 +408,18 @@ def test_p5_a_long_polls_wait_is_given_from_its_op_not_its_name(
         return read(conn, deadline)
 
     monkeypatch.setattr(memory, "read", reading)
+    return deadlines
+
+
+@DRIVERS
+def test_p5_a_long_polls_wait_is_given_from_its_op_not_its_name(
+        run: Any, monkeypatch: pytest.MonkeyPatch):
+    """SPEC P5 / V5: the exchange of a long poll is given its wait on top of the client's
+    timeout: its input's wait field (its default included) when typed, the payload's when
+    by name. The deadline each read is given says it, on a clock that stands still."""
+    memory = Memory(reply({"events": [], "next_after": 0, "trimmed": False,
+                           "oldest_seq": 1}))
+    deadlines = read_deadlines(memory, monkeypatch)
     run(memory, ("op", dto.EVENTS_TAIL, dto.EventsTail(conversation_id=ID, wait_ms=20_000)),
         ("call", "events_tail", {"conversation_id": ID, "wait_ms": 20_000}),
         ("call", "conversation_list", {}), timeout=5.0)
@@ -426,15 +433,7 @@ def test_p5_a_long_poll_called_by_name_without_its_wait_gets_its_default(
     `wait_s` to the service, which then holds the reply its default 25 s; the client gives
     the exchange that much more than its own timeout, never giving up first."""
     memory = Memory(reply({"request_id": ID, "status": "pending"}))
-    monkeypatch.setattr(clientcore, "time", SimpleNamespace(monotonic=lambda: 1000.0))
-    deadlines: list[float] = []
-    read = memory.read
-
-    def reading(conn: Conn, deadline: float) -> bytes:
-        deadlines.append(deadline - 1000.0)
-        return read(conn, deadline)
-
-    monkeypatch.setattr(memory, "read", reading)
+    deadlines = read_deadlines(memory, monkeypatch)
     run(memory, ("call", "agent_wait", {"request_id": ID}), timeout=5.0)
     assert deadlines == [30.0]
 
