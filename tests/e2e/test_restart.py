@@ -63,12 +63,14 @@ def hooked_on_a_model(tmp_path: Path) -> Iterator[Restarted]:
             world.served.stop()
 
 
-def asked_and_running(world: Restarted, workspace: Path) -> tuple[str, str, str]:
-    """A turn asks; its answer starts a continuation that asks again and then waits on the
-    model (held): (conversation, the pending request, the running continuation)."""
+def answered_and_running(world: Restarted, workspace: Path, *, ask_again: bool
+                         ) -> tuple[str, str, str]:
+    """A turn asks; its answer starts a continuation that (with `ask_again`) asks again,
+    then waits on the model (held): (conversation, the answered request, the running
+    continuation)."""
     p, endpoint = OPENAI, world.endpoint
     held = threading.Event()  # never set: the continuation's last model call never returns
-    endpoint.plan += [p.tool(ASK), p.text("Asked."), p.tool(ASK),
+    endpoint.plan += [p.tool(ASK), p.text("Asked."), *([p.tool(ASK)] if ask_again else []),
                       Reply(body=p.text("late").body, hold=held)]
     with world.served.client() as client:
         c = str(client.op(dto.CONVERSATION_CREATE,
@@ -77,18 +79,24 @@ def asked_and_running(world: Restarted, workspace: Path) -> tuple[str, str, str]
             "conversation_id": c, "text": "Set up tests."})["run_id"])
         snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
         assert snap.pending is not None
-        continuation = client.op(dto.INPUT_ANSWER,
-                                 dto.InputAnswer(conversation_id=c,
-                                                 request_id=snap.pending.request_id,
-                                                 incarnation=snap.incarnation,
-                                                 revision=snap.revision,
-                                                 option_id=snap.pending.options[0].option_id)).receipt.run_id
+        answered = snap.pending.request_id
+        continuation = client.op(dto.INPUT_ANSWER, dto.InputAnswer(
+            conversation_id=c, request_id=answered, incarnation=snap.incarnation,
+            revision=snap.revision, option_id=snap.pending.options[0].option_id)).receipt.run_id
         assert continuation is not None
-        endpoint.wait_for_requests(4)  # the continuation asked again, then waits
+        endpoint.wait_for_requests(4 if ask_again else 3)  # (asked again, then) it waits
+        assert client.call("run_get", {"run_id": continuation})["status"] == "running"
+    return c, answered, continuation
+
+
+def asked_and_running(world: Restarted, workspace: Path) -> tuple[str, str, str]:
+    """`answered_and_running` whose continuation asked again: (conversation, the pending
+    request, the running continuation)."""
+    c, _, continuation = answered_and_running(world, workspace, ask_again=True)
+    with world.served.client() as client:
         pending = eventually(lambda: client.op(dto.INPUT_GET,
                                                dto.InputGet(conversation_id=c)).pending,
-                                                            "the second question")
-        assert client.call("run_get", {"run_id": continuation})["status"] == "running"
+                             "the second question")
     return c, pending.request_id, continuation
 
 
@@ -167,25 +175,7 @@ def test_r9_issue31_questions_says_the_latest_answer_whose_run_a_restart_interru
     now it shows that answered question as the latest to end, saying the answer was kept
     but Clankie's run for it was interrupted by the restart, and how to carry on (R9)."""
     with hooked_on_a_model(tmp_path) as world:
-        p, endpoint = OPENAI, world.endpoint
-        held = threading.Event()  # never set: the continuation's model call never returns
-        endpoint.plan += [p.tool(ASK), p.text("Asked."), Reply(body=p.text("late").body,
-                                                               hold=held)]
-        with world.served.client() as client:
-            c = str(client.op(dto.CONVERSATION_CREATE,
-                              dto.ConversationCreate(workspace=str(workspace))).conversation_id)
-            finished(client, client.call("conversation_send", {
-                "conversation_id": c, "text": "Set up tests."})["run_id"])
-            snap = client.op(dto.INPUT_GET, dto.InputGet(conversation_id=c))
-            assert snap.pending is not None
-            answered = snap.pending.request_id
-            continuation = client.op(dto.INPUT_ANSWER,
-                                     dto.InputAnswer(conversation_id=c, request_id=answered,
-                                                     incarnation=snap.incarnation,
-                                                     revision=snap.revision,
-                                                     option_id=snap.pending.options[0].option_id)).receipt.run_id
-            endpoint.wait_for_requests(3)  # the continuation waits on the model
-            assert client.call("run_get", {"run_id": continuation})["status"] == "running"
+        c, answered, continuation = answered_and_running(world, workspace, ask_again=False)
         world.stop(signal.SIGKILL)
         world.start()
         shown = " ".join(cli(world.served, "conversations", "questions", c).stdout.split())
