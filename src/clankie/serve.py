@@ -36,15 +36,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clankie.agent.providers import (
-    DEFAULT_URLS,
-    KEY_VARIABLES,
-    ProviderError,
-    base_url,
-    model_for_runs,
-    model_in_use,
-)
+from clankie.agent.providers import ProviderError, model_for_runs, model_in_use
 from clankie.agent.scripted import ScriptError
+from clankie.agent.sdk import DEFAULT_URLS, KEY_VARIABLES, base_url
 from clankie.api import logs
 from clankie.home import LOG, Home, check, open_lock
 from clankie.service import Service

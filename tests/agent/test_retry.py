@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from clankie.agent import endpoint, retry
-from clankie.agent.retry import Failure, Policy, Sdk, Waits, classify, retry_after
-from clankie.agent.transcript import ModelError
+from clankie.agent.retry import Failure, Policy, Sdk, classify, retry_after
+from clankie.agent.transcript import ModelError, Waits
 
 NOW = datetime(2026, 12, 1, 5, 0, 0, tzinfo=UTC)
 OPENAI = Sdk("openai", openai, "OPENAI_API_KEY", "openai_model", "openai_base_url")

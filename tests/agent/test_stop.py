@@ -14,10 +14,10 @@ from typing import Any
 import httpcore2
 import pytest
 
-from clankie.agent import retry, stop
+from clankie.agent import stop
 from clankie.agent.anthropic_messages import AnthropicModel
 from clankie.agent.openai_chat import OpenAIChatModel
-from clankie.agent.transcript import ModelError, Text, ToolCall, Turn
+from clankie.agent.transcript import ModelError, Text, ToolCall, Turn, Waits
 from clankie.agent.turn import run_turn
 from tests.agent.test_turn import Recorder, Replay, context
 from tests.fakes import Reply, anthropic_reply, model_endpoint, openai_reply
@@ -123,7 +123,7 @@ def test_r7_a_stop_abandons_the_sdk_call_in_flight_and_the_client_goes_on(
         model = make(endpoint.url)
         scope = stop.StopScope()
         turns = [Turn("user", (Text("hi"),))]
-        waits = retry.Waits(sleep=scope.wait)  # as the executor gives them (R6)
+        waits = Waits(sleep=scope.wait)  # as the executor gives them (R6)
         outcome = in_run(scope, lambda: model.step("system", turns, [], waits))
         took = stopped_after(scope, outcome, lambda: bool(endpoint.requests))
         assert isinstance(outcome.get("error"), stop.Stopped | ModelError), outcome

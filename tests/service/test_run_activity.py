@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from clankie.agent.retry import NO_WAITS, Waits
-from clankie.agent.transcript import ModelError, Text, ToolCall, ToolSpec, Turn
+from clankie.agent.transcript import NO_WAITS, ModelError, Text, ToolCall, ToolSpec, Turn, Waits
 from clankie.core.model import RunStatus
 from clankie.service.executor import RunExecutor
 

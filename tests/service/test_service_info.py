@@ -10,13 +10,8 @@ from pathlib import Path
 import pytest
 
 from clankie import __version__
-from clankie.agent.providers import (
-    DEFAULT_URLS,
-    base_url,
-    endpoint_digest,
-    endpoint_host,
-    model_in_use,
-)
+from clankie.agent.providers import model_in_use
+from clankie.agent.sdk import DEFAULT_URLS, base_url, endpoint_digest, endpoint_host
 from clankie.settings import SETTINGS, Settings
 from tests.world import T0, World
 
@@ -89,11 +84,9 @@ def test_service_info_endpoint_host_is_host_and_port_only(url: str, host: str):
 
 
 def test_service_info_reports_the_url_the_providers_are_made_with():
-    """The SDKs' defaults, as the provider modules hold them: one value each."""
-    from clankie.agent import anthropic_messages, openai_chat
-
-    assert DEFAULT_URLS == {"openai": openai_chat.DEFAULT_URL,
-                            "anthropic": anthropic_messages.DEFAULT_URL}
+    """The SDKs' defaults, held once (`agent.sdk`, which the provider modules read)."""
+    assert DEFAULT_URLS == {"openai": "https://api.openai.com/v1",
+                            "anthropic": "https://api.anthropic.com"}
     assert base_url(Settings(model="anthropic"), "anthropic") == "https://api.anthropic.com"
     assert model_in_use(Settings(model="anthropic")).endpoint_host == "api.anthropic.com"
 

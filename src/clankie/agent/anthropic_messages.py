@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 
 from . import retry, wire
-from .sdk import sdk_client
-from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, reply_text
+from .sdk import BASE_URL_SETTINGS, DEFAULT_URLS, KEY_VARIABLES, sdk_client
+from .transcript import NO_WAITS, ModelError, Text, ToolCall, ToolSpec, Turn, Waits, reply_text
 
-DEFAULT_URL = "https://api.anthropic.com"
 MAX_TOKENS = 2_048
 
 
@@ -25,16 +24,16 @@ class AnthropicModel:
     def __init__(self, model: str, base_url: str | None,
                  policy: retry.Policy = retry.DEFAULT_POLICY,
                  context_budget: int = wire.DEFAULT_BUDGET) -> None:
-        anthropic, self._client = sdk_client("anthropic", base_url or DEFAULT_URL,
+        anthropic, self._client = sdk_client("anthropic", base_url or DEFAULT_URLS["anthropic"],
                                              policy.timeout)
-        self._sdk = retry.Sdk("anthropic", anthropic, "ANTHROPIC_API_KEY", "anthropic_model",
-                              "anthropic_base_url")
+        self._sdk = retry.Sdk("anthropic", anthropic, KEY_VARIABLES["anthropic"],
+                              "anthropic_model", BASE_URL_SETTINGS["anthropic"])
         self._policy = policy
         self.model = model
         self.context_budget = context_budget
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
-             waits: retry.Waits = retry.NO_WAITS) -> list[Text | ToolCall]:
+             waits: Waits = NO_WAITS) -> list[Text | ToolCall]:
         request = wire.anthropic_request(self.model, system, turns, tools,
                                          self.context_budget, MAX_TOKENS)
         response = retry.call(self._sdk, self._policy, waits, lambda: (

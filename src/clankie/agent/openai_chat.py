@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 
 from . import retry, wire
-from .sdk import sdk_client
-from .transcript import ModelError, Text, ToolCall, ToolSpec, Turn, reply_text
-
-DEFAULT_URL = "https://api.openai.com/v1"
+from .sdk import BASE_URL_SETTINGS, DEFAULT_URLS, KEY_VARIABLES, sdk_client
+from .transcript import NO_WAITS, ModelError, Text, ToolCall, ToolSpec, Turn, Waits, reply_text
 
 
 class OpenAIChatModel:
@@ -25,15 +23,16 @@ class OpenAIChatModel:
     def __init__(self, model: str, base_url: str | None,
                  policy: retry.Policy = retry.DEFAULT_POLICY,
                  context_budget: int = wire.DEFAULT_BUDGET) -> None:
-        openai, self._client = sdk_client("openai", base_url or DEFAULT_URL, policy.timeout)
-        self._sdk = retry.Sdk("openai", openai, "OPENAI_API_KEY", "openai_model",
-                              "openai_base_url")
+        openai, self._client = sdk_client("openai", base_url or DEFAULT_URLS["openai"],
+                                          policy.timeout)
+        self._sdk = retry.Sdk("openai", openai, KEY_VARIABLES["openai"], "openai_model",
+                              BASE_URL_SETTINGS["openai"])
         self._policy = policy
         self.model = model
         self.context_budget = context_budget
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
-             waits: retry.Waits = retry.NO_WAITS) -> list[Text | ToolCall]:
+             waits: Waits = NO_WAITS) -> list[Text | ToolCall]:
         request = wire.openai_request(self.model, system, turns, tools, self.context_budget)
         response = retry.call(self._sdk, self._policy, waits, lambda: (
             self._client.chat.completions.create(**request)))

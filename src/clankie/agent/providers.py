@@ -22,14 +22,7 @@ from typing import TYPE_CHECKING
 
 from clankie.settings import Settings
 
-# what the settings choose is said with these, for `clankie doctor` and `serve` too
-from .sdk import BASE_URL_SETTINGS as BASE_URL_SETTINGS
-from .sdk import DEFAULT_URLS as DEFAULT_URLS
-from .sdk import KEY_VARIABLES as KEY_VARIABLES
-from .sdk import base_url as base_url
-from .sdk import endpoint_digest as endpoint_digest
-from .sdk import endpoint_host as endpoint_host
-from .sdk import public_url as public_url
+from .sdk import DEFAULT_URLS, KEY_VARIABLES, base_url, endpoint_digest, endpoint_host
 
 if TYPE_CHECKING:
     from .context import TurnContext

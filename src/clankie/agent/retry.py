@@ -34,9 +34,7 @@ import tenacity
 
 from . import endpoint, stop
 from .sdk import public_url
-from .transcript import NO_WAITS as NO_WAITS
-from .transcript import ModelError, short_error, utc_now
-from .transcript import Waits as Waits
+from .transcript import ModelError, Waits, short_error, utc_now
 
 T = TypeVar("T")
 
@@ -63,8 +61,6 @@ class Policy:
 
 
 DEFAULT_POLICY = Policy()
-
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 
 from .context import TurnContext, system_prompt, turns
-from .retry import NO_WAITS, Waits
 from .stop import NEVER, StopScope
 from .tools import TOOL_SPECS, ToolBox
-from .transcript import Model, ModelError, Text, ToolResult, Turn
+from .transcript import NO_WAITS, Model, ModelError, Text, ToolResult, Turn, Waits
 
 MAX_STEPS = 24
 MAX_CALLS = 64  # tool calls run of one model reply; the rest are refused, not run or stored

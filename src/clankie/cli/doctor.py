@@ -25,14 +25,16 @@ from typing import TYPE_CHECKING
 
 from clankie import dto, when
 from clankie.agent.providers import (
+    ModelInUse,
+    model_in_use,
+)
+from clankie.agent.sdk import (
     BASE_URL_SETTINGS,
     DEFAULT_URLS,
     KEY_VARIABLES,
-    ModelInUse,
     base_url,
     endpoint_digest,
     endpoint_host,
-    model_in_use,
     public_url,
 )
 from clankie.client import (

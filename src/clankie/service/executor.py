@@ -30,9 +30,8 @@ from datetime import datetime
 
 from clankie.agent import stop
 from clankie.agent.context import TurnContext
-from clankie.agent.retry import Waits
 from clankie.agent.stop import StopScope  # by name: in the class, `stop` is the method
-from clankie.agent.transcript import Model, ModelError
+from clankie.agent.transcript import Model, ModelError, Waits
 from clankie.agent.turn import run_turn
 from clankie.core.errors import ClankieError
 from clankie.core.lifecycle import IllegalTransition
