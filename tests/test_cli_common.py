@@ -24,6 +24,8 @@ class Listing:
     """Answers `conversation_list` with the IDs that start with the prefix, as the service
     does; records what it was asked."""
 
+    url, via_env = "unix:///run/clankie.sock", False
+
     def __init__(self, ids: list[str]) -> None:
         self.ids, self.asked = ids, []  # type: list[str], list[dict[str, Any]]
 

@@ -76,7 +76,6 @@ from clankie.clientcore import (
     advance,
     fit_shape,
     left,
-    service_address,
     trusted_url,
     typed,
 )
@@ -93,7 +92,7 @@ if TYPE_CHECKING:  # pydantic, the DTOs and asyncio load on first use: the CLI n
 __all__ = ["DEFAULT_TIMEOUT", "EMPTY_AT_ONCE_S", "PAUSE_AFTER_EMPTY_S", "ApiError",
            "AsyncClient", "BadServiceUrl", "Client", "ClientError", "NotClankie", "NotYours",
            "ServiceUnreachable", "Sockets", "Streams", "Uncertain", "fit_shape",
-           "service_address", "trusted_url"]
+           "trusted_url", "typed"]
 
 T = TypeVar("T")
 _OPENAPI = Ask("GET", "/v1/openapi.json", None)
@@ -192,7 +191,8 @@ class Client(Core[Any]):
         (the op's input model; none for an op whose input is `Nothing`) goes out as JSON,
         and the result comes back as the op's output model (one that does not fit is
         `NotClankie`)."""
-        return typed(spec, self._run(self._result(Ask.typed(spec, request))), self)
+        return typed(spec, self._run(self._result(Ask.typed(spec, request))), self.url,
+                     via_env=self.via_env)
 
     def openapi(self) -> dict[str, Any]:
         return self._run(self._result(_OPENAPI))
@@ -318,7 +318,8 @@ class AsyncClient(Core[Any]):
 
     async def op(self, spec: dto.Op[InT, OutT], request: InT | None = None) -> OutT:
         """`Client.op`, awaited."""
-        return typed(spec, await self._run(self._result(Ask.typed(spec, request))), self)
+        return typed(spec, await self._run(self._result(Ask.typed(spec, request))), self.url,
+                     via_env=self.via_env)
 
     async def _run(self, flow: Flow[T]) -> T:
         got: tuple[Any, BaseException | None] = (None, None)

@@ -447,25 +447,27 @@ def fit_shape(op: str, result: dict[str, Any], address: str, *,
     """`result` if it fits `op`'s output shape in `clankie.dto` (imported here, so only a
     caller that asks pays for pydantic; an op it does not name passes), else `NotClankie`:
     a JSON object is not yet a clankie result (a `{}`, say)."""
-    from pydantic import ValidationError
-
     from clankie import dto
 
     known = dto.OPS.get(op)
     if known is not None:
-        try:
-            known.output.model_validate(result, strict=True)  # JSON has no "1" for 1
-        except ValidationError as exc:
-            raise NotClankie(address, 200, via_env=via_env,
-                             why=f"its {op} result has {exc.error_count()} misfit(s), the "
-                                 f"first at {_where(exc)}") from None
+        typed(known, result, address, via_env=via_env)
     return result
 
 
-def typed(spec: dto.Op[Any, OutT], result: dict[str, Any], target: Target) -> OutT:
-    """`result` as the op's output shape; one that does not fit is `NotClankie`."""
-    fit_shape(spec.name, result, target.url, via_env=target.via_env)
-    return spec.output.model_validate(result)
+def typed(spec: dto.Op[Any, OutT], result: Mapping[str, object], address: str, *,
+          via_env: bool = False) -> OutT:
+    """`result` as the op's output model, checked once and strictly (JSON has no "1" for
+    1); one that does not fit is `NotClankie`, saying where: a JSON object is not yet a
+    clankie result (a `{}` from some other JSON service, say)."""
+    from pydantic import ValidationError
+
+    try:
+        return spec.output.model_validate(result, strict=True)
+    except ValidationError as exc:
+        raise NotClankie(address, 200, via_env=via_env,
+                         why=f"its {spec.name} result has {exc.error_count()} misfit(s), "
+                             f"the first at {_where(exc)}") from None
 
 
 def _where(exc: Any) -> str:

@@ -209,7 +209,7 @@ def test_p3_clankie_chat_in_a_directory_names_the_agents_waiting_there(
     quiet = {**AGENT, "name": "quiet"}
 
     class Connected:
-        url, token = "unix:///run/clankie.sock", "clk_x"
+        url, token, via_env = "unix:///run/clankie.sock", "clk_x", False
 
         def __enter__(self) -> Connected:
             return self

@@ -377,7 +377,7 @@ async def test_quitting_a_chat_that_was_not_refused_exits_0(chat):
 
 def test_cli_clankie_chat_exits_with_the_apps_return_code(monkeypatch: pytest.MonkeyPatch):
     class Connected:
-        url, token = NotYoursApi.URL, "clk_x"
+        url, token, via_env = NotYoursApi.URL, "clk_x", False
 
         def __enter__(self) -> Connected:
             return self

@@ -252,18 +252,10 @@ def call(client: Client, spec: Op[InT, OutT], given: InT | Unfit | None = None, 
 
 
 def typed(client: Client, spec: Op[Any, OutT], result: Mapping[str, object]) -> OutT:
-    """`result` as the op's output model, checked as strictly as the client's `fit_shape`
-    (JSON has no "1" for 1); one that does not fit is `NotClankie`: a JSON object is not
-    yet a clankie result (a `{}` from some other JSON service, say)."""
-    from pydantic import ValidationError
+    """`result` as the op's output model (`clankie.client.typed`, as `client` reached it)."""
+    from clankie.client import typed
 
-    from clankie.client import NotClankie, fit_shape
-
-    try:
-        return spec.output.model_validate(result, strict=True)
-    except ValidationError:
-        fit_shape(spec.name, dict(result), client.url, via_env=client.via_env)  # says where
-        raise NotClankie(client.url, 200, via_env=client.via_env) from None
+    return typed(spec, result, client.url, via_env=client.via_env)
 
 
 def _unreached(exc: Uncertain | ServiceUnreachable, inspect: str | None) -> NoReturn:

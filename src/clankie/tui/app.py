@@ -67,7 +67,7 @@ from clankie.client import (
     NotYours,
     ServiceUnreachable,
     Uncertain,
-    fit_shape,
+    typed,
 )
 from clankie.core.vocabulary import Code
 from clankie.dto import OutT
@@ -323,8 +323,7 @@ class ChatApp(App[None]):
         client, for the service to validate: what a person typed, or an ID a service sent,
         is refused by the service (`invalid_request`, said like any refusal), never by a
         local validation error."""
-        result = await self.api.call(spec.name, payload)
-        return spec.output.model_validate(fit_shape(spec.name, result, self.service))
+        return typed(spec, await self.api.call(spec.name, payload), self.service)
 
     async def _read(self, request_id: str | None = None) -> dto.Snapshot:
         """Read the snapshot with the question the panel is about (or `request_id`, a newer
