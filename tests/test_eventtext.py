@@ -91,14 +91,15 @@ def test_one_formatter_says_each_event_as_each_surface_did(e: dto.Event, cli: st
 
 def test_the_tui_says_who_asks_and_its_activity_entries():
     """P3: an agent's question is said as the agent's; W9/R6: a tool call and a model
-    retry are the log's dim activity entries (`activity_line`), nothing else is."""
+    retry are the log's dim activity entries (`eventtext.activity`), nothing else is."""
     asked = event("input_requested", request_id=R, prompt="Push?", choices=[])
     coder = dto.AskerOut(credential_id="a" * 32, name="coder", client=None)
     assert render.event_line(asked, coder) == \
         'Agent "coder" asked a question.'
-    entries = [c[0] for c in CASES if render.activity_line(c[0]) is not None]
+    entries = [c[0] for c in CASES if eventtext.activity(c[0])]
     assert {e.type for e in entries} == {"tool_activity", "run_activity"}
-    assert all(render.activity_line(e) == render.event_line(e) for e in entries)
+    assert all(eventtext.text(e, eventtext.Surface.TUI) == render.event_line(e)
+               for e in entries)
 
 
 def test_an_event_of_a_newer_type_without_a_time_is_said_by_its_seq():

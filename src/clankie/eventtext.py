@@ -8,7 +8,8 @@ Owns how an `events_tail` event reads, once, as one `match` over the typed event
   a bar, so that none can pose as an event of its own);
 - `Surface.TUI`: the chat log of `clankie chat`: a sentence, or nothing for an event the
   log does not show (the status line does, or another line already said it); the time is
-  the log's own column (`stamp`). `tui.render.event_line` and `activity_line` say these.
+  the log's own column (`stamp`). `tui.render.event_line` says these; `activity` picks the
+  log's dim entries (W9, R6).
 
 Owns too which questions of a page a restart cancelled (`to_read`, `restarted`: an
 `input_resolved` event carries no reason, V2, so each cancelled one's receipt is read by the

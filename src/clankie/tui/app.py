@@ -459,7 +459,7 @@ class ChatApp(App[None]):
                 self.running = self.running - {event.run_id}
                 self.doing = None
         line = self._event_line(event, restarted)
-        at = render.stamp(event, self.clock())
+        at = eventtext.stamp(event, self.clock())
         self.waiting = None  # anything that happens after a wait ends it
         if isinstance(event, dto.RunActivityEvent):
             self.waiting = event if event.run_id in self.running else None

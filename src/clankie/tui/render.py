@@ -123,21 +123,6 @@ def event_line(event: dto.Event, asker: dto.AskerOut | None = None,
                           asked_by=asked_by(asker))
 
 
-def stamp(event: dto.Out, now: datetime) -> str:
-    """The local time an event happened (a `dto.Event`), as its log line starts: `14:05`,
-    or with the date when it was not today (`clankie.when.brief`); empty for an event
-    without one (a newer service's event of a type this version does not know)."""
-    at = getattr(event, "at", None)
-    return when.brief(at, now) if isinstance(at, str) and at else ""
-
-
-def activity_line(event: dto.Event) -> str | None:
-    """A workspace tool call, as the dim one-line entry of the log (W9): what Clankie
-    looked at ("read src/app.py lines 1-120 of 120"), never what it read; or a wait before
-    the model is asked again (R6): "model busy: openai: 429 rate limited; try 2 of 5 in
-    7 s"."""
-    return eventtext.text(event, eventtext.Surface.TUI) if eventtext.activity(event) else None
-
 
 def answer_hint(question: dto.QuestionOut | None, text: str) -> str | None:
     """What the TUI says after a chat line that looks like an answer to the `question`

@@ -24,7 +24,7 @@ from clankie import dto, when, wording
 from clankie.agent.tools import ASK_QUESTION
 from clankie.core.errors import ClankieError
 from clankie.core.model import Author, RunStatus
-from clankie.core.vocabulary import Code, Reason
+from clankie.core.vocabulary import Code
 from clankie.service import Service
 from clankie.service.devices import DeviceStatus
 from clankie.text import visible
@@ -248,7 +248,7 @@ def said_ended(question: dto.QuestionOut, me: str) -> str:
               " from another device")
     if question.status == "answered":
         return f"it was answered{by}"
-    if question.status == "cancelled" and receipt is not None and receipt.reason == Reason.RESTART:
+    if question.status == "cancelled" and wording.restarted(receipt):
         return RESTARTED
     if question.status == "cancelled":
         return f"it was cancelled{by}"
