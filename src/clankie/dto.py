@@ -2,8 +2,11 @@
 
 Owns every bound of SPEC section 3 and section 10 (and the OpenAPI schema that comes from
 them). Inputs forbid unknown fields, take no coercion (strict), accept only canonical
-lowercase version-4 UUIDs and only text without NUL or lone surrogates. It imports nothing
-of the service and does no I/O, so the service, the HTTP layer and the client share it.
+lowercase version-4 UUIDs and only text without NUL or lone surrogates. It also owns the
+op table: one constant `Op` per op (its wire name, shapes, the rule of
+`clankie.core.authority` that says who may call it, and its flags), read by the
+dispatcher, the edge, OpenAPI, the client and the tests. It imports nothing of the service
+and does no I/O, so the service, the HTTP layer and the client share it.
 """
 
 from __future__ import annotations

@@ -424,7 +424,8 @@ def _wanted(setting: Setting, error: ErrorDetails) -> str:
         return f"one of {', '.join(setting.choices)}"
     if setting.kind is str:
         return f"text of at most {setting.chars:,} characters"
-    low, high = setting.bounds or (-float("inf"), float("inf"))
+    assert setting.bounds is not None  # a number without bounds is refused where declared
+    low, high = setting.bounds
     what = "a whole number" if setting.kind is int else "a number"
     return f"{what} from {_plain(low)} to {_plain(high)}{_unit(setting)}"
 
