@@ -343,7 +343,8 @@ def raw_reads(socket_path: Path, token: str, conversation_id: str, count: int
 def _add_events(db: Path, conversation_id: str, count: int) -> None:
     """Append `count` message events in one transaction through the store's own save path."""
     store = Store(db)
-    try:
+
+    def add() -> None:
         with store.write() as tx:
             conversation = tx.conversation(conversation_id)
             assert conversation is not None
@@ -352,6 +353,8 @@ def _add_events(db: Path, conversation_id: str, count: int) -> None:
                                                  "filler", now)) for i in range(count))
             tx.save(Change(replace(conversation, revision=conversation.revision + 1),
                            events=events), receipt_limit=16, event_retention=200_000)
+    try:
+        store.run(add)
     finally:
         store.close()
 

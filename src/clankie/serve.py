@@ -49,6 +49,7 @@ from clankie.settings import Settings
 from clankie.store import Store
 
 if TYPE_CHECKING:
+    from clankie.core.model import Run
     from clankie.service.executor import ModelForRun
 
 log = logging.getLogger("clankie.serve")
@@ -266,8 +267,8 @@ class ExecutorOnFirstRun:
                 self._made = RunExecutor(self._hooks, self._model_for)
             return self._made
 
-    def submit(self, conversation_id: str, run_id: str) -> None:
-        self._executor().submit(conversation_id, run_id)
+    def submit(self, conversation_id: str, run: Run) -> None:
+        self._executor().submit(conversation_id, run)
 
     def stop_run(self, run_id: str) -> None:
         with self._lock:

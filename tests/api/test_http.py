@@ -121,8 +121,11 @@ def test_an_unexpected_error_is_a_500_problem_without_internals(world: World, ca
     class Exploding:
         ops = dto.OPS  # the op table it serves, as a service's
 
-        def authenticate(self, token):
-            pass
+        def known_token(self, token):
+            return True
+
+        def call_soon(self, op, token, payload, done):
+            return False  # read: run in a thread by `call`
 
         def call(self, op, token, payload):
             raise RuntimeError("secret detail at /srv/clankie/internal.py")

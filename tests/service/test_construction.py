@@ -1,12 +1,14 @@
 """The service's parts are given at construction, never set later (issues 20, 32): the run
-executor is built from the run side it calls back (`RunHooks`; SPEC A10: a committed run
-is handed to it after the commit), the notifier and the page's address are passed in, and
-stopping the service stops both; the service forwards nothing to its parts."""
+executor is built from the run side it calls back (`RunHooks`; SPEC A10: a run started by
+a transaction is handed to it after the commit), the notifier and the page's address are
+passed in, and stopping the service stops both; the service forwards nothing to its
+parts."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from clankie.core.model import Run
 from clankie.service import Service
 from clankie.service.runs import RunHooks
 from tests.world import World
@@ -20,8 +22,8 @@ class Recording:
         self.submitted: list[tuple[str, str]] = []
         self.stopped: list[float] = []
 
-    def submit(self, conversation_id: str, run_id: str) -> None:
-        self.submitted.append((conversation_id, run_id))
+    def submit(self, conversation_id: str, run: Run) -> None:
+        self.submitted.append((conversation_id, run.run_id))
 
     def stop_run(self, run_id: str) -> None: ...
 
@@ -47,7 +49,8 @@ def test_the_executor_is_built_from_the_service_and_gets_each_committed_run(worl
     c = world.conversation()
     run_id = world.call("conversation_send", {"conversation_id": c, "text": "hi"})["run_id"]
     assert executor.submitted == [(c, run_id)]
-    assert world.call("run_get", {"run_id": run_id})["status"] == "queued"
+    # issue 39: started in the transaction that queued it (no other run was before it)
+    assert world.call("run_get", {"run_id": run_id})["status"] == "running"
 
 
 def test_the_notifier_is_given_and_stopping_the_service_stops_both(world: World):

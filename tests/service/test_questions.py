@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from clankie.core.errors import ClankieError
+from clankie.core.model import Run
 from clankie.settings import Settings
 from tests.world import CHOICE, TEXT, World, event_types
 
@@ -341,17 +342,22 @@ def test_a8_invalid_answer_changes_nothing(world: World):
 def test_a10_executor_failure_after_commit_leaves_the_answer_with_a_failed_continuation(
         world: World):
     class Broken:
-        def submit(self, conversation_id: str, run_id: str) -> None:
+        def submit(self, conversation_id: str, run: Run) -> None:
             raise RuntimeError("executor is down")
 
     c = world.conversation()
     snap = world.ask(c)
     world.executing(lambda _hooks: Broken())  # the service made again with this executor
     reply = world.answer(c, snap, option=0)
-    receipt = reply["receipt"]
-    assert reply["duplicate"] is False and receipt["outcome"] == "answered"
+    # issue 39: the reply is the receipt as its transaction committed it (the continuation
+    # started in it); the executor refused the run after that commit, and the receipt says so
+    assert reply["duplicate"] is False and reply["receipt"]["outcome"] == "answered"
+    assert reply["receipt"]["continuation"] == "running"
+    receipt = world.snapshot(c, reply["receipt"]["request_id"])["request"]["receipt"]
     assert receipt["continuation"] == "failed"
     assert "executor is down" in receipt["continuation_error"]
+    assert {**reply["receipt"], "continuation": "failed",
+            "continuation_error": receipt["continuation_error"]} == receipt
     again = world.answer(c, snap, option=0)
     assert again["duplicate"] and again["receipt"] == receipt
     assert continuations(world, c) == 1

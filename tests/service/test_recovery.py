@@ -23,25 +23,29 @@ from ..world import TEXT, World
 
 def recover_one_by_one(world: World, store: Store) -> tuple[int, int]:
     """The reference: the core's `restart` for each conversation, saved on its own."""
-    settings, questions, runs = world.service.settings, 0, 0
+    settings = world.service.settings
     with sqlite3.connect(store.path) as conn:
         ids = sorted(c for (c,) in conn.execute("SELECT conversation_id FROM conversations"))
     conn.close()
-    with store.write() as tx:
-        for conversation_id in ids:
-            conversation = tx.conversation(conversation_id)
-            assert conversation is not None
-            pending = tx.pending_question(conversation_id)
-            unfinished = tx.unfinished_runs(conversation_id)
-            change = lifecycle.restart(conversation, pending, unfinished, world.clock(),
-                                       world.service.ctx.new_id)
-            if change is None:
-                continue
-            tx.save(change, receipt_limit=settings.receipt_limit,
-                    event_retention=settings.event_retention)
-            questions += pending is not None
-            runs += len(unfinished)
-    return questions, runs
+
+    def recover() -> tuple[int, int]:
+        questions, runs = 0, 0
+        with store.write() as tx:
+            for conversation_id in ids:
+                conversation = tx.conversation(conversation_id)
+                assert conversation is not None
+                pending = tx.pending_question(conversation_id)
+                unfinished = tx.unfinished_runs(conversation_id)
+                change = lifecycle.restart(conversation, pending, unfinished, world.clock(),
+                                           world.service.ctx.new_id)
+                if change is None:
+                    continue
+                tx.save(change, receipt_limit=settings.receipt_limit,
+                        event_retention=settings.event_retention)
+                questions += pending is not None
+                runs += len(unfinished)
+        return questions, runs
+    return store.run(recover)
 
 
 def rows(path: Path) -> dict[str, list[Any]]:

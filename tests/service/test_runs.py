@@ -3,7 +3,8 @@
 Issue 10: a continuation makes as few write transactions as its promises allow. Clankie's
 words go out with the next thing the run stores (the question it asks, or its finish),
 never later than that and never after a workspace tool has started; a finished run's
-successor starts in the finishing transaction (R4 order unchanged).
+successor starts in the finishing transaction (R4 order unchanged). Issue 39: a run with
+none before it starts in the transaction that queues it (the answer, the message).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from clankie.agent.scripted import ScriptedModel
 from clankie.core.errors import ClankieError
-from clankie.core.model import RunStatus
+from clankie.core.model import Run, RunStatus
 from clankie.service.executor import RunExecutor
 
 from ..polling import eventually
@@ -72,14 +73,22 @@ def brief(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(e["type"], e[keys[e["type"]]]) for e in events]
 
 
+def claimed(world: World, c: str) -> Run:
+    """The conversation's first queued run, started (as a finishing run starts its next)."""
+    run = world.service.runs.claim_next_run(c)
+    assert run is not None
+    return run
+
+
 def send(world: World, c: str, text: str = "hi") -> Callable[[], Any]:
     return lambda: world.call("conversation_send", {"conversation_id": c, "text": text})
 
 
-def test_a10_w9_a_continuation_that_says_and_asks_writes_three_times(world: World, stop_after):
-    """Start (R4, its own commit: `running` is seen at once), the words with the question,
-    the finish. Before issue 10's change it was five: start, words, question, finish and an
-    empty look for a next run."""
+def test_a10_w9_a_continuation_that_says_and_asks_writes_twice(world: World, stop_after):
+    """The words with the question, the finish: started (R4) in the answer's own
+    transaction, so `running` is committed with the answer (issue 39). Before issue 10's
+    change it was five: start, words, question, finish and an empty look for a next run;
+    before issue 39 three (the start in a commit of its own)."""
     r = runs(world, {"turns": [[{"ask": ASK}], [{"say": "Noted: {answer}."}, {"ask": ASK}]]},
              stop_after)
     c = world.conversation()
@@ -87,7 +96,7 @@ def test_a10_w9_a_continuation_that_says_and_asks_writes_three_times(world: Worl
     snap = world.snapshot(c)
     after = world.events(c)[-1]["seq"]
     answer = lambda: world.answer(c, snap, option=1)  # noqa: E731
-    assert r.writes(answer, c) == 1 + 3
+    assert r.writes(answer, c) == 1 + 2
     events = world.events(c, after)
     assert event_types(events) == ["input_resolved", "run_status", "run_status", "message",
                                    "input_requested", "tool_activity", "run_status"]
@@ -105,7 +114,7 @@ def test_v1_last_words_are_stored_with_the_finish(world: World, stop_after):
     r = runs(world, {"turns": [[{"say": "Hello."}, {"say": "Bye."}]]}, stop_after)
     c = world.conversation()
     after = 0
-    assert r.writes(send(world, c), c) == 1 + 2  # the message, the start, words + finish
+    assert r.writes(send(world, c), c) == 1 + 1  # the message with the start, words + finish
     assert brief(world.events(c, after)) == [
         ("message", "hi"), ("run_status", "queued"), ("run_status", "running"),
         ("message", "Hello."), ("message", "Bye."), ("run_status", "succeeded")]
@@ -139,7 +148,7 @@ def test_r4_the_next_run_starts_in_the_finishing_transaction(world: World, stop_
     for text in ("one", "two"):
         world.call("conversation_send", {"conversation_id": c, "text": text})
     r = runs(world, {"turns": [[{"say": "first"}], [{"say": "second"}]]}, stop_after)
-    assert r.writes(lambda: r.executor.submit(c, "-"), c) == 3
+    assert r.writes(lambda: r.executor.submit(c, claimed(world, c)), c) == 3
     assert [said for _, said in brief(world.events(c))] == [
         "one", "queued", "two", "queued", "running", "first", "succeeded", "running",
         "second", "succeeded"]
@@ -175,7 +184,7 @@ def test_r3_r4_a_stopped_executor_starts_no_next_run(world: World, stop_after):
         return real(run_id)
 
     world.service.runs.run_context = stop_while_running  # type: ignore[method-assign]
-    r.executor.submit(c, "-")
+    r.executor.submit(c, claimed(world, c))
     eventually(lambda: (r.executor._executing, bool(r.executor._draining)),
                "the executor to go idle (executing, draining)",
                until=lambda state: state == (0, False))

@@ -74,8 +74,10 @@ def test_a_read_transactions_connection_refuses_writes_even_from_untyped_code(wo
         conn.execute("PRAGMA query_only=OFF")  # nor then: it was opened read-only
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             conn.execute("DELETE FROM owners")
-    with world.store.write() as tx:
-        assert type(tx) is WriteTx
+    def write() -> None:
+        with world.store.write() as tx:
+            assert type(tx) is WriteTx
+    world.store.run(write)
     assert world.dump() == before
 
 
@@ -143,14 +145,17 @@ def apply_one_by_one(store: Store, plan: RestartPlan, new_id: Any) -> None:
     with sqlite3.connect(store.path) as conn:
         ids = sorted(c for (c,) in conn.execute("SELECT conversation_id FROM conversations"))
     conn.close()
-    with store.write() as tx:
-        for conversation_id in ids:
-            conversation = tx.conversation(conversation_id)
-            assert conversation is not None
-            change = plan.apply(conversation, tx.pending_question(conversation_id),
-                                tx.unfinished_runs(conversation_id), new_id)
-            if change is not None:
-                tx.save(change, receipt_limit=3, event_retention=100)
+
+    def apply() -> None:
+        with store.write() as tx:
+            for conversation_id in ids:
+                conversation = tx.conversation(conversation_id)
+                assert conversation is not None
+                change = plan.apply(conversation, tx.pending_question(conversation_id),
+                                    tx.unfinished_runs(conversation_id), new_id)
+                if change is not None:
+                    tx.save(change, receipt_limit=3, event_retention=100)
+    store.run(apply)
 
 
 @pytest.mark.parametrize("plan", [
@@ -177,8 +182,10 @@ def test_the_store_executes_the_cores_restart_plan_and_states_no_rule_of_its_own
             apply_one_by_one(copy, plan, world.service.ctx.new_id)
         finally:
             copy.close()
-        with world.store.write() as tx:
-            ended = tx.restart_all(plan, receipt_limit=3, event_retention=100)
+        def restart_all() -> tuple[int, int]:
+            with world.store.write() as tx:
+                return tx.restart_all(plan, receipt_limit=3, event_retention=100)
+        ended = world.store.run(restart_all)
         assert ended == ((2, 3) if plan.runs.keys() == {RunStatus.QUEUED, RunStatus.RUNNING}
                          else (2, 1))
         got, want = table_rows(world.store.path), table_rows(reference)

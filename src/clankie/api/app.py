@@ -1,14 +1,17 @@
 """The ASGI app: `POST /v1/ops/{op}` and `GET /v1/openapi.json`, nothing else.
 
-Owns the HTTP edge: the bearer token checked before the body is read (T6), the body limit
-(64 KiB, enforced while reading, before parsing), JSON decoding, running the synchronous
-service off the event loop, turning every failure into a problem document, and the
-uvicorn server that wakes long-polls when it is stopped. It decides nothing the service decides.
+Owns the HTTP edge: the bearer token checked before the body is read (T6: in memory on the
+event loop when the service knows it, else in a thread), the body limit (64 KiB, enforced
+while reading, before parsing), JSON decoding, running the synchronous service off the
+event loop, turning every failure into a problem document, and the uvicorn server that
+wakes long-polls when it is stopped. It decides nothing the service decides.
 
-Fair waiting (SPEC V5): a long-poll waits on this event loop, not on a worker thread, so
-however many wait, they take no thread from anything else; only its reads run on threads
-of their own (`_TAIL_READ_THREADS`). A call with `wait_ms` 0 and every other operation run
-on the ops threads. Which long-polls may wait (a slot of their credential) the service
+An op that writes is queued to the store's writer thread and awaited here (no thread of
+the edge waits for it); an op that reads runs on the ops threads. Fair waiting (SPEC V5):
+a long-poll waits on this event loop, not on a worker thread, so however many wait, they
+take no thread from anything else; only its reads run on threads of their own
+(`_TAIL_READ_THREADS`). A call with `wait_ms` 0 and every other read run on the ops
+threads. Which long-polls may wait (a slot of their credential) the service
 decides; connections (a whole request in time, a bound per listener) are `connections.py`.
 """
 
@@ -117,6 +120,24 @@ def create_app(service: Service) -> FastAPI:
             async with tcp_share:
                 return await anyio.to_thread.run_sync(run, limiter=limiter)
 
+    async def written(token: str | None, op: str, payload: Any, who: dict[str, Any]
+                      ) -> bytes | None:
+        """An op that writes, queued to the store's writer within the token's lane and
+        answered once committed; None (nothing done) for an op that reads."""
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[BaseModel] = loop.create_future()
+
+        def done(result: Any, error: BaseException | None) -> None:  # on the writer
+            # A loop that has closed (the server stopped) has nobody left to answer.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, ended, result, error)
+
+        async with lanes.held(token):
+            if not service.call_soon(op, token, payload, done, **who):
+                return None
+            result = await ended
+        return result.model_dump_json().encode()
+
     async def long_poll(request: Request, op: str, payload: Any) -> bytes:
         """V1, V5 and P4: read; while the service says to wait, wait here without a
         thread."""
@@ -151,8 +172,9 @@ def create_app(service: Service) -> FastAPI:
             if not credential_in_body:
                 if token is None:  # no thread, no store: a stranger's bare request is cheap
                     raise ClankieError(Code.UNAUTHENTICATED, "a bearer token is required")
-                await in_thread(request, token, ops_limiter,
-                                partial(service.authenticate, token))
+                if not service.known_token(token):  # the store says why, or knows it anew
+                    await in_thread(request, token, ops_limiter,
+                                    partial(service.authenticate, token))
             body = await read_body(request)
             payload = parse_json(body)
             encoded: bytes | None  # None only from work that returns None, never service.call
@@ -161,8 +183,10 @@ def create_app(service: Service) -> FastAPI:
             else:
                 who = ({"peer": _peer(request), "user_agent": request.headers.get("user-agent")}
                        if credential_in_body else {})
-                encoded = await in_thread(request, token, ops_limiter,
-                                          partial(service.call, op, token, payload, **who))
+                encoded = await written(token, op, payload, who)
+                if encoded is None:
+                    encoded = await in_thread(request, token, ops_limiter,
+                                              partial(service.call, op, token, payload, **who))
             return Response(encoded, media_type="application/json")
         except ClientDisconnect:
             # The client hung up (or sent too slowly and was cut off): nobody to answer.
@@ -234,6 +258,16 @@ async def _until_woken(woken: asyncio.Event, request: Request, seconds: float) -
             group.cancel_scope.cancel()
     if gone:
         raise ClientDisconnect
+
+
+def _settle(ended: asyncio.Future[BaseModel], result: Any, error: BaseException | None
+            ) -> None:
+    if ended.done():  # its request was cancelled meanwhile
+        return
+    if error is not None:
+        ended.set_exception(error)
+    else:
+        ended.set_result(result)
 
 
 def _over_tcp(request: Request) -> bool:

@@ -51,7 +51,7 @@ class Agents:
             assert row is not None
             return dto.WhoAmIOut(credential_id=row.credential_id, kind=row.kind, name=row.name)
 
-    @serves(dto.AGENT_ASK)
+    @serves(dto.AGENT_ASK, writes=True)
     def agent_ask(self, caller: Caller, r: dto.AgentAsk) -> dto.AgentAskOut:
         """SPEC P4 `ask_owner`: stored, or refused, at once; never waits."""
         ttl = self.ctx.settings.question_ttl
@@ -134,14 +134,17 @@ class Agents:
                 if not stale and not uncollected:
                     return (c.principal.credential_id, views.agent_question(c.tx, question),
                             question.status is not QuestionStatus.PENDING)
-            with self.ctx.write(caller) as w:  # S5's expiry on read, or the first collection
+            return self.ctx.on_store(settle)  # S5's expiry on read, or the first collection
+
+        def settle() -> tuple[str, dto.AgentQuestionOut, bool]:
+            with self.ctx.write(caller) as w:
                 question = self._settled(w, r.request_id)
                 return (w.principal.credential_id, views.agent_question(w.tx, question),
                         question.status is not QuestionStatus.PENDING)
 
         return Poll(self.ctx.long_polls, conversation_id, wait_s, read, wake)
 
-    @serves(dto.AGENT_LIST)
+    @serves(dto.AGENT_LIST, writes=True)
     def agent_list(self, caller: Caller, r: dto.AgentList) -> dto.AgentQuestionsOut:
         """SPEC P4 `list_questions`: the agent's pending question in this workspace and the
         receipts R1 keeps, newest first."""
@@ -161,7 +164,7 @@ class Agents:
             return dto.AgentQuestionsOut(questions=[views.agent_question(c.tx, q)
                                                     for q in shown])
 
-    @serves(dto.AGENT_CANCEL)
+    @serves(dto.AGENT_CANCEL, writes=True)
     def agent_cancel(self, caller: Caller, r: dto.AgentRequest) -> dto.AgentCancelOut:
         """SPEC P4 `cancel_question`: the agent's own pending question ends
         `cancelled`/`explicit`; a repeat returns the same receipt; an answered one is

@@ -1,11 +1,13 @@
 """The service's foundation: the dispatcher table and the context its parts share.
 
 Owns the dispatcher table (`@serves(dto.X)` marks the one method serving an op of the op
-table, `dispatch_table` finds them on the service's parts) and how every operation meets
-the store: a write or read transaction in which the caller is authenticated and authorized
-under the rule of the op the table gave it, storage failures as `storage_unavailable`,
-saving a `Change`, waking long-polls after a commit (`longpoll.py`), and the lookups every
-operation shares.
+table, and whether it writes; `dispatch_table` finds them on the service's parts) and how
+every operation meets the store: a write op runs whole on the store's writer thread
+(`Context.on_store`; so do the run side's steps, `stored`), its transaction opened there
+with `Context.write`; a read op on its caller's thread with `Context.read`; in either the
+caller is authenticated and authorized under the rule of the op the table gave it. Also
+storage failures as `storage_unavailable`, saving a `Change`, waking long-polls and
+running hooks after a commit (`longpoll.py`), and the lookups every operation shares.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypeVar
+from functools import partial, wraps
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -43,7 +46,7 @@ from clankie.workspace.identity import identify_saved
 from clankie.workspace.membership import Membership, membership
 
 from . import views
-from .credentials import authenticate
+from .credentials import LiveTokens, authenticate
 from .longpoll import LongPolls
 from .notify import Notifier, document
 
@@ -59,9 +62,12 @@ def new_uuid() -> str:
 
 
 class Executor(Protocol):
-    """Where queued runs are handed after their commit (the agent runtime)."""
+    """Where started runs are handed after their commit (the agent runtime)."""
 
-    def submit(self, conversation_id: str, run_id: str) -> None: ...
+    def submit(self, conversation_id: str, run: Run) -> None:
+        """Execute `run`, started (`running`) by the transaction that just committed, and
+        then each run of its conversation that its finish starts (R4)."""
+        ...
 
     def stop_run(self, run_id: str) -> None:
         """A running run was stopped (R7, committed): abandon what it is doing now."""
@@ -73,21 +79,26 @@ class Executor(Protocol):
 
 
 TxT = TypeVar("TxT", ReadTx, WriteTx)
+T = TypeVar("T")
+P = ParamSpec("P")
 PartT = TypeVar("PartT")
 InT = TypeVar("InT", bound=dto.Strict)
 OutT = TypeVar("OutT", bound=dto.Out)
 Method = Callable[[PartT, "Caller", InT], OutT]
 
 
-def serves(spec: dto.Op[InT, OutT]
+def serves(spec: dto.Op[InT, OutT], *, writes: bool = False
            ) -> Callable[[Method[PartT, InT, OutT]], Method[PartT, InT, OutT]]:
     """Mark the method serving `spec` (`@serves(dto.INPUT_GET)`); mypy holds its input and
     output to the op's. It is named like the op (refused otherwise), and called as
-    `method(part, caller, request)` once `dispatch_table` has found it on its part."""
+    `method(part, caller, request)` once `dispatch_table` has found it on its part. A
+    method that `writes` is called on the store's writer (`Context.on_store`), where it
+    opens its transaction with `Context.write`; any other reads, on its caller's thread
+    (`Context.read`), and hands a write it may need to the writer itself."""
     def mark(method: Method[PartT, InT, OutT]) -> Method[PartT, InT, OutT]:
         if getattr(method, "__name__", None) != spec.name:
             raise TypeError(f"the method serving {spec.name} must be named {spec.name}")
-        setattr(method, _SERVES, spec)  # an attribute no type declares
+        setattr(method, _SERVES, (spec, writes))  # an attribute no type declares
         return method
     return mark
 
@@ -97,10 +108,12 @@ _SERVES = "clankie_serves"
 
 @dataclass(frozen=True)
 class Served:
-    """One row of a dispatcher table: the op, and the method serving it, bound to its part."""
+    """One row of a dispatcher table: the op, the method serving it, bound to its part, and
+    whether that method writes (it is then run on the store's writer)."""
 
     op: dto.Op[Any, Any]
     method: Callable[[Caller, Any], BaseModel]
+    writes: bool
 
 
 def dispatch_table(ops: Mapping[str, dto.Op[Any, Any]], parts: Iterable[object]
@@ -113,14 +126,16 @@ def dispatch_table(ops: Mapping[str, dto.Op[Any, Any]], parts: Iterable[object]
     for part in parts:
         kind = part if isinstance(part, type) else type(part)
         for attribute in dir(kind):
-            spec: dto.Op[Any, Any] | None = getattr(getattr(kind, attribute), _SERVES, None)
-            if spec is None:
+            marked: tuple[dto.Op[Any, Any], bool] | None = getattr(
+                getattr(kind, attribute), _SERVES, None)
+            if marked is None:
                 continue
+            spec, writes = marked
             if spec.name not in ops or ops[spec.name] is not spec:
                 raise TypeError(f"{attribute} serves {spec.name}, which is not a dispatcher op")
             if spec.name in table:
                 raise TypeError(f"{spec.name} is served twice")
-            table[spec.name] = Served(spec, getattr(part, attribute))
+            table[spec.name] = Served(spec, getattr(part, attribute), writes)
     if missing := ops.keys() - table.keys():
         raise TypeError(f"no method serves {', '.join(sorted(missing))}")
     return table
@@ -139,6 +154,23 @@ class Caller:
     token: str | None
     peer: str | None = None
     user_agent: str | None = None
+
+
+class HasContext(Protocol):
+    ctx: Context
+
+
+SelfT = TypeVar("SelfT", bound=HasContext)
+
+
+def stored(method: Callable[Concatenate[SelfT, P], T]) -> Callable[Concatenate[SelfT, P], T]:
+    """A step of the run side (`RunHooks`), called from a run's thread: run on the store's
+    writer after the requests waiting there (`Context.on_store`, not `urgent`), where its
+    body opens its transactions; it returns once they have committed."""
+    @wraps(method)
+    def on_store(self: SelfT, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.ctx.on_store(partial(method, self, *args, **kwargs), urgent=False)
+    return on_store
 
 
 @dataclass
@@ -163,10 +195,13 @@ def storage() -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        log.error("storage failure: %s", exc)
-        raise ClankieError(Code.STORAGE_UNAVAILABLE,
-                           "the store could not complete this operation; nothing changed",
-                           ) from exc
+        raise storage_failure(exc) from exc
+
+
+def storage_failure(exc: sqlite3.Error) -> ClankieError:
+    log.error("storage failure: %s", exc)
+    return ClankieError(Code.STORAGE_UNAVAILABLE,
+                        "the store could not complete this operation; nothing changed")
 
 
 def home_of(store: Store) -> FileId | None:
@@ -218,18 +253,28 @@ class Context:
         self.new_id = new_id
         self.notifier = notifier
         self.long_polls = LongPolls()
+        self.tokens = LiveTokens(store)
         # When each credential was last used: reads note it here only, writes also store
         # it (`credential_list` shows the later of the two).
         self.last_used: dict[str, datetime] = {}
 
     # ------------------------------------------------------------------- transactions
 
+    def on_store(self, work: Callable[[], T], *, urgent: bool = True) -> T:
+        """Run `work` on the store's writer, where it may open write transactions
+        (`write`, `internal_write`), and return its result once they have committed; a
+        storage failure, the commit's included, is `storage_unavailable`. `urgent`: a
+        request's work, done before the run side's (`stored`)."""
+        with storage():
+            return self.store.run(work, urgent=urgent)
 
     @contextmanager
     def write(self, caller: Caller) -> Iterator[Call[WriteTx]]:
-        """One write transaction, with the caller authenticated and authorized inside it."""
+        """One write transaction, with the caller authenticated and authorized inside it;
+        only on the store's writer (an op that `writes`, or `on_store`)."""
         now = self.clock()
         with storage(), self.store.write() as tx:
+            tx.on_commit.append(partial(self._after_commit, tx))
             principal = authenticate(tx, caller.token, now)
             if caller.op is not None:
                 authorize(caller.op, principal)
@@ -240,17 +285,17 @@ class Context:
                 yield call
             except ClankieError as err:
                 raise views.error(tx, err) from None
-        self._after_commit(tx)
         if call.raise_after_commit is not None:
             raise call.raise_after_commit
 
     @contextmanager
     def internal_write(self) -> Iterator[WriteTx]:
         """A write transaction of the service itself (runs, recovery): no caller to check;
-        long-polls are woken after the commit, as for every other write."""
+        long-polls are woken after the commit, as for every other write. Only on the
+        store's writer."""
         with storage(), self.store.write() as tx:
+            tx.on_commit.append(partial(self._after_commit, tx))
             yield tx
-        self._after_commit(tx)
 
     @contextmanager
     def read(self, caller: Caller) -> Iterator[Call[ReadTx]]:

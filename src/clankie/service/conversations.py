@@ -1,13 +1,15 @@
 """The conversations part: conversations, their events and runs, projects.
 
 Owns creating, listing (with what waits in each: SPEC section 10) and archiving
-conversations, reading them, sending a message (which queues a turn run,
-started after the commit), reset, binding a workspace, native takeover, room posts, pane
-metadata, projects, the event tail (V1, with its long-poll), and reading and stopping runs.
+conversations, reading them, sending a message (which queues a turn run, started in the
+same transaction when no run is before it, and executed after the commit), reset, binding
+a workspace, native takeover, room posts, pane metadata, projects, the event tail (V1,
+with its long-poll), and reading and stopping runs.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import PurePath
 
 from clankie import dto
@@ -29,7 +31,7 @@ class Conversations:
         self.ctx = ctx
         self.runs = runs
 
-    @serves(dto.CONVERSATION_CREATE)
+    @serves(dto.CONVERSATION_CREATE, writes=True)
     def conversation_create(self, caller: Caller,
                             r: dto.ConversationCreate) -> dto.ConversationOut:
         kind = ConversationKind(r.kind)
@@ -70,7 +72,7 @@ class Conversations:
             conversations=[views.listed(x) for x in page],
             next_after=str(page[-1].activity) if more else None)
 
-    @serves(dto.CONVERSATION_ARCHIVE)
+    @serves(dto.CONVERSATION_ARCHIVE, writes=True)
     def conversation_archive(self, caller: Caller, r: dto.ConversationRef) -> dto.Empty:
         """Hide a conversation from lists and the page until anything new happens in it;
         refused `question_pending` while its question waits (it would wait unseen)."""
@@ -87,18 +89,18 @@ class Conversations:
             c.tx.archive(r.conversation_id)
             return dto.Empty()
 
-    @serves(dto.CONVERSATION_SEND)
+    @serves(dto.CONVERSATION_SEND, writes=True)
     def conversation_send(self, caller: Caller, r: dto.ConversationSend) -> dto.SendOut:
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
             change, message, turn = lifecycle.post_message(
                 conversation, Author.OWNER, r.text, c.now, self.ctx.new_id, start_turn=True)
             self.ctx.save(c.tx, change)
-        if turn is not None:
-            self.runs.start(r.conversation_id, turn.run_id)
+            if turn is not None:
+                self.runs.start_next(c.tx, r.conversation_id)
         return dto.SendOut(message_id=message.message_id, run_id=turn.run_id if turn else None)
 
-    @serves(dto.CONVERSATION_RESET)
+    @serves(dto.CONVERSATION_RESET, writes=True)
     def conversation_reset(self, caller: Caller, r: dto.ConversationRef) -> dto.ResetOut:
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
@@ -109,7 +111,7 @@ class Conversations:
             return dto.ResetOut(incarnation=change.conversation.incarnation,
                                 revision=change.conversation.revision)
 
-    @serves(dto.CONVERSATION_SET_WORKSPACE)
+    @serves(dto.CONVERSATION_SET_WORKSPACE, writes=True)
     def conversation_set_workspace(self, caller: Caller,
                                    r: dto.ConversationSetWorkspace) -> dto.ConversationOut:
         with self.ctx.write(caller) as c:
@@ -121,7 +123,7 @@ class Conversations:
             self.ctx.save(c.tx, change)
             return views.conversation(change.conversation if change else conversation)
 
-    @serves(dto.NATIVE_TAKEOVER)
+    @serves(dto.NATIVE_TAKEOVER, writes=True)
     def native_takeover(self, caller: Caller, r: dto.NativeTakeover) -> dto.ConversationOut:
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
@@ -131,7 +133,7 @@ class Conversations:
             self.ctx.save(c.tx, change)
             return views.conversation(change.conversation)
 
-    @serves(dto.ROOM_POST)
+    @serves(dto.ROOM_POST, writes=True)
     def room_post(self, caller: Caller, r: dto.RoomPost) -> dto.MessageOut:
         with self.ctx.write(caller) as c:
             conversation = self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
@@ -142,14 +144,14 @@ class Conversations:
             self.ctx.save(c.tx, change)
             return dto.MessageOut(message_id=message.message_id)
 
-    @serves(dto.PANE_METADATA_SET)
+    @serves(dto.PANE_METADATA_SET, writes=True)
     def pane_metadata_set(self, caller: Caller, r: dto.PaneMetadataSet) -> dto.Empty:
         with self.ctx.write(caller) as c:
             self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
             c.tx.set_pane_metadata(r.conversation_id, r.key, r.value, c.now)
             return dto.Empty()
 
-    @serves(dto.PROJECT_REGISTER)
+    @serves(dto.PROJECT_REGISTER, writes=True)
     def project_register(self, caller: Caller, r: dto.ProjectRegister) -> dto.ProjectOut:
         with self.ctx.write(caller) as c:
             root = existing_dir(r.root, "root")
@@ -186,7 +188,7 @@ class Conversations:
             self.ctx.conversation(c.tx, run.conversation_id, c.principal.owner_id)
             return views.run(run)
 
-    @serves(dto.RUN_CANCEL)
+    @serves(dto.RUN_CANCEL, writes=True)
     def run_cancel(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:
         """SPEC R7: stop a queued or running run (`cancelled`, `stopped_by_owner`, one
         `run_status` event), committed before the executor hears of it: from that commit
@@ -198,11 +200,9 @@ class Conversations:
             conversation = self.ctx.conversation(c.tx, run.conversation_id, c.principal.owner_id)
             change = lifecycle.stop_run(conversation, run, c.now)
             self.ctx.save(c.tx, change)
-        if change is None:
-            return views.run(run)
-        if run.status is RunStatus.RUNNING:
-            self.runs.stopped(run.run_id)
-        return views.run(change.runs[0])
+            if change is not None and run.status is RunStatus.RUNNING:
+                c.tx.on_commit.append(partial(self.runs.stopped, run.run_id))
+        return views.run(run if change is None else change.runs[0])
 
 
 def existing_dir(path: str, what: str) -> WorkspaceIdentity:

@@ -1,8 +1,9 @@
 """Bearer tokens: made with high entropy, stored only as a hash, compared in constant time.
 
 Owns token generation, hashing and the lookup of a token's live credential. It decides
-whether a token is a live credential (`unauthenticated` otherwise); what that credential
-may do is decided by `clankie.core.authority`. Also owns pairing codes (SPEC H2): their
+whether a token is a live credential (`unauthenticated` otherwise), in a transaction
+(`authenticate`) or, for the edge's first look (T6), in memory (`LiveTokens`); what that
+credential may do is decided by `clankie.core.authority`. Also owns pairing codes (SPEC H2): their
 making, their confirmation words, and the per-connection limit on wrong codes.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import sqlite3
 import threading
 from collections import OrderedDict, deque
 from datetime import datetime, timedelta
@@ -18,7 +20,7 @@ from datetime import datetime, timedelta
 from clankie.core.errors import ClankieError
 from clankie.core.model import CredentialKind, Principal
 from clankie.core.vocabulary import Code
-from clankie.store import ReadTx
+from clankie.store import ReadTx, Store
 
 TOKEN_PREFIX = "clk_"
 PAIRING_TTL = timedelta(minutes=10)
@@ -109,3 +111,32 @@ def authenticate(tx: ReadTx, token: str | None, now: datetime) -> Principal:
         holds_lease = lease is not None and lease.held_by(row.credential_id, now)
     return Principal(row.credential_id, row.kind, row.owner_id, row.mode,
                      holds_lease and row.mode is not None and row.mode.value == "control")
+
+
+class LiveTokens:
+    """The live tokens in memory, for the edge's look before a body is read (T6) without a
+    thread or a transaction: the hashes of every live credential's token, read whole from
+    the store and read again once a write has changed a credential or an owner since
+    (`Store.credential_generation`, moved as the write is made and again once it has
+    committed, before its caller is answered), so a revocation refuses the very next
+    request. A token it does not know may be new from another process (`clankie init`):
+    the caller asks the store (`authenticate`)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._table: tuple[int, dict[str, bool]] = (-1, {})  # (generation, hash -> browser)
+
+    def known(self, token: str) -> bool:
+        """Whether `token` is a live credential's, and not a browser's (which is good only
+        on the page, H3)."""
+        generation = self._store.credential_generation
+        read_at, table = self._table
+        if read_at != generation:
+            try:
+                with self._store.read() as tx:
+                    table = tx.live_tokens()
+            except sqlite3.Error:  # the store says why, when asked (`authenticate`)
+                return False
+            if self._store.credential_generation == generation:  # no write meanwhile
+                self._table = (generation, table)
+        return table.get(token_hash(token)) is False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import NoReturn
 
 from clankie import dto
@@ -57,6 +58,9 @@ class Devices:
 
         With `reissue`, a live owner gets one more operator token (for a lost token file).
         """
+        return self.ctx.on_store(partial(self._init_owner, reissue))
+
+    def _init_owner(self, reissue: bool) -> str | None:
         now = self.ctx.clock()
         with self.ctx.internal_write() as tx:
             owner_id = tx.active_owner()
@@ -76,13 +80,13 @@ class Devices:
         tx.insert_credential(row)
         return dto.TokenOut(credential_id=row.credential_id, token=token)
 
-    @serves(dto.DEVICE_PAIR)
+    @serves(dto.DEVICE_PAIR, writes=True)
     def device_pair(self, caller: Caller, r: dto.DevicePair) -> dto.TokenOut:
         with self.ctx.write(caller) as c:
             return self._issue(c.tx, c.principal.owner_id, CredentialKind.DEVICE,
                                DeviceMode(r.mode), r.name, c.now)
 
-    @serves(dto.DEVICE_PAIR_START)
+    @serves(dto.DEVICE_PAIR_START, writes=True)
     def device_pair_start(self, caller: Caller, r: dto.DevicePairStart) -> dto.PairingOut:
         """SPEC H2: a one-time code (stored as a hash only) for a browser to pair with."""
         with self.ctx.write(caller) as c:
@@ -97,7 +101,10 @@ class Devices:
     def page_key(self) -> bytes:
         """The phone page's key (H3): made once, kept in the store, so a browser's second
         half (derived from it) outlives a restart."""
-        with storage(), self.ctx.store.write() as tx:
+        return self.ctx.on_store(self._page_key)
+
+    def _page_key(self) -> bytes:
+        with self.ctx.internal_write() as tx:
             return tx.page_key(secrets.token_bytes(32))
 
     def pairing_preview(self, code: str) -> PairingRow:
@@ -122,19 +129,22 @@ class Devices:
         now = self.ctx.clock()
         with storage(), self.ctx.store.read() as tx:
             live = self._live_pairing(tx, r.code, now) is not None
-        issued = None
-        if live:
-            user_agent = (caller.user_agent or "")[:USER_AGENT_MAX] or None
-            with self.ctx.internal_write() as tx:
-                pairing = self._live_pairing(tx, r.code, now)
-                if pairing is not None and tx.use_pairing(pairing.pairing_id, now):
-                    issued = self._issue(tx, pairing.owner_id, CredentialKind.DEVICE,
-                                         pairing.mode, pairing.name, now,
-                                         credential_id=pairing.pairing_id,
-                                         user_agent=user_agent)
+        user_agent = (caller.user_agent or "")[:USER_AGENT_MAX] or None
+        issued = self.ctx.on_store(partial(self._pair, r.code, now, user_agent)) \
+            if live else None
         if issued is None:
             self._pairing_failed(caller.peer, now)
         return issued
+
+    def _pair(self, code: str, now: datetime, user_agent: str | None) -> dto.TokenOut | None:
+        """Use a live pairing code, once: its device credential, or None if it is not."""
+        with self.ctx.internal_write() as tx:
+            pairing = self._live_pairing(tx, code, now)
+            if pairing is None or not tx.use_pairing(pairing.pairing_id, now):
+                return None
+            return self._issue(tx, pairing.owner_id, CredentialKind.DEVICE, pairing.mode,
+                               pairing.name, now, credential_id=pairing.pairing_id,
+                               user_agent=user_agent)
 
     def _live_pairing(self, tx: ReadTx, code: str, now: datetime) -> PairingRow | None:
         pairing = tx.pairing_by_hash(token_hash(code))
@@ -147,7 +157,7 @@ class Devices:
         self.attempts.failed(peer, now)  # forbidden, once this connection sent too many
         raise _wrong_code()
 
-    @serves(dto.CREDENTIAL_REVOKE)
+    @serves(dto.CREDENTIAL_REVOKE, writes=True)
     def credential_revoke(self, caller: Caller, r: dto.CredentialRevoke) -> dto.Empty:
         """SPEC H2: the credential is refused from its next request; its lease ends."""
         with self.ctx.write(caller) as c:
@@ -160,13 +170,13 @@ class Devices:
             c.tx.clear_lease(row.credential_id)
             return dto.Empty()
 
-    @serves(dto.CREDENTIAL_ISSUE)
+    @serves(dto.CREDENTIAL_ISSUE, writes=True)
     def credential_issue(self, caller: Caller, r: dto.CredentialIssue) -> dto.TokenOut:
         with self.ctx.write(caller) as c:
             return self._issue(c.tx, c.principal.owner_id, CredentialKind(r.kind), None, r.name,
                                c.now)
 
-    @serves(dto.CREDENTIAL_ROTATE)
+    @serves(dto.CREDENTIAL_ROTATE, writes=True)
     def credential_rotate(self, caller: Caller, r: dto.CredentialRotate) -> dto.TokenOut:
         with self.ctx.write(caller) as c:
             target = r.credential_id or c.principal.credential_id
@@ -190,7 +200,7 @@ class Devices:
                                  self.ctx.last_used.get(row.credential_id))
                 for row in c.tx.credentials() if row.owner_id == c.principal.owner_id])
 
-    @serves(dto.DEVICE_TAKE_CONTROL)
+    @serves(dto.DEVICE_TAKE_CONTROL, writes=True)
     def device_take_control(self, caller: Caller, r: dto.DeviceTakeControl) -> dto.LeaseOut:
         with self.ctx.write(caller) as c:
             ttl = r.ttl_s if r.ttl_s is not None else self.ctx.settings.take_control_ttl
@@ -199,13 +209,13 @@ class Devices:
             c.tx.set_lease(lease)  # supersedes any other device's lease
             return dto.LeaseOut(lease_id=lease.lease_id, expires_at=iso(lease.expires_at))
 
-    @serves(dto.DEVICE_RELEASE)
+    @serves(dto.DEVICE_RELEASE, writes=True)
     def device_release(self, caller: Caller, r: dto.Nothing) -> dto.Empty:
         with self.ctx.write(caller) as c:
             c.tx.clear_lease(c.principal.credential_id)
             return dto.Empty()
 
-    @serves(dto.OWNER_REVOKE)
+    @serves(dto.OWNER_REVOKE, writes=True)
     def owner_revoke(self, caller: Caller, r: dto.Nothing) -> dto.Empty:
         """Known owner revocation: every pending question of the owner ends at once."""
         with self.ctx.write(caller) as c:

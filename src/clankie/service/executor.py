@@ -1,11 +1,13 @@
 """The run executor inside `clankie serve`: Clankie's runs, executed for real.
 
-Owns scheduling: per conversation one run at a time, in order (R4: `claim_next_run`
-starts a run at most once), and many conversations in parallel (`serial.SerialQueues`). A
-commit that queues a run hands its conversation straight to a worker (no event loop, no
-polling); workers are daemon threads reused from run to run (the store and the model SDKs
-are blocking), so a model call that hangs can never keep the process from stopping; a run
-left `running` by a stop is failed `orphaned_by_restart` at the next start and never
+Owns scheduling: per conversation one run at a time, in order (R4: a run is started, in
+the store, at most once: by the transaction that queues it, or by the one that finishes or
+stops the run before it), and many conversations in parallel (`serial.SerialQueues`). A
+commit that starts a run hands it straight to a worker (no event loop, no polling), which
+executes it and then each run its finish starts; workers are daemon threads reused from
+run to run (the model SDKs are blocking; the store's steps are made on its writer), so a
+model call that hangs can never keep the process from stopping; a run left `running` by a
+stop is failed `orphaned_by_restart` at the next start and never
 executed again (R3). Every outcome is recorded on the run: succeeded, or failed with a
 clear error; a model failure is also logged, in one line (R6). Each wait before a model
 call is tried again is shown as a `run_activity` event while the run is running (R6, V4):
@@ -82,8 +84,8 @@ class RunExecutor:
         self._hooks = hooks
         self._model_for = model_for
         workers = _Workers()
-        # A conversation's item says only "it has work" (the store has its runs): one kept.
-        self._queues: SerialQueues[str] = SerialQueues(self._drain, workers.submit, keep=1)
+        # A conversation's items are its started runs, each handed once: none is dropped.
+        self._queues: SerialQueues[Run] = SerialQueues(self._drain, workers.submit)
         self._lock = threading.Lock()  # guards the two below
         self._scopes: dict[str, stop.StopScope] = {}  # executing runs (and stopped early)
         self._done: OrderedDict[str, None] = OrderedDict()  # runs executed lately (bounded)
@@ -91,12 +93,12 @@ class RunExecutor:
         self._count_lock = threading.Lock()
         self._stopped = False
 
-    def submit(self, conversation_id: str, run_id: str) -> None:
-        """Called after a run's commit, from any thread: the conversation has work. A
-        worker starts on it at once, unless one is draining it already (it looks again)."""
+    def submit(self, conversation_id: str, run: Run) -> None:
+        """Called after the commit that started `run`, from any thread: a worker executes
+        it at once, or after the run of the conversation it is executing now."""
         if self._stopped:
             raise RuntimeError("the run executor is stopped")
-        self._queues.submit(conversation_id, run_id)
+        self._queues.submit(conversation_id, run)
 
     @property
     def _draining(self) -> set[str]:
@@ -122,11 +124,13 @@ class RunExecutor:
             log.warning("%d run(s) still executing at stop; the next start fails them",
                         self._executing)
 
-    def _drain(self, conversation_id: str, _run_id: str) -> None:
-        """Run the conversation's queued runs one at a time, in order (R4), until none. A
-        finishing run starts the next one in the transaction that finishes it."""
+    def _drain(self, conversation_id: str, started: Run) -> None:
+        """Execute a started run, then the conversation's next ones one at a time, in order
+        (R4), until none: a finishing run starts the next one in the transaction that
+        finishes it. Once stopping, a started run is left as it is (the next start fails
+        it, R3)."""
         try:
-            run = None if self._stopped else self._hooks.claim_next_run(conversation_id)
+            run: Run | None = started
             while run is not None and not self._stopped:
                 run = self._execute(run)
         except ClankieError as exc:  # e.g. storage_unavailable: a full disk

@@ -1,8 +1,12 @@
 """The questions part: the snapshot of a conversation's question (S1-S5), answers and
-cancellations (A1-A11), each answer's continuation run started after its commit (A10).
+cancellations (A1-A11), each answer's continuation run stored, and started when no run of
+its conversation is before it, in the answer's own transaction, and handed to the executor
+after its commit (A9, A10).
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 from clankie import dto
 from clankie.core import lifecycle
@@ -13,7 +17,7 @@ from clankie.core.vocabulary import Code
 from clankie.store import ReadTx, WriteTx
 
 from . import views
-from .base import Call, Caller, Context, serves, storage
+from .base import Call, Caller, Context, serves
 from .runs import Runs
 
 
@@ -29,8 +33,10 @@ class Questions:
         read (S5), in a write transaction that decides again."""
         with self.ctx.read(caller) as c:
             snapshot = self._snapshot(c, r)
-        if snapshot is not None:
-            return snapshot
+        return snapshot if snapshot is not None else self.ctx.on_store(
+            partial(self._expired_snapshot, caller, r))
+
+    def _expired_snapshot(self, caller: Caller, r: dto.InputGet) -> dto.Snapshot:
         with self.ctx.write(caller) as c:
             snapshot = self._snapshot(c, r)
         assert snapshot is not None
@@ -62,13 +68,13 @@ class Questions:
             request=views.question(c.tx, request) if request else None,
             ended_requests=c.tx.ended_request_ids(r.conversation_id))
 
-    @serves(dto.INPUT_ANSWER)
+    @serves(dto.INPUT_ANSWER, writes=True)
     def input_answer(self, caller: Caller, r: dto.InputAnswer) -> dto.AnswerReply:
         submission = Submission(r.request_id, r.incarnation, r.revision,
                                 Answer(option_id=r.option_id, text=r.text))
         return self._resolve(caller, r.conversation_id, submission)
 
-    @serves(dto.INPUT_CANCEL)
+    @serves(dto.INPUT_CANCEL, writes=True)
     def input_cancel(self, caller: Caller, r: dto.InputCancel) -> dto.AnswerReply:
         submission = Submission(r.request_id, r.incarnation, r.revision)
         return self._resolve(caller, r.conversation_id, submission)
@@ -88,9 +94,10 @@ class Questions:
                 c.raise_after_commit = views.error(c.tx, decision.error)
             assert decision.receipt is not None or decision.error is not None
             receipt = decision.receipt
-        assert receipt is not None
-        if receipt.run_id is not None and not decision.duplicate:
-            self.runs.start(conversation_id, receipt.run_id)  # A10: after the commit, never before
-        with storage(), self.ctx.store.read() as tx:
-            return dto.AnswerReply(receipt=views.receipt(tx, receipt),
-                                   duplicate=decision.duplicate)
+            if decision.error is None and not decision.duplicate and receipt is not None \
+                    and receipt.run_id is not None:
+                self.runs.start_next(c.tx, conversation_id)  # executed after the commit (A10)
+            reply = None if receipt is None else dto.AnswerReply(
+                receipt=views.receipt(c.tx, receipt), duplicate=decision.duplicate)
+        assert reply is not None
+        return reply

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Final, Protocol
 
 from pydantic import ValidationError
@@ -56,7 +57,7 @@ from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.confine import FileId
 from clankie.workspace.tools import Outcome
 
-from .base import Context, Executor, files_of, invalid_request, storage
+from .base import Context, Executor, files_of, invalid_request, storage, stored
 from .notify import HookDocument, continuation_document, document
 
 log = logging.getLogger("clankie.service")
@@ -190,6 +191,7 @@ class Runs:
             run = self.ctx.load_run(tx, run_id)
             return self.ctx.conversation(tx, run.conversation_id).workspace
 
+    @stored
     def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
                          said: Sequence[str] = ()) -> None:
         """One tool call of a running run: kept for later runs' history, and shown as one
@@ -200,6 +202,7 @@ class Runs:
             self._say(tx, run, said)
             self._record(tx, run, call, outcome)
 
+    @stored
     def record_model_retry(self, run_id: str, summary: str, retry_at: datetime) -> bool:
         """SPEC R6, V4: a running run waits before asking the model again; one
         `run_activity` event says what failed and when the next try is. A run that is no
@@ -227,18 +230,28 @@ class Runs:
 
     # ------------------------------------------------------------- runs (the executor's)
 
-    def start(self, conversation_id: str, run_id: str) -> None:
-        """Hand a committed queued run to the executor; a failure is recorded on the run."""
+    def start_next(self, tx: WriteTx, conversation_id: str) -> None:
+        """In the transaction that queued a run (A9, R4): start the conversation's next
+        queued run, unless a run of it is running, and hand it to the executor once that
+        transaction has committed (A10; no window in which it waits unseen). Without an
+        executor runs stay queued."""
         if self.executor is None:
             return
+        started = self._claim(tx, conversation_id)
+        if started is not None:
+            tx.on_commit.append(partial(self._hand, started))
+
+    def _hand(self, run: Run) -> None:
+        """Hand a started run to the executor; a failure is recorded on the run (A10)."""
+        assert self.executor is not None
         try:
-            self.executor.submit(conversation_id, run_id)
+            self.executor.submit(run.conversation_id, run)
         except Exception as exc:  # an executor of any kind may fail; its failure is recorded
-            log.error("could not start run %s: %s", run_id, exc)
+            log.error("could not start run %s: %s", run.run_id, exc)
             try:
-                self.finish_run(run_id, RunStatus.FAILED, f"start_failed: {exc}")
+                self.finish_run(run.run_id, RunStatus.FAILED, f"start_failed: {exc}")
             except ClankieError as err:
-                log.error("run %s stays queued; recovery will fail it: %s", run_id, err)
+                log.error("run %s stays running; recovery will fail it: %s", run.run_id, err)
 
     def stopped(self, run_id: str) -> None:
         """Tell the executor that a running run was stopped (R7), after the commit. The
@@ -251,6 +264,7 @@ class Runs:
         except Exception as exc:
             log.error("could not tell the executor that run %s was stopped: %s", run_id, exc)
 
+    @stored
     def claim_next_run(self, conversation_id: str) -> Run | None:
         """SPEC R4: the oldest queued run, if no run of the conversation is running."""
         with self.ctx.internal_write() as tx:
@@ -265,6 +279,7 @@ class Runs:
         self.ctx.save(tx, change)
         return change.runs[0]
 
+    @stored
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
                    said: Sequence[str] = (), claim_next: bool = False) -> Run | None:
         """End a run, after the last words it said (`said`); with `claim_next`, start the
@@ -277,6 +292,7 @@ class Runs:
                                                  self.ctx.clock(), error))
             return self._claim(tx, run.conversation_id) if claim_next else None
 
+    @stored
     def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
                      said: Sequence[str] = ()) -> dto.AskResult:
         """The `ask_question` tool (SPEC Q1-Q5): returns at once; refusal is a result. With
@@ -311,6 +327,7 @@ class Runs:
                 self._record(tx, run, call, ask_outcome(result))
         return result
 
+    @stored
     def post_replies(self, run_id: str, texts: Sequence[str]) -> None:
         """Clankie's messages from a running run, in one transaction."""
         with self.ctx.internal_write() as tx:
@@ -336,18 +353,20 @@ class Runs:
         in the order its events say, and never twice (a restart right after finds them
         ended already; one whose hook had not run by then is not told again)."""
         notifier = self.ctx.notifier if self.ctx.settings.notify_on_resolved else None
-        told: list[tuple[str, HookDocument]] = []
+        told, recovery = self.ctx.on_store(partial(self._recover, notifier is not None))
+        for conversation_id, doc in told:
+            assert notifier is not None
+            notifier.submit(conversation_id, doc)
+        return recovery
+
+    def _recover(self, telling: bool) -> tuple[list[tuple[str, HookDocument]], Recovery]:
         with self.ctx.internal_write() as tx:
-            ending = tx.restart_ends() if notifier is not None else []
+            ending = tx.restart_ends() if telling else []
             questions, runs = tx.restart_all(
                 lifecycle.restart_plan(self.ctx.clock()),
                 receipt_limit=self.ctx.settings.receipt_limit,
                 event_retention=self.ctx.settings.event_retention)
-            told = [self._ended(tx, *end) for end in ending]
-        for conversation_id, doc in told:
-            assert notifier is not None
-            notifier.submit(conversation_id, doc)
-        return Recovery(questions, runs)
+            return [self._ended(tx, *end) for end in ending], Recovery(questions, runs)
 
     def _ended(self, tx: WriteTx, conversation_id: str, request_id: str | None,
                run_id: str | None) -> tuple[str, HookDocument]:

@@ -8,20 +8,24 @@ pairing, Take Control), `Agents` (`agents.py`) and `Runs` (`runs.py`: what the e
 calls, `RunHooks`, and recovery); the executor built from `Runs`, the notifier and the
 page's address (`web_url`) given here, never set later. Callers outside reach a part by
 its name (`service.runs.recover()`, `service.devices.init_owner()`): the service forwards
-nothing. `call(op, token,
-payload)` is the whole entry point: it validates the input (`clankie.dto`) and calls the
-method the dispatcher table (`@serves`, `base.py`) says serves the op, with the `Caller`
-its transaction authorizes under that op's rule. `open_poll` is the same for a long-poll
-(`events_tail`, `agent_wait`) by a caller that waits in its own way (the HTTP edge,
-without a thread). Every op method keeps one order: open one transaction, authenticate
-and authorize in it, load, let `clankie.core` decide, save, commit, and only then act on
-the outside (start a run, wake long-polls). It knows nothing of HTTP.
+nothing. `call(op, token, payload)` is the whole entry point: it validates the input
+(`clankie.dto`) and calls the method the dispatcher table (`@serves`, `base.py`) says
+serves the op, with the `Caller` its transaction authorizes under that op's rule: on the
+store's writer for an op that writes, on the caller's thread for one that reads.
+`call_soon` is the same for a caller that does not wait on a thread (the HTTP edge): a
+write op is queued to the writer. `open_poll` is the same for a long-poll (`events_tail`,
+`agent_wait`) by a caller that waits in its own way. Every op method keeps one order: open
+one transaction, authenticate and authorize in it, load, let `clankie.core` decide, save,
+and leave what acts on the outside (start a run, wake long-polls) to after the commit
+(`WriteTx.on_commit`). It knows nothing of HTTP.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any, ClassVar, Final
 
 from pydantic import BaseModel, ValidationError
@@ -34,6 +38,7 @@ from clankie.core.vocabulary import Code
 from clankie.settings import Settings
 from clankie.settings import shown as settings_shown
 from clankie.store import Store
+from clankie.store.db import Done
 
 from .agents import Agents
 from .base import (
@@ -45,6 +50,7 @@ from .base import (
     new_uuid,
     serves,
     storage,
+    storage_failure,
     utcnow,
 )
 from .conversations import Conversations
@@ -127,7 +133,29 @@ class Service:
         """Perform `op` for the holder of `token`; raise `ClankieError` on any refusal.
         `peer` and `user_agent` say who is trying, as the edge saw them (H2)."""
         served, request = self._validated(op, payload)
-        return served.method(Caller(served.op, token, peer, user_agent), request)
+        work = partial(served.method, Caller(served.op, token, peer, user_agent), request)
+        return self.ctx.on_store(work) if served.writes else work()
+
+    def call_soon(self, op: str, token: str | None, payload: Any, done: Done, *,
+                  peer: str | None = None, user_agent: str | None = None) -> bool:
+        """`call` for a caller that waits in its own way: an op that writes is queued to the
+        store's writer and this returns True; `done(result, error)` is called on the
+        writer once its transaction has committed, with the result or the `ClankieError`
+        (a storage failure as `storage_unavailable`). An op that only reads is not
+        started: False, and the caller `call`s it on a thread of its own. Bad input raises
+        here, before anything is queued."""
+        served, request = self._validated(op, payload)
+        if not served.writes:
+            return False
+        work = partial(served.method, Caller(served.op, token, peer, user_agent), request)
+        self.ctx.store.submit(work, partial(_as_served, done), urgent=True)
+        return True
+
+    def known_token(self, token: str) -> bool:
+        """The dispatcher's first look (`/v1/ops`), in memory, without a thread: True when
+        `token` is a live credential's other than a browser's; False when the store must be
+        asked (`authenticate`)."""
+        return self.ctx.tokens.known(token)
 
     def authenticate(self, token: str | None) -> None:
         """The dispatcher's check (`/v1/ops`): refuse `unauthenticated` unless `token` is a
@@ -184,3 +212,9 @@ class Service:
 # The dispatcher table is whole: each op of `dto.OPS` has one method (and, in `dto`, one
 # rule), and each `@serves` method serves an op of it.
 dispatch_table(dto.OPS, (Service, Conversations, Questions, Devices, Agents))
+
+
+def _as_served(done: Done, result: Any, error: BaseException | None) -> None:
+    """A write op's end as `Service.call` would raise it: a storage failure (its commit's
+    included) as `storage_unavailable`."""
+    done(result, storage_failure(error) if isinstance(error, sqlite3.Error) else error)

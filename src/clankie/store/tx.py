@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -213,6 +213,14 @@ class ReadTx:
 
     def credentials(self) -> list[CredentialRow]:
         return [_as_credential(r) for r in self._all(_CREDENTIAL + "ORDER BY rowid")]
+
+    def live_tokens(self) -> dict[str, bool]:
+        """The hash of every live token (not revoked, its owner not revoked), each with
+        whether it is a browser's (paired by a code, H3)."""
+        return {row[0]: bool(row[1]) for row in self._all(
+            "SELECT c.token_hash, EXISTS (SELECT 1 FROM pairings p WHERE p.pairing_id = "
+            "c.credential_id AND p.used_at IS NOT NULL) FROM credentials c JOIN owners o "
+            "ON o.owner_id = c.owner_id WHERE c.revoked_at IS NULL AND o.revoked_at IS NULL")}
 
     def paired_by_code(self, credential_id: str) -> bool:
         """Whether this credential was made by a pairing code: a browser's (H3)."""
@@ -481,13 +489,16 @@ class ReadTx:
 
 
 class WriteTx(ReadTx):
-    """One write operation: the readers and the writers. It records what it saved and which
-    conversations got events, for the service to act on after the commit."""
+    """One write operation: the readers and the writers. It records what it saved, which
+    conversations got events and whether a credential or an owner changed, and holds what
+    is to be done once it has committed (`on_commit`, done by the store's writer)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)
         self.saved: list[Change] = []  # the changes this operation saved
         self.touched: set[str] = set()  # conversations whose events it added
+        self.credentials_changed = False
+        self.on_commit: list[Callable[[], None]] = []
 
     def _execute(self, sql: str, *args: Any) -> int:
         return self._conn.execute(sql, args).rowcount
@@ -500,14 +511,17 @@ class WriteTx(ReadTx):
     # ----------------------------------------------------------------- owners, credentials
 
     def insert_owner(self, owner_id: str, now: datetime) -> None:
+        self.credentials_changed = True
         self._execute("INSERT INTO owners (owner_id, created_at) VALUES (?, ?)", owner_id,
                       iso(now))
 
     def revoke_owner(self, owner_id: str, now: datetime) -> None:
+        self.credentials_changed = True
         self._execute("UPDATE owners SET revoked_at = ? WHERE owner_id = ? "
                       "AND revoked_at IS NULL", iso(now), owner_id)
 
     def insert_credential(self, c: CredentialRow) -> None:
+        self.credentials_changed = True
         self._execute("INSERT INTO credentials (credential_id, owner_id, kind, mode, name, "
                       "token_hash, created_at, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                       c.credential_id, c.owner_id, c.kind.value,
@@ -515,10 +529,12 @@ class WriteTx(ReadTx):
                       iso(c.created_at), c.user_agent)
 
     def replace_token(self, credential_id: str, token_hash: str, now: datetime) -> None:
+        self.credentials_changed = True
         self._execute("UPDATE credentials SET token_hash = ?, rotated_at = ? "
                       "WHERE credential_id = ?", token_hash, iso(now), credential_id)
 
     def revoke_credential(self, credential_id: str, now: datetime) -> None:
+        self.credentials_changed = True
         self._execute("UPDATE credentials SET revoked_at = ? WHERE credential_id = ? "
                       "AND revoked_at IS NULL", iso(now), credential_id)
 
