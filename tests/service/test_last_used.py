@@ -20,7 +20,7 @@ def traced(world: World) -> Iterator[tuple[list[str], list[str]]]:
     read: list[str] = []
     store = world.store
     store._writer.set_trace_callback(written.append)
-    readers = list(store._readers)
+    readers = list(store._readers._all)
     for conn in readers:
         conn.set_trace_callback(read.append)
     try:

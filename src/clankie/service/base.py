@@ -213,13 +213,13 @@ def home_of(store: Store) -> FileId | None:
     return st.st_dev, st.st_ino
 
 
-def files_of(store: Store, home: FileId | None) -> frozenset[FileId]:
+def files_of(store_path: str, home: FileId | None) -> frozenset[FileId]:
     """The files directly in the home now, by identity (the token, the store, its log),
     so that a hard link or a bind mount of one elsewhere is denied too (SPEC W4); none
     when the folder at the store's path is no longer the home."""
     if home is None:
         return frozenset()
-    folder = os.path.dirname(os.path.abspath(store.path))
+    folder = os.path.dirname(os.path.abspath(store_path))
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -360,10 +360,16 @@ class Context:
 
     def membership(self, conversation: Conversation,
                     projects: list[ProjectRow]) -> Membership | None:
-        if conversation.kind is not ConversationKind.OWNER or conversation.workspace is None:
-            return None
-        return membership(conversation.workspace,
-                          [(p.project_id, p.root) for p in projects], self.settings.git_timeout)
+        return membership_of(conversation, projects, self.settings.git_timeout)
+
+
+def membership_of(conversation: Conversation, projects: list[ProjectRow],
+                  git_timeout: float) -> Membership | None:
+    """The project-membership fact of an owner conversation's workspace (SPEC M1-M4)."""
+    if conversation.kind is not ConversationKind.OWNER or conversation.workspace is None:
+        return None
+    return membership(conversation.workspace, [(p.project_id, p.root) for p in projects],
+                      git_timeout)
 
 
 def invalid_request(exc: ValidationError) -> ClankieError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -52,12 +53,20 @@ from clankie.core.model import (
 )
 from clankie.core.vocabulary import Code, Reason
 from clankie.settings import Settings
-from clankie.store import WriteTx
+from clankie.store import ReadTx, WriteTx
 from clankie.store.tx import QuestionEnd, ToolCallRow
 from clankie.workspace.confine import FileId
 from clankie.workspace.tools import Outcome
 
-from .base import Context, Executor, files_of, invalid_request, storage, stored
+from .base import (
+    Context,
+    Executor,
+    files_of,
+    invalid_request,
+    membership_of,
+    storage,
+    stored,
+)
 from .notify import HookDocument, continuation_document, document
 
 log = logging.getLogger("clankie.service")
@@ -132,64 +141,16 @@ class Runs:
 
     def home_files(self) -> frozenset[FileId]:
         """The files in the home now, by identity: denied wherever they are linked."""
-        return files_of(self.ctx.store, self.ctx.home)
+        return files_of(self.ctx.store.path, self.ctx.home)
 
     def run_context(self, run_id: str) -> TurnContext:
-        """What a run is told (agent/context.py), read in one snapshot; Git is asked after.
-        Each earlier `ask_question` result that said `pending` is given with how that
-        question stands as of this run (SPEC R5)."""
-        now = self.ctx.clock()
-        with storage(), self.ctx.store.read() as tx:
-            run = self.ctx.load_run(tx, run_id)
-            conversation = self.ctx.conversation(tx, run.conversation_id)
-            messages = tx.messages(run.conversation_id, HISTORY + 1)
-            older, messages = len(messages) > HISTORY, messages[-HISTORY:]
-            calls = tx.tool_calls_since(run.conversation_id,
-                                        messages[0][0] if messages else 0)
-            ends = tx.question_ends(run.conversation_id,
-                                    [r for r in (_asked(c) for _, c in calls) if r])
-            pending = tx.pending_question(run.conversation_id)
-            turn_runs = tx.turn_runs_since(run.conversation_id, messages[0][1].at) \
-                if messages else []
-            answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
-            latest = tx.latest_ended_question(run.conversation_id)
-            index = tx.started_before(run)
-            projects = tx.projects()
-        notes: tuple[str, ...] = ()
-        if run.receipt_id and answered is None:
-            notes = ("The answer that started this run is no longer on record (its receipt "
-                     "was evicted); do not assume what it was.",)
-        ended = None
-        if pending is not None and pending.expired_at(now):  # ended as of this run (S5)
-            ended = EndedQuestion(pending.prompt, QuestionStatus.EXPIRED.value, None)
-            pending = None
-        elif (pending is None and latest is not None
-              and latest.status is not QuestionStatus.ANSWERED):
-            assert latest.receipt is not None
-            ended = EndedQuestion(latest.prompt, latest.status.value, latest.receipt.reason)
-        outcomes = {request_id: _outcome(end, now) for request_id, end in ends.items()}
-        fact = self.ctx.membership(conversation, projects)
-        return TurnContext(
-            run_kind=run.kind.value,
-            run_index=index,
-            workspace=conversation.workspace.path if conversation.workspace else "-",
-            history=tuple((m.author.value, m.text) for _, m in messages),
-            older_messages=older,
-            unfinished=_unfinished([m for _, m in messages], turn_runs),
-            steps=_steps([position for position, _ in messages], calls, outcomes),
-            membership=fact.as_dict() if fact else None,
-            answered=_answered(answered) if answered else None,
-            ended=ended,
-            pending_prompt=pending.prompt if pending else None,
-            notes=notes)
+        return read_run_context(self.ctx.store.read, run_id, self.ctx.clock(),
+                                self.settings.git_timeout)
 
     # ------------------------------------------------------------------ tool calls (W)
 
     def workspace_of(self, run_id: str) -> WorkspaceIdentity | None:
-        """The workspace a run's conversation is bound to now (checked again on use, W8)."""
-        with storage(), self.ctx.store.read() as tx:
-            run = self.ctx.load_run(tx, run_id)
-            return self.ctx.conversation(tx, run.conversation_id).workspace
+        return read_workspace(self.ctx.store.read, run_id)
 
     @stored
     def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
@@ -383,6 +344,68 @@ class Runs:
         event = InputResolved(conversation_id, request_id, question.status,
                               question.receipt.resolved_at)
         return conversation_id, document(conversation, event, question, origin)
+
+
+# ----------------------------------------------------------- what a run reads, anywhere
+
+# A read transaction's opener: the service's store, or the run process's own connections.
+Reading = Callable[[], AbstractContextManager[ReadTx]]
+
+
+def read_run_context(read: Reading, run_id: str, now: datetime, git_timeout: float
+                     ) -> TurnContext:
+    """What a run is told (agent/context.py), read in one snapshot; Git is asked after.
+    Each earlier `ask_question` result that said `pending` is given with how that
+    question stands as of this run (SPEC R5)."""
+    with storage(), read() as tx:
+        run = Context.load_run(tx, run_id)
+        conversation = Context.conversation(tx, run.conversation_id)
+        messages = tx.messages(run.conversation_id, HISTORY + 1)
+        older, messages = len(messages) > HISTORY, messages[-HISTORY:]
+        calls = tx.tool_calls_since(run.conversation_id, messages[0][0] if messages else 0)
+        ends = tx.question_ends(run.conversation_id,
+                                [r for r in (_asked(c) for _, c in calls) if r])
+        pending = tx.pending_question(run.conversation_id)
+        turn_runs = tx.turn_runs_since(run.conversation_id, messages[0][1].at) \
+            if messages else []
+        answered = tx.question_by_receipt(run.receipt_id) if run.receipt_id else None
+        latest = tx.latest_ended_question(run.conversation_id)
+        index = tx.started_before(run)
+        projects = tx.projects()
+    notes: tuple[str, ...] = ()
+    if run.receipt_id and answered is None:
+        notes = ("The answer that started this run is no longer on record (its receipt "
+                 "was evicted); do not assume what it was.",)
+    ended = None
+    if pending is not None and pending.expired_at(now):  # ended as of this run (S5)
+        ended = EndedQuestion(pending.prompt, QuestionStatus.EXPIRED.value, None)
+        pending = None
+    elif (pending is None and latest is not None
+          and latest.status is not QuestionStatus.ANSWERED):
+        assert latest.receipt is not None
+        ended = EndedQuestion(latest.prompt, latest.status.value, latest.receipt.reason)
+    outcomes = {request_id: _outcome(end, now) for request_id, end in ends.items()}
+    fact = membership_of(conversation, projects, git_timeout)
+    return TurnContext(
+        run_kind=run.kind.value,
+        run_index=index,
+        workspace=conversation.workspace.path if conversation.workspace else "-",
+        history=tuple((m.author.value, m.text) for _, m in messages),
+        older_messages=older,
+        unfinished=_unfinished([m for _, m in messages], turn_runs),
+        steps=_steps([position for position, _ in messages], calls, outcomes),
+        membership=fact.as_dict() if fact else None,
+        answered=_answered(answered) if answered else None,
+        ended=ended,
+        pending_prompt=pending.prompt if pending else None,
+        notes=notes)
+
+
+def read_workspace(read: Reading, run_id: str) -> WorkspaceIdentity | None:
+    """The workspace a run's conversation is bound to now (checked again on use, W8)."""
+    with storage(), read() as tx:
+        run = Context.load_run(tx, run_id)
+        return Context.conversation(tx, run.conversation_id).workspace
 
 
 @dataclass(frozen=True)

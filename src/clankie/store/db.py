@@ -92,7 +92,6 @@ class Store:
                 f"clankie needs SQLite {'.'.join(map(str, MIN_SQLITE[:2]))} or newer; this "
                 f"Python uses SQLite {sqlite3.sqlite_version}")
         self.path = str(path)
-        self._read_uri = Path(self.path).absolute().as_uri() + "?mode=ro"
         # Test-only fault hook: called on the writer just before each COMMIT.
         self.before_commit: Callable[[], None] | None = None
         self.operations = 0  # write operations done, and the commits they shared
@@ -100,9 +99,7 @@ class Store:
         # Bumped when a write changes a credential or an owner, at once and again after
         # its commit: what a cache of credentials compares (the edge's token check).
         self.credential_generation = 0
-        self._readers: list[sqlite3.Connection] = []  # every read connection, to close
-        self._idle: list[sqlite3.Connection] = []  # ... and those not in use now
-        self._readers_lock = threading.Lock()
+        self._readers = Readers(self.path)
         # The writer's queues (requests' jobs, then runs'), and what only it touches.
         self._queued: dict[bool, deque[_Job]] = {True: deque(), False: deque()}
         self._ready = threading.Condition()
@@ -112,7 +109,7 @@ class Store:
         try:
             if self.path != ":memory:":
                 _create_private(self.path)
-            self._writer = self._connect()
+            self._writer = _connect(self.path)
             self._writer.execute("PRAGMA journal_mode=WAL")
         except (OSError, sqlite3.OperationalError) as exc:  # read-only, gone, not allowed
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -121,23 +118,6 @@ class Store:
         self._migrate()
         self._thread = threading.Thread(target=self._work, name="clankie-store", daemon=True)
         self._thread.start()
-
-    def _connect(self, read_only: bool = False) -> sqlite3.Connection:
-        """The writer, or (`read_only`) a reader: opened read-only, and `query_only` too,
-        so that no statement can write through it, whoever runs it. Temporary tables and
-        each savepoint's journal stay in memory (not a file made and removed per write)."""
-        target, uri = self.path, False
-        if read_only and self.path != ":memory:":
-            target, uri = self._read_uri, True
-        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
-                               timeout=BUSY_TIMEOUT_MS / 1000, uri=uri)
-        if read_only:
-            conn.execute("PRAGMA query_only=ON")
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA temp_store=MEMORY")
-        return conn
 
     def _migrate(self) -> None:
         """Bring the schema up to date, before the writer thread starts."""
@@ -297,29 +277,13 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[ReadTx]:
-        """One consistent read snapshot: a `ReadTx`, which has no writers, on a read-only
-        connection from the pool (inside a job on the writer: on the writer's own
-        connection, seeing what the batch wrote). The pool is not tied to threads: worker
-        threads come and go (anyio retires idle ones), and a connection per thread would
-        leave one open for every thread that ever read."""
+        """One consistent read snapshot (`Readers.read`); inside a job on the writer, on the
+        writer's own connection, seeing what the batch wrote."""
         if self._job is not None and threading.current_thread() is self._thread:
             yield ReadTx(self._writer)
             return
-        with self._readers_lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = self._connect(read_only=True)
-            with self._readers_lock:
-                self._readers.append(conn)
-        try:
-            conn.execute("BEGIN")
-            try:
-                yield ReadTx(conn)
-            finally:
-                conn.execute("COMMIT")
-        finally:
-            with self._readers_lock:
-                self._idle.append(conn)
+        with self._readers.read() as tx:
+            yield tx
 
     def close(self) -> None:
         """Finish the jobs queued so far, then close every connection."""
@@ -328,12 +292,65 @@ class Store:
             self._ready.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join()
-        with self._readers_lock:
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
-            self._idle.clear()
+        self._readers.close()
         self._writer.close()
+
+
+class Readers:
+    """Read-only connections to a store's file, one per concurrent read, for any thread or
+    process (the run process reads through its own). The pool is not tied to threads:
+    worker threads come and go (anyio retires idle ones), and a connection per thread
+    would leave one open for every thread that ever read."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._all: list[sqlite3.Connection] = []  # every read connection, to close
+        self._idle: list[sqlite3.Connection] = []  # ... and those not in use now
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def read(self) -> Iterator[ReadTx]:
+        """One consistent read snapshot: a `ReadTx`, which has no writers."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = _connect(self.path, read_only=True)
+            with self._lock:
+                self._all.append(conn)
+        try:
+            conn.execute("BEGIN")
+            try:
+                yield ReadTx(conn)
+            finally:
+                conn.execute("COMMIT")
+        finally:
+            with self._lock:
+                self._idle.append(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+            self._idle.clear()
+
+
+def _connect(path: str, read_only: bool = False) -> sqlite3.Connection:
+    """The writer, or (`read_only`) a reader: opened read-only, and `query_only` too, so
+    that no statement can write through it, whoever runs it. Temporary tables and each
+    savepoint's journal stay in memory (not a file made and removed per write)."""
+    target, uri = path, False
+    if read_only and path != ":memory:":
+        target, uri = Path(path).absolute().as_uri() + "?mode=ro", True
+    conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
+                           timeout=BUSY_TIMEOUT_MS / 1000, uri=uri)
+    if read_only:
+        conn.execute("PRAGMA query_only=ON")
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    return conn
 
 
 def _answer(done: Done, result: Any, error: BaseException | None) -> None:
