@@ -256,12 +256,10 @@ def pending_answers(client: Client, workspace: Path, count: int) -> list[dict[st
             for _ in range(count)]
     for c in made:
         client.call("conversation_send", {"conversation_id": c, "text": "ask me"})
+    settle(client, made)
     payloads = []
-    deadline = time.monotonic() + 300
     for c in made:
-        while (snap := client.call("input_get", {"conversation_id": c}))["pending"] is None:
-            assert time.monotonic() < deadline, "the questions were not asked in time"
-            time.sleep(0.01)
+        snap = client.call("input_get", {"conversation_id": c})
         q = snap["pending"]
         payloads.append({"conversation_id": c, "request_id": q["request_id"],
                          "incarnation": snap["incarnation"], "revision": snap["revision"],
@@ -270,11 +268,13 @@ def pending_answers(client: Client, workspace: Path, count: int) -> list[dict[st
 
 
 def settle(client: Client, conversation_ids: list[str]) -> None:
-    """Wait until the continuations started by the answers have finished."""
+    """Wait until each conversation's question is asked and its run has finished (so the
+    revision read with the question is the one an answer must name)."""
     deadline = time.monotonic() + 300
     for c in conversation_ids:
-        while client.call("input_get", {"conversation_id": c})["pending"] is None:
-            assert time.monotonic() < deadline, "the continuations did not finish"
+        while (client.call("input_get", {"conversation_id": c})["pending"] is None
+               or client.call("conversation_get", {"conversation_id": c})["unfinished_runs"]):
+            assert time.monotonic() < deadline, "the runs did not finish in time"
             time.sleep(0.01)
 
 

@@ -10,10 +10,10 @@ it is given the page's address, `web_url`, at construction), the socket created 
 0600, and a clean stop on SIGTERM or SIGINT (in-flight requests finish, long-polls are
 woken, the store is closed). The HTTP layer (FastAPI, uvicorn: a fifth of a second to
 import) is imported while recovery runs in SQLite on another thread, so a restart after a
-crash is ready sooner. What only a run or the phone page needs is not imported before the
-service answers (issue 31, SPEC section 10: ready within 1 s): the run executor and a
-model's SDK load with the first run (`ExecutorOnFirstRun`, `agent.providers`), the page at
-its first request (`page_when_asked`).
+crash is ready sooner. What only a run or the phone page needs is not loaded before the
+service answers (issue 31, SPEC section 10: ready within 1 s): runs are executed in a
+process of their own (`service.runner`, issue 39), started once the service is ready, and
+the page is made at its first request (`page_when_asked`).
 """
 
 from __future__ import annotations
@@ -34,23 +34,20 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clankie.agent.providers import ProviderError, model_for_runs, model_in_use
-from clankie.agent.scripted import ScriptError
+from clankie.agent.scripted import ScriptError, load_script
 from clankie.agent.sdk import DEFAULT_URLS, KEY_VARIABLES, base_url
 from clankie.api import logs
 from clankie.home import LOG, Home, check, open_lock
 from clankie.service import Service
-from clankie.service.base import Executor, has_owner
+from clankie.service.base import has_owner
 from clankie.service.notify import Notifier
-from clankie.service.runs import RunHooks
+from clankie.service.runner import Runner
+from clankie.service.runs import Runs
 from clankie.settings import Settings
 from clankie.store import Store
-
-if TYPE_CHECKING:
-    from clankie.core.model import Run
-    from clankie.service.executor import ModelForRun
 
 log = logging.getLogger("clankie.serve")
 
@@ -185,7 +182,8 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             if not has_owner(store):
                 raise ServeError("this home has no owner; run `clankie init` first")
             try:
-                model_for = model_for_runs(settings, script)
+                document = load_script(script) if script is not None else None
+                model_for_runs(settings, document)  # refused now, not at the first run
             except (ProviderError, ScriptError) as exc:
                 raise ServeError(str(exc)) from None
             # Listen first: an address that cannot be had (another user's listener on the
@@ -202,8 +200,13 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             # Nothing runs before recovery: the executor starts a run only when one is
             # queued after it, and the notifier a hook only after a commit that asks. The
             # page is reached at `web_origin`, or at its listener's own address (H1).
-            service = Service(store, settings,
-                              executor=lambda hooks: ExecutorOnFirstRun(hooks, model_for),
+            runners: list[Runner] = []
+
+            def runner(runs: Runs) -> Runner:
+                runners.append(Runner(runs, settings, document))
+                return runners[0]
+
+            service = Service(store, settings, executor=runner,
                               notifier=(Notifier(settings.notify_command)
                                         if settings.notify_command else None),
                               web_url=(settings.web_origin or listener) if listener else None)
@@ -230,6 +233,8 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             said_web = f"; the phone page on {http_url(web_socket)}" if web_socket else ""
             print(f"clankie serving on {' and '.join(where)} with the {settings.model} model"
                   f"{_model_said(settings, script)}{said_web}", file=sys.stderr, flush=True)
+            # Ready for the first run without making it wait for the run process.
+            threading.Thread(target=runners[0].warm, daemon=True, name="clankie-warm").start()
             # What start-up made lives as long as the process: the collector need not walk
             # it again, in each collection nor at exit (a stop is 0.1 s quicker).
             gc.freeze()
@@ -243,45 +248,6 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             home.socket.unlink(missing_ok=True)
             store.close()
     log.info("clankie stopped")
-
-
-class ExecutorOnFirstRun:
-    """The run executor (`service.runs.executor`), made when the first run is handed to it: the
-    turn loop, the tools' dispatch and the model's HTTP stack (httpx2, httpcore2, tenacity)
-    are nothing `service_info` needs (issue 31). Made once, whichever threads hand runs at
-    the same moment; before that, no run executes, so there is nothing to stop."""
-
-    def __init__(self, hooks: RunHooks, model_for: ModelForRun) -> None:
-        self._hooks, self._model_for = hooks, model_for
-        self._lock = threading.Lock()
-        self._made: Executor | None = None
-        self._stopped = False
-
-    def _executor(self) -> Executor:
-        with self._lock:
-            if self._stopped:
-                raise RuntimeError("the run executor is stopped")
-            if self._made is None:
-                from clankie.service.executor import RunExecutor
-
-                self._made = RunExecutor(self._hooks, self._model_for)
-            return self._made
-
-    def submit(self, conversation_id: str, run: Run) -> None:
-        self._executor().submit(conversation_id, run)
-
-    def stop_run(self, run_id: str) -> None:
-        with self._lock:
-            made = self._made
-        if made is not None:
-            made.stop_run(run_id)
-
-    def stop(self, timeout: float) -> None:
-        with self._lock:
-            self._stopped = True
-            made = self._made
-        if made is not None:
-            made.stop(timeout)
 
 
 def page_when_asked(service: Service, listener: str) -> Any:

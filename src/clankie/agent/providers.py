@@ -17,7 +17,6 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clankie.settings import Settings
@@ -26,6 +25,7 @@ from .sdk import DEFAULT_URLS, KEY_VARIABLES, base_url, endpoint_digest, endpoin
 
 if TYPE_CHECKING:
     from .context import TurnContext
+    from .scripted import Script
     from .transcript import Model
 
 PROVIDERS = ("scripted", "openai", "anthropic")
@@ -67,18 +67,18 @@ def sdk_installed(provider: str) -> bool:
         return False
 
 
-def model_for_runs(settings: Settings, script: Path | None = None
+def model_for_runs(settings: Settings, script: Script | None = None
                    ) -> Callable[[TurnContext], Model]:
+    """The model for each run; `script` (`scripted.load_script`'s) for the scripted one."""
     if settings.model not in PROVIDERS:
         raise ProviderError(f"unknown model {settings.model!r}; choose one of "
                             f"{', '.join(PROVIDERS)}")
     if script is not None and settings.model != "scripted":
         raise ProviderError("--script goes with the scripted model")
     if settings.model == "scripted":
-        from .scripted import ScriptedModel, load_script
+        from .scripted import ScriptedModel
 
-        scripted = ScriptedModel(load_script(script) if script else None)
-        return scripted.for_run
+        return ScriptedModel(script).for_run
     provider = settings.model
     if not sdk_installed(provider):
         raise ProviderError(f"the {provider} model needs its SDK, which is not installed "

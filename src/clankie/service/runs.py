@@ -117,7 +117,7 @@ class RunHooks(Protocol):
 
 
 # How the service is given its executor: built from the run side it calls back, once.
-MakeExecutor = Callable[[RunHooks], Executor]
+MakeExecutor = Callable[["Runs"], Executor]
 
 
 class Runs:
@@ -200,10 +200,11 @@ class Runs:
             return
         started = self._claim(tx, conversation_id)
         if started is not None:
-            tx.on_commit.append(partial(self._hand, started))
+            tx.on_commit.append(partial(self.hand, started))
 
-    def _hand(self, run: Run) -> None:
-        """Hand a started run to the executor; a failure is recorded on the run (A10)."""
+    def hand(self, run: Run) -> None:
+        """Hand a run, started by a transaction that has committed, to the executor; a
+        failure is recorded on the run (A10)."""
         assert self.executor is not None
         try:
             self.executor.submit(run.conversation_id, run)
@@ -224,6 +225,22 @@ class Runs:
             self.executor.stop_run(run_id)
         except Exception as exc:
             log.error("could not tell the executor that run %s was stopped: %s", run_id, exc)
+
+    @stored
+    def fail_running(self, error: str) -> list[Run]:
+        """Fail every running run with `error` (the run process that held them ended), and
+        start each one's next queued run in the same transaction (R4): the runs started,
+        for the caller to `hand` to the executor."""
+        started = []
+        with self.ctx.internal_write() as tx:
+            for run in tx.running_runs():
+                conversation = self.ctx.conversation(tx, run.conversation_id)
+                self.ctx.save(tx, lifecycle.move_run(
+                    conversation, run, lifecycle.FINISHING[RunStatus.FAILED],
+                    self.ctx.clock(), error))
+                if (following := self._claim(tx, run.conversation_id)) is not None:
+                    started.append(following)
+        return started
 
     @stored
     def claim_next_run(self, conversation_id: str) -> Run | None:

@@ -419,6 +419,11 @@ class ReadTx:
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {_UNFINISHED} "
             "ORDER BY rowid", conversation_id)]
 
+    def running_runs(self) -> list[Run]:
+        """Every running run, oldest first."""
+        return [_as_run(r) for r in self._all(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = 'running' ORDER BY rowid")]
+
     def restart_ends(self) -> list[tuple[str, str | None, str | None]]:
         """What a restart would end now (R3), everywhere: `(conversation_id, request_id,
         None)` for each pending question and `(conversation_id, None, run_id)` for each
