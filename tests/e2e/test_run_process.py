@@ -5,9 +5,9 @@ The run process is a child of `serve`, in a session of its own (a Ctrl+C in serv
 terminal is serve's alone); the model's SDK and the turn loop are loaded there, never in
 the service, even after a run. Killed while it holds a run hung in a model call, it takes
 nothing with it: the run is failed at once, saying so (R9 tells the owner as for any failed
-run), nothing it would have said is stored, and the next message is run by a new process. When `serve` is
-killed (SIGKILL: no word to it), the run process ends too, and the next start fails the
-run it held, never sending it again (R3).
+run), nothing it would have said is stored, and the next message is run by a new process.
+When `serve` is killed (SIGKILL: no word to it), the run process ends too, and the next
+start fails the run it held, never sending it again (R3).
 """
 
 from __future__ import annotations
