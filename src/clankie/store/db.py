@@ -60,6 +60,7 @@ class _Job:
 
     work: Callable[[], Any]
     done: Done
+    urgent: bool
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     result: Any = None
     error: BaseException | None = None
@@ -162,7 +163,7 @@ class Store:
             if self._job is not None:
                 return work()
             waiter: _Waiter[T] = _Waiter()
-            self._batch(_Job(work, waiter.done), drain=False)
+            self._batch(_Job(work, waiter.done, urgent), drain=False)
             return waiter.wait()
         waiter = _Waiter()
         self.submit(work, waiter.done, urgent=urgent)
@@ -175,7 +176,7 @@ class Store:
         with self._ready:
             if self._closing:
                 raise sqlite3.ProgrammingError("the store is closed")
-            self._queued[urgent].append(_Job(work, done))
+            self._queued[urgent].append(_Job(work, done, urgent))
             self._ready.notify()
 
     @contextmanager
@@ -210,11 +211,12 @@ class Store:
     def _credentials_committed(self) -> None:
         self.credential_generation += 1
 
-    def _take(self, block: bool) -> _Job | None:
-        """The next job, requests' first; None once closing (or, not blocking, none)."""
+    def _take(self, block: bool, runs: bool = True) -> _Job | None:
+        """The next job, requests' first (and, unless `runs`, only theirs); None once
+        closing (or, not blocking, none)."""
         with self._ready:
             while True:
-                for urgent in (True, False):
+                for urgent in (True, False) if runs else (True,):
                     if self._queued[urgent]:
                         return self._queued[urgent].popleft()
                 if not block or self._closing:
@@ -227,7 +229,9 @@ class Store:
 
     def _batch(self, first: _Job, drain: bool = True) -> None:
         """Run `first` and (with `drain`) the jobs queued meanwhile, in one transaction;
-        commit it; then, job by job, do what each left for after the commit and answer it."""
+        commit it; then, job by job, do what each left for after the commit and answer it.
+        Once a request's job is in the batch, only requests' join it: no run's step comes
+        between a request and its commit."""
         conn = self._writer
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -236,7 +240,8 @@ class Store:
             return
         batch = [first]
         self._execute(first)
-        while drain and len(batch) < MAX_BATCH and (job := self._take(block=False)):
+        while drain and len(batch) < MAX_BATCH and (job := self._take(
+                block=False, runs=not any(j.urgent for j in batch))):
             self._execute(job)
             batch.append(job)
         failed = self._commit()
