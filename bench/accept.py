@@ -12,7 +12,8 @@ one JSON document: each figure, its ratio to the floor where one applies, and it
   for each drive, what the server process spent per answer, its continuation included:
   CPU, context switches and fdatasync calls (`perf stat` on the server's PID from the
   drive's start until the server is idle again; without `perf`, CPU and context switches
-  from `/proc`), the floor's the same way;
+  from `/proc`), and the same of `clankie serve`'s run process (its child, issue 39), the
+  floor's the same way;
 - the same accept with no continuation to execute (an agent's question, answered by the
   operator: no run follows, SPEC P3), to tell the accept's own cost from its run's;
 - answer sent -> the continuation's `running` event delivered to a waiting `events_tail`:
@@ -139,10 +140,11 @@ def summary(samples: list[float], seconds: float | None = None) -> dict[str, Any
 
 
 class Usage:
-    """What a server process spends while it is watched: from `start` until it is idle
-    again after `stop_when_idle` (its runs finished too). Counted by `perf stat` on its PID
-    where `perf` can (CPU, context switches, fdatasync); else CPU and context switches from
-    `/proc` (the threads alive at the end; fdatasync unknown)."""
+    """What a process spends while it is watched: from its making until `figures` (called
+    once the server and its run process are idle again, `idle`: the runs finished too).
+    Counted by `perf stat` on its PID where `perf` can (CPU, context switches, fdatasync);
+    else CPU and context switches from `/proc` (the threads alive at the end; fdatasync
+    unknown)."""
 
     EVENTS = "task-clock,context-switches,syscalls:sys_enter_fdatasync"
 
@@ -170,23 +172,15 @@ class Usage:
                         switches += int(line.split()[1])
         return cpu, switches
 
-    def _busy_ns(self) -> int:
+    def busy_ns(self) -> int:
         total = 0
         for task in Path(f"/proc/{self.pid}/task").iterdir():
             with contextlib.suppress(OSError, ValueError):
                 total += int((task / "schedstat").read_text().split()[0])
         return total
 
-    def stop_when_idle(self, answers: int) -> dict[str, Any]:
-        """Wait until the process has used under 1 % of a CPU for 100 ms (at most 60 s),
-        then stop counting: the figures per answer."""
-        deadline = time.monotonic() + 60
-        last, quiet = self._busy_ns(), 0
-        while quiet < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-            now = self._busy_ns()
-            quiet = quiet + 1 if now - last < 500_000 else 0
-            last = now
+    def figures(self, answers: int) -> dict[str, Any]:
+        """Stop counting: what it spent per answer."""
         after = self._proc()
         figures: dict[str, Any] = {
             "cpu_ms": round((after[0] - self.before[0]) * 1000 / answers, 3),
@@ -207,6 +201,27 @@ class Usage:
                                               / answers, 2),
                            "counted_by": "perf stat"}
         return figures
+
+
+def idle(usages: list[Usage]) -> None:
+    """Wait until the processes together have used under 1 % of a CPU for 100 ms (at most
+    60 s)."""
+    deadline = time.monotonic() + 60
+    last, quiet = sum(u.busy_ns() for u in usages), 0
+    while quiet < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = sum(u.busy_ns() for u in usages)
+        quiet = quiet + 1 if now - last < 500_000 else 0
+        last = now
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`: `clankie serve`'s run process."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
 
 
 # ------------------------------------------------------------------------- clients
@@ -237,7 +252,8 @@ def drive(url: str, token: str, payloads: list[dict[str, Any]], clients: int,
                                                 results)) for i in range(clients)]
     for p in procs:
         p.start()
-    usage = Usage(server.proc.pid) if server is not None else None
+    usages = [] if server is None else [
+        Usage(pid) for pid in (server.proc.pid, *children(server.proc.pid))]
     barrier.wait(timeout=120)
     start = time.perf_counter()
     latencies = [x for _ in procs for x in results.get(timeout=600)]
@@ -245,8 +261,14 @@ def drive(url: str, token: str, payloads: list[dict[str, Any]], clients: int,
     for p in procs:
         p.join(timeout=60)
     result = summary(latencies, elapsed)
-    if usage is not None:
-        result["server_per_answer"] = usage.stop_when_idle(len(payloads))
+    if usages:
+        idle(usages)
+        result["server_per_answer"] = usages[0].figures(len(payloads))
+        if len(usages) > 1:
+            runs = [u.figures(len(payloads)) for u in usages[1:]]
+            result["run_process_per_answer"] = runs[0] if len(runs) == 1 else runs
+            result["cpu_ms_per_answer_both_processes"] = round(
+                result["server_per_answer"]["cpu_ms"] + sum(r["cpu_ms"] for r in runs), 3)
     return result
 
 

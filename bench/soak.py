@@ -3,8 +3,9 @@
 Load (client threads in this process): answers by option and in text, identical
 duplicates, cancels, chat turns, resets, 50 concurrent `events_tail` long-polls, a device
 taking and releasing Take Control, and a restart (SIGTERM, start again) every few
-minutes. Once a second it samples the server: RSS, open descriptors, threads, the store
-file, the WAL file, and the largest event count and receipt count of any conversation.
+minutes. Once a second it samples the server: RSS, open descriptors, threads, the same of
+its run process (issue 39: runs execute in a child of `clankie serve`), the store file,
+the WAL file, and the largest event count and receipt count of any conversation.
 
 It writes `soak.json` (the series and a summary with the checks) and `soak.png` (the
 series, plotted with matplotlib) into `--out`, and prints the summary. The checks: after
@@ -18,6 +19,7 @@ a choice question in every run, so a text answer appears only where a question a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -40,10 +42,27 @@ RECEIPT_LIMIT = 16
 EVENT_RETENTION = 2_000
 
 
-def sample(server: Server, home: Path) -> dict[str, Any]:
-    pid = server.proc.pid
+def process(pid: int) -> dict[str, Any]:
+    """A process's RSS, descriptors and threads now."""
     status = dict(line.split(":", 1) for line in
                   Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return {"rss_mib": int(status["VmRSS"].split()[0]) / 1024,
+            "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": int(status["Threads"])}
+
+
+def run_process(pid: int) -> dict[str, Any]:
+    """The server's run process (its child) as `run_*`; none while it has none."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    return {"run_pid": int(child),
+                            **{f"run_{k}": v for k, v in process(int(child)).items()}}
+    return {}
+
+
+def sample(server: Server, home: Path) -> dict[str, Any]:
+    pid = server.proc.pid
     db = home / "clankie.db"
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
         events = conn.execute("SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n "
@@ -53,10 +72,7 @@ def sample(server: Server, home: Path) -> dict[str, Any]:
                                 ).fetchone()[0]
     conn.close()
     wal = Path(f"{db}-wal")
-    return {"t": time.time(), "pid": pid,
-            "rss_mib": int(status["VmRSS"].split()[0]) / 1024,
-            "fds": len(os.listdir(f"/proc/{pid}/fd")),
-            "threads": int(status["Threads"]),
+    return {"t": time.time(), "pid": pid, **process(pid), **run_process(pid),
             "store_mib": db.stat().st_size / 2**20,
             "wal_mib": (wal.stat().st_size if wal.exists() else 0) / 2**20,
             "max_events": events, "max_receipts": receipts}
@@ -168,13 +184,20 @@ def summarize(samples: list[dict[str, Any]], warmup_s: float) -> dict[str, Any]:
         by_pid.setdefault(s["pid"], []).append(s)
     rss_first = min(s["rss_mib"] for s in warm[:30])
     rss_last = max(s["rss_mib"] for s in warm[-30:])
+    runs = [s for s in warm if "run_rss_mib" in s] or [{"run_rss_mib": 0}]
+    run_rss_first = min(s["run_rss_mib"] for s in runs[:30])
+    run_rss_last = max(s["run_rss_mib"] for s in runs[-30:])
     # Per server process: how much the last minute's peak exceeds its first minute's.
-    spread = {k: max(max(x[k] for x in run[-60:]) - max(x[k] for x in run[:60])
-                     for run in by_pid.values()) for k in ("fds", "threads")}
+    spread = {k: max(max(x.get(k, 0) for x in run[-60:]) - max(x.get(k, 0) for x in run[:60])
+                     for run in by_pid.values())
+              for k in ("fds", "threads", "run_fds", "run_threads")}
     checks = {
         "rss_growth_under_10_percent": rss_last <= rss_first * 1.10,
         "fds_flat": spread["fds"] <= 5,
         "threads_flat": spread["threads"] <= 5,
+        "run_process_rss_growth_under_10_percent": run_rss_last <= run_rss_first * 1.10,
+        "run_process_fds_flat": spread["run_fds"] <= 5,
+        "run_process_threads_flat": spread["run_threads"] <= 5,
         "wal_bounded": max(s["wal_mib"] for s in warm) <= 64,
         "events_within_retention": max(s["max_events"] for s in samples) <= EVENT_RETENTION,
         "receipts_within_limit": max(s["max_receipts"] for s in samples) <= RECEIPT_LIMIT,
@@ -184,6 +207,10 @@ def summarize(samples: list[dict[str, Any]], warmup_s: float) -> dict[str, Any]:
             "rss_mib_after_warmup": round(rss_first, 1), "rss_mib_at_end": round(rss_last, 1),
             "fds_growth_per_process": spread["fds"],
             "threads_growth_per_process": spread["threads"],
+            "run_process_rss_mib_after_warmup": round(run_rss_first, 1),
+            "run_process_rss_mib_at_end": round(run_rss_last, 1),
+            "run_process_fds_growth": spread["run_fds"],
+            "run_process_threads_growth": spread["run_threads"],
             "wal_mib_max": round(max(s["wal_mib"] for s in samples), 2),
             "store_mib_end": round(samples[-1]["store_mib"], 2),
             "max_events_per_conversation": max(s["max_events"] for s in samples),
@@ -200,11 +227,13 @@ def plot(samples: list[dict[str, Any]], path: Path) -> None:
     start = samples[0]["t"]
     minutes = [(s["t"] - start) / 60 for s in samples]
     series = [("rss_mib", "RSS (MiB)"), ("fds", "open descriptors"), ("threads", "threads"),
+              ("run_rss_mib", "run process RSS (MiB)"),
+              ("run_threads", "run process threads"),
               ("wal_mib", "WAL (MiB)"), ("max_events", "events (largest conversation)"),
               ("max_receipts", "receipts (largest conversation)")]
-    figure, axes = plt.subplots(len(series), 1, figsize=(9, 13), sharex=True)
+    figure, axes = plt.subplots(len(series), 1, figsize=(9, 17), sharex=True)
     for axis, (key, label) in zip(axes, series, strict=True):
-        axis.plot(minutes, [s[key] for s in samples], linewidth=0.8)
+        axis.plot(minutes, [s.get(key, float("nan")) for s in samples], linewidth=0.8)
         axis.set_ylabel(label, fontsize=8)
         axis.grid(alpha=0.3)
     axes[-1].set_xlabel("minutes")
