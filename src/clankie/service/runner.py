@@ -130,10 +130,15 @@ class Runner:
         self._stopping = False
 
     def warm(self) -> None:
-        """Start the process now, so that the first run does not wait for it."""
+        """Start the process now, so that the first run does not wait for it (a failure is
+        logged; the first run tries again, and fails saying why)."""
         with self._lock:
-            if not self._stopping:
+            if self._stopping:
+                return
+            try:
                 self._started()
+            except OSError as exc:
+                log.error("could not start the run process: %s", exc)
 
     def submit(self, conversation_id: str, run: Run) -> None:
         with self._lock:
@@ -172,6 +177,7 @@ class Runner:
                     [sys.executable, "-m", "clankie.service.runner_main",
                      str(theirs.fileno())],
                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # it logs to us
                     start_new_session=True)  # a Ctrl+C in serve's terminal is serve's
             channel = Channel(ours)
             channel.send("start", self._start)

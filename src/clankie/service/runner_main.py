@@ -155,6 +155,7 @@ def main(argv: list[str]) -> None:
     root = logging.getLogger()
     root.setLevel(logging.INFO)
     root.addHandler(ToService(channel))
+    threading.excepthook = _logged  # nothing here writes to a terminal
     runs = RemoteRuns(channel, start)
     executor = RunExecutor(runs, model_for_runs(start.settings, start.script))
     while (message := channel.receive()) is not None:
@@ -175,6 +176,12 @@ def main(argv: list[str]) -> None:
     os._exit(0)  # the service has ended: whatever runs here is left, and failed at its start
 
 
+def _logged(args: threading.ExceptHookArgs) -> None:
+    logging.getLogger("clankie.runs").error(
+        "the run process's thread %s failed", args.thread.name if args.thread else "?",
+        exc_info=args.exc_value)
+
+
 def _stop(executor: RunExecutor, channel: Channel, timeout: float) -> None:
     executor.stop(timeout)
     logging.shutdown()
@@ -182,4 +189,8 @@ def _stop(executor: RunExecutor, channel: Channel, timeout: float) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    try:
+        main(sys.argv)
+    except Exception:  # logged to the service, if it still listens; never a traceback shown
+        logging.getLogger("clankie.runs").exception("the run process failed")
+        os._exit(1)
