@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from .errors import ClankieError
 from .vocabulary import Code, CredentialKind, DeviceMode
 
-if TYPE_CHECKING:  # a rule reads a principal's fields: the DTOs' op table loads no dataclass
+if TYPE_CHECKING:  # for the types only: `dto`, which holds the rules, loads no `core.model`
     from .model import Principal
 
 Rule = Callable[["Principal"], bool]
