@@ -27,7 +27,7 @@ from typing import Any
 
 from clankie import dto
 from clankie.client import Client
-from clankie.core.model import Author
+from clankie.core.vocabulary import Author
 
 SCRIPT = {"turns": [
     [{"tool": "list_files", "args": {}},

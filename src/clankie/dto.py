@@ -7,6 +7,10 @@ op table: one constant `Op` per op (its wire name, shapes, the rule of
 `clankie.core.authority` that says who may call it, and its flags), read by the
 dispatcher, the edge, OpenAPI, the client and the tests. It imports nothing of the service
 and does no I/O, so the service, the HTTP layer and the client share it.
+
+Each shape's validator is built when it is first used, not when this module is imported
+(`defer_build`), so a command builds only the shapes it reads: `conversations list` builds
+two of them (issue 39).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pydantic import (
 from pydantic import Strict as StrictMode
 
 from clankie.core import authority as may
-from clankie.core.model import (
+from clankie.core.vocabulary import (
     Author,
     ConversationKind,
     CredentialKind,
@@ -112,7 +116,7 @@ AuthorField = Annotated[Author, StrictMode(False), BeforeValidator(_member(Autho
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 # ------------------------------------------------------------------------------- inputs
@@ -273,14 +277,15 @@ class ChoiceAsk(Strict):
 
 AskQuestionArgs = Annotated[TextAsk | ChoiceAsk, Field(discriminator="kind")]
 """`ask_question`'s arguments (SPEC Q1): a text or a choice question."""
-ASK_QUESTION_ARGS: TypeAdapter[TextAsk | ChoiceAsk] = TypeAdapter(AskQuestionArgs)
+ASK_QUESTION_ARGS: TypeAdapter[TextAsk | ChoiceAsk] = TypeAdapter(
+    AskQuestionArgs, config=ConfigDict(defer_build=True))
 
 
 # ------------------------------------------------------------------------------ outputs
 
 
 class Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class OptionOut(Out):
@@ -645,7 +650,7 @@ class AskResult(Out):
 class Problem(BaseModel):
     """An RFC 9457 problem document; `code` is the SPEC error code. Extras may follow."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
     type: str
     title: str
     status: int

@@ -10,13 +10,15 @@ has already found, whether it may perform an operation. Reading never grants ans
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from .errors import ClankieError
-from .model import CredentialKind, DeviceMode, Principal
-from .vocabulary import Code
+from .vocabulary import Code, CredentialKind, DeviceMode
 
-Rule = Callable[[Principal], bool]
+if TYPE_CHECKING:  # for the types only: `dto`, which holds the rules, loads no `core.model`
+    from .model import Principal
+
+Rule = Callable[["Principal"], bool]
 
 
 def operator(p: Principal) -> bool:

@@ -9,65 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import TypedDict
 
-
-class ConversationKind(StrEnum):
-    OWNER = "owner"
-    NATIVE_SEAT = "native_seat"
-    ROOM = "room"
-    GLOBAL = "global"
-    SIDE = "side"
-    AGENT = "agent"  # an MCP agent's questions, one per (agent credential, workspace): P3
-
-
-class QuestionKind(StrEnum):
-    TEXT = "text"
-    CHOICE = "choice"
-
-
-class QuestionStatus(StrEnum):
-    """A question's status (SPEC S2)."""
-
-    PENDING = "pending"
-    ANSWERED = "answered"
-    CANCELLED = "cancelled"
-    EXPIRED = "expired"
-    INVALIDATED = "invalidated"
-
-
-
-
-class RunKind(StrEnum):
-    TURN = "turn"
-    CONTINUATION = "continuation"
-
-
-class RunStatus(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class CredentialKind(StrEnum):
-    OPERATOR = "operator"
-    DEVICE = "device"
-    CAPTAIN = "captain"
-    AGENT = "agent"  # a coding agent asking through `clankie mcp`: asks, never answers (P2)
-
-
-class DeviceMode(StrEnum):
-    CONTROL = "control"
-    READ_ONLY = "read_only"
-
-
-class Author(StrEnum):
-    OWNER = "owner"
-    CLANKIE = "clankie"
-    ROOM = "room"
+# The kinds and statuses of these values are vocabulary's words (`core.vocabulary`), so
+# that what reads only them (the DTOs, the CLI) loads none of these dataclasses (issue 39);
+# named here too for the modules that import them from here.
+from .vocabulary import Author as Author
+from .vocabulary import ConversationKind as ConversationKind
+from .vocabulary import CredentialKind as CredentialKind
+from .vocabulary import DeviceMode as DeviceMode
+from .vocabulary import QuestionKind as QuestionKind
+from .vocabulary import QuestionStatus as QuestionStatus
+from .vocabulary import RunKind as RunKind
+from .vocabulary import RunStatus as RunStatus
 
 
 @dataclass(frozen=True, slots=True)

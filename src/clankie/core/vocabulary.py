@@ -1,9 +1,11 @@
-"""The words every part of clankie shares, each declared once: codes and reasons.
+"""The words every part of clankie shares, each declared once: codes, reasons and kinds.
 
 Owns the problem codes of SPEC section 10 with each one's HTTP status and CLI exit code in
 one table (`CODES`), the reasons a question ends without an answer (section 6), the reasons
-asking is refused (Q3), the errors a run ends with that are not a model's (R3, R7) and the
-codes a workspace tool's result refuses with (section 11, W1-W10: `WorkspaceCode`).
+asking is refused (Q3), the errors a run ends with that are not a model's (R3, R7), the
+codes a workspace tool's result refuses with (section 11, W1-W10: `WorkspaceCode`), and the
+kinds and statuses of section 2's things (a conversation's kind, a question's status, a
+credential's kind, ...), which `core.model`'s values and `dto`'s shapes both carry.
 `core.errors`, `api.problems` and `cli.common` read their mappings from here.
 
 Standard library only: the CLI imports it on its light paths (`--help`).
@@ -132,3 +134,63 @@ class RunError(StrEnum):
 
     ORPHANED_BY_RESTART = "orphaned_by_restart"
     STOPPED_BY_OWNER = "stopped_by_owner"
+
+
+# ------------------------------------------------- the kinds and statuses of SPEC section 2
+
+
+class ConversationKind(StrEnum):
+    OWNER = "owner"
+    NATIVE_SEAT = "native_seat"
+    ROOM = "room"
+    GLOBAL = "global"
+    SIDE = "side"
+    AGENT = "agent"  # an MCP agent's questions, one per (agent credential, workspace): P3
+
+
+class QuestionKind(StrEnum):
+    TEXT = "text"
+    CHOICE = "choice"
+
+
+class QuestionStatus(StrEnum):
+    """A question's status (SPEC S2)."""
+
+    PENDING = "pending"
+    ANSWERED = "answered"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    INVALIDATED = "invalidated"
+
+
+
+
+class RunKind(StrEnum):
+    TURN = "turn"
+    CONTINUATION = "continuation"
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class CredentialKind(StrEnum):
+    OPERATOR = "operator"
+    DEVICE = "device"
+    CAPTAIN = "captain"
+    AGENT = "agent"  # a coding agent asking through `clankie mcp`: asks, never answers (P2)
+
+
+class DeviceMode(StrEnum):
+    CONTROL = "control"
+    READ_ONLY = "read_only"
+
+
+class Author(StrEnum):
+    OWNER = "owner"
+    CLANKIE = "clankie"
+    ROOM = "room"

@@ -23,8 +23,7 @@ from pydantic import ValidationError
 from clankie import dto, when, wording
 from clankie.agent.tools import ASK_QUESTION
 from clankie.core.errors import ClankieError
-from clankie.core.model import Author, RunStatus
-from clankie.core.vocabulary import Code
+from clankie.core.vocabulary import Author, Code, RunStatus
 from clankie.service import Service
 from clankie.service.devices import DeviceStatus
 from clankie.text import visible
