@@ -82,21 +82,6 @@ def serve_lock(home: Home) -> Iterator[None]:
         os.close(fd)
 
 
-def write_lock(home: Home) -> tuple[int, int]:
-    """The store's write lock: two descriptors of one new file (two opens, so that each
-    `flock` excludes the other), for the service's store and its run process's. The file
-    is made in the home, exclusively and private, and unlinked at once: nothing is left
-    behind, and nothing anyone could plant is used. Closed with the process."""
-    path = home.path / f".write-lock.{os.getpid()}"
-    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
-    ours = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        theirs = os.open(path, flags)
-    finally:
-        path.unlink()
-    return ours, theirs
-
-
 def unix_socket(path: Path) -> socket.socket:
     path.unlink(missing_ok=True)  # a stale socket of a stopped server; we hold the lock
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -191,8 +176,7 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
     # default 5 ms switch interval: answers are latency-bound, runs are not.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     with serve_lock(home):
-        ours, theirs = write_lock(home)
-        store = Store(home.store, write_lock=ours)
+        store = Store(home.store)
         sockets: list[socket.socket] = []
         try:
             if not has_owner(store):
@@ -219,7 +203,7 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
             runners: list[Runner] = []
 
             def runner(runs: Runs) -> Runner:
-                runners.append(Runner(runs, settings, document, write_lock=theirs))
+                runners.append(Runner(runs, settings, document))
                 return runners[0]
 
             service = Service(store, settings, executor=runner,
@@ -263,8 +247,6 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                 sock.close()
             home.socket.unlink(missing_ok=True)
             store.close()
-            os.close(ours)
-            os.close(theirs)
     log.info("clankie stopped")
 
 

@@ -1,12 +1,12 @@
 """Issue 39: runs executed in a process of their own (`service/runner.py`, `runner_main.py`).
 
-The real run process, over a real store: it executes each run the service starts (A10, R4),
-writing through a store of its own and telling the service which conversations its
-commits touched and the owner's hook's documents; it is started once however many runs
-are handed at the same moment, not at all by a service stopped first; a service that
-stops gives its runs their time and ends it; a service that ends without a word (its
-channel closed) ends it too. A process killed while it holds a run is
-tests/e2e/test_run_process.py's.
+The real run process, over a real store: it executes each run the service starts (A10, R4)
+and writes nothing itself (every write is the service's, on its writer); it is started
+once however many runs are handed at the same moment, not at all by a service stopped
+first; a run it held when it ended (killed) is failed saying so, and the next run is
+executed by a new one; a service that stops gives its runs their time and ends it; a
+service that ends without a word (its channel closed) ends it too; and it may ask the
+service for the run side's writes and nothing else.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from clankie.service import Service
 from clankie.service.runner import Runner
 
 from ..polling import eventually
@@ -117,36 +116,41 @@ def test_issue39_a_service_gone_without_a_word_ends_the_process(world: World, ru
     assert process.wait(10) == 0
 
 
-def test_issue39_the_run_process_writes_itself_and_tells_the_service(world: World):
-    """The continuation's writes are the run process's own (the service's writer makes one
-    write operation: the answer); after each of its commits the service's long-polls of
-    the conversation are woken, and the owner's hook gets the question it asked."""
-    documents: list[tuple[str, Any]] = []
+def test_issue39_the_process_may_ask_for_the_run_sides_writes_and_nothing_else(
+        world: World, runner: Runner):
+    """A message asking for any other method of the run side (`recover`, `start_next`) is
+    answered with an error and does nothing."""
+    runner.warm()
+    channel = runner._channel
+    assert channel is not None
+    before = world.dump()
+    answers: list[tuple[Any, ...]] = []
+    sent = threading.Event()
 
-    class Hook:
-        def submit(self, conversation_id: str, document: Any) -> None:
-            documents.append((conversation_id, document))
+    class Recording:
+        def send(self, *message: Any) -> None:
+            answers.append(message)
+            sent.set()
 
-        def stop(self) -> None: ...
+    for name in ("recover", "start_next", "fail_running", "__init__"):
+        sent.clear()
+        runner._write(Recording(), 7, name, (), {})  # type: ignore[arg-type]
+        assert sent.wait(5)
+    assert [a[:2] for a in answers] == [("reply", 7)] * 4
+    assert all(a[2][0] == "other" and "is not a write" in a[2][1] for a in answers)
+    assert world.dump() == before
 
-    world.service = Service(world.store, world.service.settings, clock=world.clock,
-                            notifier=Hook(), executor=lambda runs: Runner(
-                                runs, world.service.settings, SCRIPT))
-    runner = world.service.runs.executor
-    assert isinstance(runner, Runner)
-    try:
-        c = world.conversation()
-        world.call("conversation_send", {"conversation_id": c, "text": "ask me"})
-        snap = pending(world, c)
-        operations = world.store.operations
-        woken = world.service.ctx.long_polls.generation(c)
-        asked = len(documents)
-        world.answer(c, snap, option=0)
-        again = pending(world, c)
-        assert world.store.operations - operations == 1  # the answer's, nothing more
-        # the answer's commit, then the run process's two: say + ask, and the finish
-        assert world.service.ctx.long_polls.generation(c) - woken == 3
-        assert [d["request_id"] for _, d in documents[asked:]
-                if d["event"] == "input_requested"] == [again["pending"]["request_id"]]
-    finally:
-        runner.stop(timeout=5)
+
+def test_issue39_an_error_of_a_write_is_raised_in_the_run_process_as_it_was_raised():
+    """The executor tells a run stopped meanwhile by the error its finish raises (R7)."""
+    from clankie.core.errors import ClankieError
+    from clankie.core.lifecycle import IllegalTransition
+    from clankie.service.runner import raised, wire_error
+
+    error = raised(wire_error(IllegalTransition("a cancelled run cannot finish")))
+    assert isinstance(error, IllegalTransition) and str(error) == "a cancelled run cannot finish"
+    refusal = raised(wire_error(ClankieError("not_eligible", "only a running run can reply")))
+    assert isinstance(refusal, ClankieError)
+    assert (refusal.code, refusal.detail) == ("not_eligible", "only a running run can reply")
+    other = raised(wire_error(KeyError("x")))
+    assert isinstance(other, RuntimeError) and str(other) == "KeyError: 'x'"

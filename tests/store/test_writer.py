@@ -8,8 +8,6 @@ needs behind it, and reads what happened from the jobs' own records: no timing.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -223,24 +221,3 @@ def test_issue39_credential_writes_move_the_generation_as_made_and_once_committe
     assert (moments[0], store.credential_generation) == (before + 1, before + 2)
     store.run(lambda: None)  # nothing about credentials: nothing moves
     assert store.credential_generation == before + 2
-
-
-def test_issue39_stores_sharing_a_write_lock_take_turns(tmp_path: Path):
-    """The service's store and its run process's share the write lock (two opens of one
-    file): a store begins a write transaction only in its turn, and once in it, sees
-    what was committed before."""
-    lock = tmp_path / "lock"
-    lock.touch()
-    held_fd, store_fd = os.open(lock, os.O_RDWR), os.open(lock, os.O_RDWR)
-    store = Store(tmp_path / "clankie.db", write_lock=store_fd)
-    try:
-        fcntl.flock(held_fd, fcntl.LOCK_EX)  # the other store's turn
-        ran = threading.Event()
-        store.submit(ran.set, lambda *_: None)
-        assert not ran.wait(0.2)  # it waits for its turn (a bounded look, not a sleep)
-        fcntl.flock(held_fd, fcntl.LOCK_UN)
-        assert ran.wait(10)
-    finally:
-        store.close()
-        os.close(held_fd)
-        os.close(store_fd)

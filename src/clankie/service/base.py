@@ -48,7 +48,7 @@ from clankie.workspace.membership import Membership, membership
 from . import views
 from .credentials import LiveTokens, authenticate
 from .longpoll import LongPolls
-from .notify import Hook, document
+from .notify import Notifier, document
 
 log = logging.getLogger("clankie.service")
 
@@ -239,12 +239,10 @@ def files_of(store_path: str, home: FileId | None) -> frozenset[FileId]:
 class Context:
     """What every part of the service shares: the store, the settings, the clock, new IDs,
     the long-polls to wake and the notifier to run after a commit, and how an operation
-    meets the store (its transaction, its caller authenticated and authorized). The run
-    process makes one of its own, whose `long_polls` and `notifier` tell the service."""
+    meets the store (its transaction, its caller authenticated and authorized)."""
 
     def __init__(self, store: Store, settings: Settings, clock: Callable[[], datetime],
-                 new_id: Callable[[], str], notifier: Hook | None,
-                 long_polls: LongPolls | None = None) -> None:
+                 new_id: Callable[[], str], notifier: Notifier | None) -> None:
         self.store = store
         # Taken from the store, not given: no service can be made that forgets its home,
         # which its tools deny in every workspace (SPEC W4). By identity, once: a rename
@@ -254,7 +252,7 @@ class Context:
         self.clock = clock
         self.new_id = new_id
         self.notifier = notifier
-        self.long_polls = long_polls if long_polls is not None else LongPolls()
+        self.long_polls = LongPolls()
         self.tokens = LiveTokens(store)
         # When each credential was last used: reads note it here only, writes also store
         # it (`credential_list` shows the later of the two).

@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import NotRequired, Protocol, TypedDict
+from typing import NotRequired, TypedDict
 
 from clankie import wording
 from clankie.core.model import (
@@ -93,15 +93,6 @@ def hook_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The allowed part of this process's environment (and every `LC_*`)."""
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items() if k in ENVIRONMENT or k.startswith("LC_")}
-
-
-class Hook(Protocol):
-    """Where the service's notification documents go: the `Notifier`, or (in the run
-    process) the service that runs it."""
-
-    def submit(self, conversation_id: str, document: HookDocument) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 class Notifier:

@@ -4,20 +4,19 @@ service.
 Owns the service's side of it. `Runner` is the service's executor (`base.Executor`): it
 starts the process (`runner_main.py`) when `clankie serve` is ready (`warm`) or at the
 first run handed to it, and gives it what runs need (the settings, the script, the store's
-path and its own descriptor of the store's write lock); it hands it each started run
-(`submit`) and each stop (`stop_run`, R7). The process is a whole run side of its own: it
-reads and writes the store through its own connections and its own writer thread, taking
-turns with the service's writer on the write lock (`Store(write_lock=...)`), and calls the
-model and the workspace tools. After each of its commits it tells the service which
-conversations got events (the service wakes their long-polls) and sends the documents of
-the owner's hook (the service runs it); its log records join the service's log. If it
-ends while the service runs (a crash, a kill), every run it held is failed, saying so,
-and the next run starts a new one; when the service ends, so does it (its end of the
-channel closes).
+path, the home); it hands it each started run (`submit`) and each stop (`stop_run`, R7),
+and makes on the store's writer, after the requests waiting there, each write of the run
+side the process asks for (`WRITES`: claim, finish, ask, say, record), answering once it
+has committed. The process reads the store through connections of its own and calls the
+model and the workspace tools; it writes nothing itself. Its log records join the
+service's log. If it ends while the service runs (a crash, a kill), every run it held is
+failed, saying so, and the next run starts a new one; when the service ends, so does it
+(its end of the channel closes).
 
-Why a process: an answer then costs the service process its HTTP and its own transaction,
-while the run's work (its context, the turn loop, the model's SDK, and its writes) runs on
-the other core under an interpreter lock of its own (docs/decisions.md, "Issue 39").
+Why a process: an answer then costs the service process its HTTP, its transaction and its
+continuation's writes, while the run's own work (its context, the turn loop, the model's
+SDK) runs on the other core under an interpreter lock of its own (docs/decisions.md,
+"Issue 39: runs in a process of their own").
 
 `Channel` is one end of a Unix socket pair: each message a tuple, pickled, after its
 length. Only these two processes, of the same install, ever read or write it.
@@ -29,15 +28,21 @@ import contextlib
 import logging
 import pickle
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from clankie.core.errors import ClankieError
+from clankie.core.lifecycle import IllegalTransition
 from clankie.core.model import Run
 from clankie.settings import Settings
+from clankie.workspace.confine import FileId
+
+from .base import storage_failure
 
 if TYPE_CHECKING:
     from clankie.agent.scripted import Script
@@ -46,7 +51,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("clankie.runs")
 
-STOP_MARGIN_S: Final = 2.0  # past the runs' own time at a stop, before the process is killed
+# The run side's writes the process may ask for (`RunHooks`), and nothing else.
+WRITES: Final = frozenset({"claim_next_run", "finish_run", "ask_question", "post_replies",
+                           "record_tool_call", "record_model_retry"})
+STOP_MARGIN_S = 2.0  # past the runs' own time at a stop, before the process is killed
 
 
 @dataclass(frozen=True)
@@ -56,8 +64,7 @@ class Start:
     settings: Settings
     script: Script | None
     store_path: str
-    write_lock: int | None  # its own descriptor of the store's write lock
-    notifies: bool  # whether the service runs the owner's hook (it sends the documents)
+    home: FileId | None
 
 
 class Channel:
@@ -93,16 +100,30 @@ class Channel:
         self._sock.close()
 
 
+def wire_error(error: BaseException) -> tuple[str, ...]:
+    """An exception as the other process raises it again (`raised`)."""
+    if isinstance(error, ClankieError):
+        return ("clankie", error.code.value, error.detail)
+    if isinstance(error, IllegalTransition):
+        return ("illegal", str(error))
+    return ("other", f"{type(error).__name__}: {error}")
+
+
+def raised(error: tuple[str, ...]) -> Exception:
+    kind, *said = error
+    if kind == "clankie":
+        return ClankieError(said[0], said[1])
+    if kind == "illegal":
+        return IllegalTransition(said[0])
+    return RuntimeError(said[0])
+
+
 class Runner:
     """The service's executor: runs executed in the run process (module docstring)."""
 
-    def __init__(self, runs: Runs, settings: Settings, script: Script | None,
-                 write_lock: int | None = None) -> None:
-        """`write_lock`: the process's descriptor of the store's write lock (a second open
-        of the file whose first the service's store locks), given to the process only."""
+    def __init__(self, runs: Runs, settings: Settings, script: Script | None) -> None:
         self._runs = runs
-        self._start = Start(settings, script, runs.ctx.store.path, write_lock,
-                            runs.ctx.notifier is not None)
+        self._start = Start(settings, script, runs.ctx.store.path, runs.ctx.home)
         self._lock = threading.Lock()  # guards the three below
         self._process: subprocess.Popen[bytes] | None = None
         self._channel: Channel | None = None
@@ -151,13 +172,11 @@ class Runner:
             raise RuntimeError("the run executor is stopped")
         if self._channel is None:
             ours, theirs = socket.socketpair()
-            kept = [theirs.fileno()] + ([self._start.write_lock]
-                                        if self._start.write_lock is not None else [])
             with theirs:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "clankie.service.runner_main",
                      str(theirs.fileno())],
-                    pass_fds=kept, stdin=subprocess.DEVNULL,
+                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # it logs to us
                     start_new_session=True)  # a Ctrl+C in serve's terminal is serve's
             channel = Channel(ours)
@@ -168,18 +187,34 @@ class Runner:
         return self._channel
 
     def _serve(self, process: subprocess.Popen[bytes], channel: Channel) -> None:
-        """What the process tells, until it ends: which conversations got events in its
-        commits (their long-polls are woken), the hook's documents, its log records."""
-        ctx = self._runs.ctx
+        """What the process sends, until it ends."""
         while (message := channel.receive()) is not None:
-            if message[0] == "changed":
-                ctx.long_polls.changed(message[1])
-            elif message[0] == "notify" and ctx.notifier is not None:
-                ctx.notifier.submit(message[1], message[2])
+            if message[0] == "call":
+                self._write(channel, *message[1:])
             elif message[0] == "log":
                 _, level, name, text = message
                 logging.getLogger(name).log(level, "%s", text)
         self._ended(process, channel)
+
+    def _write(self, channel: Channel, call_id: int, name: str, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> None:
+        """One write the process asked for, made on the store's writer after the requests
+        waiting there; answered once committed (or failed)."""
+        def done(result: Any, error: BaseException | None) -> None:
+            if isinstance(error, sqlite3.Error):  # its commit's included
+                error = storage_failure(error)
+            with contextlib.suppress(OSError):  # gone: it asks nothing more
+                channel.send("reply", call_id, None if error is None else wire_error(error),
+                             result)
+
+        if name not in WRITES:
+            done(None, RuntimeError(f"{name} is not a write the run process may ask for"))
+            return
+        try:
+            self._runs.ctx.store.submit(partial(getattr(self._runs, name), *args, **kwargs),
+                                        done, urgent=False)
+        except sqlite3.Error as exc:  # the store is closed: the service is stopping
+            done(None, exc)
 
     def _ended(self, process: subprocess.Popen[bytes], channel: Channel) -> None:
         """The process ended, or closed its channel: forget it, and unless the service is

@@ -2,67 +2,138 @@
 
 `python -m clankie.service.runner_main FD`, started by the service (`runner.Runner`) with
 its end of a socket pair, and told first what runs need (`runner.Start`). Owns this side:
-a run side of its own (`Runs`, over a `Context` and a `Store` of its own: the same code as
-the service's, its writes made by its own writer thread, taking turns with the service's
-on the store's write lock; it never migrates the store) and the run executor of
-`executor.py` over it. What the service must know of its commits goes to it: the
-conversations that got events (`ToService.changed`: the service wakes their long-polls),
-the owner's hook documents (the service runs the hook), and its log records. It ends when
-the service does (the channel closes: a run in flight is simply left, its transaction
-undone, and the service's next start fails it, R3), or when the service tells it to stop,
-after giving its runs the time the service gives them.
+the run executor of `executor.py`, unchanged, over `RemoteRuns`, the run side as seen from
+here: what a run reads (its context, its workspace, the home's files) is read here, through
+read-only connections of its own; every write is asked of the service and waited for, and
+its answer raised here as it was raised there. Log records go to the service's log. It
+writes nothing itself. It ends when the service does (the channel closes: a run in flight
+is simply left, and the service's next start fails it, R3), or when the service tells it to
+stop, after giving its runs the time the service gives them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
+from clankie import dto
+from clankie.agent.context import TurnContext
 from clankie.agent.providers import model_for_runs
-from clankie.store import Store
+from clankie.core.errors import ClankieError
+from clankie.core.model import Run, RunStatus, WorkspaceIdentity
+from clankie.core.vocabulary import Code
+from clankie.settings import Settings
+from clankie.store import Readers
+from clankie.workspace.confine import FileId
+from clankie.workspace.tools import Outcome
 
-from .base import Context, new_uuid, utcnow
+from .base import files_of
 from .executor import RunExecutor
-from .longpoll import LongPolls
-from .notify import HookDocument
-from .runner import Channel, Start
-from .runs import Runs
+from .runner import Channel, Start, raised
+from .runs import CallRecord, read_run_context, read_workspace
 
 
-class ToService(LongPolls):
-    """The run process's long-polls: none wait here; each commit's conversations are told
-    to the service, whose long-polls wait for them."""
+class _Call:
+    """A write asked of the service, waiting for its answer."""
 
-    def __init__(self, channel: Channel) -> None:
-        super().__init__()
+    def __init__(self) -> None:
+        self.answered = threading.Event()
+        self.error: tuple[str, ...] | None = None
+        self.value: Any = None
+
+
+class RemoteRuns:
+    """The run side (`RunHooks`) for the executor in this process: reads here, writes there."""
+
+    def __init__(self, channel: Channel, start: Start) -> None:
+        self.settings: Settings = start.settings
+        self.home: FileId | None = start.home
+        self._store_path = start.store_path
+        self._readers = Readers(start.store_path)
         self._channel = channel
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()  # guards the one below
+        self._waiting: dict[int, _Call] = {}
 
-    def changed(self, conversation_ids: Iterable[str]) -> None:
-        with contextlib.suppress(OSError):  # the service is gone: nobody waits
-            self._channel.send("changed", list(conversation_ids))
+    # What a run reads, here.
+
+    def home_files(self) -> frozenset[FileId]:
+        return files_of(self._store_path, self.home)
+
+    def run_context(self, run_id: str) -> TurnContext:
+        return read_run_context(self._readers.read, run_id, datetime.now(UTC),
+                                self.settings.git_timeout)
+
+    def workspace_of(self, run_id: str) -> WorkspaceIdentity | None:
+        return read_workspace(self._readers.read, run_id)
+
+    # What a run writes, there.
+
+    def claim_next_run(self, conversation_id: str) -> Run | None:
+        started: Run | None = self._ask("claim_next_run", conversation_id)
+        return started
+
+    def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
+                   said: Sequence[str] = (), claim_next: bool = False) -> Run | None:
+        following: Run | None = self._ask("finish_run", run_id, status, error,
+                                          said=tuple(said), claim_next=claim_next)
+        return following
+
+    def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
+                     said: Sequence[str] = ()) -> dto.AskResult:
+        result: dto.AskResult = self._ask("ask_question", run_id, arguments, call,
+                                          tuple(said))
+        return result
+
+    def post_replies(self, run_id: str, texts: Sequence[str]) -> None:
+        self._ask("post_replies", run_id, tuple(texts))
+
+    def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
+                         said: Sequence[str] = ()) -> None:
+        self._ask("record_tool_call", run_id, call, outcome, tuple(said))
+
+    def record_model_retry(self, run_id: str, summary: str, retry_at: datetime) -> bool:
+        recorded: bool = self._ask("record_model_retry", run_id, summary, retry_at)
+        return recorded
+
+    def _ask(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        call = _Call()
+        with self._lock:
+            number = next(self._numbers)
+            self._waiting[number] = call
+        try:
+            self._channel.send("call", number, name, args, kwargs)
+        except OSError:
+            with self._lock:
+                self._waiting.pop(number, None)
+            raise _gone() from None
+        call.answered.wait()
+        if call.error is not None:
+            raise raised(call.error)
+        return call.value
+
+    def answered(self, number: int, error: tuple[str, ...] | None, value: Any) -> None:
+        with self._lock:
+            call = self._waiting.pop(number, None)
+        if call is not None:
+            call.error, call.value = error, value
+            call.answered.set()
 
 
-class HookOfService:
-    """The owner's hook, run by the service: its documents are sent there."""
-
-    def __init__(self, channel: Channel) -> None:
-        self._channel = channel
-
-    def submit(self, conversation_id: str, document: HookDocument) -> None:
-        with contextlib.suppress(OSError):
-            self._channel.send("notify", conversation_id, document)
-
-    def stop(self) -> None:
-        pass
+def _gone() -> ClankieError:
+    return ClankieError(Code.STORAGE_UNAVAILABLE, "the service has stopped")
 
 
-class LogToService(logging.Handler):
+class ToService(logging.Handler):
     """Log records, whole (a traceback included), to the service's log."""
 
     def __init__(self, channel: Channel) -> None:
@@ -83,16 +154,15 @@ def main(argv: list[str]) -> None:
     start: Start = first[1]
     root = logging.getLogger()
     root.setLevel(logging.INFO)
-    root.addHandler(LogToService(channel))
+    root.addHandler(ToService(channel))
     threading.excepthook = _logged  # nothing here writes to a terminal
-    store = Store(start.store_path, migrate=False, write_lock=start.write_lock)
-    ctx = Context(store, start.settings, utcnow, new_uuid,
-                  HookOfService(channel) if start.notifies else None,
-                  long_polls=ToService(channel))
-    executor = RunExecutor(Runs(ctx, None), model_for_runs(start.settings, start.script))
+    runs = RemoteRuns(channel, start)
+    executor = RunExecutor(runs, model_for_runs(start.settings, start.script))
     while (message := channel.receive()) is not None:
         kind = message[0]
-        if kind == "execute":
+        if kind == "reply":
+            runs.answered(*message[1:])
+        elif kind == "execute":
             try:
                 executor.submit(message[1], message[2])
             except RuntimeError as exc:  # stopping: the service's next start fails it (R3)
@@ -101,7 +171,7 @@ def main(argv: list[str]) -> None:
         elif kind == "stop_run":
             executor.stop_run(message[1])
         elif kind == "stop":
-            threading.Thread(target=_stop, args=(executor, store, message[1]),
+            threading.Thread(target=_stop, args=(executor, channel, message[1]),
                              daemon=True).start()
     os._exit(0)  # the service has ended: whatever runs here is left, and failed at its start
 
@@ -112,9 +182,8 @@ def _logged(args: threading.ExceptHookArgs) -> None:
         exc_info=args.exc_value)
 
 
-def _stop(executor: RunExecutor, store: Store, timeout: float) -> None:
+def _stop(executor: RunExecutor, channel: Channel, timeout: float) -> None:
     executor.stop(timeout)
-    store.close()  # what its runs wrote is committed
     logging.shutdown()
     os._exit(0)
 

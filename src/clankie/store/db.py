@@ -20,7 +20,6 @@ It knows nothing of the rules: `ReadTx` and `WriteTx` load and save values of
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import sqlite3
@@ -88,13 +87,7 @@ class _Waiter(Generic[T]):
 
 
 class Store:
-    def __init__(self, path: Path | str, *, migrate: bool = True,
-                 write_lock: int | None = None) -> None:
-        """`migrate`: bring the schema up to date (the one process that opens the store
-        first does; the run process does not). `write_lock`: a descriptor of a file that
-        every process writing this store locks (`flock`) around each of its write
-        transactions, so that they take turns in the kernel's order rather than SQLite's
-        polling of a busy file."""
+    def __init__(self, path: Path | str) -> None:
         if sqlite3.sqlite_version_info < MIN_SQLITE:
             raise StoreUnusable(
                 f"clankie needs SQLite {'.'.join(map(str, MIN_SQLITE[:2]))} or newer; this "
@@ -114,7 +107,6 @@ class Store:
         self._closing = False
         self._job: _Job | None = None  # the job the writer runs now
         self._open: list[WriteTx] = []  # its write operations open now, innermost last
-        self._write_lock = write_lock
         try:
             if self.path != ":memory:":
                 _create_private(self.path)
@@ -124,9 +116,7 @@ class Store:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise StoreUnusable(f"the store {self.path} cannot be opened ({reason}); "
                                 "`clankie doctor` says what is wrong with its home") from None
-        if migrate:
-            with self._turn():
-                self._migrate()
+        self._migrate()
         self._thread = threading.Thread(target=self._work, name="clankie-store", daemon=True)
         self._thread.start()
 
@@ -237,25 +227,24 @@ class Store:
         while (job := self._take(block=True)) is not None:
             self._batch(job)
 
-    @contextmanager
-    def _turn(self) -> Iterator[None]:
-        """This store's turn to write, among the processes sharing `write_lock`."""
-        if self._write_lock is None:
-            yield
-            return
-        fcntl.flock(self._write_lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._write_lock, fcntl.LOCK_UN)
-
     def _batch(self, first: _Job, drain: bool = True) -> None:
         """Run `first` and (with `drain`) the jobs queued meanwhile, in one transaction;
         commit it; then, job by job, do what each left for after the commit and answer it.
         Once a request's job is in the batch, only requests' join it: no run's step comes
         between a request and its commit."""
-        with self._turn():
-            batch, failed = self._transaction(first, drain)
+        conn = self._writer
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:  # the file is locked beyond the busy timeout, or gone
+            _answer(first.done, None, exc)
+            return
+        batch = [first]
+        self._execute(first)
+        while drain and len(batch) < MAX_BATCH and (job := self._take(
+                block=False, runs=not any(j.urgent for j in batch))):
+            self._execute(job)
+            batch.append(job)
+        failed = self._commit()
         for job in batch:
             if failed is not None:  # every job of the batch is told, none kept
                 _answer(job.done, None, sqlite3.OperationalError(f"the commit failed: {failed}"))
@@ -266,22 +255,6 @@ class Store:
                 except Exception:
                     log.exception("an action after a commit failed")
             _answer(job.done, job.result, job.error)
-
-    def _transaction(self, first: _Job, drain: bool) -> tuple[list[_Job], BaseException | None]:
-        """The batch's one transaction: its jobs, and how its commit went."""
-        conn = self._writer
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:  # the file is locked beyond the busy timeout, or gone
-            first.error = exc  # it never ran
-            return [first], None
-        batch = [first]
-        self._execute(first)
-        while drain and len(batch) < MAX_BATCH and (job := self._take(
-                block=False, runs=not any(j.urgent for j in batch))):
-            self._execute(job)
-            batch.append(job)
-        return batch, self._commit()
 
     def _execute(self, job: _Job) -> None:
         self._job = job
