@@ -67,9 +67,16 @@ async def type_line(app: ChatApp, pilot: Pilot, text: str) -> None:
 
 
 async def asked(app: ChatApp, pilot: Pilot) -> None:
+    """A message whose run asks; once the run has ended, the panel shows the snapshot the
+    owner decides on: the run's end moves the revision (section 2), and the TUI reads the
+    question again on it, as a person answering later would find it."""
     await type_line(app, pilot, "Set up tests, please.")
     await until(pilot, lambda: "Clankie asked a question" in app.transcript()
                 and live(app) is not None, "the question notice")
+    await until(pilot, lambda: not app.running, "the run that asked to end")
+    latest = (await app._op(dto.INPUT_GET, {"conversation_id": app.conversation_id})).revision
+    await until(pilot, lambda: app.snapshot is not None and app.snapshot.revision == latest,
+                "the panel to show the question as it stands")
 
 
 def live(app: ChatApp) -> dto.QuestionOut | None:
