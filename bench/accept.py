@@ -25,7 +25,7 @@ one JSON document: each figure, its ratio to the floor where one applies, and it
   queued runs;
 - `conversation_list` (a page of 100) and a prefix lookup among 50,000 conversations.
 
-    .venv/bin/python bench/accept.py [--accepts 400] [--reads 500] [--quick]
+    .venv/bin/python bench/accept.py [--accepts 400] [--reads 500] [--quick] [--src OTHER/src]
 """
 
 from __future__ import annotations
@@ -98,9 +98,16 @@ class Server:
             self.proc.wait(timeout=60)
 
 
+# `--src DIR`: the clankie served (and its run process) comes from DIR, another tree (a
+# "before" to compare in the same run); the bench's own client and store code stay this one.
+SOURCE: list[str] = []
+
+
 def clankie_env(home: Path, retention: int = 200_000) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLANKIE_")}
     env.update(CLANKIE_HOME=str(home), CLANKIE_EVENT_RETENTION=str(retention))
+    if SOURCE:
+        env["PYTHONPATH"] = SOURCE[0]
     return env
 
 
@@ -578,7 +585,10 @@ def main() -> None:
     parser.add_argument("--accepts", type=int, default=400, help="answers for 1 client")
     parser.add_argument("--reads", type=int, default=500, help="input_get calls per case")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--src", type=Path, help="serve the clankie of another tree's src")
     args = parser.parse_args()
+    if args.src is not None:
+        SOURCE.append(str(args.src.resolve()))
     accepts = 40 if args.quick else args.accepts
     reads_n = 50 if args.quick else args.reads
     scale = 500 if args.quick else 10_000
@@ -608,6 +618,7 @@ def main() -> None:
                     "sqlite": sqlite3.sqlite_version, "platform": platform.platform()},
         "transport": "unix socket; server and clients in their own processes",
         "synchronous": "FULL",
+        "served_from": SOURCE[0] if SOURCE else "this tree",
         "floor": base,
         "input_answer_1_client": dict(
             with_ratio(one, base["1_client"]),
