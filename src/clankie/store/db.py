@@ -275,7 +275,8 @@ class Store:
             return None
         except BaseException as exc:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # the writer goes on, whatever
+                    conn.execute("ROLLBACK")
             return exc
 
     # -------------------------------------------------------------------- the readers
