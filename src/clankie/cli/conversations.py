@@ -376,7 +376,7 @@ def send(conversation: str | None, text: str | None, wait: bool, timeout: int | 
     if as_json:
         print_json(sent)
     else:
-        run = f"; turn run {sent.run_id} queued" if sent.run_id else "; no turn starts"
+        run = f"; turn run {sent.run_id}" if sent.run_id else "; no turn starts"
         say(f"message {sent.message_id} sent{run}")
 
 
