@@ -175,6 +175,22 @@ class Settings(BaseSettings):
     model_retry_wait: Seconds = Field(
         90, ge=1, le=3_600,
         description="Seconds a model call may wait between its tries, in all.")
+    model_stream: Literal["auto", "on", "off"] = Field(
+        "auto", description="Whether model calls stream (SPEC D18): auto (stream, and fall "
+                            "back for good if the endpoint refuses), on or off.")
+    stream_interval: Annotated[Number, SECONDS] = Field(
+        0.1, ge=0.02, le=1.0,
+        description="Seconds between two publishes of a reply being written (SPEC D3).")
+    model_stall_timeout: Seconds = Field(
+        60, ge=5, le=600,
+        description="Seconds a streamed reply may be silent after its first content.")
+    model_stream_limit: Seconds = Field(
+        1_200, ge=60, le=7_200,
+        description="Seconds a streamed model call may take from request to end, in all.")
+    stream_checkpoint: Annotated[Number, SECONDS] = Field(
+        2.0, ge=0.5, le=60.0,
+        description="Seconds between two checkpoints of a reply being written, kept "
+                    "across a kill (SPEC D9).")
     context_budget: Tokens = Field(
         100_000, ge=4_000, le=10_000_000,
         description="Tokens a model request may hold (estimated on the safe side); the oldest "

@@ -1,7 +1,8 @@
 """Provider-neutral shapes of a conversation with a model, and the `Model` interface.
 
 Owns `Text`, `ToolCall`, `ToolResult`, `Turn`, the `Model` protocol every provider
-implements, what a run hands it (`Waits`: how the run waits between tries, `retry.py`),
+implements, what a run hands it (`Waits`: how the run waits between tries, `retry.py`, and
+`Live`, where the reply is shown while it is written, SPEC D2),
 and `ModelError`, the one failure a provider may raise (it fails the run).
 """
 
@@ -80,6 +81,92 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class Live(Protocol):
+    """Where one model call shows its reply while it is written (SPEC D1-D3): called by a
+    model on the thread that reads the call, and never blocking it (D13). A try of the
+    call starts with `begin`; what arrives then is `text` (already made valid text, as
+    `reply_text` makes it: a lone surrogate becomes `?`), `calling` (a tool call began,
+    by its name as sent) or `content` (anything else a model sends that counts as content
+    for the timeouts, thinking say: never shown); `end` when the call's end marker came.
+    A model that does not stream calls the same, all at once, when its call returns."""
+
+    @property
+    def reply_id(self) -> str | None:
+        """The current try's reply: the `message_id` its text is stored under."""
+        ...
+
+    def begin(self) -> None: ...
+
+    def text(self, piece: str, block: int) -> None:
+        """`piece` follows in text block number `block` (0, 1, ... in the reply's order of
+        blocks); a later block's text comes after one blank line."""
+        ...
+
+    def calling(self, name: str) -> None: ...
+
+    def content(self) -> None: ...
+
+    def end(self) -> None: ...
+
+    def published(self) -> int:
+        """Characters of the current try that readers may have seen: what a retry
+        withdraws (D8)."""
+        ...
+
+    def streaming(self, streams: bool) -> None:
+        """Whether this service's calls stream, once known (D18)."""
+        ...
+
+
+class _NoLive:
+    """Shows nothing: a model called outside a run (a test, doctor's probe)."""
+
+    reply_id = None
+
+    def begin(self) -> None:
+        pass
+
+    def text(self, piece: str, block: int) -> None:
+        pass
+
+    def calling(self, name: str) -> None:
+        pass
+
+    def content(self) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+    def published(self) -> int:
+        return 0
+
+    def streaming(self, streams: bool) -> None:
+        pass
+
+
+NO_LIVE: Live = _NoLive()
+
+
+def shown_whole(live: Live, blocks: list[Text | ToolCall]) -> None:
+    """A reply that did not stream, shown at its end (D18 `off`): its text blocks, the
+    calls it makes, then its end."""
+    number = 0
+    for block in blocks:
+        if isinstance(block, Text):
+            live.text(block.text, number)
+            number += 1
+        else:
+            live.calling(block.name)
+    live.end()
+
+
+def reply_words(blocks: list[Text | ToolCall]) -> str:
+    """A reply's text as it is stored and was shown: its text blocks that are not empty,
+    joined by one blank line (D2)."""
+    return "\n\n".join(b.text for b in blocks if isinstance(b, Text) and b.text)
+
+
 @dataclass(frozen=True, slots=True)
 class Waits:
     """How one run waits between tries: `on_wait(summary, retry_at)` is told first (the
@@ -90,6 +177,7 @@ class Waits:
     on_wait: OnWait = _no_report
     sleep: Sleep = time.sleep
     clock: Callable[[], datetime] = utc_now
+    live: Live = NO_LIVE  # where the run's reply is shown while it is written (D2)
 
 
 NO_WAITS = Waits()
