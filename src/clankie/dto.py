@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 from pydantic import (
+    MISSING,
     AfterValidator,
     BaseModel,
     BeforeValidator,
@@ -195,11 +196,23 @@ class ConversationSetWorkspace(Strict):
     workspace: PathText
 
 
+MAX_REPLY_CHARS: Final = 16 * 1024 * 1024  # a live reply's offset at most (SPEC D4)
+
+
+class LiveAt(Strict):
+    """What a reader of the live reply last received (SPEC D4): its `reply_id` (null asks
+    for a snapshot) and that answer's `length`. Both are required."""
+
+    reply_id: Uuid | None
+    offset: Annotated[int, Field(ge=0, le=MAX_REPLY_CHARS)]
+
+
 class EventsTail(Strict):
     conversation_id: Uuid
     after: Annotated[int, Field(ge=0, le=SQLITE_MAX)] = 0
     limit: Annotated[int, Field(ge=1, le=500)] = 100
     wait_ms: Annotated[int, Field(ge=0, le=30_000)] = 0
+    live: LiveAt | None = None  # an addition (SPEC D4): also the reply being written
 
 
 class RunRef(Strict):
@@ -462,6 +475,8 @@ class MessageEvent(GrowingEvent):
     author: AuthorField
     text: str
     at: str
+    # SPEC D6: how a reply of Clankie's was cut off; null (or absent, before it) if not
+    partial: Literal["stopped", "failed", "interrupted"] | None = None
 
 
 class RunStatusEvent(GrowingEvent):
@@ -503,6 +518,14 @@ class RunActivityEvent(GrowingEvent):
     summary: str
     retry_at: str
     at: str
+    withdrawn: Withdrawn | None = None  # SPEC D8: the try's reply that readers saw
+
+
+class Withdrawn(Out):
+    """A try's live reply, taken back (SPEC D8): never stored, never sent to the model."""
+
+    reply_id: str
+    length: int
 
 
 KNOWN_EVENTS: dict[str, type[Out]] = {
@@ -543,11 +566,34 @@ Event = Annotated[
 """One event of an `events_tail` page, told apart by its `type`."""
 
 
+class LiveReply(Out):
+    """The reply being written in a conversation (SPEC D2, D4), read by `events_tail` with
+    `live`: never an event, never stored. `text` is the reply from `offset` to `length`,
+    counted in code points: a delta after what the reader sent, else a snapshot
+    (`offset` 0)."""
+
+    type: Literal["reply_delta"]
+    conversation_id: str
+    run_id: str
+    reply_id: str
+    attempt: int
+    state: Literal["waiting", "writing", "quiet", "complete"]
+    offset: int
+    text: str
+    length: int
+    calling: list[str]
+    idle_ms: int
+    started_at: str
+    at: str
+
+
 class EventsOut(Out):
     events: list[Event]
     next_after: int
     oldest_seq: int
     trimmed: bool
+    # Only when asked for (`live`; SPEC D4): a page made without it is exactly as before.
+    live: LiveReply | MISSING | None = MISSING
 
 
 class SendOut(Out):
@@ -625,6 +671,8 @@ class ModelOut(Out):
     endpoint_host: str | None
     endpoint_digest: str | None = None
     key_set: bool | None = None
+    # SPEC D18: whether its calls stream; null until the first call says
+    streaming: bool | None = None
 
 
 class ServiceInfoOut(Out):

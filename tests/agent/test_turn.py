@@ -49,7 +49,7 @@ class Recorder:
             return json.dumps(self.result)
         return json.dumps(self.other)
 
-    def say(self, text: str) -> None:
+    def say(self, reply_id: str | None, text: str) -> None:
         self.said.append(text)
 
 

@@ -176,3 +176,37 @@ def test_issue39_r3_a_killed_service_takes_its_run_process_along_and_never_rerun
         run = client.call("run_get", {"run_id": run_id})
     assert (run["status"], run["error"]) == ("failed", "orphaned_by_restart")
     assert len(world.endpoint.requests) == 1  # never sent again
+
+
+def test_issue39_r4_a_killed_run_process_fails_only_the_runs_it_held(world: World):
+    """Red team: runs started while the dead process is replaced go to the new one; only
+    the run the dead one held fails (before, every running run did, new ones included)."""
+    held_in = world.conversation()
+    release = held_call(world)
+    held = world.send(held_in)
+    world.endpoint.wait_for_requests(1)
+    others = [world.conversation() for _ in range(12)]
+    world.endpoint.plan.extend(world.provider.text("Back.") for _ in others)
+    os.kill(run_process(world), signal.SIGKILL)
+    sent = [world.send(c) for c in others]  # as the service finds the process gone
+    with world.served.client() as client:
+        assert finished(client, held)["status"] == "failed"
+    release.set()
+    assert [world.run(run_id)["status"] for run_id in sent] == ["succeeded"] * len(others)
+
+
+def test_issue39_a_stopped_run_process_never_holds_up_the_services_writes(world: World):
+    """Red team: with the run process stopped (SIGSTOP), the runs handed to it queue in the
+    service; answers, sends and stops are still answered (before, the store's writer
+    blocked on the full channel, and with it every write)."""
+    child = run_process(world)
+    os.kill(child, signal.SIGSTOP)
+    try:
+        with world.served.client() as client:
+            for _ in range(400):  # far more than a socket's buffer holds of `execute`s
+                c = client.call("conversation_create", {"kind": "owner",
+                                                        "workspace": str(world.workspace)})
+                client.call("conversation_send", {"conversation_id": c["conversation_id"],
+                                                  "text": "hi"})
+    finally:
+        os.kill(child, signal.SIGCONT)

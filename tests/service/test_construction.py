@@ -91,7 +91,8 @@ def test_issue32_run_hooks_name_what_the_executor_and_tools_use_and_runs_has_eac
     """Issue 32: `RunHooks` is exactly what the executor and a run's tools use of the
     service; `Runs` has each member, and the executor is built from it (A10)."""
     members = {name for name in vars(RunHooks) if not name.startswith("_")}
-    assert members == {"settings", "home", "home_files", *FORWARDED["runs"]} - {"recover"}
+    assert members == {"settings", "home", "home_files", "publisher",
+                       *FORWARDED["runs"]} - {"recover"}
     for name in members:
         assert hasattr(world.service.runs, name), name
     assert world.service.runs.settings is world.service.settings

@@ -69,7 +69,7 @@ def test_v4_r6_each_wait_of_a_running_run_is_one_run_activity_event(world: World
     assert activity == {"type": "run_activity", "seq": activity["seq"], "conversation_id": c,
                         "run_id": sent["run_id"], "activity": "model_retry",
                         "summary": SUMMARY, "retry_at": "2026-11-30T12:00:07.000000Z",
-                        "at": activity["at"]}
+                        "at": activity["at"], "withdrawn": None}  # nothing was shown (D8)
     assert model.given[0].sleep is not None  # the executor's own, per run
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from clankie.core.model import RunStatus
 from clankie.service.runner import Runner
 
 from ..polling import eventually
@@ -128,7 +130,7 @@ def test_issue39_the_process_may_ask_for_the_run_sides_writes_and_nothing_else(
     sent = threading.Event()
 
     class Recording:
-        def send(self, *message: Any) -> None:
+        def post(self, *message: Any) -> None:
             answers.append(message)
             sent.set()
 
@@ -154,3 +156,27 @@ def test_issue39_an_error_of_a_write_is_raised_in_the_run_process_as_it_was_rais
     assert (refusal.code, refusal.detail) == ("not_eligible", "only a running run can reply")
     other = raised(wire_error(KeyError("x")))
     assert isinstance(other, RuntimeError) and str(other) == "KeyError: 'x'"
+
+
+def test_issue39_the_process_writes_only_for_runs_it_holds(world: World, runner: Runner,
+                                                          monkeypatch: pytest.MonkeyPatch):
+    """Red team: a write for a run the service never handed to this process (another
+    conversation's, a made-up one) is refused, and changes nothing."""
+    c = world.conversation()
+    world.call("conversation_send", {"conversation_id": c, "text": "ask me"})
+    pending(world, c)  # its run has ended
+    run_id = next(e["run_id"] for e in world.events(c) if e["type"] == "run_status")
+    channel = runner._channel
+    assert channel is not None
+    before = world.dump()
+    answers: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(channel, "post", lambda *message: answers.append(message))
+    for number, (name, args) in enumerate((
+            ("finish_run", (run_id, RunStatus.FAILED, "x")),
+            ("post_replies", (run_id, ((None, "words"),))),
+            ("record_model_retry", (str(uuid.uuid4()), "x", world.clock())),
+            ("claim_next_run", (c,)))):
+        runner._write(channel, number, name, args, {})
+    assert [a[:2] for a in answers] == [("reply", n) for n in range(4)]
+    assert all("not a run this process holds" in a[2][1] for a in answers)
+    assert world.dump() == before

@@ -110,14 +110,16 @@ def test_a10_w9_a_continuation_that_says_and_asks_writes_twice(world: World, sto
     assert after_run["revision"] == snap["revision"] + 5
 
 
-def test_v1_last_words_are_stored_with_the_finish(world: World, stop_after):
+def test_v1_d2_last_words_are_stored_with_the_finish_one_message_a_reply(world: World,
+                                                                          stop_after):
+    """D2, D6: a model call's text blocks are one message, joined by a blank line."""
     r = runs(world, {"turns": [[{"say": "Hello."}, {"say": "Bye."}]]}, stop_after)
     c = world.conversation()
     after = 0
     assert r.writes(send(world, c), c) == 1 + 1  # the message with the start, words + finish
     assert brief(world.events(c, after)) == [
         ("message", "hi"), ("run_status", "queued"), ("run_status", "running"),
-        ("message", "Hello."), ("message", "Bye."), ("run_status", "succeeded")]
+        ("message", "Hello.\n\nBye."), ("run_status", "succeeded")]
 
 
 def test_w9_words_before_a_workspace_tool_are_stored_before_it_runs(world: World, stop_after):

@@ -58,7 +58,7 @@ def test_service_info_any_reader_gets_version_start_model_and_settings_never_a_t
                                  "endpoint_host": "127.0.0.1:11434",
                                  "endpoint_digest": endpoint_digest(
                                      world.service.settings.openai_base_url),
-                                 "key_set": False}
+                                 "key_set": False, "streaming": None}
         shown = info["settings"]
         assert shown["model"] == "openai" and shown["openai_model"] == "llama3.2"
         assert shown["notify_command"] == ["curl", "***", "***", "***"]
@@ -70,7 +70,7 @@ def test_service_info_any_reader_gets_version_start_model_and_settings_never_a_t
 def test_service_info_the_scripted_model_has_no_name_and_no_endpoint(world: World):
     info = world.call("service_info")
     assert info["model"] == {"provider": "scripted", "model": None, "endpoint_host": None,
-                             "endpoint_digest": None, "key_set": None}
+                             "endpoint_digest": None, "key_set": None, "streaming": None}
 
 
 @pytest.mark.parametrize(("url", "host"), [

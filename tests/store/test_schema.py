@@ -242,6 +242,8 @@ def test_finding_migration_9_dates_each_conversations_activity_and_archives_none
         conn.execute("ATTACH ? AS now", (str(world.store.path),))
         for table, _ in before:
             columns = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
+            if not columns:  # a table of a later migration
+                continue
             names = ", ".join(columns)
             conn.execute(f"INSERT INTO main.{table} ({names}) SELECT {names} FROM now.{table}")
     migrated = Store(old)

@@ -15,7 +15,16 @@ import json
 from .context import TurnContext, system_prompt, turns
 from .stop import NEVER, StopScope
 from .tools import TOOL_SPECS, ToolBox
-from .transcript import NO_WAITS, Model, ModelError, Text, ToolResult, Turn, Waits
+from .transcript import (
+    NO_WAITS,
+    Model,
+    ModelError,
+    Text,
+    ToolResult,
+    Turn,
+    Waits,
+    reply_words,
+)
 
 MAX_STEPS = 24
 MAX_CALLS = 64  # tool calls run of one model reply; the rest are refused, not run or stored
@@ -38,12 +47,14 @@ def run_turn(model: Model, ctx: TurnContext, tools: ToolBox, max_steps: int = MA
         stop.check()
         blocks = model.step(system, transcript, TOOL_SPECS, waits)
         stop.check()  # what a stopped call returned anyway is not acted on
+        words = reply_words(blocks)  # one message a reply, as it was shown (D2)
+        if words.strip():
+            tools.say(waits.live.reply_id, words)
         results: list[ToolResult] = []
         for block in blocks:
             if isinstance(block, Text):
-                if block.text.strip():
-                    tools.say(block.text)
-            elif len(results) >= MAX_CALLS:  # a reply of thousands of calls (red team, R8)
+                continue
+            if len(results) >= MAX_CALLS:  # a reply of thousands of calls (red team, R8)
                 results.append(too_many(block.call_id))
             else:
                 stop.check()

@@ -49,7 +49,7 @@ from .model import (
     RunStatusChanged,
     WorkspaceIdentity,
 )
-from .vocabulary import AskRefusal, Code, Reason, RunError
+from .vocabulary import AskRefusal, Code, Partial, Reason, RunError
 
 NewId = Callable[[], str]
 
@@ -730,15 +730,18 @@ def _invalidate(conversation: Conversation, pending: Question | None, reason: Re
 
 
 def post_message(conversation: Conversation, author: Author, text: str, now: datetime,
-                 new_id: NewId, *, start_turn: bool) -> tuple[Change, Message, Run | None]:
+                 new_id: NewId, *, start_turn: bool, message_id: str | None = None,
+                 partial: Partial | None = None) -> tuple[Change, Message, Run | None]:
     """A message; an owner's message in an owner conversation that no native seat owns
     queues a turn run. Text is never an answer (A2), whatever it says. An agent's
     conversation takes none: the agent reads only answers (P4), so a message there would
-    reach nobody and look like a reply."""
+    reach nobody and look like a reply. A reply of Clankie's that was shown while written
+    is stored under its `reply_id` (`message_id`), and says if it was cut off (D6)."""
     if conversation.kind is ConversationKind.AGENT:
         raise ClankieError(Code.NOT_ELIGIBLE, "an agent's conversation takes no messages: the "
                            "agent reads only the answer to its question")
-    message = Message(new_id(), conversation.conversation_id, author, text, now)
+    message = Message(message_id or new_id(), conversation.conversation_id, author, text, now,
+                      partial)
     turn = None
     if (start_turn and conversation.kind is ConversationKind.OWNER
             and conversation.native_owner is None):

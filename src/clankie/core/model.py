@@ -18,6 +18,7 @@ from .vocabulary import Author as Author
 from .vocabulary import ConversationKind as ConversationKind
 from .vocabulary import CredentialKind as CredentialKind
 from .vocabulary import DeviceMode as DeviceMode
+from .vocabulary import Partial as Partial
 from .vocabulary import QuestionKind as QuestionKind
 from .vocabulary import QuestionStatus as QuestionStatus
 from .vocabulary import RunKind as RunKind
@@ -214,6 +215,7 @@ class Message:
     author: Author
     text: str
     at: datetime
+    partial: Partial | None = None  # how a reply of Clankie's was cut off (SPEC D6)
 
 
 # Events. Each knows its own frozen wire shape (SPEC V2, V4); the store assigns `seq`.
@@ -256,6 +258,7 @@ class MessageBody(TypedDict):
     author: str
     text: str
     at: str
+    partial: str | None
 
 
 class RunStatusBody(TypedDict):
@@ -297,6 +300,12 @@ class RunActivityBody(TypedDict):
     summary: str
     retry_at: str
     at: str
+    withdrawn: WithdrawnBody | None
+
+
+class WithdrawnBody(TypedDict):
+    reply_id: str
+    length: int
 
 
 EventBody = (InputRequestedBody | InputResolvedBody | MessageBody | RunStatusBody
@@ -340,7 +349,7 @@ class MessagePosted:
         m = self.message
         return {"type": self.type, "seq": seq, "conversation_id": m.conversation_id,
                 "message_id": m.message_id, "author": m.author.value, "text": m.text,
-                "at": iso(m.at)}
+                "at": iso(m.at), "partial": m.partial.value if m.partial else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +411,8 @@ class RunActivity:
     summary: str
     retry_at: datetime
     at: datetime
+    # SPEC D8: the live reply of the try that failed, taken back: (reply_id, length)
+    withdrawn: tuple[str, int] | None = None
     type: str = field(default="run_activity", init=False)
 
     def __post_init__(self) -> None:
@@ -411,7 +422,9 @@ class RunActivity:
     def body(self, seq: int) -> RunActivityBody:
         return {"type": self.type, "seq": seq, "conversation_id": self.conversation_id,
                 "run_id": self.run_id, "activity": self.activity, "summary": self.summary,
-                "retry_at": iso(self.retry_at), "at": iso(self.at)}
+                "retry_at": iso(self.retry_at), "at": iso(self.at),
+                "withdrawn": None if self.withdrawn is None else {
+                    "reply_id": self.withdrawn[0], "length": self.withdrawn[1]}}
 
 
 Event = (InputRequested | InputResolved | MessagePosted | RunStatusChanged

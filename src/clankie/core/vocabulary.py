@@ -129,6 +129,14 @@ class WorkspaceCode(StrEnum):
     IO_ERROR = "io_error"  # the file system failed (the result's status is "error")
 
 
+class Partial(StrEnum):
+    """How a message of Clankie's was cut off (SPEC D6-D9); a finished one has none."""
+
+    STOPPED = "stopped"  # the owner stopped the run while it was written (D7)
+    FAILED = "failed"  # the model call failed for good (D8)
+    INTERRUPTED = "interrupted"  # clankie was killed; its last checkpoint (D9)
+
+
 class RunError(StrEnum):
     """A run's `error` when the service, not the model, ended it (SPEC R3, R7)."""
 

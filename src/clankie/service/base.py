@@ -47,6 +47,7 @@ from clankie.workspace.membership import Membership, membership
 
 from . import views
 from .credentials import LiveTokens, authenticate
+from .live import LiveReplies
 from .longpoll import LongPolls
 from .notify import Notifier, document
 
@@ -253,6 +254,9 @@ class Context:
         self.new_id = new_id
         self.notifier = notifier
         self.long_polls = LongPolls()
+        # The replies being written (D2-D5): memory only; a publish wakes live readers.
+        self.live = LiveReplies(self.long_polls.published)
+        self.streaming: bool | None = None  # whether model calls stream, once known (D18)
         self.tokens = LiveTokens(store)
         # When each credential was last used: reads note it here only, writes also store
         # it (`credential_list` shows the later of the two).
@@ -313,6 +317,10 @@ class Context:
             self.long_polls.changed(tx.touched)
         if self.notifier is not None:
             self._run_hooks(tx.saved)
+
+    def streaming_is(self, streams: bool) -> None:
+        """What the run side found of the model's endpoint (D18): `service_info` says it."""
+        self.streaming = streams
 
     def generation(self, conversation_id: str) -> int:
         """How many commits added events to the conversation (a long-poll's wake-up)."""

@@ -16,7 +16,7 @@ from clankie import dto
 from clankie.core import lifecycle
 from clankie.core.errors import ClankieError
 from clankie.core.model import Author, Conversation, ConversationKind, RunStatus, WorkspaceIdentity
-from clankie.core.vocabulary import Code
+from clankie.core.vocabulary import Code, Partial
 from clankie.store.tx import ProjectRow
 from clankie.workspace.identity import identify
 
@@ -168,18 +168,27 @@ class Conversations:
         return page
 
     def tail(self, caller: Caller, r: dto.EventsTail, wake: Wake) -> Poll:
+        """With `live` (D4), the live reply too: read before the events (D5, so a reply
+        never leaves memory unexplained), on a page not cut short by `limit`."""
         def read() -> tuple[str, dto.EventsOut, bool]:
+            # before the transaction's first read, which fixes what it sees of the events
+            live = None if r.live is None else self.ctx.live.read(r.conversation_id, r.live)
             with self.ctx.read(caller) as c:
                 self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
                 page = c.tx.events_after(r.conversation_id, r.after, r.limit)
+            next_after = page.events[-1]["seq"] if page.events else r.after
             out = dto.EventsOut(
-                events=page.events,
-                next_after=page.events[-1]["seq"] if page.events else r.after,
+                events=page.events, next_after=next_after,
                 oldest_seq=page.trimmed_through + 1,
-                trimmed=r.after < page.trimmed_through)
-            return c.principal.credential_id, out, bool(out.events or out.trimmed)
+                trimmed=r.after < page.trimmed_through,
+                **({} if r.live is None or next_after < page.last_seq else {"live": live}))
+            ready = bool(out.events or out.trimmed) or (
+                r.live is not None and live is not None
+                and (live.reply_id != r.live.reply_id or live.length > r.live.offset))
+            return c.principal.credential_id, out, ready
 
-        return Poll(self.ctx.long_polls, r.conversation_id, r.wait_ms / 1000, read, wake)
+        return Poll(self.ctx.long_polls, r.conversation_id, r.wait_ms / 1000, read, wake,
+                    live=r.live is not None)
 
     @serves(dto.RUN_GET)
     def run_get(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:
@@ -193,11 +202,15 @@ class Conversations:
         """SPEC R7: stop a queued or running run (`cancelled`, `stopped_by_owner`, one
         `run_status` event), committed before the executor hears of it: from that commit
         on the store refuses every later write of the run, so nothing it says or calls
-        after the stop is kept; the executor then abandons its model call (`_stop`). An
-        ended run is returned unchanged."""
+        after the stop is kept; the executor then abandons its model call (`_stop`). The
+        reply it was writing is kept as readers last saw it, `stopped` (D7). An ended run
+        is returned unchanged."""
         with self.ctx.write(caller) as c:
             run = self.ctx.load_run(c.tx, r.run_id)
-            conversation = self.ctx.conversation(c.tx, run.conversation_id, c.principal.owner_id)
+            self.ctx.conversation(c.tx, run.conversation_id, c.principal.owner_id)
+            if run.status is RunStatus.RUNNING:
+                self.runs.keep_partial(c.tx, run, Partial.STOPPED)
+            conversation = self.ctx.conversation(c.tx, run.conversation_id)
             change = lifecycle.stop_run(conversation, run, c.now)
             self.ctx.save(c.tx, change)
             if change is not None and run.status is RunStatus.RUNNING:

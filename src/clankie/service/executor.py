@@ -40,8 +40,9 @@ from clankie.core.lifecycle import IllegalTransition
 from clankie.core.model import Run, RunStatus
 from clankie.core.vocabulary import Code
 
-from .runs import RunHooks
+from .runs import RunHooks, Said
 from .serial import SerialQueues
+from .showing import Shown
 from .tooling import RunTools
 
 log = logging.getLogger("clankie.runs")
@@ -143,14 +144,15 @@ class RunExecutor:
         with self._count_lock:
             self._executing += delta
 
-    def _waits(self, run: Run, scope: StopScope) -> Waits:
+    def _waits(self, run: Run, scope: StopScope, shown: Shown) -> Waits:
         """How this run waits between tries of a model call (R6): each wait is shown as a
         `run_activity` event, then slept in the run's stop scope, so that a stop (R7) ends
-        the wait at once and no further try is made."""
+        the wait at once and no further try is made; its replies are shown while written
+        (`shown`, D2)."""
         def on_wait(summary: str, retry_at: datetime) -> None:
             self._hooks.record_model_retry(run.run_id, summary, retry_at)
 
-        return Waits(on_wait=on_wait, sleep=scope.wait)
+        return Waits(on_wait=on_wait, sleep=scope.wait, live=shown)
 
     def _execute(self, run: Run) -> Run | None:
         """Execute a started run and finish it; returns the conversation's next run, started
@@ -161,7 +163,8 @@ class RunExecutor:
             scope = self._scopes.setdefault(run.run_id, stop.StopScope())
         try:
             status, error = RunStatus.SUCCEEDED, None
-            said: tuple[str, ...] = ()
+            said: tuple[Said, ...] = ()
+            shown = self._hooks.publisher.shown(run.conversation_id, run.run_id)
             try:
                 settings = self._hooks.settings
                 tools = RunTools(self._hooks, run.run_id)
@@ -169,9 +172,10 @@ class RunExecutor:
                 try:
                     with stop.within(scope):
                         run_turn(self._model_for(context), context, tools, settings.max_steps,
-                                 self._waits(run, scope), stop=scope)
+                                 self._waits(run, scope, shown), stop=scope)
                 finally:
                     said = tools.unsaid()
+                    self._hooks.publisher.done(shown)
             except stop.Stopped:
                 pass
             except ModelError as exc:

@@ -35,13 +35,15 @@ Read = Callable[[], tuple[str, BaseModel, bool]]
 
 
 class _Watch:
-    """One waiting long-poll's interest in a conversation (compared by identity)."""
+    """One waiting long-poll's interest in a conversation (compared by identity); `live`:
+    also in its live reply's publishes (SPEC D4; no other long-poll is woken by them)."""
 
-    __slots__ = ("conversation_id", "wake")
+    __slots__ = ("conversation_id", "live", "wake")
 
-    def __init__(self, conversation_id: str, wake: Wake) -> None:
+    def __init__(self, conversation_id: str, wake: Wake, live: bool) -> None:
         self.conversation_id = conversation_id
         self.wake = wake
+        self.live = live
 
 
 class LongPolls:
@@ -50,6 +52,7 @@ class LongPolls:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._generations: dict[str, int] = {}
+        self._publishes: dict[str, int] = {}  # live replies published, by conversation
         self._watches: dict[str, set[_Watch]] = {}
         self._slots: dict[str, int] = {}  # credential ID -> long-polls holding a slot
         self._stopping = False
@@ -81,6 +84,19 @@ class LongPolls:
         for watch in woken:
             watch.wake()
 
+    def publishes(self, conversation_id: str) -> int:
+        """How many times the conversation's live reply was published (or settled)."""
+        with self._lock:
+            return self._publishes.get(conversation_id, 0)
+
+    def published(self, conversation_id: str) -> None:
+        """The conversation's live reply was published: wake the long-polls that read it."""
+        with self._lock:
+            self._publishes[conversation_id] = self._publishes.get(conversation_id, 0) + 1
+            woken = [w for w in self._watches.get(conversation_id, ()) if w.live]
+        for watch in woken:
+            watch.wake()
+
     def stop(self) -> None:
         """Shutting down: every long-poll is woken now, and none waits from now on."""
         with self._lock:
@@ -106,13 +122,18 @@ class LongPolls:
             else:
                 del self._slots[credential_id]
 
-    def watch(self, conversation_id: str, since: int, wake: Wake) -> _Watch:
+    def watch(self, conversation_id: str, since: int, wake: Wake,
+              published: int | None = None) -> _Watch:
         """Call `wake` on each commit with events for the conversation from now on, and at
-        once if one came after the generation `since` (or the service is stopping)."""
-        watch = _Watch(conversation_id, wake)
+        once if one came after the generation `since` (or the service is stopping); with
+        `published` (a live long-poll), also on each publish of its live reply, and at
+        once if one came after that count."""
+        watch = _Watch(conversation_id, wake, published is not None)
         with self._lock:
             self._watches.setdefault(conversation_id, set()).add(watch)
-            missed = self._stopping or self._generations.get(conversation_id, 0) != since
+            missed = self._stopping or self._generations.get(conversation_id, 0) != since or (
+                published is not None
+                and self._publishes.get(conversation_id, 0) != published)
         if missed:
             wake()
         return watch
@@ -130,8 +151,10 @@ class Poll:
     `close()` (or the `with` block's end) gives its slot back, however it ended."""
 
     def __init__(self, polls: LongPolls, conversation_id: str, wait_s: float, read: Read,
-                 wake: Wake) -> None:
+                 wake: Wake, live: bool = False) -> None:
         self.waits = wait_s > 0
+        self._live = live
+        self._began: int | None = polls.publishes(conversation_id) if live else None
         self._polls = polls
         self._conversation_id = conversation_id
         self._deadline = time.monotonic() + wait_s
@@ -154,14 +177,17 @@ class Poll:
         """The result to return, or None: wait for a wake-up or the deadline, and read
         again. Raises `ClankieError` as the read does (every read authenticates again)."""
         since = self._polls.generation(self._conversation_id)
+        published = self._polls.publishes(self._conversation_id) if self._live else None
         credential_id, page, ready = self._read()
-        if ready or self.remaining() <= 0 or self._polls.stopping:
+        if ready or self.remaining() <= 0 or self._polls.stopping or (
+                published is not None and published != self._began):  # published anew (D4)
             return page
         if self._slot is None:
             if not self._polls.claim(credential_id):
                 return page  # V5: no slot free, so what is there, at once
             self._slot = credential_id
-            self._watch = self._polls.watch(self._conversation_id, since, self._wake)
+            self._watch = self._polls.watch(self._conversation_id, since, self._wake,
+                                            published)
         return None
 
     def close(self) -> None:

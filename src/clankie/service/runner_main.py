@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from clankie import dto
@@ -39,7 +40,8 @@ from clankie.workspace.tools import Outcome
 from .base import files_of
 from .executor import RunExecutor
 from .runner import Channel, Start, raised
-from .runs import CallRecord, read_run_context, read_workspace
+from .runs import CallRecord, Said, read_run_context, read_workspace
+from .showing import Publisher
 
 
 class _Call:
@@ -60,6 +62,8 @@ class RemoteRuns:
         self._store_path = start.store_path
         self._readers = Readers(start.store_path)
         self._channel = channel
+        self.publisher = Publisher(partial(channel.send, "live"), start.settings,
+                                   partial(channel.send, "streaming"))
         self._numbers = itertools.count()
         self._lock = threading.Lock()  # guards the one below
         self._waiting: dict[int, _Call] = {}
@@ -83,22 +87,22 @@ class RemoteRuns:
         return started
 
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
-                   said: Sequence[str] = (), claim_next: bool = False) -> Run | None:
+                   said: Sequence[Said] = (), claim_next: bool = False) -> Run | None:
         following: Run | None = self._ask("finish_run", run_id, status, error,
                                           said=tuple(said), claim_next=claim_next)
         return following
 
     def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
-                     said: Sequence[str] = ()) -> dto.AskResult:
+                     said: Sequence[Said] = ()) -> dto.AskResult:
         result: dto.AskResult = self._ask("ask_question", run_id, arguments, call,
                                           tuple(said))
         return result
 
-    def post_replies(self, run_id: str, texts: Sequence[str]) -> None:
-        self._ask("post_replies", run_id, tuple(texts))
+    def post_replies(self, run_id: str, said: Sequence[Said]) -> None:
+        self._ask("post_replies", run_id, tuple(said))
 
     def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
-                         said: Sequence[str] = ()) -> None:
+                         said: Sequence[Said] = ()) -> None:
         self._ask("record_tool_call", run_id, call, outcome, tuple(said))
 
     def record_model_retry(self, run_id: str, summary: str, retry_at: datetime) -> bool:

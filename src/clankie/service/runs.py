@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, Final, Protocol
 
 from pydantic import ValidationError
@@ -42,6 +42,7 @@ from clankie.core.model import (
     Author,
     InputResolved,
     Message,
+    Partial,
     Question,
     QuestionKind,
     QuestionStatus,
@@ -68,10 +69,15 @@ from .base import (
     stored,
 )
 from .notify import HookDocument, continuation_document, document
+from .showing import Publisher
 
 log = logging.getLogger("clankie.service")
 TOOL_CALLS_KEPT = 200  # per conversation: history beyond the history budget is not kept
 ARGUMENTS_KEPT = 16_384  # characters of a call's arguments kept for the history
+
+# A reply of Clankie's as a run hands it over: `(reply_id, text)`, the ID it was shown under
+# while written (D2: its `message_id`), or None for words never shown.
+Said = tuple[str | None, str]
 
 
 
@@ -96,6 +102,11 @@ class RunHooks(Protocol):
 
     def home_files(self) -> frozenset[FileId]: ...
 
+    @property
+    def publisher(self) -> Publisher:
+        """Where a run's replies are shown while written (D2, D3)."""
+        ...
+
     def claim_next_run(self, conversation_id: str) -> Run | None: ...
 
     def run_context(self, run_id: str) -> TurnContext: ...
@@ -103,15 +114,15 @@ class RunHooks(Protocol):
     def workspace_of(self, run_id: str) -> WorkspaceIdentity | None: ...
 
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
-                   said: Sequence[str] = (), claim_next: bool = False) -> Run | None: ...
+                   said: Sequence[Said] = (), claim_next: bool = False) -> Run | None: ...
 
     def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
-                     said: Sequence[str] = ()) -> dto.AskResult: ...
+                     said: Sequence[Said] = ()) -> dto.AskResult: ...
 
-    def post_replies(self, run_id: str, texts: Sequence[str]) -> None: ...
+    def post_replies(self, run_id: str, said: Sequence[Said]) -> None: ...
 
     def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
-                         said: Sequence[str] = ()) -> None: ...
+                         said: Sequence[Said] = ()) -> None: ...
 
     def record_model_retry(self, run_id: str, summary: str, retry_at: datetime) -> bool: ...
 
@@ -143,6 +154,11 @@ class Runs:
         """The files in the home now, by identity: denied wherever they are linked."""
         return files_of(self.ctx.store.path, self.ctx.home)
 
+    @cached_property
+    def publisher(self) -> Publisher:
+        """Runs executed in this process (tests' worlds) publish to its memory directly."""
+        return Publisher(self.ctx.live.publish, self.settings, self.ctx.streaming_is)
+
     def run_context(self, run_id: str) -> TurnContext:
         return read_run_context(self.ctx.store.read, run_id, self.ctx.clock(),
                                 self.settings.git_timeout)
@@ -154,7 +170,7 @@ class Runs:
 
     @stored
     def record_tool_call(self, run_id: str, call: CallRecord, outcome: Outcome,
-                         said: Sequence[str] = ()) -> None:
+                         said: Sequence[Said] = ()) -> None:
         """One tool call of a running run: kept for later runs' history, and shown as one
         `tool_activity` event (W9), after the words the run said before it (`said`). It
         changes nothing else: the revision stays."""
@@ -166,15 +182,21 @@ class Runs:
     @stored
     def record_model_retry(self, run_id: str, summary: str, retry_at: datetime) -> bool:
         """SPEC R6, V4: a running run waits before asking the model again; one
-        `run_activity` event says what failed and when the next try is. A run that is no
-        longer running (stopped meanwhile) records nothing: False. The revision stays."""
+        `run_activity` event says what failed and when the next try is, and which reply
+        readers saw of the try that failed, now withdrawn (D8). A run that is no longer
+        running (stopped meanwhile) records nothing: False. The revision stays."""
         with self.ctx.internal_write() as tx:
             run = self.ctx.load_run(tx, run_id)
             if run.status is not RunStatus.RUNNING:
                 return False
+            shown = self.ctx.live.of_run(run.conversation_id, run_id)
+            withdrawn = (shown[0], len(shown[1])) if shown and shown[1] else None
             tx.append_events(run.conversation_id, [RunActivity(
                 run.conversation_id, run.run_id, "model_retry", summary[:200], retry_at,
-                self.ctx.clock())], self.ctx.settings.event_retention)
+                self.ctx.clock(), withdrawn)], self.ctx.settings.event_retention)
+            if shown is not None:
+                tx.drop_checkpoint(run_id)
+            self._settles(tx, run)
             return True
 
     def _record(self, tx: WriteTx, run: Run, call: CallRecord, outcome: Outcome) -> None:
@@ -227,13 +249,17 @@ class Runs:
             log.error("could not tell the executor that run %s was stopped: %s", run_id, exc)
 
     @stored
-    def fail_running(self, error: str) -> list[Run]:
-        """Fail every running run with `error` (the run process that held them ended), and
-        start each one's next queued run in the same transaction (R4): the runs started,
-        for the caller to `hand` to the executor."""
+    def fail_running(self, run_ids: Collection[str], error: str) -> list[Run]:
+        """Fail each of these runs still running with `error` (the run process that held
+        them ended), keeping what readers saw of its reply (D8), and start each one's next
+        queued run in the same transaction (R4): the runs started, for the caller to `hand`
+        to the executor."""
         started = []
         with self.ctx.internal_write() as tx:
             for run in tx.running_runs():
+                if run.run_id not in run_ids:
+                    continue
+                self.keep_partial(tx, run, Partial.FAILED)
                 conversation = self.ctx.conversation(tx, run.conversation_id)
                 self.ctx.save(tx, lifecycle.move_run(
                     conversation, run, lifecycle.FINISHING[RunStatus.FAILED],
@@ -259,12 +285,15 @@ class Runs:
 
     @stored
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None, *,
-                   said: Sequence[str] = (), claim_next: bool = False) -> Run | None:
+                   said: Sequence[Said] = (), claim_next: bool = False) -> Run | None:
         """End a run, after the last words it said (`said`); with `claim_next`, start the
-        conversation's next queued run in the same transaction (R4) and return it."""
+        conversation's next queued run in the same transaction (R4) and return it. A run
+        that failed keeps what readers saw of the reply it was writing (D8, `failed`)."""
         with self.ctx.internal_write() as tx:
             run = self.ctx.load_run(tx, run_id)
             self._say(tx, run, said)
+            if status is RunStatus.FAILED:
+                self.keep_partial(tx, run, Partial.FAILED, frozenset(reply for reply, _ in said))
             conversation = self.ctx.conversation(tx, run.conversation_id)
             self.ctx.save(tx, lifecycle.move_run(conversation, run, lifecycle.FINISHING[status],
                                                  self.ctx.clock(), error))
@@ -272,7 +301,7 @@ class Runs:
 
     @stored
     def ask_question(self, run_id: str, arguments: Any, call: CallRecord | None = None,
-                     said: Sequence[str] = ()) -> dto.AskResult:
+                     said: Sequence[Said] = ()) -> dto.AskResult:
         """The `ask_question` tool (SPEC Q1-Q5): returns at once; refusal is a result. With
         `call`, the call is recorded (W9) in the same transaction as the question, and so
         are the words the run said before it (`said`)."""
@@ -306,20 +335,40 @@ class Runs:
         return result
 
     @stored
-    def post_replies(self, run_id: str, texts: Sequence[str]) -> None:
+    def post_replies(self, run_id: str, said: Sequence[Said]) -> None:
         """Clankie's messages from a running run, in one transaction."""
         with self.ctx.internal_write() as tx:
-            self._say(tx, self.ctx.load_run(tx, run_id), texts)
+            self._say(tx, self.ctx.load_run(tx, run_id), said)
 
-    def _say(self, tx: WriteTx, run: Run, texts: Sequence[str]) -> None:
-        """Each text a message of Clankie's (one change each), only from a running run."""
-        for text in texts:
-            if run.status is not RunStatus.RUNNING:
-                raise ClankieError(Code.NOT_ELIGIBLE, "only a running run can reply")
+    def _say(self, tx: WriteTx, run: Run, said: Sequence[Said]) -> None:
+        """Each reply a message of Clankie's (one change each), under the ID it was shown
+        under while written, only from a running run. Every write of a run settles the
+        reply it was writing: from its commit on the reply is stored, or what the write
+        stores (a tool call, a question, a retry, the run's end) explains it (D5)."""
+        if said and run.status is not RunStatus.RUNNING:
+            raise ClankieError(Code.NOT_ELIGIBLE, "only a running run can reply")
+        for reply_id, text in said:
             change, _, _ = lifecycle.post_message(
                 self.ctx.conversation(tx, run.conversation_id), Author.CLANKIE, text,
-                self.ctx.clock(), self.ctx.new_id, start_turn=False)
+                self.ctx.clock(), self.ctx.new_id, start_turn=False, message_id=reply_id)
             self.ctx.save(tx, change)
+        self._settles(tx, run)
+
+    def _settles(self, tx: WriteTx, run: Run) -> None:
+        tx.on_commit.append(partial(self.ctx.live.settled, run.conversation_id, run.run_id))
+
+    def keep_partial(self, tx: WriteTx, run: Run, how: Partial,
+                     stored: frozenset[str | None] = frozenset()) -> None:
+        """The run's live reply as last published, kept as a message cut off `how` (D7,
+        D8) unless it is blank or stored already; it leaves memory after the commit."""
+        shown = self.ctx.live.of_run(run.conversation_id, run.run_id)
+        if shown is not None and shown[0] not in stored and shown[1].strip():
+            change, _, _ = lifecycle.post_message(
+                self.ctx.conversation(tx, run.conversation_id), Author.CLANKIE, shown[1],
+                self.ctx.clock(), self.ctx.new_id, start_turn=False, message_id=shown[0],
+                partial=how)
+            self.ctx.save(tx, change)
+        self._settles(tx, run)
 
     # ------------------------------------------------------------------------ recovery
 
@@ -339,6 +388,15 @@ class Runs:
 
     def _recover(self, telling: bool) -> tuple[list[tuple[str, HookDocument]], Recovery]:
         with self.ctx.internal_write() as tx:
+            for run in tx.running_runs():  # D9: what readers saw, before the run's end
+                kept = tx.reply_checkpoint(run.run_id)
+                if kept is not None and kept[1].strip():
+                    change, _, _ = lifecycle.post_message(
+                        self.ctx.conversation(tx, run.conversation_id), Author.CLANKIE,
+                        kept[1], kept[2], self.ctx.new_id, start_turn=False,
+                        message_id=kept[0], partial=Partial.INTERRUPTED)
+                    self.ctx.save(tx, change)
+            tx.drop_checkpoints()
             ending = tx.restart_ends() if telling else []
             questions, runs = tx.restart_all(
                 lifecycle.restart_plan(self.ctx.clock()),

@@ -205,7 +205,7 @@ class Service:
             model=dto.ModelOut(provider=model.provider, model=model.model,
                                endpoint_host=model.endpoint_host,
                                endpoint_digest=model.endpoint_digest,
-                               key_set=model.key_set),
+                               key_set=model.key_set, streaming=self.ctx.streaming),
             settings=settings_shown(self.ctx.settings), web_url=self.web_url)
 
 

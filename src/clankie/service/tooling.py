@@ -21,7 +21,7 @@ from clankie.workspace import tools as workspace_tools
 from clankie.workspace.deny import deny_list
 from clankie.workspace.tools import Outcome, model_json, refused
 
-from .runs import CallRecord, RunHooks, ask_outcome
+from .runs import CallRecord, RunHooks, Said, ask_outcome
 
 
 class RunTools:
@@ -34,12 +34,13 @@ class RunTools:
         self._left = settings.run_tool_budget
         self._settings = workspace_tools.ToolSettings(deny_list(settings.workspace_deny),
                                                       hooks.home)
-        self._unsaid: list[str] = []
+        self._unsaid: list[Said] = []
 
-    def say(self, text: str) -> None:
-        self._unsaid.append(text)
+    def say(self, reply_id: str | None, text: str) -> None:
+        """A reply of the model's, stored under the ID it was shown under (D2)."""
+        self._unsaid.append((reply_id, text))
 
-    def unsaid(self) -> tuple[str, ...]:
+    def unsaid(self) -> tuple[Said, ...]:
         """What the run said that is not stored yet: the finish stores it."""
         return tuple(self._unsaid)
 

@@ -383,4 +383,17 @@ MIGRATIONS: Final[tuple[str, ...]] = (
          WHERE e.conversation_id = conversations.conversation_id
            AND e.seq = conversations.last_seq), created_at);
     """,
+    # 10: replies that stream (SPEC D6-D9). A message of Clankie's that was cut off says
+    # how (`partial`); a reply being written is checkpointed, one row per running run,
+    # overwritten each time, turned into an `interrupted` message at the next start.
+    """
+    ALTER TABLE messages ADD COLUMN partial TEXT
+        CHECK (partial IS NULL OR partial IN ('stopped', 'failed', 'interrupted'));
+    CREATE TABLE reply_checkpoints (
+        run_id   TEXT PRIMARY KEY REFERENCES runs(run_id),
+        reply_id TEXT NOT NULL,
+        text     TEXT NOT NULL,
+        at       TEXT NOT NULL
+    ) STRICT;
+    """,
 )

@@ -33,6 +33,7 @@ from clankie.core.model import (
     Message,
     MessagePosted,
     Option,
+    Partial,
     Question,
     QuestionKind,
     QuestionStatus,
@@ -419,6 +420,13 @@ class ReadTx:
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? AND {_UNFINISHED} "
             "ORDER BY rowid", conversation_id)]
 
+    def reply_checkpoint(self, run_id: str) -> tuple[str, str, datetime] | None:
+        """A running run's last checkpoint of the reply it was writing (D9): `(reply_id,
+        text, at)`."""
+        row = self._one("SELECT reply_id, text, at FROM reply_checkpoints WHERE run_id = ?",
+                        run_id)
+        return None if row is None else (row["reply_id"], row["text"], _when(row["at"]))
+
     def running_runs(self) -> list[Run]:
         """Every running run, oldest first."""
         return [_as_run(r) for r in self._all(
@@ -457,10 +465,11 @@ class ReadTx:
     def messages(self, conversation_id: str, limit: int) -> list[tuple[int, Message]]:
         """The newest `limit` messages, oldest first, each with its position (rowid)."""
         rows = self._all("SELECT rowid AS position, message_id, conversation_id, author, text, "
-                         "at FROM messages WHERE conversation_id = ? ORDER BY rowid DESC "
-                         "LIMIT ?", conversation_id, limit)
+                         "at, partial FROM messages WHERE conversation_id = ? ORDER BY rowid "
+                         "DESC LIMIT ?", conversation_id, limit)
         return [(r["position"], Message(r["message_id"], r["conversation_id"],
-                                        Author(r["author"]), r["text"], _when(r["at"])))
+                                        Author(r["author"]), r["text"], _when(r["at"]),
+                                        Partial(r["partial"]) if r["partial"] else None))
                 for r in reversed(rows)]
 
     def tool_calls_since(self, conversation_id: str, message_position: int
@@ -512,6 +521,25 @@ class WriteTx(ReadTx):
         """The row a `... RETURNING` statement returned, if any (run to its end)."""
         rows = self._all(sql, *args)
         return rows[0] if rows else None
+
+    # ----------------------------------------------------------- a reply's checkpoint (D9)
+
+    def checkpoint_reply(self, run_id: str, reply_id: str, text: str, at: datetime) -> None:
+        """The reply a running run is writing, as published now: one row per run, kept
+        only while the run is running (a run that ended leaves none)."""
+        self._execute("INSERT INTO reply_checkpoints (run_id, reply_id, text, at) "
+                      "SELECT run_id, ?, ?, ? FROM runs WHERE run_id = ? AND status = "
+                      "'running' AND NOT EXISTS (SELECT 1 FROM messages WHERE message_id = ?) "
+                      "ON CONFLICT (run_id) DO UPDATE SET reply_id = excluded.reply_id, "
+                      "text = excluded.text, at = excluded.at",
+                      reply_id, text, iso(at), run_id, reply_id)
+
+    def drop_checkpoint(self, run_id: str) -> None:
+        self._execute("DELETE FROM reply_checkpoints WHERE run_id = ?", run_id)
+
+    def drop_checkpoints(self) -> None:
+        """Every checkpoint: at start-up, once recovery has kept what they held (R3)."""
+        self._execute("DELETE FROM reply_checkpoints")
 
     # ----------------------------------------------------------------- owners, credentials
 
@@ -668,9 +696,12 @@ class WriteTx(ReadTx):
             self._save_run(run)
         for message in change.messages:
             self._execute("INSERT INTO messages (message_id, conversation_id, author, text, "
-                          "at) VALUES (?, ?, ?, ?, ?)", message.message_id,
+                          "at, partial) VALUES (?, ?, ?, ?, ?, ?)", message.message_id,
                           message.conversation_id, message.author.value, message.text,
-                          iso(message.at))
+                          iso(message.at), message.partial.value if message.partial else None)
+            if message.author is Author.CLANKIE:  # the reply it stores needs no checkpoint
+                self._execute("DELETE FROM reply_checkpoints WHERE reply_id = ?",
+                              message.message_id)
         self._write_events(c.conversation_id, change.events, numbered, event_retention)
         if any(q.status is not QuestionStatus.PENDING for q in change.questions):
             self._evict_receipts(c.conversation_id, receipt_limit)
@@ -716,6 +747,8 @@ class WriteTx(ReadTx):
             iso(r.created_at), r.receipt_id, r.error,
             iso(r.started_at) if r.started_at else None,
             iso(r.finished_at) if r.finished_at else None)
+        if r.status is not RunStatus.RUNNING:  # its reply is stored, or lost with it (D9)
+            self.drop_checkpoint(r.run_id)
 
     def _write_events(self, conversation_id: str, events: Sequence[Event],
                       numbered: sqlite3.Row, retention: int) -> None:
