@@ -235,6 +235,7 @@ def serve(home: Home, settings: Settings, tcp: str | None = None,
                   f"{_model_said(settings, script)}{said_web}", file=sys.stderr, flush=True)
             # Ready for the first run without making it wait for the run process.
             threading.Thread(target=runners[0].warm, daemon=True, name="clankie-warm").start()
+            service.start_checkpoints()
             # What start-up made lives as long as the process: the collector need not walk
             # it again, in each collection nor at exit (a stop is 0.1 s quicker).
             gc.freeze()

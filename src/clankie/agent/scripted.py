@@ -14,18 +14,20 @@ reason). Past the end of the script a run says nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict, TypeGuard, final
+from typing import Any, NotRequired, TypedDict, TypeGuard, final
 
 from .context import TurnContext
 from .tools import ASK_QUESTION
-from .transcript import Text, ToolCall, ToolResult, ToolSpec, Turn
+from .transcript import NO_WAITS, Text, ToolCall, ToolResult, ToolSpec, Turn, Waits
 
 
 @final
 class Say(TypedDict):
     say: str
+    pace_ms: NotRequired[int]  # SPEC D18: written word by word, this far apart (0..1,000)
 
 
 @final
@@ -53,8 +55,11 @@ class ScriptError(Exception):
     """A script file that cannot be used."""
 
 
-SHAPE = ('a script is {"turns": [[ACTION, ...], ...]}, each ACTION {"say": TEXT}, '
-         '{"ask": ARGS} or {"tool": NAME, "args": {...}}')
+SHAPE = ('a script is {"turns": [[ACTION, ...], ...]}, each ACTION {"say": TEXT} (with '
+         '"pace_ms": 0..1000 to write it word by word), {"ask": ARGS} or '
+         '{"tool": NAME, "args": {...}}')
+MAX_PACE_MS = 1_000
+WORD = re.compile(r"\s*\S+\s*|\s+")  # a word with the spaces around it
 
 
 def load_script(path: Path) -> Script:
@@ -90,6 +95,10 @@ def _action(action: object) -> TypeGuard[Action]:
         return False
     if set(action) == {"tool", "args"}:
         return isinstance(action["tool"], str) and isinstance(action["args"], dict)
+    if set(action) == {"say", "pace_ms"}:
+        pace = action["pace_ms"]
+        return (isinstance(action["say"], str) and isinstance(pace, int)
+                and not isinstance(pace, bool) and 0 <= pace <= MAX_PACE_MS)
     return len(action) == 1 and (
         isinstance(action.get("say"), str) or isinstance(action.get("ask"), dict))
 
@@ -119,22 +128,36 @@ class ScriptedRun:
         self._next = 0
 
     def step(self, system: str, turns: list[Turn], tools: list[ToolSpec],
-             waits: object = None) -> list[Text | ToolCall]:
+             waits: Waits = NO_WAITS) -> list[Text | ToolCall]:
+        """Plays on to the next tool call, shown as it goes (D2): a `say` with `pace_ms`
+        word by word, that far apart (slept as the run sleeps: a stop ends it), else in
+        one piece."""
+        live = waits.live
+        live.begin()
         latest = _latest_result(turns)
         blocks: list[Text | ToolCall] = []
         while self._next < len(self._entry):
             number, action = self._next, self._entry[self._next]
             self._next += 1
             if "say" in action:
-                blocks.append(Text(action["say"].replace("{answer}", self._answer)
-                                   .replace("{tool_result}", latest)
-                                   .replace("{tool_summary}", readable(latest))))
+                text = (action["say"].replace("{answer}", self._answer)
+                        .replace("{tool_result}", latest)
+                        .replace("{tool_summary}", readable(latest)))
+                block = len(blocks)
+                pace = action.get("pace_ms")
+                for word in WORD.findall(text) if pace is not None else [text]:
+                    if pace:
+                        waits.sleep(pace / 1000)
+                    live.text(word, block)
+                blocks.append(Text(text))
                 continue
             name, args = (ASK_QUESTION, action["ask"]) if "ask" in action else (
                 action["tool"], action["args"])
+            live.calling(name)
             # unique in the conversation (R8): a later provider replays them as they are
             blocks.append(ToolCall(f"scripted-{self._run_index}-{number}", name, json.dumps(args)))
             break
+        live.end()
         return blocks
 
 

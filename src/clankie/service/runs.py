@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
+import threading
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -370,6 +372,32 @@ class Runs:
             self.ctx.save(tx, change)
         self._settles(tx, run)
 
+    # ----------------------------------------------------------- checkpoints (D9)
+
+    def checkpoint_replies(self) -> None:
+        """Every live reply published since its last checkpoint, as it stands now: on the
+        store's writer (`checkpoints` hands it there, never waiting; a stop waits)."""
+        live = self.ctx.live
+        with self.ctx.internal_write() as tx:
+            for conversation_id, run_id in live.checkpoints():
+                got = live.to_checkpoint(conversation_id, run_id)
+                if got is not None:
+                    tx.checkpoint_reply(run_id, got[0], got[1], self.ctx.clock())
+
+    def checkpoints(self, stopping: threading.Event) -> None:
+        """Hand `checkpoint_replies` to the writer every `stream_checkpoint` seconds until
+        `stopping` is set (a thread of `clankie serve`)."""
+        def done(_: object, error: BaseException | None) -> None:
+            if error is not None:
+                log.error("the replies being written could not be checkpointed: %s", error)
+
+        while not stopping.wait(self.settings.stream_checkpoint):
+            if self.ctx.live.checkpoints():
+                try:
+                    self.ctx.store.submit(self.checkpoint_replies, done, urgent=False)
+                except sqlite3.Error:  # closed: the service is stopping
+                    return
+
     # ------------------------------------------------------------------------ recovery
 
     def recover(self) -> Recovery:
@@ -465,7 +493,7 @@ def read_run_context(read: Reading, run_id: str, now: datetime, git_timeout: flo
         run_kind=run.kind.value,
         run_index=index,
         workspace=conversation.workspace.path if conversation.workspace else "-",
-        history=tuple((m.author.value, m.text) for _, m in messages),
+        history=tuple((m.author.value, cut_off(m)) for _, m in messages),
         older_messages=older,
         unfinished=_unfinished([m for _, m in messages], turn_runs),
         steps=_steps([position for position, _ in messages], calls, outcomes),
@@ -474,6 +502,20 @@ def read_run_context(read: Reading, run_id: str, now: datetime, git_timeout: flo
         ended=ended,
         pending_prompt=pending.prompt if pending else None,
         notes=notes)
+
+
+CUT_OFF: Final = {  # SPEC D10: the line after a partial message, as the model reads it
+    Partial.STOPPED: "[cut off here: the owner stopped this reply]",
+    Partial.FAILED: "[cut off here: the model call failed]",
+    Partial.INTERRUPTED: "[cut off here: clankie restarted; what followed was lost]"}
+
+
+def cut_off(message: Message) -> str:
+    """A message as the model reads it: a partial one followed by the line that says it
+    was cut off (D10), never passed off as complete."""
+    if message.partial is None:
+        return message.text
+    return f"{message.text}\n{CUT_OFF[message.partial]}"
 
 
 def read_workspace(read: Reading, run_id: str) -> WorkspaceIdentity | None:

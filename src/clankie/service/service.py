@@ -22,7 +22,9 @@ and leave what acts on the outside (start a run, wake long-polls) to after the c
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
@@ -61,6 +63,8 @@ from .notify import Notifier
 from .questions import Questions
 from .runs import MakeExecutor, Runs
 
+log = logging.getLogger("clankie.service")
+
 
 class Service:
     """The parts, each with one job, sharing one `Context`; the dispatcher table
@@ -89,6 +93,7 @@ class Service:
         self.web_url: Final = web_url
         self.started_at: Final = clock()  # what `service_info` reports
         self._table = dispatch_table(self.ops, self._parts())
+        self._stopping = threading.Event()
 
     # What it was built with, and its life: being stopped.
 
@@ -109,9 +114,21 @@ class Service:
         """Shutting down: every long-poll returns now, and new ones do not wait."""
         self.ctx.long_polls.stop()
 
+    def start_checkpoints(self) -> None:
+        """Checkpoint the replies being written, every `stream_checkpoint` seconds (D9)."""
+        threading.Thread(target=self.runs.checkpoints, args=(self._stopping,), daemon=True,
+                         name="clankie-checkpoints").start()
+
     def stop(self, timeout: float) -> None:
         """Shutting down, after the last request: the executor starts no more runs and
-        gives running ones `timeout` seconds; the notifier runs no more hooks."""
+        gives running ones `timeout` seconds; the notifier runs no more hooks. The replies
+        being written are checkpointed first (D9: what readers saw survives the stop)."""
+        self._stopping.set()
+        if self.ctx.live.checkpoints():
+            try:
+                self.ctx.on_store(self.runs.checkpoint_replies)
+            except ClankieError as exc:
+                log.error("the replies being written could not be checkpointed: %s", exc)
         if self.runs.executor is not None:
             self.runs.executor.stop(timeout)
         if self.ctx.notifier is not None:
