@@ -10,8 +10,8 @@ from __future__ import annotations
 import signal
 import sqlite3
 import time
-from contextlib import closing
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
