@@ -80,6 +80,14 @@ while not stopping:
             stopping = not sys.stdin.readline()
         else:
             read(r)
+server.setblocking(False)
+while True:  # connections made before the stop, still in the backlog
+    try:
+        conn, _ = server.accept()
+    except BlockingIOError:
+        break
+    open_[conn] = len(heard)
+    heard.append(b"")
 for conn in list(open_):  # what was sent but not yet read
     conn.setblocking(False)
     try:
