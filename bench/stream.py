@@ -24,7 +24,6 @@ reader is a process of its own. Prints one JSON document.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
 import multiprocessing as mp
@@ -366,7 +365,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--src", help="serve the clankie of another tree's src")
+    parser.add_argument("--only", action="append", choices=(
+        "first_content", "cpu_per_chunk", "cpu_per_reader_publish", "load", "memory"),
+        help="only this figure (repeat for more)")
     args = parser.parse_args()
+    only = set(args.only or ("first_content", "cpu_per_chunk", "cpu_per_reader_publish",
+                             "load", "memory"))
     if args.src:
         SOURCE.append(str(Path(args.src).resolve()))
     quick = args.quick
@@ -381,18 +385,23 @@ def main() -> None:
         home = tmp / "home"
         server = serve_openai(home, endpoint)
         try:
-            with contextlib.ExitStack():
+            if "first_content" in only:
                 result["first_content"] = first_content(home, workspace, endpoint,
                                                         5 if quick else 40)
+            if "cpu_per_chunk" in only:
                 result["cpu_per_chunk"] = cpu_per_chunk(server, home, workspace, endpoint,
                                                         500 if quick else 5_000,
                                                         1 if quick else 3)
+            if "cpu_per_reader_publish" in only:
                 result["cpu_per_reader_publish"] = cpu_per_reader_publish(
                     server, home, workspace, endpoint, 1 if quick else 3)
+            if "load" in only:
                 result["load"] = load(server, home, workspace, tmp, endpoint,
                                       2 if quick else 5, 50 if quick else 200)
+            if "memory" in only:
                 result["memory"] = memory(server, home, workspace, endpoint,
                                           64 * 1024 if quick else 256 * 1024)
+            result["serve_pid"] = server.proc.pid
         finally:
             server.stop()
             endpoint.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from clankie.clientcore import ApiError
 from tests.e2e.served import Served, finished
 from tests.polling import eventually
 
@@ -130,5 +132,43 @@ def test_d9_a_sigterm_mid_reply_checkpoints_at_once(tmp_path: Path):
         kept = eventually(lambda: messages(served, c), "the interrupted reply")
         assert kept[0]["partial"] == "interrupted"
         assert kept[0]["text"].startswith(seen["text"])
+    finally:
+        served.stop()
+
+
+def test_d4_t6_a_live_reader_revoked_while_it_waits_gets_nothing_more(tmp_path: Path):
+    """A waiting live long-poll woken by a publish is answered from memory (no thread, no
+    transaction), its credential checked in memory as the edge checks it: revoked while it
+    waited, the publish that wakes it gets `unauthenticated`, never the reply."""
+    script = {"turns": [[{"say": "slow " * 40, "pace_ms": 1_000}]]}
+    served = Served.start(tmp_path / "home", script=script, env=ENV)
+    try:
+        c = conversation(served)
+        with served.client() as owner:
+            reader = owner.call("credential_issue", {"kind": "operator", "name": "reader"})
+            owner.call("conversation_send", {"conversation_id": c, "text": "go"})
+            with served.client(reader["token"]) as client:
+                at: dict[str, Any] = {"reply_id": None, "offset": 0}
+                page = eventually(lambda: client.call("events_tail", {
+                    "conversation_id": c, "after": 0, "limit": 500, "wait_ms": 5_000,
+                    "live": at}), "a live reply", until=lambda p: p["live"] is not None
+                    and p["live"]["length"] > 0)
+                live = page["live"]
+                waiting = {"conversation_id": c, "after": page["next_after"], "limit": 500,
+                           "wait_ms": 10_000,
+                           "live": {"reply_id": live["reply_id"], "offset": live["length"]}}
+                result: list[Any] = []
+
+                def wait() -> None:
+                    try:
+                        result.append(client.call("events_tail", waiting))
+                    except ApiError as exc:
+                        result.append(exc)
+
+                thread = threading.Thread(target=wait)
+                thread.start()
+                owner.call("credential_revoke", {"credential_id": reader["credential_id"]})
+                thread.join(15)
+        assert isinstance(result[0], ApiError) and result[0].code == "unauthenticated"
     finally:
         served.stop()

@@ -154,6 +154,9 @@ def create_app(service: Service) -> FastAPI:
             limiter = tail_read_limiter if tail.waits else ops_limiter
             while True:
                 woken.clear()
+                quick = tail.read_quickly()  # a live reply published: from memory (D4)
+                if quick is not None:
+                    return quick.model_dump_json().encode()
                 page = await in_thread(request, token, limiter, tail.read)
                 if page is not None:
                     return page

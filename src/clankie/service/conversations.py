@@ -177,6 +177,7 @@ class Conversations:
                 self.ctx.conversation(c.tx, r.conversation_id, c.principal.owner_id)
                 page = c.tx.events_after(r.conversation_id, r.after, r.limit)
             next_after = page.events[-1]["seq"] if page.events else r.after
+            oldest[0] = page.trimmed_through + 1
             out = dto.EventsOut(
                 events=page.events, next_after=next_after,
                 oldest_seq=page.trimmed_through + 1,
@@ -187,8 +188,22 @@ class Conversations:
                 and (live.reply_id != r.live.reply_id or live.length > r.live.offset))
             return c.principal.credential_id, out, ready
 
+        def quick() -> dto.EventsOut | None:
+            """Woken by a publish alone, after a read that found no events: the same page
+            with the live reply, its caller checked in memory as at the edge (a credential
+            written since falls back to a whole read, which says why)."""
+            if r.live is None or caller.token is None or not self.ctx.tokens.known(
+                    caller.token):
+                return None
+            live = self.ctx.live.read(r.conversation_id, r.live)
+            if live is None:
+                return None  # settled: its commit's events are for a whole read
+            return dto.EventsOut(events=[], next_after=r.after, oldest_seq=oldest[0],
+                                 trimmed=False, live=live)
+
+        oldest = [1]
         return Poll(self.ctx.long_polls, r.conversation_id, r.wait_ms / 1000, read, wake,
-                    live=r.live is not None)
+                    live=r.live is not None, quick=quick)
 
     @serves(dto.RUN_GET)
     def run_get(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:

@@ -151,9 +151,12 @@ class Poll:
     `close()` (or the `with` block's end) gives its slot back, however it ended."""
 
     def __init__(self, polls: LongPolls, conversation_id: str, wait_s: float, read: Read,
-                 wake: Wake, live: bool = False) -> None:
+                 wake: Wake, live: bool = False,
+                 quick: Callable[[], BaseModel | None] | None = None) -> None:
         self.waits = wait_s > 0
         self._live = live
+        self._quick = quick
+        self._waited: int | None = None  # the generation its last read found nothing new in
         self._began: int | None = polls.publishes(conversation_id) if live else None
         self._polls = polls
         self._conversation_id = conversation_id
@@ -188,7 +191,18 @@ class Poll:
             self._slot = credential_id
             self._watch = self._polls.watch(self._conversation_id, since, self._wake,
                                             published)
+        self._waited = since
         return None
+
+    def read_quickly(self) -> BaseModel | None:
+        """A live long-poll woken by a publish alone (no commit added events since its last
+        read found none): the result made from memory, without a thread or a transaction
+        (`quick`), or None when a whole `read` is needed."""
+        if self._quick is None or self._waited is None or self._polls.stopping or (
+                self._polls.generation(self._conversation_id) != self._waited
+                or self._polls.publishes(self._conversation_id) == self._began):
+            return None
+        return self._quick()
 
     def close(self) -> None:
         if self._watch is not None:
