@@ -385,6 +385,7 @@ def main() -> None:
         home = tmp / "home"
         server = serve_openai(home, endpoint)
         try:
+            service_cpu(server, home, workspace, endpoint, 1)  # the SDK's import, first
             if "first_content" in only:
                 result["first_content"] = first_content(home, workspace, endpoint,
                                                         5 if quick else 40)
