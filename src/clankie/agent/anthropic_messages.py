@@ -159,13 +159,11 @@ def read_events(events: Any, live: Live) -> list[Text | ToolCall]:
                            len(data))
             found = blocks.get(index) if isinstance(index, int) else None
             if found is None:
-                raise _bad(f"a delta for a content block that never started", position,
+                raise _bad("a delta for a content block that never started", position,
                            len(data))
             _delta(found, delta, live, position, len(data))
-        elif kind == "content_block_stop":
-            if payload.get("index") not in blocks:
-                raise _bad("the stop of a content block that never started", position,
-                           len(data))
+        elif kind == "content_block_stop" and payload.get("index") not in blocks:
+            raise _bad("the stop of a content block that never started", position, len(data))
         # message_start, message_delta and types not known here are skipped (D12)
     if not ended:
         raise retry.Dropped("the stream ended without message_stop")

@@ -319,8 +319,8 @@ class _Call:
         seconds = state.upcoming_sleep
         self.waited += seconds
         shown = self.waits.live.published()
-        withdrawn = (f" after {shown:,} {'character; it is' if shown == 1 else 'characters; they are'}"
-                     " withdrawn" if shown > 0 else "")
+        said = "character; it is" if shown == 1 else "characters; they are"
+        withdrawn = f" after {shown:,} {said} withdrawn" if shown > 0 else ""
         summary = (f"{self.sdk.name}: {self.failures[-1].what}{withdrawn}; try "
                    f"{state.attempt_number + 1} of {self.policy.retries + 1} in "
                    f"{_secs(seconds)} s")
