@@ -51,6 +51,10 @@ class Reply:
     events: list[bytes | float] | None = None
     ending: str = "end"  # after `events`: "end", "drop" (mid-body) or "stall" (pings only)
     content_type: str = "text/event-stream"  # of a streamed reply
+    # A 4xx/501 to a streaming request refuses the request itself, so the same request made
+    # again whole (SPEC D18's `auto`) gets it again, taking nothing from the plan; unless
+    # it refuses only streaming (`stream_refused`): then the whole request takes the next.
+    streams_only: bool = False
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Endpoint:
     key: str | None = None  # when set, a request must carry it
     models_answer: Reply | None = None  # in place of the models list, when set
     listed: list[dict[str, Any]] = field(default_factory=list)
+    refused: dict[str, Reply] = field(default_factory=dict)  # a refusal, for its whole retry
 
     def wait_for_requests(self, count: int, timeout: float = 20) -> None:
         with self.arrived:
@@ -126,6 +131,20 @@ def error_reply(status: int, message: str = "boom", headers: dict[str, str] | No
                 ) -> Reply:
     return Reply(status=status, body={"error": {"message": message, "type": "server_error"},
                                       "type": "error"}, headers=headers or {})
+
+
+REFUSING = frozenset({400, 404, 405, 415, 422, 501})  # SPEC D18
+
+
+def stream_refused(status: int = 400, message: str = "stream is not supported") -> Reply:
+    """A refusal of `"stream": true` only: the same request whole is answered by the plan."""
+    reply = error_reply(status, message)
+    reply.streams_only = True
+    return reply
+
+
+def _unstreamed(body: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in body.items() if k != "stream"}, sort_keys=True)
 
 
 def dropped() -> Reply:
@@ -357,9 +376,14 @@ def model_endpoint(check: Callable[[str, dict[str, Any]], Reply | None] | None =
                 if refusal is not None:
                     endpoint.rejected.append((request, refusal.body))
                     reply = refusal
+                elif body.get("stream") is not True and _unstreamed(body) in endpoint.refused:
+                    reply = endpoint.refused.pop(_unstreamed(body))
                 else:
                     reply = endpoint.plan.pop(0) if endpoint.plan else error_reply(500,
                                                                                    "no plan")
+                    if body.get("stream") is True and reply.status in REFUSING and \
+                            not reply.streams_only:
+                        endpoint.refused[_unstreamed(body)] = reply
                 endpoint.arrived.notify_all()
             if reply.hold is not None and not self._held(reply.hold):
                 return
