@@ -32,6 +32,7 @@ call is a `ModelError` whose text a person can act on.
 from __future__ import annotations
 
 import email.utils
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from .sdk import public_url
 from .transcript import ModelError, Waits, short_error, utc_now
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 TRANSIENT_STATUS = frozenset({408, 409, 429})  # and every 5xx
 STATUS_WORDS = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found",
@@ -287,6 +289,8 @@ class _Call:
             return False
         self.last = exc
         self.failures.append(classify(exc, self.sdk, self.policy, self.waits.clock))
+        if stop.cause(exc, stop.StreamTimeout) is not None:  # D14: a stall by its seconds
+            log.info("%s: %s", self.sdk.name, self.failures[-1].what)
         return self.failures[-1].transient
 
     def __post_init__(self) -> None:

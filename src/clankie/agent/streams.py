@@ -114,9 +114,9 @@ def model_call(sdk: retry.Sdk, policy: retry.Policy, waits: Waits, streams: Stre
             return retry.call(sdk, policy, waits, streamed, streamed=True)
         except retry.StreamRefused as refused:
             if policy.stream == "on":
-                raise ModelError(f"{sdk.name}: {refused.what}; the endpoint does not stream "
-                                 "and model_stream is \"on\": set model_stream = \"auto\" or "
-                                 "\"off\"") from None
+                raise ModelError(f"{sdk.name}: {refused.what}; the call streamed, as "
+                                 "model_stream = \"on\" says (\"auto\" would make it once more "
+                                 "without streaming, \"off\" never streams)") from None
             blocks = read(retry.call(sdk, policy, waits, whole))
             streams.refuse(sdk.name, refused.what)
     else:
