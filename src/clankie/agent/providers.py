@@ -90,7 +90,8 @@ def _sdk_model(settings: Settings) -> Model:
     from .retry import Policy
 
     policy = Policy(retries=settings.model_retries, total_wait=settings.model_retry_wait,
-                    timeout=settings.model_timeout)
+                    timeout=settings.model_timeout, stall_timeout=settings.model_stall_timeout,
+                    stream_limit=settings.model_stream_limit, stream=settings.model_stream)
     if settings.model == "openai":
         from .openai_chat import OpenAIChatModel
 

@@ -7,6 +7,13 @@ and a call that got no reply within `model_timeout`. Anything else (400, 401, 40
 and other 4xx, a reply that cannot be read, the endpoint-not-yours refusal of T4) fails
 at once: trying again would only fail again.
 
+A streamed call (SPEC section 14) fails in its own ways too, said here as failures:
+`Dropped` (it ended without its end marker: transient), `ErrorEvent` (an `error` inside
+an HTTP 200, transient by its own type, D12), `Malformed` (a bad chunk: at once, by kind
+and place, never quoting it), D11's `StreamTimeout`s (the first content and every silence
+transient, `model_stream_limit` not), and `StreamRefused` (the endpoint does not stream,
+D18), which is no failure of the call: it passes through `call` as it is.
+
 Between tries it waits what the endpoint asked (`retry-after-ms`, or `Retry-After` in
 seconds or as an HTTP date), else an exponential backoff with jitter; at most
 `model_retries` retries and `model_retry_wait` seconds of waiting in all. A wait that
@@ -14,15 +21,18 @@ would pass that bound is not started: the call gives up at once and says why. Th
 machinery is tenacity's; this module only says what to retry, how long to wait, and
 when to stop.
 
-Each wait is first reported through `Waits.on_wait(summary, retry_at)` (the executor
-appends a `run_activity` event), then slept through `Waits.sleep(seconds)`: a sleep that
-raises (a stopped run) passes through untouched, and no further try is made. Every
-failure that ends the call is a `ModelError` whose text a person can act on.
+Each try starts with `Waits.live.begin()` (a new live reply, D2). Each wait is first
+reported through `Waits.on_wait(summary, retry_at)` (the executor appends a `run_activity`
+event), saying, when the failed try had published text, that so many characters are
+withdrawn (D8); then slept through `Waits.sleep(seconds)`: a sleep that raises (a stopped
+run) passes through untouched, and no further try is made. Every failure that ends the
+call is a `ModelError` whose text a person can act on.
 """
 
 from __future__ import annotations
 
 import email.utils
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +47,7 @@ from .sdk import public_url
 from .transcript import ModelError, Waits, short_error, utc_now
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 TRANSIENT_STATUS = frozenset({408, 409, 429})  # and every 5xx
 STATUS_WORDS = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found",
@@ -50,7 +61,9 @@ SAID_CHARS = 200  # of the endpoint's own message, in a run's error
 @dataclass(frozen=True, slots=True)
 class Policy:
     """The bounds (settings `model_retries`, `model_retry_wait`, `model_timeout`) and the
-    backoff: `initial` * 2^(try-1) seconds, at most `max_backoff`, plus up to `jitter`."""
+    backoff: `initial` * 2^(try-1) seconds, at most `max_backoff`, plus up to `jitter`;
+    and how calls stream (D11, D18: `model_stall_timeout`, `model_stream_limit`,
+    `model_stream`)."""
 
     retries: int = 4
     total_wait: float = 90.0
@@ -58,6 +71,42 @@ class Policy:
     initial: float = 1.0
     max_backoff: float = 30.0
     jitter: float = 1.0
+    stall_timeout: float = 60.0
+    stream_limit: float = 1_200.0
+    stream: str = "auto"  # "auto", "on" or "off"
+
+
+class StreamRefused(Exception):
+    """The endpoint refused a streamed call before any content (`what`, in R6's words), or
+    answered it with a body that is not an event stream (D18)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+class Dropped(Exception):
+    """A stream ended without its end marker (D12): a dropped connection."""
+
+
+class Malformed(Exception):
+    """A stream that is not what its API documents (D12): said by kind and by the chunk's
+    number (from 1), never by its content."""
+
+    def __init__(self, kind: str, position: int) -> None:
+        super().__init__(f"{kind} (chunk {position} of the stream)")
+        self.kind, self.position = kind, position
+
+
+ERROR_TYPES = {"overloaded_error": 529, "api_error": 500, "rate_limit_error": 429}
+
+
+class ErrorEvent(Exception):
+    """An `error` event or chunk inside an HTTP 200 (D12), with its own `type`."""
+
+    def __init__(self, kind: str, position: int) -> None:
+        super().__init__(kind)
+        self.kind, self.position = kind, position
 
 
 DEFAULT_POLICY = Policy()
@@ -95,6 +144,9 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
     too_large = stop.too_large(exc)
     if too_large is not None:
         return Failure(f"unusable reply: {too_large}", transient=False)
+    streamed = _stream_failure(exc, policy)
+    if streamed is not None:
+        return streamed
     errors = sdk.module
     if isinstance(exc, errors.APITimeoutError):
         return Failure(f"no reply within {_secs(policy.timeout)} s (model_timeout)", True)
@@ -122,6 +174,34 @@ def classify(exc: BaseException, sdk: Sdk, policy: Policy,
     if isinstance(exc, errors.APIError):
         return Failure(f"unusable reply: {short_error(exc)[:SAID_CHARS]}", False)
     return Failure(f"unusable reply: {type(exc).__name__}", False)
+
+
+def _stream_failure(exc: BaseException, policy: Policy) -> Failure | None:
+    """A failure only a streamed call has, in words (see the module's docstring)."""
+    timeout = stop.cause(exc, stop.StreamTimeout)
+    if timeout is not None:
+        if timeout.kind == "limit":
+            return Failure(f"the streamed reply did not end within {_secs(timeout.seconds)} s "
+                           "(model_stream_limit)", False)
+        if timeout.kind == "stall":
+            return Failure(f"the model sent nothing for {_secs(timeout.seconds)} s "
+                           "(model_stall_timeout)", True)
+        return Failure(f"no reply within {_secs(timeout.seconds)} s (model_timeout)", True)
+    if isinstance(exc, Dropped) or (isinstance(exc, httpx2.TransportError)
+                                     and not isinstance(exc, httpx2.TimeoutException)):
+        return Failure("the connection dropped", True)
+    if isinstance(exc, httpx2.TimeoutException):
+        return Failure(f"no reply within {_secs(policy.timeout)} s (model_timeout)", True)
+    if isinstance(exc, Malformed):
+        return Failure(f"unusable reply: {exc}", False)
+    if isinstance(exc, ErrorEvent):
+        status = ERROR_TYPES.get(exc.kind)
+        kind = "".join(c for c in exc.kind if c.isprintable())[:40]
+        if status is None:
+            return Failure(f"the model endpoint sent an error in its stream ({kind}, chunk "
+                           f"{exc.position})", False)
+        return Failure(f"{status} {STATUS_WORDS[status]} (an {kind} in the stream)", True)
+    return None
 
 
 def _redirected_to(exc: Any) -> str:
@@ -209,6 +289,8 @@ class _Call:
             return False
         self.last = exc
         self.failures.append(classify(exc, self.sdk, self.policy, self.waits.clock))
+        if stop.cause(exc, stop.StreamTimeout) is not None:  # D14: a stall by its seconds
+            log.info("%s: %s", self.sdk.name, self.failures[-1].what)
         return self.failures[-1].transient
 
     def __post_init__(self) -> None:
@@ -240,7 +322,10 @@ class _Call:
     def before_sleep(self, state: tenacity.RetryCallState) -> None:
         seconds = state.upcoming_sleep
         self.waited += seconds
-        summary = (f"{self.sdk.name}: {self.failures[-1].what}; try "
+        shown = self.waits.live.published()
+        said = "character; it is" if shown == 1 else "characters; they are"
+        withdrawn = f" after {shown:,} {said} withdrawn" if shown > 0 else ""
+        summary = (f"{self.sdk.name}: {self.failures[-1].what}{withdrawn}; try "
                    f"{state.attempt_number + 1} of {self.policy.retries + 1} in "
                    f"{_secs(seconds)} s")
         self.waits.on_wait(summary[:200], self.waits.clock() + timedelta(seconds=seconds))
@@ -254,20 +339,29 @@ class _Call:
                           f"waiting{self.why}")
 
 
-def call(sdk: Sdk, policy: Policy, waits: Waits, attempt: Callable[[], T]) -> T:
+def call(sdk: Sdk, policy: Policy, waits: Waits, attempt: Callable[[], T],
+         streamed: bool = False) -> T:
     """`attempt()`'s result, tried again on transient failures within the policy's bounds;
-    else a `ModelError` saying what failed, how often and for how long. An exception
-    raised by `waits.sleep` or `waits.on_wait` passes through as it is."""
+    else a `ModelError` saying what failed, how often and for how long. Each try begins a
+    live reply (`waits.live.begin()`) and is bounded: in all by `model_timeout`, or, when
+    `streamed`, as D11 says (`stop.streamed`). An exception raised by `waits.sleep` or
+    `waits.on_wait`, and a `StreamRefused`, pass through as they are."""
     state = _Call(sdk, policy, waits)
     retrying = tenacity.Retrying(retry=state.retry, wait=state.wait, stop=state.stop,
                                  before_sleep=state.before_sleep, sleep=waits.sleep,
                                  reraise=True)
     def bounded() -> T:
+        waits.live.begin()
+        if streamed:
+            with stop.streamed(policy.timeout, policy.stall_timeout, policy.stream_limit):
+                return attempt()
         with stop.bounded(policy.timeout):  # the whole call, not each read (R6)
             return attempt()
 
     try:
         return retrying(bounded)
+    except StreamRefused:
+        raise
     except Exception as exc:
         if exc is not state.last or not state.failures:
             raise

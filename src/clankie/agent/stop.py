@@ -15,6 +15,11 @@ this module only makes the worker that executes the run give up at once:
   variable set by the executor on the run's worker thread) for as long as a connect, a
   read or a write blocks.
 
+It also bounds one model call in time and bytes, through the same backend: `bounded`, a
+call that does not stream, in all (R6's `model_timeout`); `streamed`, a call that streams
+(D11): the wait for its first content, every silence after it (`content` says that content
+came), and the whole call, each failing its read with a `StreamTimeout` saying which.
+
 Outside a run (doctor's probe, say) the current scope is one that nobody stops.
 """
 
@@ -39,7 +44,8 @@ except ImportError:  # pragma: no cover - only another httpcore2 layout
 E = TypeVar("E", bound=BaseException)
 
 __all__ = ["MAX_REPLY_BYTES", "ReplyTooLarge", "StopScope", "StoppableBackend", "Stopped",
-           "bounded", "cause", "current", "too_large", "wait", "within"]
+           "StreamTimeout", "bounded", "cause", "content", "current", "streamed", "too_large",
+           "wait", "within"]
 
 MAX_REPLY_BYTES = 16 * 1024 * 1024  # of one model call's reply, headers included
 
@@ -123,6 +129,44 @@ class _Bounds:
             raise ReplyTooLarge(f"larger than {self.max_bytes // 2**20} MiB")
 
 
+class StreamTimeout(httpcore2.ReadTimeout):
+    """A streamed call's read ran out of time (D11): `kind` is `first` (no content within
+    `model_timeout` of the request), `stall` (none for `model_stall_timeout` after the
+    last) or `limit` (the whole call past `model_stream_limit`), after `seconds`."""
+
+    def __init__(self, kind: str, seconds: float) -> None:
+        super().__init__(f"{kind}: {seconds:g} s")
+        self.kind, self.seconds = kind, seconds
+
+
+class _StreamBounds(_Bounds):
+    """One streamed call's bounds (D11): the next content is due by `due` (the first
+    within `first` seconds of the request, each later one within `stall` of the one
+    before), and the whole call ends within `limit`. Pings, comments and keep-alives are
+    read, but only `content()` moves `due`."""
+
+    def __init__(self, first: float, stall: float, limit: float, max_bytes: int) -> None:
+        super().__init__(limit, max_bytes)
+        self.first, self.stall = first, stall
+        self.due = time.monotonic() + first
+        self.kind = "first"
+
+    def content(self) -> None:
+        self.due = time.monotonic() + self.stall
+        self.kind = "stall"
+
+    def expired(self) -> StreamTimeout:
+        if self.deadline <= self.due:
+            return StreamTimeout("limit", self.timeout)
+        return StreamTimeout(self.kind, self.first if self.kind == "first" else self.stall)
+
+    def timeout_for(self, timeout: float | None, error: type[Exception]) -> float:
+        left = min(self.deadline, self.due) - time.monotonic()
+        if left <= 0:
+            raise self.expired()
+        return left if timeout is None else min(timeout, left)
+
+
 _bounds: ContextVar[_Bounds | None] = ContextVar("clankie_model_call_bounds", default=None)
 
 
@@ -136,6 +180,29 @@ def bounded(timeout: float, max_bytes: int = MAX_REPLY_BYTES) -> Iterator[None]:
         yield
     finally:
         _bounds.reset(token)
+
+
+@contextmanager
+def streamed(first: float, stall: float, limit: float,
+             max_bytes: int = MAX_REPLY_BYTES) -> Iterator[None]:
+    """Make the body's streamed model call (through `StoppableBackend`) get its first
+    content within `first` seconds, each later one within `stall` seconds of the one
+    before (`content()` says one came), end within `limit` seconds in all, and fail once
+    its reply passes `max_bytes` (SPEC D11, D12). A read cut short by these fails with a
+    `StreamTimeout`."""
+    token = _bounds.set(_StreamBounds(first, stall, limit, max_bytes))
+    try:
+        yield
+    finally:
+        _bounds.reset(token)
+
+
+def content() -> None:
+    """Content of the current streamed call came (D11): the next is due within the
+    stall timeout. Nothing outside a streamed call."""
+    bounds = _bounds.get()
+    if isinstance(bounds, _StreamBounds):
+        bounds.content()
 
 
 def cause(exc: BaseException, kind: type[E]) -> E | None:
@@ -206,9 +273,15 @@ class _StoppableStream(httpcore2.NetworkStream):
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         timeout = _timeout(timeout, httpcore2.ReadTimeout)
-        with self._guard(httpcore2.ReadError):
-            data = self._inner.read(max_bytes, timeout)
         bounds = _bounds.get()
+        try:
+            with self._guard(httpcore2.ReadError):
+                data = self._inner.read(max_bytes, timeout)
+        except httpcore2.ReadTimeout:
+            if isinstance(bounds, _StreamBounds) and \
+                    min(bounds.deadline, bounds.due) <= time.monotonic() + 0.01:
+                raise bounds.expired() from None
+            raise
         if bounds is not None:
             bounds.count(data)
         return data
