@@ -177,7 +177,7 @@ class Tools:
             call.arguments[:16_384], result, datetime.now(UTC))))
         return result
 
-    def say(self, text: str) -> None:
+    def say(self, reply_id: str | None, text: str) -> None:
         self.said.append(text)
 
 

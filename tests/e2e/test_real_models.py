@@ -61,7 +61,7 @@ def test_service_info_reports_the_model_the_service_runs_with_never_the_key(
                              "model": "fake-gpt" if provider == "openai" else "fake-claude",
                              "endpoint_host": endpoint.url.removeprefix("http://"),
                              "endpoint_digest": hashlib.sha256(url.encode()).hexdigest()[:12],
-                             "key_set": True}
+                             "key_set": True, "streaming": None}
     assert info["settings"]["model"] == provider  # --model, as the service runs with it
     assert info["version"] and info["started_at"].endswith("Z")
 

@@ -177,7 +177,8 @@ def test_issue19_tool_summary_says_a_result_in_words_and_tool_result_stays_json(
     ]])
     try:
         assert s.run()["status"] == "succeeded"
-        listed, raw, read, secret, found, asked = s.said()
+        both, read, secret, found, asked = s.said()
+        listed, raw = both.split("\n\n", 1)  # one model call, one message (D2)
         assert listed == ".env (denied), app.py, pyproject.toml (3 entries)"
         assert [e["path"] for e in json.loads(raw)["entries"]] == [
             ".env", "app.py", "pyproject.toml"]

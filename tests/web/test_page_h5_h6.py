@@ -118,7 +118,7 @@ def test_h5_above_the_question_what_led_to_it_then_clankies_reply_after_the_answ
     run = world.running_turn(c, "please tidy the config\nand the tests")
     world.service.runs.record_tool_call(run, CallRecord(1, "call-1", "read_file", "{}"),
                                    Outcome({}, "ok", None, "read config.toml lines 1-20"))
-    world.service.runs.post_replies(run, ["I read <b>config.toml</b>."])
+    world.service.runs.post_replies(run, [(None, "I read <b>config.toml</b>.")])
     assert world.service.runs.ask_question(run, CHOICE).status == "pending"
     world.service.runs.finish_run(run, RunStatus.SUCCEEDED)
     with page_client(world) as client:
@@ -138,7 +138,7 @@ def test_h5_above_the_question_what_led_to_it_then_clankies_reply_after_the_answ
         assert answered.json()["outcome"] == "accepted"
         continuation = world.service.runs.claim_next_run(c)
         assert continuation is not None
-        world.service.runs.post_replies(continuation.run_id, ["Done: pytest it is."])
+        world.service.runs.post_replies(continuation.run_id, [(None, "Done: pytest it is.")])
         world.service.runs.finish_run(continuation.run_id, RunStatus.SUCCEEDED)
         after = client.get(f"/view?c={c}&r={snap['pending']['request_id']}").text
     assert "has ended" in after
