@@ -30,6 +30,7 @@ Send = Callable[[Publish], None]
 KNOWN_TOOLS = frozenset(spec.name for spec in TOOL_SPECS)
 QUIET_S = 10.0
 SEPARATOR = "\n\n"  # between a reply's text blocks (D2)
+PENDING_JOINED = 64  # pieces not yet published are joined into one string at this many
 
 
 class Shown:
@@ -76,6 +77,8 @@ class Shown:
                 self._pending.append(SEPARATOR)
             self._block, self._has_text = block, True
             self._pending.append(piece)
+            if len(self._pending) >= PENDING_JOINED:  # many small pieces cost more than
+                self._pending = ["".join(self._pending)]  # their text (D3, D21)
             first = self._content()
         self._publisher.due(self, at_once=first)
 
