@@ -206,3 +206,26 @@ def test_t3_issue31_every_clankie_variable_the_code_reads_is_known():
              for m in re.findall(r"(?<![_A-Z])CLANKIE_[A-Z][A-Z_]*[A-Z]", f.read_text())}
     assert named, "no CLANKIE_ names found"
     assert unknown_variables(dict.fromkeys(named, "x")) == []
+
+
+D19 = {"model_stream": ("auto", ["auto", "on", "off"], ["yes", "true", ""]),
+       "stream_interval": (0.1, ["0.02", "1"], ["0.01", "1.5", "nan"]),
+       "model_stall_timeout": (60, ["5", "600"], ["4", "601", "inf"]),
+       "model_stream_limit": (1_200, ["60", "7200"], ["59", "7201", "-1"]),
+       "stream_checkpoint": (2, ["0.5", "60"], ["0.4", "61", "1e9"])}
+
+
+@pytest.mark.parametrize("name", sorted(D19))
+def test_d19_streaming_settings_have_their_defaults_and_bounds_and_are_listed(
+        tmp_path: Path, name: str):
+    """D19: each setting of replies that stream, its default, its bounds at both ends (and
+    a value past each refused naming it), listed by `serve --help-settings`."""
+    default, allowed, refused = D19[name]
+    assert getattr(Settings(), name) == default
+    for value in allowed:
+        got = getattr(load_settings(tmp_path, {f"CLANKIE_{name.upper()}": value}), name)
+        assert str(got) == value or float(got) == float(value)
+    for value in refused:
+        with pytest.raises(SettingsError, match=name):
+            load_settings(tmp_path, {f"CLANKIE_{name.upper()}": value})
+    assert any(line.startswith(name + " ") for line in settings_table().splitlines())
