@@ -90,3 +90,132 @@ def test_d2_attempt_is_the_try_number_of_its_call_not_the_count_of_calls_in_the_
         live = live_of(client, c, at_least=20)
         assert live["reply_id"] != first[0]["message_id"]
         assert live["attempt"] == 1, live
+
+
+# ------------------------------------------------------------------ D4: bad `live` inputs
+
+
+def bad_lives() -> list[Any]:
+    """`live` inputs D4 refuses: hand-picked, then generated (a fixed seed)."""
+    import random
+
+    good = str(uuid.uuid4())
+    picked: list[Any] = [
+        {}, {"reply_id": None}, {"offset": 0}, {"reply_id": good},
+        {"reply_id": None, "offset": 0, "extra": 1}, {"reply_id": None, "offset": -1},
+        {"reply_id": None, "offset": 16_777_217}, {"reply_id": None, "offset": 2**63},
+        {"reply_id": None, "offset": 1.5}, {"reply_id": None, "offset": "5"},
+        {"reply_id": None, "offset": True}, {"reply_id": None, "offset": None},
+        {"reply_id": "not-a-uuid", "offset": 0}, {"reply_id": good.upper(), "offset": 0},
+        {"reply_id": good.replace("-", ""), "offset": 0},
+        {"reply_id": "{" + good + "}", "offset": 0}, {"reply_id": f"urn:uuid:{good}", "offset": 0},
+        {"reply_id": 5, "offset": 0}, {"reply_id": [], "offset": 0}, {"reply_id": {}, "offset": 0},
+        {"reply_id": good + "\n", "offset": 0}, {"reply_id": "\x00" * 36, "offset": 0},
+        [], "live", 0, True, [None, 0],
+    ]
+    rng = random.Random(40)
+    values: list[Any] = [None, -1, 0, 1, 2**24 + 1, 2**70, -2**70, 0.0, "", "0", good, [], {},
+                         False, "x" * 1000, 1e300]
+    generated: list[Any] = []
+    while len(generated) < 150:
+        keys = rng.sample(["reply_id", "offset", "Offset", "reply_ID", "length", "reply_id "],
+                          rng.randint(0, 3))
+        live = {k: rng.choice(values) for k in keys}
+        if set(live) == {"reply_id", "offset"} and (
+                live["reply_id"] is None or live["reply_id"] == good) and \
+                type(live["offset"]) is int and 0 <= live["offset"] <= 16_777_216:
+            continue  # a good one
+        generated.append(live)
+    return picked + generated
+
+
+def test_d4_a_malformed_live_input_is_invalid_request_and_changes_nothing(scripted: Served):
+    """D4: `live` with a field missing or extra, an offset out of 0..16,777,216 or not an
+    integer, a reply_id that is not a UUID: `invalid_request`, and nothing moves."""
+    c = conversation(scripted)
+    with scripted.client() as client:
+        client.call("conversation_send", {"conversation_id": c, "text": "go"})
+        before = live_of(client, c, at_least=20)
+        snapshot = client.call("input_get", {"conversation_id": c})
+        events = tail(client, c)["events"]
+        accepted = []
+        for live in bad_lives():
+            try:
+                got = client.call("events_tail", {"conversation_id": c, "after": 0,
+                                                  "limit": 5, "wait_ms": 0, "live": live})
+            except ApiError as exc:
+                if exc.code != "invalid_request":
+                    accepted.append((live, exc.code))
+            else:
+                accepted.append((live, got.get("live")))
+        assert accepted == []
+        assert client.call("input_get", {"conversation_id": c})["revision"] == \
+            snapshot["revision"]
+        after = live_of(client, c, at_least=len(before["text"]) + 1)
+        assert after["reply_id"] == before["reply_id"]
+        assert after["text"].startswith(before["text"])
+        assert [e for e in tail(client, c)["events"] if e["seq"] <= events[-1]["seq"]] == events
+
+
+def test_d4_a_reader_never_gets_another_conversations_live_reply(scripted: Served):
+    """D4, S4: a reader of conversation B that names A's reply (its ID and an offset) gets
+    B's live reply (none), never A's text; nor does an agent's credential reading A."""
+    a, b = conversation(scripted), conversation(scripted)
+    with scripted.client() as client:
+        client.call("conversation_send", {"conversation_id": a, "text": "go"})
+        seen = live_of(client, a, at_least=30)
+        page = tail(client, b, after=0, wait_ms=300,
+                    live={"reply_id": seen["reply_id"], "offset": 5})
+        assert page["live"] is None
+        page = tail(client, b, after=0, wait_ms=0, live={"reply_id": None, "offset": 0})
+        assert page["live"] is None
+        agent = client.call("credential_issue", {"kind": "agent", "name": "intruder"})
+    with scripted.client(agent["token"]) as intruder:
+        for live in ({"reply_id": None, "offset": 0},
+                     {"reply_id": seen["reply_id"], "offset": 0}):
+            with pytest.raises(ApiError) as refused:
+                tail(intruder, a, after=0, wait_ms=500, live=live)
+            assert "word" not in str(refused.value.detail)
+
+
+def test_d3_a_tail_without_live_is_never_woken_by_a_publish(scripted: Served):
+    """D3: a reply being written wakes no long-poll that did not ask for `live`: such a
+    tail waits out its `wait_ms` with no events, and has no `live` field."""
+    c = conversation(scripted)
+    with scripted.client() as client:
+        client.call("conversation_send", {"conversation_id": c, "text": "go"})
+        live_of(client, c, at_least=20)
+        after = tail(client, c)["events"][-1]["seq"]
+        began = time.monotonic()
+        page = tail(client, c, after=after, wait_ms=2_000)
+        waited = time.monotonic() - began
+        assert page["events"] == [] and "live" not in page
+        assert waited >= 1.9  # returning early would be the wake-up D3 forbids
+
+
+ASK_THEN_STREAM = {"turns": [[{"ask": {"kind": "text", "prompt": "Name?"}}],
+                             [{"say": WORDS, "pace_ms": 40}]] + [[{"say": WORDS,
+                                                                   "pace_ms": 40}]] * 5}
+
+
+@pytest.mark.parametrize("scripted", [ASK_THEN_STREAM], indirect=True)
+def test_d3_a6_an_answer_bound_while_a_reply_streams_and_checkpoints_stays_current(
+        scripted: Served):
+    """D3, D9: publishes and checkpoints never move the revision, so an answer bound while
+    a reply streams (checkpointed every 0.5 s here) is accepted, not stale."""
+    c = conversation(scripted)
+    with scripted.client() as client:
+        run = client.call("conversation_send", {"conversation_id": c, "text": "ask me"})
+        finished(client, run["run_id"])
+        client.call("conversation_send", {"conversation_id": c, "text": "talk"})
+        first = live_of(client, c, at_least=10)
+        snapshot = client.call("input_get", {"conversation_id": c})
+        assert snapshot["pending"] is not None
+        live_of(client, c, at_least=len(first["text"]) + 80)  # > 1 s more: 2 checkpoints
+        assert client.call("input_get", {"conversation_id": c})["revision"] == \
+            snapshot["revision"]
+        reply = client.call("input_answer", {
+            "conversation_id": c, "request_id": snapshot["pending"]["request_id"],
+            "incarnation": snapshot["incarnation"], "revision": snapshot["revision"],
+            "text": "Ada"})
+        assert reply["receipt"]["outcome"] == "answered", reply
