@@ -219,3 +219,213 @@ def test_d3_a6_an_answer_bound_while_a_reply_streams_and_checkpoints_stays_curre
             "incarnation": snapshot["incarnation"], "revision": snapshot["revision"],
             "text": "Ada"})
         assert reply["receipt"]["outcome"] == "answered", reply
+
+
+# ------------------------------------------------------------------ a hostile endpoint
+
+from dataclasses import dataclass  # noqa: E402
+
+from tests.e2e.test_providers import PROVIDERS, Provider  # noqa: E402
+from tests.fakes import (  # noqa: E402
+    DONE,
+    Endpoint,
+    Reply,
+    model_endpoint,
+    sse,
+)
+
+HOSTILE_ENV = {"CLANKIE_MODEL_TIMEOUT": "5", "CLANKIE_MODEL_RETRIES": "2",
+               "CLANKIE_MODEL_RETRY_WAIT": "20", "CLANKIE_MODEL_STALL_TIMEOUT": "5",
+               "CLANKIE_STREAM_INTERVAL": "0.05", "CLANKIE_STREAM_CHECKPOINT": "0.5"}
+
+
+def oa(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    """One chat-completions chunk."""
+    return sse({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
+                "model": "fake", "choices": [{"index": 0, "delta": delta,
+                                              "finish_reason": finish}]})
+
+
+def oa_text(*pieces: str | float, finish: str | None = "stop", done: bool = True
+            ) -> list[bytes | float]:
+    """A chat-completions stream of these text pieces (a number is a pause)."""
+    events: list[bytes | float] = [oa({"role": "assistant", "content": ""})]
+    events += [p if isinstance(p, float) else oa({"content": p}) for p in pieces]
+    if finish is not None:
+        events.append(oa({}, finish))
+    if done:
+        events.append(DONE)
+    return events
+
+
+def an(kind: str, **fields: Any) -> bytes:
+    return sse({"type": kind, **fields}, kind)
+
+
+def an_start() -> list[bytes | float]:
+    return [an("message_start", message={
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "fake",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1}})]
+
+
+def an_end(reason: str = "end_turn") -> list[bytes | float]:
+    return [an("message_delta", delta={"stop_reason": reason, "stop_sequence": None},
+               usage={"output_tokens": 1}), an("message_stop")]
+
+
+def an_block(index: int) -> bytes:
+    return an("content_block_start", index=index, content_block={"type": "text", "text": ""})
+
+
+def an_delta(index: int, text: str) -> bytes:
+    return an("content_block_delta", index=index, delta={"type": "text_delta", "text": text})
+
+
+def an_text(*pieces: str | float, end: bool = True) -> list[bytes | float]:
+    """A Messages stream of one text block of these pieces (a number is a pause)."""
+    events = [*an_start(), an_block(0)]
+    events += [p if isinstance(p, float) else an_delta(0, p) for p in pieces]
+    if end:
+        events += [an("content_block_stop", index=0), *an_end()]
+    return events
+
+
+def text_stream(provider: str, *pieces: str | float, end: bool = True) -> list[bytes | float]:
+    if provider == "anthropic":
+        return an_text(*pieces, end=end)
+    return oa_text(*pieces, finish="stop" if end else None, done=end)
+
+
+@dataclass
+class Hostile:
+    provider: Provider
+    endpoint: Endpoint
+    served: Served
+    workspace: Path
+
+    @property
+    def name(self) -> str:
+        return self.provider.name
+
+    def conversation(self) -> str:
+        with self.served.client() as client:
+            return str(client.call("conversation_create", {
+                "kind": "owner", "workspace": str(self.workspace)})["conversation_id"])
+
+    def send(self, c: str, text: str = "go") -> str:
+        with self.served.client() as client:
+            return str(client.call("conversation_send", {"conversation_id": c,
+                                                         "text": text})["run_id"])
+
+    def plan(self, *replies: Reply) -> None:
+        with self.endpoint.arrived:
+            self.endpoint.plan.extend(replies)
+
+    def sent(self) -> list[str]:
+        """Every request body the endpoint received, as JSON text."""
+        with self.endpoint.arrived:
+            return [json.dumps(r["body"], ensure_ascii=False) for r in self.endpoint.requests]
+
+    def events(self, c: str) -> list[dict[str, Any]]:
+        with self.served.client() as client:
+            return tail(client, c)["events"]
+
+    def log(self) -> str:
+        return "".join(self.served.log) + (self.served.home.path / "serve.log").read_text(
+            errors="replace")
+
+
+def hostile_service(provider: Provider, tmp: Path, endpoint: Endpoint,
+                    env: dict[str, str] | None = None) -> Hostile:
+    workspace = tmp / "project"
+    workspace.mkdir(exist_ok=True)
+    served = Served.start(tmp / "home", script=None, init=not (tmp / "home").exists(),
+                          env={**provider.env(endpoint.url), **HOSTILE_ENV, **(env or {})})
+    return Hostile(provider, endpoint, served, workspace)
+
+
+@pytest.fixture(params=sorted(PROVIDERS))
+def hostile(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hostile]:
+    with model_endpoint() as endpoint:
+        world = hostile_service(PROVIDERS[request.param], tmp_path, endpoint)
+        try:
+            yield world
+        finally:
+            world.served.stop()
+
+
+def test_d2_anthropic_text_blocks_shown_in_one_order_are_stored_in_that_order(
+        tmp_path: Path):
+    """D2: the live text is the call's text blocks in order, normalised so that "the
+    pieces joined equal the stored text character for character". A hostile endpoint
+    that starts block 1 before block 0, or writes to an earlier block again, must not
+    make the stored reply differ from what every reader was shown."""
+    with model_endpoint() as endpoint:
+        world = hostile_service(PROVIDERS["anthropic"], tmp_path, endpoint)
+        try:
+            world.plan(Reply(events=[*an_start(), an_block(1), an_delta(1, "BRAVO"), 0.6,
+                                     an_block(0), an_delta(0, "ALPHA"), 0.6,
+                                     an_delta(1, "CHARLIE"), 0.6,
+                                     an("content_block_stop", index=0),
+                                     an("content_block_stop", index=1), *an_end()]))
+            c = world.conversation()
+            run_id = world.send(c)
+            shown: list[str] = []
+            at: dict[str, Any] = {"reply_id": None, "offset": 0}
+            text = ""
+            with world.served.client() as client:
+                while True:
+                    page = tail(client, c, after=0, wait_ms=1_000, live=at)
+                    stored = [e for e in page["events"] if e["type"] == "message"
+                              and e["author"] == "clankie"]
+                    if stored:
+                        break
+                    live = page["live"]
+                    if live is not None:
+                        text = (text if live["offset"] else "") + live["text"]
+                        at = {"reply_id": live["reply_id"], "offset": live["length"]}
+                        shown.append(text)
+                assert finished(client, run_id)["status"] == "succeeded"
+            [message] = stored
+            assert shown and all(message["text"].startswith(seen) for seen in shown), (
+                shown, message["text"])
+        finally:
+            world.served.stop()
+
+
+def test_d3_d2_a_reply_that_begins_thousands_of_tool_calls_is_held_in_bounded_memory(
+        hostile: Hostile):
+    """D3: the service holds for each reply only its text, at most twice its size plus
+    64 KiB. A reply with no text that begins 20,000 tool calls (the turn runs at most 64
+    of any reply) must not grow the live reply, nor each reader's answer, without bound."""
+    calls = 20_000
+    if hostile.name == "anthropic":
+        events: list[bytes | float] = [*an_start()]
+        events += [an("content_block_start", index=i, content_block={
+            "type": "tool_use", "id": f"toolu_{i}", "name": "list_files", "input": {}})
+            for i in range(calls)]
+    else:
+        fragments = [{"index": i, "id": f"call_{i}", "type": "function",
+                      "function": {"name": "list_files", "arguments": ""}}
+                     for i in range(calls)]
+        events = [oa({"role": "assistant", "content": ""})]
+        events += [oa({"tool_calls": fragments[i:i + 500]}) for i in range(0, calls, 500)]
+    hostile.plan(Reply(events=events, ending="stall"))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    with hostile.served.client() as client:
+        page = eventually(lambda: tail(client, c, after=0, wait_ms=1_000,
+                                       live={"reply_id": None, "offset": 0}),
+                          "every call begun", timeout=30,
+                          until=lambda p: p["live"] is not None and (
+                              len(p["live"]["calling"]) >= 64))
+        page = eventually(lambda: tail(client, c, after=0, wait_ms=1_000,
+                                       live={"reply_id": None, "offset": 0}),
+                          "the stall", timeout=30,
+                          until=lambda p: p["live"] is not None and p["live"]["state"] in (
+                              "quiet", "writing") and p["live"]["idle_ms"] > 1_000)
+        client.call("run_cancel", {"run_id": run_id})
+    live = page["live"]
+    assert live["text"] == ""
+    assert len(json.dumps(live)) <= 64 * 1024, len(live["calling"])
