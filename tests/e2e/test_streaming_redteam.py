@@ -429,3 +429,74 @@ def test_d3_d2_a_reply_that_begins_thousands_of_tool_calls_is_held_in_bounded_me
     live = page["live"]
     assert live["text"] == ""
     assert len(json.dumps(live)) <= 64 * 1024, len(live["calling"])
+
+
+def read_live_until(hostile: Hostile, c: str, marker: str, timeout: float = 30
+                    ) -> dict[str, Any]:
+    with hostile.served.client() as client:
+        return eventually(lambda: tail(client, c, after=0, wait_ms=1_000,
+                                       live={"reply_id": None, "offset": 0}),
+                          f"{marker} shown live", timeout=timeout,
+                          until=lambda p: p["live"] is not None and marker in p["live"]["text"]
+                          )["live"]
+
+
+def test_d8_d10_withdrawn_text_is_never_stored_nor_sent_to_the_model_again(
+        hostile: Hostile):
+    """D8: a try that drops after its text was published is tried again; its text is
+    withdrawn (the run_activity says how much, under its reply_id), never stored, and
+    never sent to the model: not on the next try, not in the next turn."""
+    marker = "WITHDRAWNMARKER"
+    hostile.plan(Reply(events=[*text_stream(hostile.name, f"{marker} one ", 0.8, "two ",
+                                           end=False), 1.0], ending="drop"),
+                 Reply(events=text_stream(hostile.name, "The real answer.")),
+                 Reply(events=text_stream(hostile.name, "Second turn.")))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    seen = read_live_until(hostile, c, marker)
+    with hostile.served.client() as client:
+        assert finished(client, run_id, timeout=30)["status"] == "succeeded"
+        hostile.send(c, "again")
+        eventually(lambda: len(clankie_messages(client, c)), "the second reply",
+                   until=lambda n: n >= 2, timeout=30)
+    events = hostile.events(c)
+    activities = [e for e in events if e["type"] == "run_activity"]
+    assert len(activities) == 1, [(e["type"], e.get("text"), e.get("summary")) for e in events]
+    [activity] = activities
+    assert activity["withdrawn"] is not None
+    assert activity["withdrawn"]["reply_id"] == seen["reply_id"]
+    assert activity["withdrawn"]["length"] >= seen["length"]
+    assert "withdrawn" in activity["summary"]
+    messages = [e for e in events if e["type"] == "message" and e["author"] == "clankie"]
+    assert [m["text"] for m in messages] == ["The real answer.", "Second turn."]
+    assert all(m["message_id"] != seen["reply_id"] for m in messages)
+    sent = hostile.sent()
+    assert len(sent) == 3 and all(marker not in body for body in sent), sent
+
+
+def test_d8_d10_a_call_that_fails_for_good_keeps_its_text_failed_and_the_model_reads_it_cut_off(
+        hostile: Hostile):
+    """D8, D10, D12: a chunk that is not JSON after published text fails the call at once;
+    the published text is stored `failed`; the run's error names the kind and chunk number
+    without quoting it; the next turn's request carries the text with its cut-off line."""
+    marker = "FAILEDMARKER"
+    bad = b"data: {NOTJSON" + marker.encode() + b"\n\n"
+    hostile.plan(Reply(events=[*text_stream(hostile.name, f"{marker} shown ", 0.8,
+                                            end=False), bad]),
+                 Reply(events=text_stream(hostile.name, "Next.")))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    seen = read_live_until(hostile, c, marker)
+    with hostile.served.client() as client:
+        run = finished(client, run_id, timeout=30)
+        assert run["status"] == "failed"
+        assert "chunk" in run["error"] and "NOTJSON" not in run["error"], run["error"]
+        [kept] = clankie_messages(client, c)
+        assert kept["partial"] == "failed" and kept["message_id"] == seen["reply_id"]
+        assert kept["text"].startswith(seen["text"])
+        hostile.send(c, "and now?")
+        eventually(lambda: len(hostile.sent()), "the next turn's request",
+                   until=lambda n: n >= 2, timeout=30)
+    request = hostile.sent()[1]
+    assert "[cut off here:" in request and marker in request
+    assert "NOTJSON" not in hostile.log()
