@@ -500,3 +500,65 @@ def test_d8_d10_a_call_that_fails_for_good_keeps_its_text_failed_and_the_model_r
     request = hostile.sent()[1]
     assert "[cut off here:" in request and marker in request
     assert "NOTJSON" not in hostile.log()
+
+
+def error_event(provider: str, kind: Any) -> bytes:
+    error = {"type": kind, "message": "ERRMARKER said by the endpoint"}
+    if provider == "anthropic":
+        return sse({"type": "error", "error": error}, "error")
+    return sse({"error": {**error, "code": None, "param": None}})
+
+
+@pytest.mark.parametrize("kind, transient", [
+    ("overloaded_error", "529"), ("api_error", "500"), ("rate_limit_error", "429"),
+    ("invalid_request_error", None), ("authentication_error", None), ("", None),
+    ("overloaded_error\x1b[31m", None), (529, None), (None, None)])
+def test_d12_an_error_event_inside_a_200_is_classified_by_its_own_type(
+        hostile: Hostile, kind: Any, transient: str | None):
+    """D12: an `error` event or chunk inside an HTTP 200, after published text, is a 529,
+    500 or 429 by its type (tried again, the text withdrawn), else fails the run at once
+    (the text kept `failed`); a type that is not one of those three strings is never
+    taken for one."""
+    hostile.plan(Reply(events=[*text_stream(hostile.name, "ERRTEXT before ", 0.6, end=False),
+                               error_event(hostile.name, kind)]),
+                 Reply(events=text_stream(hostile.name, "Recovered.")))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    read_live_until(hostile, c, "ERRTEXT")
+    with hostile.served.client() as client:
+        run = finished(client, run_id, timeout=30)
+    events = hostile.events(c)
+    activity = [e for e in events if e["type"] == "run_activity"]
+    kept = [e for e in events if e["type"] == "message" and e["author"] == "clankie"]
+    if transient:
+        assert run["status"] == "succeeded", run
+        assert len(activity) == 1 and activity[0]["summary"].startswith(
+            f"{hostile.name}: {transient} ") and activity[0]["withdrawn"] is not None
+        assert [m["text"] for m in kept] == ["Recovered."]
+    else:
+        assert run["status"] == "failed" and activity == [], (run, activity)
+        assert [(m["text"], m["partial"]) for m in kept] == [("ERRTEXT before ", "failed")]
+        assert "\x1b" not in run["error"]
+
+
+def test_d12_anthropic_a_block_index_that_is_not_a_number_fails_by_kind_and_place(
+        tmp_path: Path):
+    """D12: an event not of its documented shape fails the call at once, and the run's
+    error names its kind and its chunk's number (never a bare Python exception name)."""
+    with model_endpoint() as endpoint:
+        world = hostile_service(PROVIDERS["anthropic"], tmp_path, endpoint)
+        try:
+            for bad in (an("content_block_stop", index=[0]),
+                        an("content_block_delta", index={"a": 1},
+                           delta={"type": "text_delta", "text": "x"}),
+                        an("content_block_start", index=[1],
+                           content_block={"type": "text", "text": ""})):
+                world.plan(Reply(events=[*an_start(), an_block(0), an_delta(0, "fine "),
+                                         bad, *an_end()]))
+                c = world.conversation()
+                with world.served.client() as client:
+                    run = finished(client, world.send(c), timeout=30)
+                assert run["status"] == "failed"
+                assert "chunk 4" in run["error"], run["error"]
+        finally:
+            world.served.stop()
