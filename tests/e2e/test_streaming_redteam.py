@@ -562,3 +562,84 @@ def test_d12_anthropic_a_block_index_that_is_not_a_number_fails_by_kind_and_plac
                 assert "chunk 4" in run["error"], run["error"]
         finally:
             world.served.stop()
+
+
+def checkpoint_of(served: Served) -> str | None:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(f"file:{served.home.store}?mode=ro", uri=True)) as conn:
+        row = conn.execute("SELECT text FROM reply_checkpoints").fetchone()
+    return None if row is None else str(row[0])
+
+
+def test_d9_r3_a_kill_mid_stream_keeps_the_checkpoint_and_asks_the_model_nothing_again(
+        hostile: Hostile, tmp_path: Path):
+    """D9, R3: SIGKILL while a reply streams: the next start stores the checkpoint's text
+    as an `interrupted` message before the run's failure, makes no model request for the
+    killed run, and the next turn's request reads the reply cut off (D10)."""
+    marker = "KILLMARKER"
+    pieces: list[str | float] = [f"{marker} "] + [p for n in range(60)
+                                                  for p in (0.1, f"w{n} ")]
+    hostile.plan(Reply(events=text_stream(hostile.name, *pieces)))
+    c = hostile.conversation()
+    hostile.send(c)
+    seen = read_live_until(hostile, c, "w5 ")
+    eventually(lambda: checkpoint_of(hostile.served), "a checkpoint of what was seen",
+               until=lambda text: text is not None and text.startswith(seen["text"]))
+    hostile.served.stop(signal.SIGKILL)
+    asked = len(hostile.sent())
+    hostile.served = Served.start(hostile.served.home.path, init=False, script=None,
+                                  env={**hostile.provider.env(hostile.endpoint.url),
+                                       **HOSTILE_ENV})
+    with hostile.served.client() as client:
+        [kept] = clankie_messages(client, c)
+        assert kept["partial"] == "interrupted" and kept["message_id"] == seen["reply_id"]
+        assert kept["text"].startswith(seen["text"])
+        assert len(hostile.sent()) == asked  # nothing run again
+        hostile.plan(Reply(events=text_stream(hostile.name, "After the restart.")))
+        run_id = hostile.send(c, "still there?")
+        assert finished(client, run_id, timeout=30)["status"] == "succeeded"
+    request = hostile.sent()[-1]
+    assert "[cut off here: clankie restarted; what followed was lost]" in request
+    assert kept["text"].replace("\n", "\\n") in request or kept["text"] in request
+
+
+def test_d14_the_log_carries_no_reply_text_no_tool_arguments_no_chunk_bytes(
+        hostile: Hostile):
+    """D14, T5: after streams that end well, drop, stall, break and fail, the service's
+    log (standard error and serve.log) holds none of their text, arguments or bytes."""
+    # An error event's own type is named, bounded and printable, as an HTTP error's own
+    # message is (R6): it is what the endpoint says of itself, not the reply.
+    markers = {"LOGTEXTA", "LOGTEXTB", "LOGARGS", "LOGCHUNK", "LOGSTALL"}
+    if hostile.name == "anthropic":
+        call = [*an_start(), an("content_block_start", index=0, content_block={
+            "type": "tool_use", "id": "toolu_9", "name": "list_files", "input": {}}),
+            an("content_block_delta", index=0, delta={
+                "type": "input_json_delta", "partial_json": '{"path": "LOGARGS'}),
+            an("content_block_delta", index=0, delta={
+                "type": "input_json_delta", "partial_json": '/nope"}'}),
+            an("content_block_stop", index=0), *an_end("tool_use")]
+    else:
+        call = [oa({"role": "assistant", "content": ""}),
+                oa({"tool_calls": [{"index": 0, "id": "call_9", "type": "function",
+                                    "function": {"name": "list_files",
+                                                 "arguments": '{"path": "LOGARGS'}}]}),
+                oa({"tool_calls": [{"index": 0, "function": {"arguments": '/nope"}'}}]}),
+                oa({}, "tool_calls"), DONE]
+    hostile.plan(
+        Reply(events=text_stream(hostile.name, "LOGTEXTA ", 0.3, "fine.")),
+        Reply(events=call), Reply(events=text_stream(hostile.name, "LOGTEXTB done.")),
+        Reply(events=text_stream(hostile.name, "LOGSTALL ", end=False), ending="stall"),
+        Reply(events=text_stream(hostile.name, "LOGTEXTB ", end=False), ending="drop"),
+        Reply(events=[*text_stream(hostile.name, "LOGTEXTA ", end=False),
+                      b"data: {LOGCHUNK\n\n"]),
+        Reply(events=[*text_stream(hostile.name, "LOGTEXTA ", end=False),
+                      error_event(hostile.name, "LOGTYPE")]))
+    with hostile.served.client() as client:
+        for _ in range(4):
+            c = hostile.conversation()
+            finished(client, hostile.send(c), timeout=60)
+    log = hostile.log()
+    assert "list_files" in log or "run" in log  # the log is there and was written
+    assert {m for m in markers if m in log} == set()
