@@ -643,3 +643,109 @@ def test_d14_the_log_carries_no_reply_text_no_tool_arguments_no_chunk_bytes(
     log = hostile.log()
     assert "list_files" in log or "run" in log  # the log is there and was written
     assert {m for m in markers if m in log} == set()
+
+
+EXPLAINS = ("run_activity", "run_status", "tool_activity")
+
+
+def gaps(answers: list[dict[str, Any]]) -> list[str]:
+    """D5 over a reader's answers in order: each reply that left `live` must have been
+    explained (its message, or an event of its run, or a question asked) in the answer
+    that lost it or an earlier one, by an event later than what the reader had read before
+    the reply first showed."""
+    found: list[str] = []
+    seen: dict[str, tuple[str, int]] = {}  # reply_id -> (run_id, seq read before it showed)
+    events: list[dict[str, Any]] = []
+    last_seq = 0
+    current: str | None = None
+    for page in answers:
+        live = page.get("live")
+        events += page["events"]
+        if live is not None and live["reply_id"] not in seen:
+            seen[live["reply_id"]] = (live["run_id"], last_seq)
+        now = None if live is None else live["reply_id"]
+        if current is not None and now != current:
+            run_id, before = seen[current]
+            if not any(e["seq"] > before and (
+                    (e["type"] == "message" and e.get("message_id") == current)
+                    or (e["type"] in EXPLAINS and e.get("run_id") == run_id)
+                    or e["type"] == "input_requested") for e in events):
+                found.append(current)
+        current = now
+        last_seq = page["next_after"]
+    return found
+
+
+def test_d5_no_reply_ever_vanishes_from_live_without_its_explanation(hostile: Hostile):
+    """D5: readers long-polling hard (one waiting, one not) while runs retry, fail, call a
+    tool, are stopped, ask, and end, never see a reply leave `live` unexplained."""
+    ask = {"kind": "text", "prompt": "Which one?"}
+    if hostile.name == "anthropic":
+        tool = [*an_start(), an_block(0), an_delta(0, "Looking. "), an(
+            "content_block_stop", index=0), an("content_block_start", index=1, content_block={
+                "type": "tool_use", "id": "toolu_1", "name": "list_files",
+                "input": {"path": "."}}), an("content_block_stop", index=1),
+            *an_end("tool_use")]
+        asking = [*an_start(), an("content_block_start", index=0, content_block={
+            "type": "tool_use", "id": "toolu_2", "name": "ask_question", "input": ask}),
+            an("content_block_stop", index=0), *an_end("tool_use")]
+    else:
+        tool = [oa({"content": "Looking. "}), oa({"tool_calls": [{
+            "index": 0, "id": "call_1", "type": "function", "function": {
+                "name": "list_files", "arguments": '{"path": "."}'}}]}),
+            oa({}, "tool_calls"), DONE]
+        asking = [oa({"tool_calls": [{"index": 0, "id": "call_2", "type": "function",
+                                      "function": {"name": "ask_question",
+                                                   "arguments": json.dumps(ask)}}]}),
+                  oa({}, "tool_calls"), DONE]
+    slow: list[str | float] = [p for n in range(100) for p in (f"s{n} ", 0.05)]
+    stream = text_stream
+    runs = [
+        [Reply(events=[*stream(hostile.name, "dropped ", 0.3, end=False), 0.3],
+               ending="drop"), Reply(events=stream(hostile.name, "after the drop"))],
+        [Reply(events=[*stream(hostile.name, "broken ", 0.3, end=False), b"data: {x\n\n"])],
+        [Reply(events=tool), Reply(events=stream(hostile.name, "found ", 0.2, "them"))],
+        [Reply(events=stream(hostile.name, *slow))],  # stopped
+        [Reply(events=[*stream(hostile.name, end=False), 0.3,
+                       error_event(hostile.name, "invalid_request_error")])],
+        [Reply(events=asking), Reply(events=stream(hostile.name, "asked."))],
+        [Reply(events=stream(hostile.name, "quick"))],
+    ]
+    c = hostile.conversation()
+    answers: dict[int, list[dict[str, Any]]] = {1_000: [], 0: []}
+    done = threading.Event()
+
+    def read(wait_ms: int) -> None:
+        at: dict[str, Any] = {"reply_id": None, "offset": 0}
+        after = 0
+        with hostile.served.client() as client:
+            while not done.is_set():
+                page = tail(client, c, after=after, wait_ms=wait_ms, live=at)
+                answers[wait_ms].append(page)
+                after = page["next_after"]
+                live = page.get("live")
+                at = {"reply_id": None, "offset": 0} if live is None else {
+                    "reply_id": live["reply_id"], "offset": live["length"]}
+
+    readers = [threading.Thread(target=read, args=(w,)) for w in answers]
+    for thread in readers:
+        thread.start()
+    try:
+        with hostile.served.client() as client:
+            for number, plan in enumerate(runs):
+                hostile.plan(*plan)
+                run_id = hostile.send(c, f"turn {number}")
+                if number == 3:
+                    read_live_until(hostile, c, "s10 ")
+                    client.call("run_cancel", {"run_id": run_id})
+                finished(client, run_id, timeout=60)
+                with hostile.endpoint.arrived:
+                    hostile.endpoint.plan.clear()
+    finally:
+        done.set()
+        for thread in readers:
+            thread.join(30)
+    for wait_ms, pages in answers.items():
+        shown = {p["live"]["reply_id"] for p in pages if p.get("live")}
+        assert len(shown) >= 6, (wait_ms, len(shown))
+        assert gaps(pages) == [], (wait_ms, len(pages))
