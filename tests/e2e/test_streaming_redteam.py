@@ -749,3 +749,125 @@ def test_d5_no_reply_ever_vanishes_from_live_without_its_explanation(hostile: Ho
         shown = {p["live"]["reply_id"] for p in pages if p.get("live")}
         assert len(shown) >= 6, (wait_ms, len(shown))
         assert gaps(pages) == [], (wait_ms, len(pages))
+
+
+def test_d11_content_then_silence_goes_quiet_wakes_readers_then_stalls_and_is_withdrawn(
+        hostile: Hostile):
+    """D11, D2: a reply whose content stops (pings and comments go on) turns `quiet` after
+    half of `model_stall_timeout` (5 s here), which wakes a reader holding all its text;
+    at the stall timeout the try is withdrawn and tried again, its text never resent."""
+    hostile.plan(Reply(events=text_stream(hostile.name, "QUIETMARKER ", end=False),
+                       ending="stall"),
+                 Reply(events=text_stream(hostile.name, "Back again.")))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    seen = read_live_until(hostile, c, "QUIETMARKER")
+    with hostile.served.client() as client:
+        page = tail(client, c, after=tail(client, c)["next_after"], wait_ms=20_000,
+                    live={"reply_id": seen["reply_id"], "offset": seen["length"]})
+        assert page["live"] is not None and page["live"]["reply_id"] == seen["reply_id"]
+        assert page["live"]["state"] == "quiet" and page["live"]["text"] == ""
+        assert page["live"]["idle_ms"] >= 2_000
+        assert finished(client, run_id, timeout=40)["status"] == "succeeded"
+    [activity] = [e for e in hostile.events(c) if e["type"] == "run_activity"]
+    assert "model_stall_timeout" in activity["summary"]
+    assert activity["withdrawn"] == {"reply_id": seen["reply_id"], "length": seen["length"]}
+    assert all("QUIETMARKER" not in body for body in hostile.sent())
+    assert sum("model_stall_timeout" in line for line in hostile.served.log) <= 1
+
+
+def test_d11_pings_and_comments_alone_are_no_content_and_time_out_as_model_timeout(
+        hostile: Hostile):
+    """D11: a stream of nothing but pings, comments and empty deltas never counts as
+    content: `model_timeout` (5 s here) ends the try, tried again, nothing withdrawn."""
+    if hostile.name == "anthropic":
+        start = [*an_start(), an_block(0), an_delta(0, "")]
+    else:
+        start = [oa({"role": "assistant", "content": ""}), oa({"content": ""}),
+                 oa({"tool_calls": []})]
+    hostile.plan(Reply(events=start, ending="stall"),
+                 Reply(events=text_stream(hostile.name, "Finally.")))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    with hostile.served.client() as client:
+        waiting = eventually(lambda: tail(client, c, after=0, wait_ms=1_000,
+                                          live={"reply_id": None, "offset": 0}),
+                             "the try waiting", timeout=20,
+                             until=lambda p: p["live"] is not None
+                             and p["live"]["idle_ms"] >= 1_000)
+        assert waiting["live"]["state"] == "waiting", waiting["live"]
+        assert finished(client, run_id, timeout=40)["status"] == "succeeded"
+    [activity] = [e for e in hostile.events(c) if e["type"] == "run_activity"]
+    assert "model_timeout" in activity["summary"] and activity["withdrawn"] is None
+
+
+def test_d7_a_stop_keeps_exactly_the_published_text_and_drops_the_calls_begun(
+        hostile: Hostile):
+    """D7: `run_cancel` while a reply (text, then a tool call begun) waits on the model
+    stores exactly the text readers could see, `stopped`; the call begun is never made,
+    never stored, and the model is asked nothing more."""
+    if hostile.name == "anthropic":
+        events = [*an_start(), an_block(0), an_delta(0, "STOPTEXT one "), 0.2,
+                  an_delta(0, "two\x00 \u202e three"), an("content_block_stop", index=0),
+                  an("content_block_start", index=1, content_block={
+                      "type": "tool_use", "id": "toolu_1", "name": "list_files",
+                      "input": {}}),
+                  an("content_block_delta", index=1, delta={
+                      "type": "input_json_delta", "partial_json": '{"path": "."'}), 30.0]
+    else:
+        events = [oa({"content": "STOPTEXT one "}), 0.2, oa({"content": "two\x00 \u202e three"}),
+                  oa({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                      "function": {"name": "list_files",
+                                                   "arguments": '{"path": "."'}}]}), 30.0]
+    hostile.plan(Reply(events=events), Reply(events=text_stream(hostile.name, "never")))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    with hostile.served.client() as client:
+        page = eventually(lambda: tail(client, c, after=0, wait_ms=1_000,
+                                       live={"reply_id": None, "offset": 0}),
+                          "the call begun", timeout=20,
+                          until=lambda p: p["live"] is not None and p["live"]["calling"])
+        seen = page["live"]
+        assert seen["calling"] == ["list_files"] and seen["text"].endswith("three")
+        client.call("run_cancel", {"run_id": run_id})
+        assert finished(client, run_id)["status"] == "cancelled"
+        [kept] = clankie_messages(client, c)
+        events_after = tail(client, c)["events"]
+    assert (kept["text"], kept["partial"], kept["message_id"]) == (
+        seen["text"], "stopped", seen["reply_id"])
+    assert [e for e in events_after if e["type"] in ("tool_activity", "input_requested")] == []
+    assert len(hostile.sent()) == 1
+
+
+def vm_hwm(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("VmHWM:"))) * 1024
+
+
+def test_d12_d3_a_reply_past_16_mib_fails_at_once_by_kind_and_place_in_bounded_memory(
+        hostile: Hostile):
+    """D12: a reply past 16 MiB in all fails the call at once (not tried again), its
+    published text kept `failed`, the run's error naming its kind and its chunk's number;
+    memory stays bounded (measured: the service's peak grows by about 170 MB for it, the
+    failed message's storage and events included; D3's bound of twice the text is for
+    the live reply's own objects, which a process's RSS cannot show)."""
+    piece = "x" * 65_536
+    if hostile.name == "anthropic":
+        events = [*an_start(), an_block(0)] + [an_delta(0, piece)] * 300
+    else:
+        events = [oa({"content": piece})] * 300
+    hostile.plan(Reply(events=events, ending="stall"))
+    c = hostile.conversation()
+    before = vm_hwm(hostile.served.proc.pid)
+    with hostile.served.client() as client:
+        run = finished(client, hostile.send(c), timeout=60)
+        assert run["status"] == "failed" and "16 MiB" in run["error"], run
+        assert [e for e in tail(client, c)["events"] if e["type"] == "run_activity"] == []
+        page = client.call("events_tail", {"conversation_id": c, "limit": 500})
+    grown = vm_hwm(hostile.served.proc.pid) - before
+    [kept] = [e for e in page["events"] if e["type"] == "message" and e["author"] == "clankie"]
+    assert kept["partial"] == "failed" and set(kept["text"]) == {"x"}
+    assert len(hostile.sent()) == 1
+    assert grown < 24 * 16 * 2**20, grown
+    assert "chunk" in run["error"], run["error"]
