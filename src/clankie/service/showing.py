@@ -59,10 +59,10 @@ class Shown:
 
     # The `Live` protocol, called by the model.
 
-    def begin(self) -> None:
+    def begin(self, attempt: int = 1) -> None:
         with self._lock:
             self.reply_id = str(uuid.uuid4())
-            self._attempt += 1
+            self._attempt = attempt
             self._state, self._pending, self._block, self._has_text = "waiting", [], -1, False
             self._calling = []
             self._requested_at, self._content_at = time.time(), None
