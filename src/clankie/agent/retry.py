@@ -345,8 +345,9 @@ def call(sdk: Sdk, policy: Policy, waits: Waits, attempt: Callable[[], T],
     """`attempt()`'s result, tried again on transient failures within the policy's bounds;
     else a `ModelError` saying what failed, how often and for how long. Each try begins a
     live reply (`waits.live.begin(n)`, its try number) and is bounded: in all by
-    `model_timeout`, or, when `streamed`, as D11 says (`stop.streamed`). An exception raised by `waits.sleep` or
-    `waits.on_wait`, and a `StreamRefused`, pass through as they are."""
+    `model_timeout`, or, when `streamed`, as D11 says (`stop.streamed`). An exception
+    raised by `waits.sleep` or `waits.on_wait`, and a `StreamRefused`, pass through as
+    they are."""
     state = _Call(sdk, policy, waits)
     retrying = tenacity.Retrying(retry=state.retry, wait=state.wait, stop=state.stop,
                                  before_sleep=state.before_sleep, sleep=waits.sleep,
