@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable
 
 from clankie.agent.tools import TOOL_SPECS
+from clankie.agent.turn import MAX_CALLS
 from clankie.settings import Settings
 
 from .live import Publish
@@ -81,7 +82,8 @@ class Shown:
 
     def calling(self, name: str) -> None:
         with self._lock:
-            self._calling.append(name if name in KNOWN_TOOLS else "tool")
+            if len(self._calling) < MAX_CALLS:  # the turn runs no more of a reply (D3: a
+                self._calling.append(name if name in KNOWN_TOOLS else "tool")  # bound)
             first = self._content()
         self._publisher.due(self, at_once=first)
 
