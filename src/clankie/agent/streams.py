@@ -87,7 +87,7 @@ def numbered(provider: str, events: Iterable[E]) -> Iterator[tuple[int, E]]:
             yield position, event
             continue
         # raised outside the handler, so that no context behind it is classified instead
-        raise malformed(provider, f"a reply {past}", position + 1, stop.MAX_REPLY_BYTES)
+        raise malformed(provider, past, position + 1, stop.MAX_REPLY_BYTES)
 
 
 def opened(sdk: retry.Sdk, create: Callable[[], T]) -> T:
