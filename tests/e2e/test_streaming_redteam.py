@@ -875,3 +875,81 @@ def test_d12_d3_a_reply_past_16_mib_fails_at_once_by_kind_and_place_in_bounded_m
     assert len(hostile.sent()) == 1
     assert grown < 24 * 16 * 2**20, grown
     assert "chunk" in run["error"], run["error"]
+
+
+def stuck_reader(served: Served, c: str) -> Any:
+    """A TCP connection that asks for the live reply whole (a snapshot) and a long wait,
+    then never reads a byte of the answer."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(served.tcp_url)
+    token = served.home.token_file.read_text().strip()
+    body = json.dumps({"conversation_id": c, "after": 0, "limit": 500, "wait_ms": 30_000,
+                       "live": {"reply_id": None, "offset": 0}}).encode()
+    sock = socket.create_connection((where.hostname, where.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.sendall(b"POST /v1/ops/events_tail HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                 token.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: " +
+                 str(len(body)).encode() + b"\r\n\r\n" + body)
+    return sock
+
+
+def test_d13_readers_that_never_read_change_nothing_in_the_call(hostile: Hostile):
+    """D13, D3: the model is read at its own pace: eight readers that ask for a 2 MB live
+    reply and never read the answer neither slow the call nor keep it from ending, and a
+    reader that does read gets the whole reply; the service still answers at once."""
+    piece = "y" * 16_384
+    hostile.plan(Reply(events=text_stream(hostile.name, *([piece, 0.02] * 128), "END")))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    read_live_until(hostile, c, "y" * 100)
+    stuck = [stuck_reader(hostile.served, c) for _ in range(8)]
+    try:
+        with hostile.served.client() as client:
+            run = finished(client, run_id, timeout=60)
+            assert run["status"] == "succeeded"
+            [kept] = clankie_messages(client, c)
+            assert kept["text"] == piece * 128 + "END" and kept["partial"] is None
+            assert client.call("service_info")["model"]["streaming"] is True
+    finally:
+        for sock in stuck:
+            sock.close()
+
+
+@pytest.mark.parametrize("mode", ["auto", "on"])
+def test_d18_an_endpoint_answering_a_stream_with_plain_json_is_refused_or_asked_whole(
+        tmp_path: Path, mode: str):
+    """D18, D1: a streamed request carries `stream: true` and no `stream_options`. An
+    endpoint that answers it with a body that is not an event stream: under `auto` the call
+    is made once more whole (not an R6 try), later calls never stream, `service_info` says
+    so and the log says it once; under `on` the run fails naming the setting."""
+    provider = PROVIDERS["openai"]
+    with model_endpoint() as endpoint:
+        world = hostile_service(provider, tmp_path, endpoint, env={"CLANKIE_MODEL_STREAM": mode})
+        try:
+            whole = provider.text("Whole reply.")
+            world.plan(Reply(events=[b'{"not": "an event stream"}'],
+                             content_type="application/json"), whole,
+                       provider.text("Second whole."))
+            c = world.conversation()
+            with world.served.client() as client:
+                run = finished(client, world.send(c), timeout=30)
+                if mode == "on":
+                    assert run["status"] == "failed" and "model_stream" in run["error"]
+                    assert len(world.sent()) == 1
+                    return
+                assert run["status"] == "succeeded", run
+                run = finished(client, world.send(c, "more"), timeout=30)
+                assert run["status"] == "succeeded", run
+                assert client.call("service_info")["model"]["streaming"] is False
+                assert [m["text"] for m in clankie_messages(client, c)] == [
+                    "Whole reply.", "Second whole."]
+            with endpoint.arrived:
+                bodies = [r["body"] for r in endpoint.requests]
+            assert [b.get("stream") for b in bodies] == [True, None, None]
+            assert all("stream_options" not in b for b in bodies)
+            assert [e for e in world.events(c) if e["type"] == "run_activity"] == []
+            assert sum("does not stream" in line for line in world.served.log) == 1
+        finally:
+            world.served.stop()
