@@ -953,3 +953,68 @@ def test_d18_an_endpoint_answering_a_stream_with_plain_json_is_refused_or_asked_
             assert sum("does not stream" in line for line in world.served.log) == 1
         finally:
             world.served.stop()
+
+
+def hostile_texts(count: int, seed: int) -> list[list[str]]:
+    """Replies as pieces: escapes, controls, NUL, bidi overrides, astral characters and
+    lone surrogates, cut at random places (an astral character's two halves apart too)."""
+    import random
+
+    rng = random.Random(seed)
+    alphabet = ["a", "b", " ", "\n", "\r", "\x00", "\x1b", "[31m", "\u202e", "\u200b",
+                "\ufeff", "\U0001f600", "\ud83d", "\ude00", "\\", '"', "é", "\u0301",
+                "\x7f", "\u2028", "MARK"]
+    replies = []
+    for _ in range(count):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(5, 60)))
+        # cut into code units as UTF-16 would, so a pair may be split
+        units = text.encode("utf-16-le", "surrogatepass")
+        halves = [units[i:i + 2].decode("utf-16-le", "surrogatepass")
+                  for i in range(0, len(units), 2)]
+        cuts = sorted(rng.sample(range(1, len(halves)), min(len(halves) - 1,
+                                                            rng.randint(1, 12))))
+        pieces = ["".join(halves[a:b]) for a, b in zip([0, *cuts], [*cuts, len(halves)],
+                                                       strict=True)]
+        replies.append([p for p in pieces if p])
+    return replies
+
+
+def clean(piece: str) -> str:
+    """A piece as a reader of its chunk's JSON gets it (a pair inside one piece is one
+    character), a lone surrogate then `?`."""
+    return json.loads(json.dumps(piece)).encode("utf-8", "replace").decode("utf-8")
+
+
+def test_d2_generated_hostile_text_is_stored_exactly_as_it_was_shown(hostile: Hostile):
+    """D2: whatever characters a reply holds, however its pieces are cut (a surrogate pair
+    split across two chunks, lone surrogates, NUL, escapes, bidi controls), each piece is
+    normalised as the stored message is: every text a reader was shown is a start of the
+    stored text, and the stored text is the pieces, each normalised, joined."""
+    replies = hostile_texts(12, seed=1440 + len(hostile.name))
+    for pieces in replies:
+        events: list[str | float] = []
+        for piece in pieces:
+            events += [piece, 0.05]
+        hostile.plan(Reply(events=text_stream(hostile.name, *events)))
+    c = hostile.conversation()
+    mismatched = []
+    with hostile.served.client() as client:
+        for pieces in replies:
+            run_id = hostile.send(c)
+            shown: list[str] = []
+            at: dict[str, Any] = {"reply_id": None, "offset": 0}
+            text = ""
+            while client.call("run_get", {"run_id": run_id})["status"] == "running":
+                page = tail(client, c, after=0, wait_ms=500, live=at)
+                live = page["live"]
+                if live is not None and live["run_id"] == run_id:
+                    text = (text if live["offset"] else "") + live["text"]
+                    at = {"reply_id": live["reply_id"], "offset": live["length"]}
+                    shown.append(text)
+            run = finished(client, run_id, timeout=30)
+            stored = clankie_messages(client, c)[-1]["text"]
+            expected = "".join(clean(p) for p in pieces)
+            if run["status"] != "succeeded" or stored != expected or not all(
+                    stored.startswith(s) for s in shown):
+                mismatched.append((pieces, expected, stored, shown[-1:]))
+    assert mismatched == []
