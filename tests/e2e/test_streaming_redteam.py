@@ -1018,3 +1018,48 @@ def test_d2_generated_hostile_text_is_stored_exactly_as_it_was_shown(hostile: Ho
                     stored.startswith(s) for s in shown):
                 mismatched.append((pieces, expected, stored, shown[-1:]))
     assert mismatched == []
+
+
+@pytest.mark.parametrize("action", ["stop", "kill"])
+def test_d8_d7_d9_withdrawn_text_stays_withdrawn_when_the_wait_is_stopped_or_killed(
+        hostile: Hostile, action: str):
+    """D8 with D7, D9: a try's text withdrawn (its run_activity committed), then, during
+    the wait before the next try, the run is stopped or the service killed: the withdrawn
+    text is never stored (not `stopped`, not `interrupted`), nor sent to the model."""
+    marker = "WAITMARKER"
+    hostile.plan(Reply(events=[*text_stream(hostile.name, f"{marker} ", 0.8, "more ",
+                                            end=False), 0.8], ending="drop"),
+                 Reply(events=[30.0]))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    read_live_until(hostile, c, "more")
+    with hostile.served.client() as client:
+        eventually(lambda: [e for e in tail(client, c)["events"]
+                            if e["type"] == "run_activity"], "the withdrawal", timeout=20)
+        if action == "stop":
+            client.call("run_cancel", {"run_id": run_id})
+    if action == "kill":
+        hostile.served.stop(signal.SIGKILL)
+        hostile.served = Served.start(hostile.served.home.path, init=False, script=None,
+                                      env={**hostile.provider.env(hostile.endpoint.url),
+                                           **HOSTILE_ENV})
+    with hostile.served.client() as client:
+        finished(client, run_id)
+        assert [m["text"] for m in clankie_messages(client, c)
+                if marker in m["text"]] == []
+    assert sum(marker in body for body in hostile.sent()) == 0
+
+
+def test_d4_a_page_cut_short_by_limit_carries_no_live_and_the_last_page_does(
+        scripted: Served):
+    """D4: with `live`, a page cut short by `limit` has no `live`; the page that reaches
+    the newest event has it."""
+    c = conversation(scripted)
+    with scripted.client() as client:
+        client.call("conversation_send", {"conversation_id": c, "text": "go"})
+        live_of(client, c, at_least=10)
+        at = {"reply_id": None, "offset": 0}
+        first = tail(client, c, after=0, limit=1, live=at)
+        assert "live" not in first and first["events"]
+        rest = tail(client, c, after=first["next_after"], limit=500, live=at)
+        assert rest["live"] is not None and rest["live"]["text"]
