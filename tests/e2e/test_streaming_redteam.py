@@ -1063,3 +1063,43 @@ def test_d4_a_page_cut_short_by_limit_carries_no_live_and_the_last_page_does(
         assert "live" not in first and first["events"]
         rest = tail(client, c, after=first["next_after"], limit=500, live=at)
         assert rest["live"] is not None and rest["live"]["text"]
+
+
+def test_d7_d8_text_received_but_not_yet_published_goes_with_the_call(tmp_path: Path):
+    """D7, D8: with `stream_interval` 1 s, text that came after the first publish and
+    before a drop (or a stop) was never published: no reader sees it, the withdrawal
+    counts only what was published (summary and `withdrawn` alike), a stop stores only
+    what was published."""
+    provider = PROVIDERS["openai"]
+    with model_endpoint() as endpoint:
+        world = hostile_service(provider, tmp_path, endpoint,
+                                env={"CLANKIE_STREAM_INTERVAL": "1.0"})
+        try:
+            world.plan(Reply(events=[*oa_text("SHOWN ", 0.1, "UNSHOWN ", finish=None,
+                                              done=False), 0.1], ending="drop"),
+                       Reply(events=oa_text("Fine.")),
+                       Reply(events=[*oa_text("SHOWN2 ", 0.1, "UNSHOWN2 ", finish=None,
+                                              done=False), 30.0]))
+            c = world.conversation()
+            run_id = world.send(c)
+            texts: list[str] = []
+            with world.served.client() as client:
+                while client.call("run_get", {"run_id": run_id})["status"] == "running":
+                    page = tail(client, c, after=0, wait_ms=200,
+                                live={"reply_id": None, "offset": 0})
+                    if page["live"] is not None:
+                        texts.append(page["live"]["text"])
+                assert finished(client, run_id)["status"] == "succeeded"
+                [activity] = [e for e in tail(client, c)["events"]
+                              if e["type"] == "run_activity"]
+                second = world.send(c, "again")
+                seen = read_live_until(world, c, "SHOWN2")
+                client.call("run_cancel", {"run_id": second})
+                finished(client, second)
+                kept = clankie_messages(client, c)[-1]
+            assert not any("UNSHOWN" in t for t in texts), texts
+            assert activity["withdrawn"]["length"] == len("SHOWN ")
+            assert f"after {len('SHOWN ')} characters" in activity["summary"], activity
+            assert (kept["text"], kept["partial"]) == ("SHOWN2 ", "stopped"), (kept, seen)
+        finally:
+            world.served.stop()
