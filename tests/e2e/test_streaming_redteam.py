@@ -1103,3 +1103,87 @@ def test_d7_d8_text_received_but_not_yet_published_goes_with_the_call(tmp_path: 
             assert (kept["text"], kept["partial"]) == ("SHOWN2 ", "stopped"), (kept, seen)
         finally:
             world.served.stop()
+
+
+def mutated_streams(provider: str, count: int, seed: int) -> list[list[bytes | float]]:
+    """Streams of a good reply (text, then a tool call) with one field of one event
+    replaced by a value of another type: each is read, skipped or refused by kind and
+    place, never crashes the reader."""
+    import random
+
+    rng = random.Random(seed)
+    weird: list[Any] = [None, [], [1], {}, {"a": 1}, 0, -1, 1.5, True, "", "x" * 300,
+                        ["text_delta"], {"type": "text_delta"}]
+    if provider == "anthropic":
+        good: list[dict[str, Any]] = [
+            {"type": "message_start", "message": {"id": "m", "type": "message",
+                                                  "role": "assistant", "content": []}},
+            {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": "hello "}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "content_block_start", "index": 1, "content_block": {
+                "type": "tool_use", "id": "toolu_1", "name": "list_files", "input": {}}},
+            {"type": "content_block_delta", "index": 1,
+             "delta": {"type": "input_json_delta", "partial_json": '{"path": "."}'}},
+            {"type": "content_block_stop", "index": 1},
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+            {"type": "message_stop"}]
+    else:
+        good = [{"choices": [{"index": 0, "delta": {"content": "hello "},
+                              "finish_reason": None}]},
+                {"choices": [{"index": 0, "delta": {"tool_calls": [{
+                    "index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": "list_files", "arguments": '{"path": "."}'}}]},
+                    "finish_reason": None}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+
+    def paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        found = [at] if at else []
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                found += paths(inner, (*at, key))
+        elif isinstance(value, list):
+            for number, inner in enumerate(value):
+                found += paths(inner, (*at, number))
+        return found
+
+    streams = []
+    for _ in range(count):
+        events = json.loads(json.dumps(good))
+        number = rng.randrange(len(events))
+        path = rng.choice(paths(events[number]))
+        target = events[number]
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = rng.choice(weird)
+        if provider == "anthropic":
+            stream: list[bytes | float] = [
+                sse(e, e.get("type") if isinstance(e.get("type"), str) else "x")
+                for e in events]
+        else:
+            stream = [sse(e) for e in events] + [DONE]
+        streams.append(stream)
+    return streams
+
+
+def test_d12_generated_chunks_of_the_wrong_shape_fail_by_kind_and_place(hostile: Hostile):
+    """D12: chunks whose fields hold values of another type (generated: one field of one
+    event of a good reply, 30 streams) are read, skipped or fail the call by kind and
+    place; never an `unusable reply` named by a Python exception."""
+    import re
+
+    streams = mutated_streams(hostile.name, 30, seed=12)
+    bare = re.compile(r"unusable reply: [A-Za-z]*(Error|Exception)\b")
+    bad = []
+    with hostile.served.client() as client:
+        for stream in streams:
+            with hostile.endpoint.arrived:
+                hostile.endpoint.plan[:] = [Reply(events=stream),
+                                            Reply(events=text_stream(hostile.name, "ok"))]
+            c = hostile.conversation()
+            run = finished(client, hostile.send(c), timeout=60)
+            if run["status"] == "failed" and bare.search(run["error"] or ""):
+                bad.append((stream, run["error"]))
+    assert bad == []
