@@ -204,7 +204,7 @@ def _delta(block: _Block, delta: dict[str, Any], live: Live, position: int,
             raise _bad("an input_json_delta not of its documented shape", position, size)
         block.parts.append(partial)
         streams.content()
-    elif kind in THINKING:
+    elif isinstance(kind, str) and kind in THINKING:  # a type of another kind: skipped
         streams.content()
         live.content()
     # a delta type not known here is skipped (D12)
