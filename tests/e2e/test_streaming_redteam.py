@@ -1187,3 +1187,60 @@ def test_d12_generated_chunks_of_the_wrong_shape_fail_by_kind_and_place(hostile:
             if run["status"] == "failed" and bare.search(run["error"] or ""):
                 bad.append((stream, run["error"]))
     assert bad == []
+
+
+def test_d2_d4_replies_streaming_at_once_in_many_conversations_never_cross(tmp_path: Path):
+    """D2, D4: six conversations stream at once through the one run process, each read by
+    two live readers: a reader only ever sees its own conversation's reply, and each
+    stored reply is its own, whole."""
+    import re
+
+    def answer(path: str, body: dict[str, Any]) -> Reply | None:
+        said = json.dumps(body)
+        mark = re.search(r"CONV(\d)", said)
+        assert mark is not None
+        words: list[str | float] = [p for n in range(40) for p in (f"C{mark.group(1)}w{n} ",
+                                                                     0.03)]
+        return Reply(events=oa_text(*words))
+
+    with model_endpoint(check=answer) as endpoint:
+        world = hostile_service(PROVIDERS["openai"], tmp_path, endpoint)
+        try:
+            chats = [world.conversation() for _ in range(6)]
+            crossed: list[tuple[int, str]] = []
+            seen = [0] * 6
+            done = threading.Event()
+
+            def read(number: int) -> None:
+                c = chats[number]
+                at: dict[str, Any] = {"reply_id": None, "offset": 0}
+                with world.served.client() as client:
+                    while not done.is_set():
+                        live = tail(client, c, after=10**6, limit=1, wait_ms=500,
+                                    live=at).get("live")
+                        if live is None:
+                            continue
+                        seen[number] += 1
+                        at = {"reply_id": live["reply_id"], "offset": live["length"]}
+                        if live["conversation_id"] != c or re.search(
+                                rf"C[^{number}]w", live["text"]):
+                            crossed.append((number, live["text"]))
+
+            readers = [threading.Thread(target=read, args=(n,)) for n in range(6)
+                       for _ in range(2)]
+            for thread in readers:
+                thread.start()
+            try:
+                runs = [world.send(c, f"CONV{n}") for n, c in enumerate(chats)]
+                with world.served.client() as client:
+                    for run_id in runs:
+                        assert finished(client, run_id, timeout=60)["status"] == "succeeded"
+                    stored = [clankie_messages(client, c)[0]["text"] for c in chats]
+            finally:
+                done.set()
+                for thread in readers:
+                    thread.join(30)
+            assert crossed == [] and min(seen) >= 2, seen
+            assert stored == ["".join(f"C{n}w{k} " for k in range(40)) for n in range(6)]
+        finally:
+            world.served.stop()
