@@ -1244,3 +1244,44 @@ def test_d2_d4_replies_streaming_at_once_in_many_conversations_never_cross(tmp_p
             assert stored == ["".join(f"C{n}w{k} " for k in range(40)) for n in range(6)]
         finally:
             world.served.stop()
+
+
+def test_d6_the_words_before_a_question_are_stored_with_it_and_come_first(hostile: Hostile):
+    """D6: a reply that says something and then asks (its `calling` naming ask_question
+    while it streams, meaning nothing yet) stores the words and the question in one
+    transaction: the `message` event, then `input_requested`, with no event between."""
+    ask = {"kind": "text", "prompt": "Your name?"}
+    if hostile.name == "anthropic":
+        events = [*an_start(), an_block(0), an_delta(0, "Before I go on: "), 0.3,
+                  an("content_block_stop", index=0),
+                  an("content_block_start", index=1, content_block={
+                      "type": "tool_use", "id": "toolu_1", "name": "ask_question",
+                      "input": {}}), 0.8,
+                  an("content_block_delta", index=1, delta={
+                      "type": "input_json_delta", "partial_json": json.dumps(ask)}),
+                  an("content_block_stop", index=1), *an_end("tool_use")]
+    else:
+        events = [oa({"content": "Before I go on: "}), 0.3,
+                  oa({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                      "function": {"name": "ask_question",
+                                                   "arguments": ""}}]}), 0.8,
+                  oa({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(ask)}}]}),
+                  oa({}, "tool_calls"), DONE]
+    hostile.plan(Reply(events=events), Reply(events=text_stream(hostile.name, "Asked.")))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    with hostile.served.client() as client:
+        page = eventually(lambda: tail(client, c, after=0, wait_ms=1_000,
+                                       live={"reply_id": None, "offset": 0}),
+                          "ask_question begun", timeout=20,
+                          until=lambda p: p["live"] is not None and p["live"]["calling"])
+        assert page["live"]["calling"] == ["ask_question"]
+        assert [e for e in page["events"] if e["type"] == "input_requested"] == []
+        assert client.call("input_get", {"conversation_id": c})["pending"] is None
+        finished(client, run_id, timeout=30)
+    events_ = hostile.events(c)
+    words = next(i for i, e in enumerate(events_) if e["type"] == "message"
+                 and e["author"] == "clankie")
+    assert events_[words]["text"] == "Before I go on: "
+    assert events_[words]["message_id"] == page["live"]["reply_id"]
+    assert events_[words + 1]["type"] == "input_requested"
