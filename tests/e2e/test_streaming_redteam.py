@@ -1285,3 +1285,38 @@ def test_d6_the_words_before_a_question_are_stored_with_it_and_come_first(hostil
     assert events_[words]["text"] == "Before I go on: "
     assert events_[words]["message_id"] == page["live"]["reply_id"]
     assert events_[words + 1]["type"] == "input_requested"
+
+
+def run_process(served: Served) -> int:
+    """The pid of the service's run process (its child `clankie.service.runner_main`)."""
+    children = Path(f"/proc/{served.proc.pid}/task/{served.proc.pid}/children").read_text()
+    for pid in children.split():
+        if b"runner_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return int(pid)
+    raise AssertionError(f"no run process among {children!r}")
+
+
+def test_d8_d5_a_killed_run_process_keeps_the_shown_reply_failed_and_leaves_no_ghost(
+        hostile: Hostile):
+    """D8, D5: the run process killed (the OOM killer, say) mid-reply: the run fails, the
+    text readers saw is kept `failed` under its reply_id, the live reply leaves memory
+    (no ghost left `writing`), and the next turn is served by a new run process."""
+    words: list[str | float] = [p for n in range(200) for p in (f"g{n} ", 0.05)]
+    hostile.plan(Reply(events=text_stream(hostile.name, *words)))
+    c = hostile.conversation()
+    run_id = hostile.send(c)
+    seen = read_live_until(hostile, c, "g10 ")
+    import os
+
+    os.kill(run_process(hostile.served), signal.SIGKILL)
+    with hostile.served.client() as client:
+        run = finished(client, run_id, timeout=30)
+        assert run["status"] == "failed" and "run process" in run["error"]
+        [kept] = clankie_messages(client, c)
+        assert kept["partial"] == "failed" and kept["message_id"] == seen["reply_id"]
+        assert kept["text"].startswith(seen["text"])
+        assert tail(client, c, after=0, live={"reply_id": None, "offset": 0})["live"] is None
+        hostile.plan(Reply(events=text_stream(hostile.name, "Alive again.")))
+        assert finished(client, hostile.send(c, "again"), timeout=30)["status"] == \
+            "succeeded"
+        assert clankie_messages(client, c)[-1]["text"] == "Alive again."
