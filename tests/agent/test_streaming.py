@@ -67,7 +67,7 @@ class Recorder:
     def reply_id(self) -> str | None:
         return None
 
-    def begin(self) -> None:
+    def begin(self, attempt: int = 1) -> None:
         self.said.append(("begin", None))
         self.shown = 0
 

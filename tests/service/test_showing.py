@@ -65,7 +65,7 @@ def test_d2_text_blocks_are_joined_by_one_blank_line_and_a_new_try_starts_afresh
     first = shown.reply_id
     assert "".join(p.appended for _, p in sent.publishes) == "One.\n\nTwo."
     assert sent.publishes[-1][1].calling == ("read_file", "tool")  # unknown tools unnamed
-    shown.begin()
+    shown.begin(2)  # the call's second try (R6's number, given by the retry loop)
     assert shown.reply_id != first and shown.published() == 0
     assert sent.publishes[-1][1].attempt == 2 and sent.publishes[-1][1].appended == ""
 

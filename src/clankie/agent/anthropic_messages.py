@@ -10,8 +10,10 @@ counts as content, never shown), and is read into blocks only after `message_sto
 tool's `input_json_delta` pieces are joined by content block and parsed once, at the end,
 so the blocks are those the same reply gives whole. Unknown event and delta types are
 skipped; an `error` event inside the 200 is classified by its own type; a bad event fails
-the call at once (D12). A call is tried again on a transient failure (`retry.py`, SPEC
-R6); every failure that ends it becomes a `ModelError`.
+the call at once (D12), and so does a block started twice or text written to a text block
+after a later one started, since the reply is stored in the order it was shown (D2). A
+call is tried again on a transient failure (`retry.py`, SPEC R6); every failure that ends
+it becomes a `ModelError`.
 """
 
 from __future__ import annotations
@@ -139,6 +141,8 @@ def read_events(events: Any, live: Live) -> list[Text | ToolCall]:
                     not isinstance(block, dict):
                 raise _bad("a content_block_start not of its documented shape", position,
                            len(data))
+            if index in blocks:  # its text was shown already: a restart would hide it (D2)
+                raise _bad("a content block that started twice", position, len(data))
             started = blocks[index] = _Block(block.get("type"))
             if started.kind == "text":
                 started.number, texts = texts, texts + 1
@@ -161,14 +165,18 @@ def read_events(events: Any, live: Live) -> list[Text | ToolCall]:
             if found is None:
                 raise _bad("a delta for a content block that never started", position,
                            len(data))
+            if found.kind == "text" and found.number != texts - 1:  # shown after a later one
+                raise _bad("a text delta for a text block after a later one started",
+                           position, len(data))
             _delta(found, delta, live, position, len(data))
-        elif kind == "content_block_stop" and payload.get("index") not in blocks:
+        elif kind == "content_block_stop" and not (
+                isinstance(payload.get("index"), int) and payload["index"] in blocks):
             raise _bad("the stop of a content block that never started", position, len(data))
         # message_start, message_delta and types not known here are skipped (D12)
     if not ended:
         raise retry.Dropped("the stream ended without message_stop")
-    reply = [_finished(blocks[index], position) for index in sorted(blocks)
-             if blocks[index].kind in ("text", "tool_use")]
+    reply = [_finished(block, position) for block in blocks.values()  # in the order shown
+             if block.kind in ("text", "tool_use")]
     live.end()
     return reply
 
@@ -196,7 +204,7 @@ def _delta(block: _Block, delta: dict[str, Any], live: Live, position: int,
             raise _bad("an input_json_delta not of its documented shape", position, size)
         block.parts.append(partial)
         streams.content()
-    elif kind in THINKING:
+    elif isinstance(kind, str) and kind in THINKING:  # a type of another kind: skipped
         streams.content()
         live.content()
     # a delta type not known here is skipped (D12)

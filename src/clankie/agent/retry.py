@@ -21,7 +21,8 @@ would pass that bound is not started: the call gives up at once and says why. Th
 machinery is tenacity's; this module only says what to retry, how long to wait, and
 when to stop.
 
-Each try starts with `Waits.live.begin()` (a new live reply, D2). Each wait is first
+Each try starts with `Waits.live.begin(n)` (a new live reply, D2; `n` is its try number
+of this call, from 1). Each wait is first
 reported through `Waits.on_wait(summary, retry_at)` (the executor appends a `run_activity`
 event), saying, when the failed try had published text, that so many characters are
 withdrawn (D8); then slept through `Waits.sleep(seconds)`: a sleep that raises (a stopped
@@ -343,15 +344,20 @@ def call(sdk: Sdk, policy: Policy, waits: Waits, attempt: Callable[[], T],
          streamed: bool = False) -> T:
     """`attempt()`'s result, tried again on transient failures within the policy's bounds;
     else a `ModelError` saying what failed, how often and for how long. Each try begins a
-    live reply (`waits.live.begin()`) and is bounded: in all by `model_timeout`, or, when
-    `streamed`, as D11 says (`stop.streamed`). An exception raised by `waits.sleep` or
-    `waits.on_wait`, and a `StreamRefused`, pass through as they are."""
+    live reply (`waits.live.begin(n)`, its try number) and is bounded: in all by
+    `model_timeout`, or, when `streamed`, as D11 says (`stop.streamed`). An exception
+    raised by `waits.sleep` or `waits.on_wait`, and a `StreamRefused`, pass through as
+    they are."""
     state = _Call(sdk, policy, waits)
     retrying = tenacity.Retrying(retry=state.retry, wait=state.wait, stop=state.stop,
                                  before_sleep=state.before_sleep, sleep=waits.sleep,
                                  reraise=True)
+    tries = 0
+
     def bounded() -> T:
-        waits.live.begin()
+        nonlocal tries
+        tries += 1
+        waits.live.begin(tries)  # R6's try number of this call (D2)
         if streamed:
             with stop.streamed(policy.timeout, policy.stall_timeout, policy.stream_limit):
                 return attempt()

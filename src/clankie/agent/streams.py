@@ -65,7 +65,8 @@ def malformed(provider: str, kind: str, position: int, size: int) -> retry.Malfo
 
 
 def numbered(provider: str, events: Iterable[E]) -> Iterator[tuple[int, E]]:
-    """The stream's events with their numbers, from 1; one that is not UTF-8 is D12's."""
+    """The stream's events with their numbers, from 1; one that is not UTF-8, or that
+    takes the reply past 16 MiB, is D12's (named by the chunk it was read in)."""
     iterator = iter(events)
     position = 0
     while True:
@@ -76,8 +77,17 @@ def numbered(provider: str, events: Iterable[E]) -> Iterator[tuple[int, E]]:
         except UnicodeDecodeError as exc:
             raise malformed(provider, "a chunk that is not UTF-8", position + 1,
                             len(exc.object)) from None
-        position += 1
-        yield position, event
+        except Exception as exc:
+            large = stop.too_large(exc)
+            if large is None:
+                raise
+            past = str(large)
+        else:
+            position += 1
+            yield position, event
+            continue
+        # raised outside the handler, so that no context behind it is classified instead
+        raise malformed(provider, past, position + 1, stop.MAX_REPLY_BYTES)
 
 
 def opened(sdk: retry.Sdk, create: Callable[[], T]) -> T:

@@ -95,7 +95,9 @@ class Live(Protocol):
         """The current try's reply: the `message_id` its text is stored under."""
         ...
 
-    def begin(self) -> None: ...
+    def begin(self, attempt: int = 1) -> None:
+        """A try of the call starts: R6's try number `attempt`, from 1 for each call."""
+        ...
 
     def text(self, piece: str, block: int) -> None:
         """`piece` follows in text block number `block` (0, 1, ... in the reply's order of
@@ -123,7 +125,7 @@ class _NoLive:
 
     reply_id = None
 
-    def begin(self) -> None:
+    def begin(self, attempt: int = 1) -> None:
         pass
 
     def text(self, piece: str, block: int) -> None:

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable
 
 from clankie.agent.tools import TOOL_SPECS
+from clankie.agent.turn import MAX_CALLS
 from clankie.settings import Settings
 
 from .live import Publish
@@ -60,10 +61,10 @@ class Shown:
 
     # The `Live` protocol, called by the model.
 
-    def begin(self) -> None:
+    def begin(self, attempt: int = 1) -> None:
         with self._lock:
             self.reply_id = str(uuid.uuid4())
-            self._attempt += 1
+            self._attempt = attempt
             self._state, self._pending, self._block, self._has_text = "waiting", [], -1, False
             self._calling = []
             self._requested_at, self._content_at = time.time(), None
@@ -84,7 +85,8 @@ class Shown:
 
     def calling(self, name: str) -> None:
         with self._lock:
-            self._calling.append(name if name in KNOWN_TOOLS else "tool")
+            if len(self._calling) < MAX_CALLS:  # the turn runs no more of a reply (D3: a
+                self._calling.append(name if name in KNOWN_TOOLS else "tool")  # bound)
             first = self._content()
         self._publisher.due(self, at_once=first)
 
