@@ -116,8 +116,9 @@ def context_line(event: dto.Event) -> Line | None:
             event.author, str(event.author).capitalize())
         full = event.text if len(event.text) <= FULL_CHARS else (
             event.text[:FULL_CHARS - 1] + "…")
-        return Line(who, _cut(event.text), "message", cut_off(event), event.message_id,
-                    full if event.author == Author.CLANKIE else "")
+        mine = event.author == Author.CLANKIE  # the page replaces a live reply by it
+        return Line(who, _cut(event.text), "message", cut_off(event),
+                    event.message_id if mine else "", full if mine else "")
     if isinstance(event, dto.ToolActivityEvent) and event.tool != ASK_QUESTION:
         return Line("Tool", _cut(event.summary), "tool")  # the question says its own
     if isinstance(event, dto.ConversationResetEvent):
