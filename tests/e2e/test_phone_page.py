@@ -1000,7 +1000,7 @@ def test_d17_h6_typed_text_and_focus_survive_live_updates_and_a_stop_keeps_the_w
             document.getElementById("answer").dataset.mark = "mine";
         }""")
         before = len(live.text_content() or "")
-        expect(live).not_to_have_text(re.compile(r"^.{0,%d}$" % (before + 40), re.S),
+        expect(live).not_to_have_text(re.compile(f"^.{{0,{before + 40}}}$", re.S),
                                       timeout=WAIT_MS)  # several updates later
         shot(page, "phone-live-typing", tmp_path)
         assert page.evaluate("""() => {
