@@ -132,7 +132,7 @@
     let response;
     let number = 0;  // this view's, counted from the page's first (settle)
     try {
-      await paced();
+      await paced(false);
       lastView = performance.now();
       number = ++views;
       response = await fetch("/view?" + params.toString(),
@@ -439,18 +439,29 @@
     return new Promise(function (resolve) { setTimeout(resolve, ms); });
   }
 
-  // D17: the page asks for updates at most 4 times a second, whatever wakes it; one
-  // request waits for the one before it (the view after an answer, the long-poll again).
-  // A little more than a quarter second: a timer may fire a little early or late.
+  // D17: the page asks for updates at most 4 times a second: never more than 4 requests
+  // (its views and its long-polls) begin within a second, and a long-poll begins at least
+  // a quarter second after the one before it, so a reply grows in even steps; a view asked
+  // for after an event goes at once when the second allows it. One request waits for the
+  // one before it. (A little more than a second and a quarter: a timer may fire early.)
+  const WINDOW_MS = 1020;
   const GAP_MS = 260;
   let gate = Promise.resolve();
-  let lastAsk = -Infinity;
-  function paced() {
+  let starts = [];
+  let lastPoll = -Infinity;
+  function paced(poll) {
     gate = gate.then(async function () {
-      while (performance.now() < lastAsk + GAP_MS) {
-        await pause(lastAsk + GAP_MS - performance.now());
+      for (;;) {
+        const now = performance.now();
+        starts = starts.filter(function (t) { return t > now - WINDOW_MS; });
+        let wait = starts.length >= 4 ? starts[0] + WINDOW_MS - now : 0;
+        if (poll) wait = Math.max(wait, lastPoll + GAP_MS - now);
+        if (wait <= 0) break;
+        await pause(wait);
       }
-      lastAsk = performance.now();
+      const now = performance.now();
+      starts.push(now);
+      if (poll) lastPoll = now;
     });
     return gate;
   }
@@ -471,7 +482,7 @@
           // IDs and numbers only, never text or a token (H4).
           const params = new URLSearchParams({ c: chosen, after: String(after),
                                                live: JSON.stringify(liveAt) });
-          await paced();
+          await paced(true);
           const asked = Date.now();
           const response = await fetch("/api/events?" + params.toString(),
                                        { credentials: "same-origin",
@@ -544,14 +555,9 @@
   // Not announced while it grows (D17): the stored message is, once (#said).
   liveBox.setAttribute("aria-live", "off");
   liveBox.setAttribute("aria-busy", "true");
-  const liveHead = document.createElement("p");
-  liveHead.className = "live-head";
-  const liveWho = document.createElement("span");
-  liveWho.className = "who";
-  liveWho.textContent = "Clankie:";
-  const liveState = document.createElement("span");
+  const liveState = document.createElement("p");
   liveState.id = "live-state";
-  liveHead.append(liveWho, " ", liveState);
+  liveState.className = "live-head";
   const liveText = document.createElement("p");
   liveText.id = "live-text";
   liveText.className = "live-text";
@@ -565,7 +571,7 @@
   const liveCalling = document.createElement("p");
   liveCalling.id = "live-calling";
   liveCalling.className = "quiet";
-  liveBox.append(liveHead, liveText, liveCalling);
+  liveBox.append(liveState, liveText, liveCalling);
   let before = "";  // the character before the last one shown, and the last one
   let lastChar = "";
 
@@ -632,14 +638,15 @@
     const stall = Number(state().dataset.stall) || 0;
     let words;
     if (live.state === "waiting") {
-      words = "waiting for the model (" + idle + " s)";
+      words = "Clankie is waiting for the model (" + idle + " s)";
     } else if (live.state === "quiet") {
-      words = "no text from the model for " + idle + " s" +
-        (stall ? "; giving up at " + span(stall) : "");
+      words = "No text from the model for " + idle + " s" +
+        (stall ? "; clankie gives up at " + span(stall) : "");
     } else if (live.state === "complete") {
-      words = "finished writing; saving the reply…";
+      words = "Clankie has finished writing; keeping the reply…";
     } else {
-      words = "writing… (" + Math.max(0, Math.floor((live.elapsed_ms + since) / 1000)) + " s)";
+      words = "Clankie is writing (" +
+        Math.max(0, Math.floor((live.elapsed_ms + since) / 1000)) + " s)";
     }
     if (liveState.textContent !== words) liveState.textContent = words;
   }
