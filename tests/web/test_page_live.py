@@ -194,3 +194,25 @@ def test_d17_the_view_says_when_clankie_gives_up_on_a_silent_model(world: World)
     stall = world.service.settings.model_stall_timeout
     assert f'data-stall="{stall:g}"' in view
     assert 'id="live-slot"' in view  # where the live reply goes: below the last messages
+
+
+def test_d17_clankies_latest_reply_is_whole_until_its_question_is_answered(
+        world: World, executors: list[RunExecutor]):
+    """Where the live reply was, its stored message is shown whole (not cut to a line) with
+    the question it leads to; once that question is answered, it is one line again, so
+    the next reply, written below, is on the screen (new-user trial)."""
+    from tests.service.test_live import scripted
+
+    words = "I looked at the project. " * 20
+    scripted(world, executors, {"turns": [[{"say": words, "pace_ms": 0}, {"ask": {
+        "kind": "choice", "prompt": "Which?", "options": [{"label": "a"}, {"label": "b"}]}}]]})
+    c = world.conversation()
+    world.call("conversation_send", {"conversation_id": c, "text": "go"})
+    snap = eventually(lambda: world.snapshot(c), "the question",
+                      until=lambda s: s["pending"] is not None)
+    asked = context_of(world, c)
+    assert 'class="message whole"' in asked and words.strip() in text(asked)
+    world.answer(c, snap, option=0)
+    answered = context_of(world, c)
+    assert "whole" not in answered and words.strip() not in text(answered)
+    assert "I looked at the project." in text(answered)

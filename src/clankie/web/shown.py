@@ -15,7 +15,7 @@ import contextlib
 import re
 import threading
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypedDict, TypeVar
 
 from pydantic import ValidationError
@@ -73,7 +73,9 @@ class Line:
     kind: str
     note: str = ""
     message_id: str = ""
-    full: str = ""  # a reply of Clankie's whole (up to FULL_CHARS), shown when it is last
+    # a reply of Clankie's whole (up to FULL_CHARS), shown when it is last and no answer
+    # came after it
+    full: str = ""
 
 
 class Lines:
@@ -99,6 +101,10 @@ class Lines:
                 line = context_line(event)
                 if line is not None:
                     lines.append(line)
+                elif isinstance(event, dto.InputResolvedEvent) and lines and lines[-1].full:
+                    # answered since: the reply that asked is no longer the latest news,
+                    # and the next one (live, below) is (trial: it was off the screen)
+                    lines[-1] = replace(lines[-1], full="")
             after = page.next_after
             if len(page.events) < _PAGE:
                 break
