@@ -952,6 +952,7 @@ def test_d17_the_live_reply_grows_as_text_and_its_stored_message_replaces_it_onc
         later = live.text_content() or ""
         assert visible(said).startswith(early) and visible(said).startswith(later)
         assert len(later) > len(early)
+        expect(page.locator("#live-state")).to_contain_text("Clankie is writing (")
         assert page.locator("#live").get_attribute("aria-live") == "off"
         assert page.locator("#live").get_attribute("aria-busy") == "true"
         stored = page.locator("#context li[data-message]")

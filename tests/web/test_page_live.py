@@ -157,7 +157,8 @@ def test_d17_d8_a_reply_that_failed_for_good_shows_its_text_cut_off(
                until=lambda events: any(e["type"] == "run_status" and e["status"] == "failed"
                                         for e in events))
     shown = text(context_of(world, c))
-    assert "Half said (cut off: the model call failed)" in shown
+    assert "Half said (cut off: " in shown and "400 bad request)" in shown  # its reason
+    assert "run failed" not in shown  # said once, with the reply
 
 
 def test_d17_d8_a_withdrawn_reply_is_said_withdrawn_and_the_next_try_shown(

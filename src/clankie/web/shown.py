@@ -99,7 +99,12 @@ class Lines:
                 "conversation_id": conversation_id, "after": after, "limit": _PAGE})
             for event in page.events:
                 line = context_line(event)
-                if line is not None:
+                if isinstance(event, dto.RunStatusEvent) and line is not None and lines and (
+                        lines[-1].note == CUT_FAILED):
+                    # the run that failed for good ends with its cut-off reply (D8, in one
+                    # transaction): the reply says why, once
+                    lines[-1] = replace(lines[-1], note=f"(cut off: {run_failed(event)})")
+                elif line is not None:
                     lines.append(line)
                 elif isinstance(event, dto.InputResolvedEvent) and lines and lines[-1].full:
                     # answered since: the reply that asked is no longer the latest news,
@@ -133,9 +138,16 @@ def context_line(event: dto.Event) -> Line | None:
         return Line("", _cut(f"Clankie's reply so far ({event.withdrawn.length} characters) "
                              f"was withdrawn: {event.summary}"), "note")  # D8
     if isinstance(event, dto.RunStatusEvent) and event.status is RunStatus.FAILED:
-        why = wording.run_ended(event.error) or str(event.error or "no reason")
-        return Line("", _cut(f"Clankie's run failed: {why}"), "note")
+        return Line("", _cut(f"Clankie's run failed: {run_failed(event)}"), "note")
     return None
+
+
+def run_failed(event: dto.RunStatusEvent) -> str:
+    """Why a run failed, in words."""
+    return wording.run_ended(event.error) or str(event.error or "no reason")
+
+
+CUT_FAILED: Final = "(cut off: the model call failed)"  # until the run's end says why
 
 
 def cut_off(event: dto.MessageEvent) -> str:
@@ -144,7 +156,7 @@ def cut_off(event: dto.MessageEvent) -> str:
     if event.partial == "stopped":
         return "(stopped by you)"
     if event.partial == "failed":
-        return "(cut off: the model call failed)"
+        return CUT_FAILED
     if event.partial == "interrupted":  # D9: its `at` is the checkpoint's time
         return f"(cut off when clankie restarted; what followed {zoned(event.at)} was lost)"
     return ""

@@ -638,10 +638,10 @@
     const stall = Number(state().dataset.stall) || 0;
     let words;
     if (live.state === "waiting") {
-      words = "Clankie is waiting for the model (" + idle + " s)";
+      words = "Waiting for the model (" + idle + " s)";
     } else if (live.state === "quiet") {
       words = "No text from the model for " + idle + " s" +
-        (stall ? "; clankie gives up at " + span(stall) : "");
+        (stall ? "; giving up at " + stall + " s" : "");
     } else if (live.state === "complete") {
       words = "Clankie has finished writing; keeping the reply…";
     } else {
