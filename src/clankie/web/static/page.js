@@ -535,6 +535,7 @@
   // the next delta (a joiner's form depends on what follows it).
   const HIDDEN = /^[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]$/u;
   const SPACE = /^\p{Zs}$/u;
+  const ANY_HIDDEN = /[^\P{Cc}\n\t]|[\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/u;
   function hidden(ch) { return ch !== "\n" && ch !== "\t" && HIDDEN.test(ch); }
   function joinable(ch) { return ch.codePointAt(0) > 0x7f && !hidden(ch) && !SPACE.test(ch); }
   function shownAs(before, ch, next) {
@@ -607,13 +608,24 @@
       last.data = "";
       before = lastChar = "";
     }
-    let out = "";
-    for (const ch of next.text) {
-      if (lastChar) out += shownAs(before, lastChar, ch);
-      before = lastChar;
-      lastChar = ch;
+    const given = lastChar + next.text;
+    if (next.text && !ANY_HIDDEN.test(given)) {
+      // Nothing to make visible (the usual case): the text as it came, in one step.
+      const tail = given.charCodeAt(given.length - 1);  // a pair's low half: two units
+      const end = tail >= 0xdc00 && tail <= 0xdfff && given.length > 1 ? 2 : 1;
+      const shown = given.slice(0, given.length - end);
+      if (shown) fixed.appendData(shown);
+      before = "";  // only a hidden last character looks back, and this one is not
+      lastChar = given.slice(given.length - end);
+    } else {
+      let out = "";
+      for (const ch of next.text) {
+        if (lastChar) out += shownAs(before, lastChar, ch);
+        before = lastChar;
+        lastChar = ch;
+      }
+      if (out) fixed.appendData(out);
     }
-    if (out) fixed.appendData(out);
     last.data = lastChar ? shownAs(before, lastChar, "") : "";
     liveWords.hidden = !(fixed.length || last.length);
     live = { reply_id: next.reply_id, state: next.state, idle_ms: next.idle_ms,
