@@ -111,7 +111,8 @@ def measure(web_url: str, home: Path, workspace: Path, endpoint: Endpoint, round
             first_ms: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
-    endpoint.plan(chunks=20, every_ms=10, size=8, first_ms=first_ms)
+    # a reply of a second (100 chunks, 10 ms apart): still being written when the page looks
+    endpoint.plan(chunks=100, every_ms=10, size=8, first_ms=first_ms)
     to_dom, long_poll, message = [], [], []
     with operator(home) as client, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium())
