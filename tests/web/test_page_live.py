@@ -209,8 +209,11 @@ def test_d17_clankies_latest_reply_is_whole_until_its_question_is_answered(
         "kind": "choice", "prompt": "Which?", "options": [{"label": "a"}, {"label": "b"}]}}]]})
     c = world.conversation()
     world.call("conversation_send", {"conversation_id": c, "text": "go"})
-    snap = eventually(lambda: world.snapshot(c), "the question",
-                      until=lambda s: s["pending"] is not None)
+    eventually(lambda: world.events(c), "the run that asks to end",  # it moves the revision
+               until=lambda events: any(e["type"] == "run_status" and e["status"] ==
+                                        "succeeded" for e in events))
+    snap = world.snapshot(c)
+    assert snap["pending"] is not None
     asked = context_of(world, c)
     assert 'class="message whole"' in asked and words.strip() in text(asked)
     world.answer(c, snap, option=0)
