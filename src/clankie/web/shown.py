@@ -4,9 +4,11 @@ and said in plain words.
 Owns the reads behind the view (`read_view`: the device, the conversations with a question
 first, one question, what led to it and how a question it showed ended), the last lines
 of a conversation (`Lines`, through `events_tail`, with a small cache of where each
-browser's last read stopped), what an accepted answer chose, and every refusal in words the
-owner can act on (never a bare code). It decides nothing the service decides: each read
-is an op of the service, whose checks and whose `invalid_request` are its own.
+browser's last read stopped; a reply cut off or withdrawn said so, SPEC D6-D9, and
+Clankie's latest reply whole where its live reply was, D17), what an accepted answer
+chose, and every refusal in words the owner can act on (never a bare code). It decides
+nothing the service decides: each read is an op of the service, whose checks and whose
+`invalid_request` are its own.
 """
 
 from __future__ import annotations

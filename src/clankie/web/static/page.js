@@ -1,4 +1,5 @@
-// clankie's phone page (SPEC H5, H6): live updates by long-poll, answers without a reload.
+// clankie's phone page (SPEC H5, H6, D17): live updates by long-poll (the reply Clankie is
+// writing too, in its own element, as text), answers without a reload.
 // Our own code, no library. It never resubmits by itself: a request is sent on a tap only.
 "use strict";
 //
