@@ -10,6 +10,7 @@ Playwright's `expect` waits for what the page must show (the lease test waits ou
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -859,3 +860,175 @@ def test_h7_the_readmes_ntfy_recipe_carries_answer_url_and_the_tap_opens_the_que
         receiver.shutdown()
         receiver.server_close()
         thread.join(timeout=10)
+
+
+# ------------------------------------------------------ replies that stream (SPEC D17)
+
+# Text from others at its most hostile: markup, a script, a right-to-left override, an
+# escape sequence, a lone joiner (made visible) and an emoji sequence (kept whole).
+HOSTILE = ("<b>bold</b> <script>window.pwned = 1</script> \u202egnp.exe \x1b[31mred "
+           "a\u200db \U0001f469\u200d\U0001f4bb")
+STREAM_ENV = {"CLANKIE_STREAM_INTERVAL": "0.05"}
+
+
+def words(n: int, start: int = 0) -> str:
+    return " ".join(f"word{i}" for i in range(start, start + n))
+
+
+@contextlib.contextmanager
+def streaming(browser: Any, tmp_path: Path, script: dict[str, Any]) -> Iterator[
+        tuple[Served, Any]]:
+    """A `clankie serve --web` of its own whose scripted model writes word by word, and a
+    phone's page; both stopped after."""
+    served = Served.start(tmp_path / "home", "--web", "127.0.0.1:0", script=script,
+                          env=STREAM_ENV)
+    context = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True,
+                                  has_touch=True)
+    try:
+        yield served, context.new_page()
+    finally:
+        context.close()
+        served.stop()
+
+
+# What the page asks for (its GETs: the view and the long-poll), each with its time, and
+# whether its reply's text ever went missing or was shown twice (checked at every change
+# of the page, once the first words were there).
+WATCH = """
+window.asked = [];
+const fetched = window.fetch;
+window.fetch = function (url, options) {
+  if (!options || !options.method || options.method === "GET") {
+    window.asked.push({ at: performance.now(), url: String(url) });
+  }
+  return fetched.apply(this, arguments);
+};
+window.watching = { phrase: null, appeared: false, missing: 0, twice: 0, said: [] };
+new MutationObserver(function () {
+  const w = window.watching;
+  const said = document.getElementById("said");
+  if (said && said.textContent && said.textContent !== w.said[w.said.length - 1]) {
+    w.said.push(said.textContent);
+  }
+  if (!w.phrase || !document.getElementById("view")) return;
+  const text = document.getElementById("view").innerText;  // not the announcement
+  const count = text.split(w.phrase).length - 1;
+  if (count > 0) w.appeared = true;
+  if (w.appeared && count === 0) w.missing += 1;
+  if (count > 1) w.twice += 1;
+}).observe(document, { subtree: true, childList: true, characterData: true });
+"""
+
+
+def send(served: Served, c: str, text: str = "go") -> str:
+    with served.client() as operator:
+        return str(operator.call("conversation_send", {"conversation_id": c,
+                                                       "text": text})["run_id"])
+
+
+def test_d17_the_live_reply_grows_as_text_and_its_stored_message_replaces_it_once(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """The reply shows below the last messages as it is written and grows; hostile text is
+    text (no markup runs, control and format characters made visible as the view shows
+    them); the stored message takes its place in one step, never missing, never twice,
+    and is announced once; the page asks at most 4 times a second, with no text in a URL."""
+    from clankie.text import visible
+
+    said = HOSTILE + " " + words(60)
+    with streaming(browser, tmp_path, {"turns": [[{"say": said, "pace_ms": 50}]]}) as (
+            served, page):
+        page.add_init_script(WATCH)
+        pair(served, page)
+        c = new_conversation(served, workspace)
+        page.goto(f"{served.web_url}/?c={c}")
+        expect(page.locator("#no-question")).to_be_visible(timeout=WAIT_MS)
+        page.evaluate("window.watching.phrase = 'word7 word8'")
+        send(served, c, "Say something hostile")
+        live = page.locator("#live-text")
+        expect(live).to_contain_text("word3", timeout=WAIT_MS)
+        shot(page, "phone-live-reply", tmp_path)
+        early = live.text_content() or ""
+        expect(live).to_contain_text("word30", timeout=WAIT_MS)
+        later = live.text_content() or ""
+        assert visible(said).startswith(early) and visible(said).startswith(later)
+        assert len(later) > len(early)
+        expect(page.locator("#live-state")).to_contain_text("Clankie is writing (")
+        assert page.locator("#live").get_attribute("aria-live") == "off"
+        assert page.locator("#live").get_attribute("aria-busy") == "true"
+        stored = page.locator("#context li[data-message]")
+        expect(stored).to_contain_text("word59", timeout=WAIT_MS)
+        expect(page.locator("#live")).to_be_hidden()
+        shot(page, "phone-live-stored", tmp_path)
+        assert stored.locator(".theirs").text_content() == visible(said)
+        assert page.evaluate("window.pwned") is None
+        assert page.locator("#live b, #live script, #context b, #context script").count() == 0
+        watched = page.evaluate("window.watching")
+        assert watched["appeared"] and watched["missing"] == 0 and watched["twice"] == 0
+        assert len(watched["said"]) == 1 and "word59" in watched["said"][0]
+        asked = page.evaluate("window.asked")
+    times = sorted(a["at"] for a in asked)
+    assert len(times) > 8  # it did follow the reply
+    for i, start in enumerate(times):  # D17: at most 4 a second, in any second
+        assert len([t for t in times[i:] if t < start + 1000]) <= 4, times
+    for url in (a["url"] for a in asked):  # H4: IDs and numbers only
+        assert "word" not in url and "bold" not in url and "key" not in url.lower()
+
+
+def test_d17_h6_typed_text_and_focus_survive_live_updates_and_a_stop_keeps_the_words(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """While Clankie writes under a pending question, the owner types: the form, its text,
+    the caret and the focus are never redrawn by a live update. A stop keeps the words
+    shown, marked as stopped (D7)."""
+    script = {"turns": [[{"ask": ASK}, {"say": words(300), "pace_ms": 60}]]}
+    with streaming(browser, tmp_path, script) as (served, page):
+        pair(served, page)
+        take_control(page)
+        c = new_conversation(served, workspace)
+        page.goto(f"{served.web_url}/?c={c}")
+        expect(page.locator("#no-question")).to_be_visible(timeout=WAIT_MS)
+        run_id = send(served, c)
+        expect(page.get_by_role("heading", name="Tabs or spaces?")).to_be_visible(
+            timeout=WAIT_MS)
+        live = page.locator("#live-text")
+        expect(live).to_contain_text("word", timeout=WAIT_MS)
+        box = page.get_by_role("textbox", name="Or answer in your own words")
+        box.click()
+        box.press_sequentially("tabs, because")
+        page.evaluate("""() => {
+            const box = document.getElementById("answer-text");
+            box.setSelectionRange(4, 4);
+            box.dataset.mark = "mine";  // gone if the form were drawn again
+            document.getElementById("answer").dataset.mark = "mine";
+        }""")
+        before = len(live.text_content() or "")
+        expect(live).not_to_have_text(re.compile(f"^.{{0,{before + 40}}}$", re.S),
+                                      timeout=WAIT_MS)  # several updates later
+        shot(page, "phone-live-typing", tmp_path)
+        assert page.evaluate("""() => {
+            const box = document.getElementById("answer-text");
+            return [box.dataset.mark, document.getElementById("answer").dataset.mark,
+                    box.value, document.activeElement === box, box.selectionStart];
+        }""") == ["mine", "mine", "tabs, because", True, 4]
+        with served.client() as operator:
+            operator.call("run_cancel", {"run_id": run_id})
+        stopped = page.locator("#context li[data-message]")
+        expect(stopped).to_contain_text("(stopped by you)", timeout=WAIT_MS)
+        expect(page.locator("#live")).to_be_hidden()
+        expect(box).to_have_value("tabs, because")
+        assert (stopped.locator(".theirs").text_content() or "").startswith("word0 word1")
+
+
+def test_d17_s4_a_read_only_browser_sees_the_live_reply_and_gains_no_control(
+        browser: Any, tmp_path: Path, workspace: Path):
+    with streaming(browser, tmp_path, {"turns": [[{"say": words(80), "pace_ms": 50}]]}) as (
+            served, page):
+        pair(served, page, mode="read_only", name="tablet")
+        c = new_conversation(served, workspace)
+        page.goto(f"{served.web_url}/?c={c}")
+        expect(page.locator("#no-question")).to_be_visible(timeout=WAIT_MS)
+        send(served, c)
+        expect(page.locator("#live-text")).to_contain_text("word10", timeout=WAIT_MS)
+        assert page.get_by_role("button").count() == 0
+        assert page.locator("#live textarea, #live input, #live a").count() == 0
+        expect(page.locator("#context li[data-message]")).to_contain_text(
+            "word79", timeout=WAIT_MS)

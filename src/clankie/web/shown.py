@@ -4,9 +4,11 @@ and said in plain words.
 Owns the reads behind the view (`read_view`: the device, the conversations with a question
 first, one question, what led to it and how a question it showed ended), the last lines
 of a conversation (`Lines`, through `events_tail`, with a small cache of where each
-browser's last read stopped), what an accepted answer chose, and every refusal in words the
-owner can act on (never a bare code). It decides nothing the service decides: each read
-is an op of the service, whose checks and whose `invalid_request` are its own.
+browser's last read stopped; a reply cut off or withdrawn said so, SPEC D6-D9, and
+Clankie's latest reply whole where its live reply was, D17), what an accepted answer
+chose, and every refusal in words the owner can act on (never a bare code). It decides
+nothing the service decides: each read is an op of the service, whose checks and whose
+`invalid_request` are its own.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import contextlib
 import re
 import threading
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypedDict, TypeVar
 
 from pydantic import ValidationError
@@ -33,6 +35,9 @@ from clankie.text import visible
 CONFLICTS: Final = wording.READ_AGAIN | {Code.ALREADY_ANSWERED}
 CONTEXT_LINES: Final = 6  # H5: what led to a question, one line each
 CONTEXT_CHARS: Final = 280  # a line's length at most (the rest is on the computer)
+# The latest reply of Clankie's is shown whole (D17: where its live reply was, so the
+# stored message takes its place without shrinking to a line), up to this many characters.
+FULL_CHARS: Final = 16_000
 _PAGE: Final = 500  # events_tail's largest page
 
 InT = TypeVar("InT", bound=dto.Strict)
@@ -61,11 +66,18 @@ def accepted(spec: dto.Op[InT, Any], payload: object) -> InT | None:
 @dataclass(frozen=True, slots=True)
 class Line:
     """One line of what led to a question (H5): who said it, what, and its kind (a message,
-    a tool's activity, or a note of the page's own)."""
+    a tool's activity, or a note of the page's own); `note`, the page's own words after
+    it (how a reply was cut off, D6-D9); `message_id`, a message's, by which the page
+    replaces the live reply it showed with its stored message (D17)."""
 
     who: str
     text: str
     kind: str
+    note: str = ""
+    message_id: str = ""
+    # a reply of Clankie's whole (up to FULL_CHARS), shown when it is last and no answer
+    # came after it
+    full: str = ""
 
 
 class Lines:
@@ -89,8 +101,17 @@ class Lines:
                 "conversation_id": conversation_id, "after": after, "limit": _PAGE})
             for event in page.events:
                 line = context_line(event)
-                if line is not None:
+                if isinstance(event, dto.RunStatusEvent) and line is not None and lines and (
+                        lines[-1].note == CUT_FAILED):
+                    # the run that failed for good ends with its cut-off reply (D8, in one
+                    # transaction): the reply says why, once
+                    lines[-1] = replace(lines[-1], note=f"(cut off: {run_failed(event)})")
+                elif line is not None:
                     lines.append(line)
+                elif isinstance(event, dto.InputResolvedEvent) and lines and lines[-1].full:
+                    # answered since: the reply that asked is no longer the latest news,
+                    # and the next one (live, below) is (trial: it was off the screen)
+                    lines[-1] = replace(lines[-1], full="")
             after = page.next_after
             if len(page.events) < _PAGE:
                 break
@@ -106,15 +127,41 @@ def context_line(event: dto.Event) -> Line | None:
     if isinstance(event, dto.MessageEvent):
         who = {Author.OWNER: "You", Author.CLANKIE: "Clankie"}.get(
             event.author, str(event.author).capitalize())
-        return Line(who, _cut(event.text), "message")
+        full = event.text if len(event.text) <= FULL_CHARS else (
+            event.text[:FULL_CHARS - 1] + "…")
+        mine = event.author == Author.CLANKIE  # the page replaces a live reply by it
+        return Line(who, _cut(event.text), "message", cut_off(event),
+                    event.message_id if mine else "", full if mine else "")
     if isinstance(event, dto.ToolActivityEvent) and event.tool != ASK_QUESTION:
         return Line("Tool", _cut(event.summary), "tool")  # the question says its own
     if isinstance(event, dto.ConversationResetEvent):
         return Line("", "The conversation was reset.", "note")
+    if isinstance(event, dto.RunActivityEvent) and event.withdrawn is not None:
+        return Line("", _cut(f"Clankie's reply so far ({event.withdrawn.length} characters) "
+                             f"was withdrawn: {event.summary}"), "note")  # D8
     if isinstance(event, dto.RunStatusEvent) and event.status is RunStatus.FAILED:
-        why = wording.run_ended(event.error) or str(event.error or "no reason")
-        return Line("", _cut(f"Clankie's run failed: {why}"), "note")
+        return Line("", _cut(f"Clankie's run failed: {run_failed(event)}"), "note")
     return None
+
+
+def run_failed(event: dto.RunStatusEvent) -> str:
+    """Why a run failed, in words."""
+    return wording.run_ended(event.error) or str(event.error or "no reason")
+
+
+CUT_FAILED: Final = "(cut off: the model call failed)"  # until the run's end says why
+
+
+def cut_off(event: dto.MessageEvent) -> str:
+    """How a reply of Clankie's was cut off (D6-D9), in the page's own words after its
+    text; "" for a finished one."""
+    if event.partial == "stopped":
+        return "(stopped by you)"
+    if event.partial == "failed":
+        return CUT_FAILED
+    if event.partial == "interrupted":  # D9: its `at` is the checkpoint's time
+        return f"(cut off when clankie restarted; what followed {zoned(event.at)} was lost)"
+    return ""
 
 
 def _cut(text: str) -> str:
@@ -129,6 +176,7 @@ class PageView(TypedDict):
     conversations: list[dto.ListedConversationOut]
     pending: set[str]  # the conversations where a question waits
     ttl: int  # how long a lease taken now lasts
+    stall: float  # model_stall_timeout: when clankie gives up on a silent model (D11)
     context: list[Line]
     chosen: str | None
     snapshot: dto.Snapshot | None
@@ -175,7 +223,7 @@ def read_view(service: Service, token: str | None, lines: Lines | None,
                 break
     return PageView(
         device=device, conversations=ordered, pending=set(pending),
-        ttl=service.settings.take_control_ttl,
+        ttl=service.settings.take_control_ttl, stall=service.settings.model_stall_timeout,
         context=lines.lines(token, chosen) if lines and chosen else [],
         chosen=chosen, snapshot=shown, ended=ended,
         current=next((c for c in listed if c.conversation_id == chosen), None),

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import json
 import re
 import secrets
 from collections.abc import Callable
@@ -229,12 +230,16 @@ class Fragment(View):
 
 
 class Events(View):
-    """GET /api/events: a long-poll on `events_tail` (H6); its reply says only whether to
-    look again."""
+    """GET /api/events: a long-poll on `events_tail` (H6); its reply says whether to look
+    again and, when the page sends `live` (D17: the same input as `events_tail`'s, D4, as
+    JSON in the address: a reply ID and a length, never text), the live reply as
+    `events_tail` answers it. A long-poll woken by a publish alone is answered from memory,
+    as the service's own edge does."""
 
     async def respond(self, request: Request) -> Response:
         conversation_id = request.query_params.get("c", "")
         after = request.query_params.get("after", "0")
+        live = request.query_params.get("live")
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
 
@@ -243,18 +248,27 @@ class Events(View):
                 loop.call_soon_threadsafe(woken.set)
 
         token = self.session(request)
-        payload = {"conversation_id": conversation_id, "wait_ms": LONG_POLL_MS,
-                   "after": int(after) if re.fullmatch(r"[0-9]{1,18}", after) else 0}
+        payload: dict[str, Any] = {
+            "conversation_id": conversation_id, "wait_ms": LONG_POLL_MS,
+            "after": int(after) if re.fullmatch(r"[0-9]{1,18}", after) else 0}
+        if live is not None:
+            payload["live"] = _live_input(live)  # checked by the service, as any client's
         with self.service.open_poll(dto.EVENTS_TAIL.name, token, payload, wake) as tail:
             while True:
                 woken.clear()
-                page = await self.run(tail.read)
+                page = tail.read_quickly()  # a live reply published: from memory (D4)
+                if page is None:
+                    page = await self.run(tail.read)
                 if page is not None:
                     assert isinstance(page, dto.EventsOut)
-                    return JSONResponse({"next_after": page.next_after,
-                                         "changed": bool(page.events)})
+                    answer = page.model_dump(mode="json", include={"next_after", "live"})
+                    return JSONResponse({**answer, "changed": bool(page.events)})
                 with anyio.move_on_after(tail.remaining()):
                     await woken.wait()
+
+    async def refused(self, err: ClankieError) -> Response:
+        return JSONResponse({**shown.refusal(err), "code": str(err.code)},
+                            status_code=err.status)
 
 
 class Action(View):
@@ -370,6 +384,15 @@ def _peer(request: Request) -> str | None:
     Wrong codes are limited per connection; this authenticates nobody."""
     client = request.client
     return None if client is None else f"web {client.host}:{client.port}"
+
+
+def _live_input(given: str) -> object:
+    """The `live` field as the page sent it (JSON), for the service to check (D4)."""
+    try:
+        return json.loads(given)
+    except (ValueError, RecursionError):
+        raise ClankieError(Code.INVALID_REQUEST, "live must be JSON: {reply_id, offset}"
+                           ) from None
 
 
 def _form(body: bytes) -> dict[str, str]:

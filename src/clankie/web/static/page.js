@@ -1,4 +1,5 @@
-// clankie's phone page (SPEC H5, H6): live updates by long-poll, answers without a reload.
+// clankie's phone page (SPEC H5, H6, D17): live updates by long-poll (the reply Clankie is
+// writing too, in its own element, as text), answers without a reload.
 // Our own code, no library. It never resubmits by itself: a request is sent on a tap only.
 "use strict";
 //
@@ -66,6 +67,17 @@
   // The server's clock less this browser's (its Date header, as of the last view), so a
   // phone whose clock is off still says the lease ended when it did.
   let skew = 0;
+  // The reply Clankie is writing (SPEC D17): what the page last received of it, sent back
+  // as it came (a reply ID and a length: the page never counts characters itself).
+  let liveAt = { reply_id: null, offset: 0 };
+  let live = null;  // the reply shown: { reply_id, state, idle_ms, elapsed_ms, got, calling }
+  // A reply gone from memory, shown until a view asked for after that says what became of
+  // it: { reply_id, after: the views asked for by then }.
+  let ending = null;
+  let views = 0;
+  let seen = null;  // Clankie's stored messages already on the page (each announced once)
+  let seenIn = null;  // ... in this conversation
+  let lastView = 0;
 
   function state() {
     return document.getElementById("state") || { dataset: {} };
@@ -119,7 +131,11 @@
     if (s.request) params.set("r", s.request);
     if (s.noted) params.set("n", s.noted);
     let response;
+    let number = 0;  // this view's, counted from the page's first (settle)
     try {
+      await paced(false);
+      lastView = performance.now();
+      number = ++views;
       response = await fetch("/view?" + params.toString(),
                              { credentials: "same-origin", headers: { "X-Clankie-Key": key } });
     } catch (e) {
@@ -145,6 +161,7 @@
       redraw(html);
       if (!view.querySelector("#lease.held")) leaseEnded();
     }
+    settle(number);
     const now = state().dataset.request || "";
     // A refusal or failure said about a question no longer shown is stale: cleared. What
     // was accepted stays said (the ended note under it says the same, and Clankie's next
@@ -171,6 +188,7 @@
                                                        : null;
     view.innerHTML = html;
     view.dataset.shown = html;
+    placeLive();
     keepTyped(selection);
     reoffer();
     if (!request || state().dataset.request !== request) return;
@@ -399,6 +417,7 @@
   }
 
   function tick() {
+    sayLiveState();
     const now = Date.now() + skew;
     for (const t of view.querySelectorAll("[data-until]")) {
       const left = (Date.parse(t.dataset.until) - now) / 1000;
@@ -421,16 +440,50 @@
     return new Promise(function (resolve) { setTimeout(resolve, ms); });
   }
 
-  async function live() {
+  // D17: the page asks for updates at most 4 times a second: never more than 4 requests
+  // (its views and its long-polls) begin within a second, and a long-poll begins at least
+  // a quarter second after the one before it, so a reply grows in even steps; a view asked
+  // for after an event goes at once when the second allows it. One request waits for the
+  // one before it. (A little more than a second and a quarter: a timer may fire early.)
+  const WINDOW_MS = 1020;
+  const GAP_MS = 260;
+  let gate = Promise.resolve();
+  let starts = [];
+  let lastPoll = -Infinity;
+  function paced(poll) {
+    gate = gate.then(async function () {
+      for (;;) {
+        const now = performance.now();
+        starts = starts.filter(function (t) { return t > now - WINDOW_MS; });
+        let wait = starts.length >= 4 ? starts[0] + WINDOW_MS - now : 0;
+        if (poll) wait = Math.max(wait, lastPoll + GAP_MS - now);
+        if (wait <= 0) break;
+        await pause(wait);
+      }
+      const now = performance.now();
+      starts.push(now);
+      if (poll) lastPoll = now;
+    });
+    return gate;
+  }
+
+  async function follow() {
     while (alive) {
       try {
         const chosen = state().dataset.chosen;
         if (chosen !== watching) {
           watching = chosen;
           after = 0;
+          showLive(null);
+          liveAt = { reply_id: null, offset: 0 };
+          ending = null;
         }
         if (chosen) {
-          const params = new URLSearchParams({ c: chosen, after: String(after) });
+          // The conversation, where the page is in it, and what it has of the live reply:
+          // IDs and numbers only, never text or a token (H4).
+          const params = new URLSearchParams({ c: chosen, after: String(after),
+                                               live: JSON.stringify(liveAt) });
+          await paced(true);
           const asked = Date.now();
           const response = await fetch("/api/events?" + params.toString(),
                                        { credentials: "same-origin",
@@ -440,14 +493,34 @@
             revoked(reply.message);
             return;
           }
-          if (response.ok) after = reply.next_after;
+          let news = false;
+          let gone = false;
+          if (response.ok) {
+            after = reply.next_after;
+            if (reply.live !== undefined && watching === state().dataset.chosen) {
+              news = isNews(reply.live);
+              // Gone from memory: its message (or why not) is in this answer or an earlier
+              // one (D5), so it stays shown until the view that says it (no gap).
+              gone = live !== null && (reply.live === null ||
+                                       reply.live.reply_id !== live.reply_id);
+              if (gone) ending = { reply_id: live.reply_id, after: views };
+              if (!gone) showLive(reply.live);
+            }
+          }
+          if (alive && !busy && (!response.ok || reply.changed || gone ||
+                                 performance.now() - lastView >= 1000)) await refresh();
+          if (gone && ending === null && watching === state().dataset.chosen) {
+            showLive(reply.live);  // the next try, or the next reply
+          }
           // Nothing new, at once: the service had no long-poll to spare (V5, many tabs):
           // wait a second rather than ask again in a loop.
-          if (!response.ok || (!reply.changed && Date.now() - asked < 500)) await pause(1000);
+          if (!response.ok || (!reply.changed && !news && Date.now() - asked < 500)) {
+            await pause(1000);
+          }
         } else {
           await pause(1000);
+          if (alive && !busy) await refresh();
         }
-        if (alive && !busy) await refresh();
       } catch (e) {
         unreachable();  // the service stopped, or a proxy before it says so: try again
         await pause(1000);
@@ -455,8 +528,170 @@
     }
   }
 
+  // ------------------------------------------------------------ the live reply (D17)
+
+  // Text from others made visible as the view's own text is (SPEC section 10, the same
+  // rule as clankie.text.visible): control and invisible format characters as escapes; a
+  // joiner stays only between two shown non-ASCII characters. Its last character waits for
+  // the next delta (a joiner's form depends on what follows it).
+  const HIDDEN = /^[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]$/u;
+  const SPACE = /^\p{Zs}$/u;
+  const ANY_HIDDEN = /[^\P{Cc}\n\t]|[\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/u;
+  function hidden(ch) { return ch !== "\n" && ch !== "\t" && HIDDEN.test(ch); }
+  function joinable(ch) { return ch.codePointAt(0) > 0x7f && !hidden(ch) && !SPACE.test(ch); }
+  function shownAs(before, ch, next) {
+    if (!hidden(ch)) return ch;
+    if ((ch === "\u200c" || ch === "\u200d") && before && next && joinable(before) &&
+        joinable(next)) return ch;
+    const code = ch.codePointAt(0);
+    const hex = code.toString(16);
+    return code <= 0xff ? "\\x" + hex.padStart(2, "0")
+      : code <= 0xffff ? "\\u" + hex.padStart(4, "0") : "\\U" + hex.padStart(8, "0");
+  }
+
+  const liveBox = document.createElement("section");
+  liveBox.id = "live";
+  liveBox.className = "live";
+  liveBox.hidden = true;
+  liveBox.setAttribute("aria-label", "Clankie's reply, as it is written");
+  // Not announced while it grows (D17): the stored message is, once (#said).
+  liveBox.setAttribute("aria-live", "off");
+  liveBox.setAttribute("aria-busy", "true");
+  const liveState = document.createElement("p");
+  liveState.id = "live-state";
+  liveState.className = "live-head";
+  const liveText = document.createElement("p");
+  liveText.id = "live-text";
+  liveText.className = "live-text";
+  const liveWords = document.createElement("span");
+  liveWords.className = "theirs";
+  liveWords.hidden = true;
+  const fixed = document.createTextNode("");
+  const last = document.createTextNode("");
+  liveWords.append(fixed, last);
+  liveText.append(liveWords);
+  const liveCalling = document.createElement("p");
+  liveCalling.id = "live-calling";
+  liveCalling.className = "quiet";
+  liveBox.append(liveState, liveText, liveCalling);
+  let before = "";  // the character before the last one shown, and the last one
+  let lastChar = "";
+
+  function placeLive() {
+    const slot = document.getElementById("live-slot");
+    if (slot) slot.appendChild(liveBox);
+  }
+
+  function isNews(next) {
+    if (next === null) return live !== null;
+    return live === null || next.reply_id !== live.reply_id || next.text.length > 0 ||
+      next.state !== live.state || next.calling.length !== live.calling.length;
+  }
+
+  // Only this element changes (H6, D17): the question, its form and the typed text are
+  // never redrawn by a live update. Text goes in as text (appended to a text node).
+  function showLive(next) {
+    if (next === undefined) return;
+    if (next === null) {
+      live = null;
+      liveBox.hidden = true;
+      fixed.data = "";
+      last.data = "";
+      before = lastChar = "";
+      liveWords.hidden = true;
+      liveAt = { reply_id: null, offset: 0 };
+      return;
+    }
+    const follow = liveText.scrollTop + liveText.clientHeight >= liveText.scrollHeight - 8;
+    if (live === null || next.reply_id !== live.reply_id || next.offset === 0 ||
+        next.offset !== liveAt.offset) {
+      fixed.data = "";  // a snapshot: the text so far, in one piece (D4)
+      last.data = "";
+      before = lastChar = "";
+    }
+    const given = lastChar + next.text;
+    if (next.text && !ANY_HIDDEN.test(given)) {
+      // Nothing to make visible (the usual case): the text as it came, in one step.
+      const tail = given.charCodeAt(given.length - 1);  // a pair's low half: two units
+      const end = tail >= 0xdc00 && tail <= 0xdfff && given.length > 1 ? 2 : 1;
+      const shown = given.slice(0, given.length - end);
+      if (shown) fixed.appendData(shown);
+      before = "";  // only a hidden last character looks back, and this one is not
+      lastChar = given.slice(given.length - end);
+    } else {
+      let out = "";
+      for (const ch of next.text) {
+        if (lastChar) out += shownAs(before, lastChar, ch);
+        before = lastChar;
+        lastChar = ch;
+      }
+      if (out) fixed.appendData(out);
+    }
+    last.data = lastChar ? shownAs(before, lastChar, "") : "";
+    liveWords.hidden = !(fixed.length || last.length);
+    live = { reply_id: next.reply_id, state: next.state, idle_ms: next.idle_ms,
+             elapsed_ms: Date.parse(next.at) - Date.parse(next.started_at),
+             got: Date.now(), calling: next.calling };
+    liveAt = { reply_id: next.reply_id, offset: next.length };
+    liveCalling.textContent = next.calling.length
+      ? "Calling " + next.calling.join(", ") + "…" : "";
+    liveCalling.hidden = !next.calling.length;
+    liveBox.hidden = false;
+    placeLive();
+    sayLiveState();
+    if (follow) liveText.scrollTop = liveText.scrollHeight;
+  }
+
+  // How long, from the service's idle_ms and the reply's own times, counted on with this
+  // browser's clock from when it came (never compared with the service's clock).
+  function sayLiveState() {
+    if (live === null) return;
+    const since = Date.now() - live.got;
+    const idle = Math.floor((live.idle_ms + since) / 1000);
+    const stall = Number(state().dataset.stall) || 0;
+    let words;
+    if (live.state === "waiting") {
+      words = "Waiting for the model (" + idle + " s)";
+    } else if (live.state === "quiet") {
+      words = "No text from the model for " + idle + " s" +
+        (stall ? "; giving up at " + stall + " s" : "");
+    } else if (live.state === "complete") {
+      words = "Clankie has finished writing; keeping the reply…";
+    } else {
+      words = "Clankie is writing (" +
+        Math.max(0, Math.floor((live.elapsed_ms + since) / 1000)) + " s)";
+    }
+    if (liveState.textContent !== words) liveState.textContent = words;
+  }
+
+  // After each view: a reply gone from memory leaves the page with the view that says
+  // what became of it (its stored message, a withdrawal, the run's end), in the same
+  // step, so it is shown once and never missing (D5, D17). Clankie's stored messages
+  // new since the page came are announced once, to screen readers (#said).
+  function settle(number) {
+    if (ending !== null && number > ending.after) {
+      ending = null;
+      showLive(null);
+    }
+    const chosen = state().dataset.chosen || "";
+    const stored = view.querySelectorAll("#context li[data-message]");
+    if (seenIn !== chosen || seen === null) {
+      seen = new Set();
+      seenIn = chosen;
+      for (const li of stored) seen.add(li.dataset.message);
+      return;
+    }
+    const fresh = [];
+    for (const li of stored) {
+      if (seen.has(li.dataset.message)) continue;
+      seen.add(li.dataset.message);
+      fresh.push(li.textContent.replace(/\s+/g, " ").trim());
+    }
+    if (fresh.length) document.getElementById("said").textContent = fresh.join(" ");
+  }
+
   tick();
   setInterval(tick, 1000);
   // The shell carries no data (H3): the view comes with both halves, then the live updates.
-  refresh().catch(function () {}).then(live);
+  refresh().catch(function () {}).then(follow);
 })();
