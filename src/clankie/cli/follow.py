@@ -12,6 +12,11 @@ deadline instead: `Gone`). Once the service answers, it says whether it restarte
 A restart between two reads (the old service ends a long poll at once as it stops) is told
 the same way: whenever a read came over a new connection, `service_info` says whether
 `started_at` moved. Every other failure is `call`'s.
+
+With `live` (SPEC D4, D16) each read asks for the reply being written too, sending back the
+`reply_id` and `length` it last received (never a count of its own); after a restart it
+asks again with a null `reply_id`, so the new service answers with the text so far, if any.
+A long-poll that comes back with a new live reply is an answer, not an empty page.
 It decides nothing and sends nothing but reads.
 """
 
@@ -47,9 +52,12 @@ class Follower:
     """The events of one conversation after `after`, page by page, across restarts."""
 
     def __init__(self, client: Client, conversation_id: str, after: int, *, as_json: bool,
-                 note: Callable[[str], None]) -> None:
+                 note: Callable[[str], None], live: bool = False) -> None:
         self.client, self.conversation_id, self.after = client, conversation_id, after
         self.as_json, self.note = as_json, note
+        # The live reply last received (reply_id, length, state), sent back with each read;
+        # None: not asked for. (None, 0, "") asks for a snapshot (D4).
+        self.live: tuple[str | None, int, str] | None = (None, 0, "") if live else None
         self.started_at = self._started_at()
 
     def _started_at(self) -> str:
@@ -61,11 +69,19 @@ class Follower:
         """The next page (waiting up to `wait_ms` for one); `after` moves past it. With
         `until` (a `time.monotonic()` deadline), a service lost and not back by then is
         `Gone`, rather than waited for up to `GIVE_UP_S`."""
+        from clankie import dto
         from clankie.client import EMPTY_AT_ONCE_S, PAUSE_AFTER_EMPTY_S
 
-        asked = time.monotonic()
+        asked, sent = time.monotonic(), self.live
         page = self._read(wait_ms, until)
-        if wait_ms and not page.events and time.monotonic() - asked < EMPTY_AT_ONCE_S:
+        live = page.live  # absent from a page cut short by `limit` (D4): kept as it was
+        if isinstance(live, dto.LiveReply):
+            self.live = (live.reply_id, live.length, live.state)
+        elif live is None and self.live is not None:
+            self.live = (None, 0, "")
+        new = self.live != sent and self.live is not None and self.live[0] is not None
+        if wait_ms and not page.events and not new and \
+                time.monotonic() - asked < EMPTY_AT_ONCE_S:
             time.sleep(PAUSE_AFTER_EMPTY_S)  # no long-poll slot was free (V5): not a spin
         self.after = page.next_after
         return page
@@ -84,9 +100,12 @@ class Follower:
         while True:
             connections = self.client.connections
             try:
+                live = None if self.live is None else dto.LiveAt(
+                    reply_id=self.live[0], offset=self.live[1])
                 page = call(self.client, dto.EVENTS_TAIL, dto.EventsTail(
                     conversation_id=self.conversation_id, after=self.after, limit=PAGE,
-                    wait_ms=wait_ms), as_json=self.as_json, reconnecting=True)
+                    wait_ms=wait_ms, **({} if live is None else {"live": live})),
+                    as_json=self.as_json, reconnecting=True)
                 # A new connection: the service may have restarted between two reads too
                 # (its old one ended a long poll at once as it stopped), not only during one.
                 if lost is not None or self.client.connections != connections:
@@ -117,6 +136,8 @@ class Follower:
         started_at, self.started_at = self.started_at, self._started_at()
         where = f"following again after #{self.after}" if self.after else "following again"
         if started_at != self.started_at:
+            if self.live is not None:  # the new service knows no reply of the old one (D16)
+                self.live = (None, 0, "")
             self.note(f"(clankie restarted at {when.shown_now(self.started_at)}; {where})")
         elif lost:
             self.note(f"(reached clankie again; {where})")
