@@ -27,8 +27,8 @@ from tests.e2e.served import ROOT, Served
 from tests.e2e.test_cli import _default_sigint, cli
 from tests.e2e.test_providers import PROVIDERS
 from tests.e2e.test_streaming import checkpointed, conversation, live_text, messages
-from tests.fakes import model_endpoint, openai_reply, stream_events
 from tests.fakes import Reply as FakeReply
+from tests.fakes import model_endpoint, openai_reply, stream_events
 from tests.polling import eventually
 
 WORDS = " ".join(f"w{n}" for n in range(80))  # 80 words 120 ms apart: about 10 s
