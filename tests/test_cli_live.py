@@ -127,3 +127,19 @@ def test_d16_d8_a_withdrawal_says_how_many_characters_and_why():
     assert withdrawal(event) == ("[withdrawn: 1,312 characters: openai: the connection "
                                  "dropped; try 2 of 5 in 2 s; asking again]")
     assert withdrawal(event.model_copy(update={"withdrawn": None})) is None
+
+
+def test_d11_d16_a_reply_gone_quiet_is_said_once_and_the_text_goes_on_marked():
+    """D11: "A stall is shown before it ends ... each surface says how long the model has
+    been silent and when clankie gives up"."""
+    out: list[str] = []
+    notes: list[str] = []
+    shown = Live(lambda _: "Clankie: ", write=out.append, note=notes.append,
+                 stall_s=lambda: 60)
+    shown.show(live("Thinking"))
+    quiet = live("", offset=8).model_copy(update={"state": "quiet", "idle_ms": 10_400})
+    shown.show(quiet)
+    shown.show(quiet.model_copy(update={"idle_ms": 11_000}))  # the same silence: said once
+    shown.show(live(" hard", offset=8))
+    assert notes == ["(no text from the model for 10 s; giving up at 60 s)"]
+    assert "".join(out) == "Clankie: Thinking\n  |  hard"

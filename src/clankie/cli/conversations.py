@@ -404,13 +404,13 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
     assert run_id is not None  # waited for only when a run was queued
     goes_on = (f"Follow it with: clankie conversations events {c} --after {begun} --follow",
                f"Stop it with: clankie conversations stop {c}")
-    live = Live(lambda _: f"{wording.CLANKIE}: ", run_id=run_id) \
-        if tail.live is not None else None
-
     def note(line: str) -> None:
         if live is not None:
             live.end_line()
         warn(line)
+
+    live = Live(lambda _: f"{wording.CLANKIE}: ", run_id=run_id, note=warn,
+                stall_s=lambda: tail.stall_s) if tail.live is not None else None
 
     deadline = time.monotonic() + timeout
     started, ended = False, False
@@ -564,7 +564,8 @@ def events(conversation: str | None, after: int, follow: bool, live: bool | None
         c = resolve_conversation(client, conversation, as_json=as_json)
         tail = Follower(client, c, after, as_json=as_json, note=warn if as_json else say,
                         live=live) if follow else None
-        writing = Live(lambda r: f"#\u2026 {when.local(r.started_at)} clankie: ", "    ") \
+        writing = Live(lambda r: f"#\u2026 {when.local(r.started_at)} clankie: ", "    ",
+                       note=say, stall_s=lambda: tail.stall_s if tail else None) \
             if live and not as_json else None
         while True:
             page = tail.page() if tail is not None else call(client, dto.EVENTS_TAIL, request_of(

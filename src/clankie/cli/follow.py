@@ -63,7 +63,10 @@ class Follower:
     def _started_at(self) -> str:
         from clankie import dto
 
-        return call(self.client, dto.SERVICE_INFO, as_json=self.as_json).started_at
+        info = call(self.client, dto.SERVICE_INFO, as_json=self.as_json)
+        stall = info.settings.get("model_stall_timeout")
+        self.stall_s = stall if isinstance(stall, int | float) else None  # D11, for `Live`
+        return info.started_at
 
     def page(self, wait_ms: int = FOLLOW_WAIT_MS, until: float | None = None) -> dto.EventsOut:
         """The next page (waiting up to `wait_ms` for one); `after` moves past it. With

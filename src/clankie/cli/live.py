@@ -14,7 +14,10 @@ Owns, for `conversations send --wait` and `conversations events --follow` on a t
 - the lines a partial message ends with (`cut_off`, D6, D16): `[cut off: stopped by
   you]`, `[cut off: REASON]`, `[cut off when clankie restarted; what followed TIME was
   lost]`; and the withdrawal's `[withdrawn: N characters: REASON; asking again]`
-  (`withdrawal`).
+  (`withdrawal`);
+- a reply gone quiet (D11: content stopped): `(no text from the model for 10 s; giving up
+  at 60 s)`, once for each silence, on a line of its own; the text then goes on, on a line
+  marked as a continuation.
 
 It decides nothing: what was published, stored or withdrawn is the service's word.
 """
@@ -92,6 +95,7 @@ class _Reply:
     head: str
     text: str = ""
     printed: int = 0  # characters of `text` printed so far
+    quiet: bool = False  # its silence (state `quiet`, D11) has been said
 
 
 class Live:
@@ -100,9 +104,11 @@ class Live:
     (as `clankie.text.continued`). `write` prints without a newline."""
 
     def __init__(self, head: Callable[[dto.LiveReply], str], indent: str = "  ",
-                 run_id: str | None = None, write: Callable[[str], None] | None = None
-                 ) -> None:
+                 run_id: str | None = None, write: Callable[[str], None] | None = None,
+                 note: Callable[[str], None] | None = None,
+                 stall_s: Callable[[], float | None] = lambda: None) -> None:
         self.head, self.indent, self.run_id = head, indent, run_id
+        self.note, self.stall_s = note, stall_s
         self.write = write or (lambda text: click.echo(text, nl=False))
         self.reply: _Reply | None = None
         self.ended: set[str] = set()  # replies whose message was stored or that were withdrawn
@@ -122,6 +128,14 @@ class Live:
         if text.startswith(reply.text[:reply.printed]):  # never what contradicts the printed
             reply.text = text
             self._print(reply, settled(text))
+        if live.state != "quiet":
+            reply.quiet = False
+        elif not reply.quiet and self.note is not None:  # D11: a stall is shown before it ends
+            reply.quiet = True
+            stall = self.stall_s()
+            self.end_line()
+            self.note(f"(no text from the model for {live.idle_ms // 1000} s" + (
+                f"; giving up at {stall:g} s)" if stall else ")"))
 
     def stored(self, message: dto.MessageEvent) -> int | None:
         """`message` stores the reply being printed: print the rest of it and end the line;
