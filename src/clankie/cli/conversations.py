@@ -346,7 +346,9 @@ def show(conversation: str | None, as_json: bool) -> None:
 @click.argument("text", cls=Arg, metavar="TEXT", required=False, help="The message.")
 @click.option("--wait", is_flag=True,
               help="Wait for Clankie's run to end, and print its reply and any question it "
-                   "asked (exit 0 when it succeeded, 1 when it failed or was stopped).")
+                   "asked (exit 0 when it succeeded, 1 when it failed or was stopped). On a "
+                   "terminal the reply is printed as it is written; into a pipe or a file, "
+                   "only once it is stored.")
 @click.option("--timeout", metavar="S", type=Whole(1, 86_400),
               help=f"With --wait: stop waiting after S seconds (default {WAIT_TIMEOUT_S}); "
                    "the run goes on.")
@@ -552,7 +554,8 @@ def events(conversation: str | None, after: int, follow: bool, live: bool | None
            as_json: bool) -> None:
     """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C
     (across a restart of the service: it says so and goes on from the event it reached).
-    On a terminal, --follow shows Clankie's reply as it is written (SPEC D16)."""
+    On a terminal, --follow shows Clankie's reply as it is written, on a line that starts
+    `#…` (it has no number until it is stored, and is not shown again then)."""
     from clankie import dto
 
     from .follow import Follower
