@@ -79,6 +79,7 @@ def test_d16_deltas_are_printed_once_and_the_stored_message_adds_only_the_rest()
 def test_d16_a_message_never_printed_live_is_left_to_the_caller():
     shown, out = printer()
     assert shown.stored(message("Hi")) is None and out == []
+    shown.show(live("Hi"))  # the same page's live, read before its events (D5): stale
     shown.show(live("", reply_id=R2))  # waiting: nothing yet, not even the head
     assert out == []
 

@@ -141,10 +141,10 @@ class Live:
         """`message` stores the reply being printed: print the rest of it and end the line;
         how many characters of it had been printed live. None when none were (the caller
         prints the message whole)."""
+        self.ended.add(message.message_id)  # a page's live, read before its events, is stale
         reply = self.reply
         if reply is None or reply.reply_id != message.message_id or not reply.printed:
             return None
-        self.ended.add(reply.reply_id)
         shown = reply.printed
         if message.text.startswith(reply.text[:shown]):
             reply.text = message.text
