@@ -406,6 +406,7 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
     assert run_id is not None  # waited for only when a run was queued
     goes_on = (f"Follow it with: clankie conversations events {c} --after {begun} --follow",
                f"Stop it with: clankie conversations stop {c}")
+
     def note(line: str) -> None:
         if live is not None:
             live.end_line()
