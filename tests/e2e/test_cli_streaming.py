@@ -28,7 +28,7 @@ from tests.e2e.test_cli import _default_sigint, cli
 from tests.e2e.test_providers import PROVIDERS
 from tests.e2e.test_streaming import checkpointed, conversation, live_text, messages
 from tests.fakes import Reply as FakeReply
-from tests.fakes import model_endpoint, openai_reply, stream_events
+from tests.fakes import model_endpoint, openai_reply, stream_error, stream_events
 from tests.polling import eventually
 
 WORDS = " ".join(f"w{n}" for n in range(80))  # 80 words 120 ms apart: about 10 s
@@ -326,3 +326,24 @@ def test_d16_d9_events_follow_across_a_restart_marks_the_reply_and_reads_live_ag
                    "the next reply, live, after the restart", timeout=60)
     finally:
         served.stop()
+
+
+@pytest.mark.parametrize("tty", [True, False], ids=["terminal", "pipe"])
+def test_d16_d8_a_reply_cut_by_a_failure_ends_with_cut_off_and_the_reason(
+        dropping: tuple[Served, list[FakeReply]], output: Callable[..., Output],
+        workspace: Path, tty: bool):
+    """D16: "A partial message ends with its `[cut off ...]` line": a call that fails for
+    good after published text (an error event that is not transient, D12) stores it
+    `partial: "failed"` (D8); the line says why, as the run's error does; exit 1."""
+    served, plan = dropping
+    cut = stream_error("invalid_request_error", False, openai_reply(FIRST), count=6)
+    assert cut.events is not None
+    plan.append(FakeReply(events=[*cut.events[:-1], 3.0, cut.events[-1]]))
+    c = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
+    out = output(served, "conversations", "send", c, "go", "--wait", tty=tty)
+    assert out.ended() == 1
+    [kept] = stored(served, c)
+    assert kept["partial"] == "failed" and FIRST.startswith(kept["text"])
+    said = re.fullmatch(r"Clankie: (.*)\n\[cut off: (model_error: openai: .*)\]\n", out.text)
+    assert said is not None, out.text
+    assert said.group(1) == kept["text"] and said.group(2) in out.err
