@@ -124,9 +124,12 @@ class Live:
         if reply is None or reply.reply_id != live.reply_id:
             self.end_line()  # D5 says why the last one went; its line ends here anyway
             reply = self.reply = _Reply(live.reply_id, self.head(live))
-        text = live.text if live.offset == 0 else reply.text[:live.offset] + live.text
-        if text.startswith(reply.text[:reply.printed]):  # never what contradicts the printed
-            reply.text = text
+        if live.offset > len(reply.text):
+            return  # after text it never had: cannot be (D4), and never guessed at
+        text = reply.text + live.text if live.offset == len(reply.text) else \
+            reply.text[:live.offset] + live.text  # work in proportion to the delta, mostly
+        if live.offset >= reply.printed or text.startswith(reply.text[:reply.printed]):
+            reply.text = text  # never what contradicts the printed
             self._print(reply, settled(text))
         if live.state != "quiet":
             reply.quiet = False
