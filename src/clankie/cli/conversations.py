@@ -590,10 +590,10 @@ def events(conversation: str | None, after: int, follow: bool, live: bool | None
 def _show_events(client: Client, c: str, page: dto.EventsOut, writing: Live | None) -> None:
     """A page of events, a line each; with `writing`, then the live reply's new text (D16):
     a message whose text was printed live is not printed again, only its `[cut off ...]`
-    line if it has one; a withdrawn try's line ends with what withdrew it."""
+    line if it has one; a withdrawn try's line is followed by the event that withdrew it."""
     from clankie import dto, eventtext
 
-    from .live import cut_off, live_of, reason_after, withdrawal
+    from .live import cut_off, live_of, reason_after
 
     def line(text: str) -> None:
         if writing is not None:
@@ -610,8 +610,8 @@ def _show_events(client: Client, c: str, page: dto.EventsOut, writing: Live | No
         if writing is not None and isinstance(event, dto.MessageEvent):
             shown = writing.stored(event)
         elif writing is not None and isinstance(event, dto.RunActivityEvent) and \
-                event.withdrawn is not None and writing.withdrawn(event.withdrawn.reply_id):
-            line(withdrawal(event) or "")
+                event.withdrawn is not None:  # its line, next, says the text above is withdrawn
+            writing.withdrawn(event.withdrawn.reply_id)
         if shown is None:
             line(eventtext.cli_line(event, restarted))
         if isinstance(event, dto.MessageEvent) and \
