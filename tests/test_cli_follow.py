@@ -177,3 +177,34 @@ def test_d4_without_live_a_follower_asks_for_none():
 
     follow.Follower(cast(Client, Plain([[1]])), C, 0, as_json=False, note=print).page(0)
     assert "live" not in asked[0]
+
+
+def test_section10_back_after_a_loss_the_first_read_does_not_wait_so_it_says_so_at_once(
+        clock: Clock):
+    """A new user saw "(lost clankie ...)" stand for 25 s after the service was back: the
+    first read after a loss was a long-poll, and the restart was said when it ended. Now it
+    asks without waiting, says so, and waits again from the next read on; after a loss it
+    asks for the live reply with a null `reply_id` (D16)."""
+    r = "abcd1234-0000-4000-8000-00000000000f"
+    asked: list[dict[str, Any]] = []
+
+    class Recorded(Service):
+        def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+            if op == "events_tail":
+                asked.append(payload)
+            return super().call(op, payload)
+
+    service = Recorded([lambda: live_page(r, "Hi", 2), ServiceUnreachable("gone", "fix"),
+                        lambda: {**page([], 0), "live": None}, [5]])
+    notes: list[str] = []
+    tail = follow.Follower(cast(Client, service), C, 0, as_json=False, note=notes.append,
+                           live=True)
+    tail.page()
+    service.started_at = "2026-12-05T02:09:00Z"
+    tail.page()
+    assert "clankie restarted at" in notes[-1]
+    tail.page()
+    assert [a["wait_ms"] for a in asked] == [follow.FOLLOW_WAIT_MS] * 2 + [0] + \
+        [follow.FOLLOW_WAIT_MS]
+    assert asked[2]["live"] == {"reply_id": None, "offset": 0}
+    assert clock.slept == [follow.RETRY_S[0]]  # no pause after the read that did not wait

@@ -7,8 +7,9 @@ says so, and goes on from the event it had reached). A read that finds the servi
 asked again after 0.2 s, 0.5 s, then every 0.8 s (the TUI's spacing), for at most
 `GIVE_UP_S` (10 minutes) from the loss; then the command says how to follow again and exits
 1 (a caller with a deadline of its own, `send --wait --timeout S`, is told at that
-deadline instead: `Gone`). Once the service answers, it says whether it restarted (its
-`started_at` moved) and goes on from the event it had reached, so no event is shown twice.
+deadline instead: `Gone`). Once the service answers (the first read after a loss does not
+wait, so this is said at once), it says whether it restarted (its `started_at` moved) and
+goes on from the event it had reached, so no event is shown twice.
 A restart between two reads (the old service ends a long poll at once as it stops) is told
 the same way: whenever a read came over a new connection, `service_info` says whether
 `started_at` moved. Every other failure is `call`'s.
@@ -58,6 +59,7 @@ class Follower:
         # The live reply last received (reply_id, length, state), sent back with each read;
         # None: not asked for. (None, 0, "") asks for a snapshot (D4).
         self.live: tuple[str | None, int, str] | None = (None, 0, "") if live else None
+        self.waited = True  # the last read was a long-poll (not the first after a loss)
         self.started_at = self._started_at()
 
     def _started_at(self) -> str:
@@ -83,7 +85,7 @@ class Follower:
         elif live is None and self.live is not None:
             self.live = (None, 0, "")
         new = self.live != sent and self.live is not None and self.live[0] is not None
-        if wait_ms and not page.events and not new and \
+        if wait_ms and self.waited and not page.events and not new and \
                 time.monotonic() - asked < EMPTY_AT_ONCE_S:
             time.sleep(PAUSE_AFTER_EMPTY_S)  # no long-poll slot was free (V5): not a spin
         self.after = page.next_after
@@ -105,10 +107,14 @@ class Follower:
             try:
                 live = None if self.live is None else dto.LiveAt(
                     reply_id=self.live[0], offset=self.live[1])
+                # Once back after a loss, the first read does not wait: the owner learns at
+                # once that clankie is back (and whether it restarted), not at the next event.
                 page = call(self.client, dto.EVENTS_TAIL, dto.EventsTail(
                     conversation_id=self.conversation_id, after=self.after, limit=PAGE,
-                    wait_ms=wait_ms, **({} if live is None else {"live": live})),
+                    wait_ms=wait_ms if lost is None else 0,
+                    **({} if live is None else {"live": live})),
                     as_json=self.as_json, reconnecting=True)
+                self.waited = lost is None
                 # A new connection: the service may have restarted between two reads too
                 # (its old one ended a long poll at once as it stopped), not only during one.
                 if lost is not None or self.client.connections != connections:
@@ -116,6 +122,8 @@ class Follower:
                 return page
             except (ServiceUnreachable, Uncertain) as exc:
                 now = time.monotonic()
+                if self.live is not None:  # a service that comes back may be a new one (D16)
+                    self.live = (None, 0, "")
                 if lost is None:
                     lost = now
                     # A read: nothing was carried out, whatever the connection said
