@@ -319,6 +319,8 @@ def test_d16_d9_events_follow_across_a_restart_marks_the_reply_and_reads_live_ag
         line = term.until(lambda text: "[cut off when clankie restarted" in text,
                           "the reply marked as cut off by the restart", timeout=60)
         assert "clankie restarted at" in line and line.count("w12") == 1
+        # what the follower says of the loss stands on a line of its own, never in the reply
+        assert re.search(r"^\(lost clankie", line, re.M) is not None
         assert re.search(r"#\d+ \S+ \S+ clankie:", line) is None  # not printed again
         with served.client() as client:
             client.call("conversation_send", {"conversation_id": c, "text": "again"})

@@ -414,6 +414,7 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
 
     live = Live(lambda _: f"{wording.CLANKIE}: ", run_id=run_id, note=warn,
                 stall_s=lambda: tail.stall_s) if tail.live is not None else None
+    tail.note = note  # "lost clankie ...": on a line of its own, not inside the reply's
 
     deadline = time.monotonic() + timeout
     started, ended = False, False
@@ -566,11 +567,18 @@ def events(conversation: str | None, after: int, follow: bool, live: bool | None
         live = follow and not as_json and sys.stdout.isatty()
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
-        tail = Follower(client, c, after, as_json=as_json, note=warn if as_json else say,
-                        live=live) if follow else None
-        writing = Live(lambda r: f"#\u2026 {when.local(r.started_at)} clankie: ", "    ",
-                       note=say, stall_s=lambda: tail.stall_s if tail else None) \
-            if live and not as_json else None
+        writing: Live | None = None
+
+        def note(text: str) -> None:  # on a line of its own, not inside the reply's
+            if writing is not None:
+                writing.end_line()
+            (warn if as_json else say)(text)
+
+        tail = Follower(client, c, after, as_json=as_json, note=note, live=live) \
+            if follow else None
+        if live and not as_json:
+            writing = Live(lambda r: f"#\u2026 {when.local(r.started_at)} clankie: ", "    ",
+                           note=say, stall_s=lambda: tail.stall_s if tail else None)
         while True:
             page = tail.page() if tail is not None else call(client, dto.EVENTS_TAIL, request_of(
                 dto.EVENTS_TAIL, conversation_id=c, after=after, limit=500,
