@@ -113,6 +113,8 @@ def test_d16_d6_each_partial_message_ends_with_its_cut_off_line():
     assert cut_off(message("x", partial="failed"), "openai: 500\x1b") == \
         r"[cut off: openai: 500\x1b]"
     assert cut_off(message("x", partial="failed")) == "[cut off: the model call failed]"
+    assert cut_off(message("xy", partial="stopped"), shown=4) == \
+        "[cut off: stopped by you; 2 of the 4 characters shown were kept]"
     interrupted = cut_off(message("abc", partial="interrupted"), shown=10)
     assert interrupted is not None
     assert interrupted.startswith("[cut off when clankie restarted; what followed ")

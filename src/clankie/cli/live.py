@@ -42,18 +42,20 @@ FAILED_REASON = "the model call failed"  # a failed partial whose run's error is
 def cut_off(message: dto.MessageEvent, reason: str | None = None, shown: int = 0) -> str | None:
     """The line a partial message ends with (None for a whole one). `reason`: why a failed
     reply was cut off (its run's error), when known; `shown`: how many characters of it
-    were printed live (a restart keeps its last checkpoint, which may hold fewer)."""
+    were printed live: when the message holds fewer (a restart keeps its last checkpoint; a
+    publish may race a stop), the line says how many were kept, so no shown text passes for
+    stored."""
     partial = message.partial
     if partial is None:
         return None
-    if partial == "stopped":
-        return "[cut off: stopped by you]"
-    if partial == "failed":
-        return f"[cut off: {visible(reason or FAILED_REASON)}]"
-    at = when.parse(message.at).astimezone().strftime("%H:%M:%S")
     kept = len(message.text)
     lost = (f"; {kept:,} of the {shown:,} characters shown were kept" if shown > kept
             else "")
+    if partial == "stopped":
+        return f"[cut off: stopped by you{lost}]"
+    if partial == "failed":
+        return f"[cut off: {visible(reason or FAILED_REASON)}{lost}]"
+    at = when.parse(message.at).astimezone().strftime("%H:%M:%S")
     return f"[cut off when clankie restarted; what followed {at} was lost{lost}]"
 
 
