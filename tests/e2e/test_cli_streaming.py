@@ -356,3 +356,19 @@ def test_d16_d8_a_reply_cut_by_a_failure_ends_with_cut_off_and_the_reason(
     said = re.fullmatch(r"Clankie: (.*)\n\[cut off: (model_error: openai: .*)\]\n", out.text)
     assert said is not None, out.text
     assert said.group(1) == kept["text"] and said.group(2) in out.err
+
+
+def test_d16_events_live_without_follow_shows_the_reply_so_far_and_says_it_goes_on(
+        paced: Served):
+    """`--live` without `--follow` (docs/decisions-i40-cli.md): one read, ending with the
+    reply so far, said to be still written (a new user took it for the whole reply)."""
+    c = conversation(paced)
+    with paced.client() as client:
+        client.call("conversation_send", {"conversation_id": c, "text": "go"})
+    live_text(paced, c, 20)
+    done = cli(paced, "conversations", "events", c, "--live")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^#… \S+ \S+ clankie: w0 w1 w2.*\n    \(still being written; see "
+                     r"the rest with --follow\)\n\Z", done.stdout, re.M | re.S) is not None
+    plain = cli(paced, "conversations", "events", c)
+    assert "#…" not in plain.stdout and "still being written" not in plain.stdout

@@ -590,8 +590,9 @@ def events(conversation: str | None, after: int, follow: bool, live: bool | None
                 _show_events(client, c, page, writing)
             after = page.next_after
             if not follow and not (page.events and len(page.events) == 500):
-                if writing is not None:
+                if writing is not None and writing.open:  # a one-time read: it goes on
                     writing.end_line()
+                    say("    (still being written; see the rest with --follow)")
                 return
 
 
