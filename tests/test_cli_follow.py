@@ -12,7 +12,7 @@ import pytest
 
 from clankie.cli import follow
 from clankie.cli.common import OTHER
-from clankie.client import Client, ServiceUnreachable, Uncertain
+from clankie.client import PAUSE_AFTER_EMPTY_S, Client, ServiceUnreachable, Uncertain
 
 C = "abcd1234-0000-4000-8000-000000000001"
 
@@ -125,3 +125,86 @@ def test_a_restart_between_two_reads_is_said_too_a_reconnect_alone_is_not(clock:
     service.plan = [restarted]
     tail.page()
     assert len(notes) == 1 and "clankie restarted at" in notes[0]
+
+
+def live_page(reply_id: str, text: str, length: int, after: int = 0) -> dict[str, Any]:
+    return {**page([], after), "live": {
+        "type": "reply_delta", "conversation_id": C, "run_id": C, "reply_id": reply_id,
+        "attempt": 1, "state": "writing", "offset": length - len(text), "text": text,
+        "length": length, "calling": [], "idle_ms": 0, "started_at": "2026-12-05T02:00:00Z",
+        "at": "2026-12-05T02:00:00Z"}}
+
+
+def test_d16_d4_it_sends_back_the_reply_and_length_it_received_and_after_a_restart_null(
+        clock: Clock):
+    """D4: clients send back the `reply_id` and `length` they last received; D16: after a
+    service restart `events --follow` asks again with a null `reply_id`. A live answer with
+    no events is an answer, not a long-poll that found no slot: no pause after it."""
+    r = "abcd1234-0000-4000-8000-00000000000f"
+    lives: list[Any] = []
+
+    class Live(Service):
+        def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+            if op == "events_tail":
+                lives.append(payload.get("live"))
+            return super().call(op, payload)
+
+    def restarted() -> dict[str, Any]:
+        service.connections += 1
+        service.started_at = "2026-12-05T02:09:00Z"
+        return {**page([], 0), "live": None}  # nothing being written: an empty answer
+
+    service = Live([lambda: live_page(r, "Hello", 5), lambda: live_page(r, " you", 9),
+                    restarted, lambda: live_page(r, "Hello you", 9)])
+    tail = follow.Follower(cast(Client, service), C, 0, as_json=False, note=[].append,
+                           live=True)
+    for _ in range(4):
+        tail.page()
+    assert lives == [{"reply_id": None, "offset": 0}, {"reply_id": r, "offset": 5},
+                     {"reply_id": r, "offset": 9}, {"reply_id": None, "offset": 0}]
+    assert clock.slept == [PAUSE_AFTER_EMPTY_S]  # after the empty answer only
+    assert tail.live == (r, 9, "writing")
+
+
+def test_d4_without_live_a_follower_asks_for_none():
+    asked: list[dict[str, Any]] = []
+
+    class Plain(Service):
+        def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+            if op == "events_tail":
+                asked.append(payload)
+            return super().call(op, payload)
+
+    follow.Follower(cast(Client, Plain([[1]])), C, 0, as_json=False, note=print).page(0)
+    assert "live" not in asked[0]
+
+
+def test_section10_back_after_a_loss_the_first_read_does_not_wait_so_it_says_so_at_once(
+        clock: Clock):
+    """A new user saw "(lost clankie ...)" stand for 25 s after the service was back: the
+    first read after a loss was a long-poll, and the restart was said when it ended. Now it
+    asks without waiting, says so, and waits again from the next read on; after a loss it
+    asks for the live reply with a null `reply_id` (D16)."""
+    r = "abcd1234-0000-4000-8000-00000000000f"
+    asked: list[dict[str, Any]] = []
+
+    class Recorded(Service):
+        def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+            if op == "events_tail":
+                asked.append(payload)
+            return super().call(op, payload)
+
+    service = Recorded([lambda: live_page(r, "Hi", 2), ServiceUnreachable("gone", "fix"),
+                        lambda: {**page([], 0), "live": None}, [5]])
+    notes: list[str] = []
+    tail = follow.Follower(cast(Client, service), C, 0, as_json=False, note=notes.append,
+                           live=True)
+    tail.page()
+    service.started_at = "2026-12-05T02:09:00Z"
+    tail.page()
+    assert "clankie restarted at" in notes[-1]
+    tail.page()
+    assert [a["wait_ms"] for a in asked] == [follow.FOLLOW_WAIT_MS] * 2 + [0] + \
+        [follow.FOLLOW_WAIT_MS]
+    assert asked[2]["live"] == {"reply_id": None, "offset": 0}
+    assert clock.slept == [follow.RETRY_S[0]]  # no pause after the read that did not wait

@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["continued", "visible", "visible_json"]
+__all__ = ["continued", "continued_part", "settled", "visible", "visible_json"]
 
 HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 SHOWN_CONTROLS: Final = frozenset("\n\t")
@@ -94,3 +94,33 @@ def _json_escape(ch: str) -> str:
         return f"\\u{code:04x}"
     code -= 0x10000  # a UTF-16 surrogate pair, as JSON writes characters beyond the BMP
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+# ---------------------------------------------------------- text that grows (SPEC D15, D16)
+
+
+def settled(text: str) -> int:
+    """How much of `text`, a reply still being written, already shows as it will when the
+    whole is known: all but a last character whose shown form depends on the next one (a
+    carriage return that may begin a CRLF, a joiner that may stand between two letters)."""
+    return len(text) - 1 if text and (text[-1] == "\r" or text[-1] in JOINERS) else len(text)
+
+
+def continued_part(text: str, start: int, end: int, indent: str = "  ") -> str:
+    """`text[start:end]` as `visible(continued(text, indent))` shows it, each character
+    judged in the whole `text`: parts up to `settled(text)`, printed one after another as
+    the text grows, read exactly as the whole text printed at once (a sequence split across
+    two deltas is never sent raw)."""
+    part = text[start:end]
+    if part.isprintable():  # the common case
+        return part
+    shown: list[str] = []
+    for i in range(start, end):
+        ch = text[i]
+        if ch == "\n":
+            shown.append(f"\n{indent}| ")
+        elif ch == "\r" and text[i + 1:i + 2] == "\n":
+            continue  # `continued` reads CRLF as one line break
+        else:
+            shown.append(_python_escape(ch) if _hidden_at(text, i) else ch)
+    return "".join(shown)

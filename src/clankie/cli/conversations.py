@@ -10,6 +10,7 @@ decides, and it never sends an answer (or a message) twice.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # the shapes (pydantic) load with a command's first call, not
     from clankie.client import ApiError, Client
 
     from .follow import Follower
+    from .live import Live
 
 app = Group("conversations", help="Conversations, their events and questions.")
 
@@ -344,7 +346,9 @@ def show(conversation: str | None, as_json: bool) -> None:
 @click.argument("text", cls=Arg, metavar="TEXT", required=False, help="The message.")
 @click.option("--wait", is_flag=True,
               help="Wait for Clankie's run to end, and print its reply and any question it "
-                   "asked (exit 0 when it succeeded, 1 when it failed or was stopped).")
+                   "asked (exit 0 when it succeeded, 1 when it failed or was stopped). On a "
+                   "terminal the reply is printed as it is written; into a pipe or a file, "
+                   "only once it is stored.")
 @click.option("--timeout", metavar="S", type=Whole(1, 86_400),
               help=f"With --wait: stop waiting after S seconds (default {WAIT_TIMEOUT_S}); "
                    "the run goes on.")
@@ -366,7 +370,10 @@ def send(conversation: str | None, text: str | None, wait: bool, timeout: int | 
         if wait:
             from .follow import Follower
 
-            tail = Follower(client, c, 0, as_json=as_json, note=warn)
+            # D16: on a terminal the reply is printed as it arrives; a script (a pipe, or
+            # --json) gets only stored messages, never text that may yet be withdrawn.
+            tail = Follower(client, c, 0, as_json=as_json, note=warn,
+                            live=not as_json and sys.stdout.isatty())
             tail.to_the_end()  # the run's events are the ones after the message
         sent = call(client, dto.CONVERSATION_SEND, request_of(
             dto.CONVERSATION_SEND, conversation_id=c, text=text), as_json=as_json,
@@ -384,23 +391,39 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
                   as_json: bool) -> NoReturn:
     """`send --wait` (SPEC section 10): follow the conversation until the run ends or
     `timeout` passes; print what Clankie said in it (its messages between the run's start
-    and its end: runs of a conversation run one at a time, R4) and the questions it asked;
-    exit 0 when it succeeded, else 1, saying why or that it goes on."""
+    and its end: runs of a conversation run one at a time, R4), each as it is stored, and
+    the questions it asked; exit 0 when it succeeded, else 1, saying why or that it goes on.
+    When the follower reads the live reply (a terminal, D16), the reply is printed as it
+    arrives, a withdrawn try is said on standard error and the next starts on a new line,
+    and a stored message prints only what was not printed yet; a partial message ends with
+    its `[cut off ...]` line."""
     from clankie import dto, eventtext
 
     from .follow import FOLLOW_WAIT_MS, Gone
+    from .live import Live, live_of, reason_after, withdrawal
 
     c, begun, run_id = tail.conversation_id, tail.after, sent.run_id
     assert run_id is not None  # waited for only when a run was queued
     goes_on = (f"Follow it with: clankie conversations events {c} --after {begun} --follow",
                f"Stop it with: clankie conversations stop {c}")
+
+    def note(line: str) -> None:
+        if live is not None:
+            live.end_line()
+        warn(line)
+
+    live = Live(lambda _: f"{wording.CLANKIE}: ", run_id=run_id, note=warn,
+                stall_s=lambda: tail.stall_s) if tail.live is not None else None
+    tail.note = note  # "lost clankie ...": on a line of its own, not inside the reply's
+
     deadline = time.monotonic() + timeout
     started, ended = False, False
     said: list[dto.MessageEvent] = []
     asked: list[str] = []
     try:
         while not ended and (left := deadline - time.monotonic()) > 0:
-            for e in tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000))), deadline).events:
+            page = tail.page(min(FOLLOW_WAIT_MS, max(1, int(left * 1000))), deadline)
+            for n, e in enumerate(page.events):
                 if isinstance(e, dto.RunStatusEvent) and e.run_id == run_id:
                     started = started or e.status == "running"
                     ended = e.status in RUN_ENDED
@@ -408,23 +431,32 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
                     continue
                 elif isinstance(e, dto.MessageEvent) and e.author == "clankie":
                     said.append(e)
+                    if not as_json:
+                        _say_message(e, live, reason_after(page.events[n + 1:]))
                 elif isinstance(e, dto.InputRequestedEvent):
                     asked.append(e.request_id)
                 elif isinstance(e, dto.RunActivityEvent) and not as_json:
-                    warn(eventtext.cli_line(e))  # a model retry: why the wait is long (R6)
+                    if e.withdrawn is not None and live is not None:
+                        live.withdrawn(e.withdrawn.reply_id)
+                    # a model retry: why the wait is long (R6), and what it withdrew (D8)
+                    note(withdrawal(e) or eventtext.cli_line(e))
+            if live is not None and not ended:
+                live.show(live_of(page))
     except KeyboardInterrupt:  # the message was sent: only the waiting stops
-        warn(f"Stopped waiting; message {sent.message_id} was sent and the run goes on.")
+        note(f"Stopped waiting; message {sent.message_id} was sent and the run goes on.")
         for line in goes_on:
             warn(line)
         exit_with(130)
     except Gone as exc:  # lost, and not back within --timeout: the run's end is unknown here
-        warn(f"clankie: the service did not come back within --timeout {timeout} s: {exc}")
+        note(f"clankie: the service did not come back within --timeout {timeout} s: {exc}")
         if exc.fix:
             warn(f"  fix: {exc.fix}")
         warn(f"Message {sent.message_id} was sent; once clankie is back:")
         for line in goes_on:
             warn(line)
         exit_with(1)
+    if live is not None:
+        live.end_line()
     run = call(client, dto.RUN_GET, dto.RunRef(run_id=run_id), as_json=as_json)
     questions = [call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c, request_id=r),
                       as_json=as_json).request for r in asked]
@@ -432,8 +464,6 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
         print_json({"message_id": sent.message_id, "run": run, "messages": said,
                     "questions": questions})
     else:
-        for message in said:
-            say(continued(f"{wording.CLANKIE}: {message.text}"))
         for question in questions:
             if question is not None and question.status == "pending":
                 _show_snapshot(call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c),
@@ -454,6 +484,19 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
     for line in goes_on:
         warn(line)
     exit_with(1)
+
+
+def _say_message(message: dto.MessageEvent, live: Live | None, reason: str | None) -> None:
+    """A message of Clankie's, stored: whole, or only what was not printed live; a partial
+    one ends with its `[cut off ...]` line (D16). `reason`: why its run failed, if known."""
+    from .live import cut_off
+
+    shown = live.stored(message) if live is not None else None
+    if shown is None:
+        say(continued(f"{wording.CLANKIE}: {message.text}"))
+    line = cut_off(message, reason, shown or 0)
+    if line is not None:
+        say(line)
 
 
 @app.command()
@@ -505,35 +548,86 @@ def stop(conversation: str | None, as_json: bool) -> None:
 @click.option("--after", metavar="SEQ", type=Whole(0), default=0,
               help="Show events after this seq.")
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new ones.")
+@click.option("--live/--no-live", default=None,
+              help="Show the reply Clankie is writing as it arrives (default: with --follow "
+                   "on a terminal; with --json, each page carries its `live` field).")
 @json_option
-def events(conversation: str | None, after: int, follow: bool, as_json: bool) -> None:
+def events(conversation: str | None, after: int, follow: bool, live: bool | None,
+           as_json: bool) -> None:
     """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C
-    (across a restart of the service: it says so and goes on from the event it reached)."""
-    from clankie import dto, eventtext
+    (across a restart of the service: it says so and goes on from the event it reached).
+    On a terminal, --follow shows Clankie's reply as it is written, on a line that starts
+    `#…` (it has no number until it is stored, and is not shown again then)."""
+    from clankie import dto
 
     from .follow import Follower
+    from .live import Live
 
+    if live is None:
+        live = follow and not as_json and sys.stdout.isatty()
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
-        tail = Follower(client, c, after, as_json=as_json, note=warn if as_json else say) \
+        writing: Live | None = None
+
+        def note(text: str) -> None:  # on a line of its own, not inside the reply's
+            if writing is not None:
+                writing.end_line()
+            (warn if as_json else say)(text)
+
+        tail = Follower(client, c, after, as_json=as_json, note=note, live=live) \
             if follow else None
+        if live and not as_json:
+            writing = Live(lambda r: f"#\u2026 {when.local(r.started_at)} clankie: ", "    ",
+                           note=say, stall_s=lambda: tail.stall_s if tail else None)
         while True:
             page = tail.page() if tail is not None else call(client, dto.EVENTS_TAIL, request_of(
-                dto.EVENTS_TAIL, conversation_id=c, after=after, limit=500), as_json=as_json)
+                dto.EVENTS_TAIL, conversation_id=c, after=after, limit=500,
+                **({"live": {"reply_id": None, "offset": 0}} if live else {})),
+                as_json=as_json)
             if as_json:
                 print_json(page)
             else:
-                if page.trimmed:
-                    say(f"(events before #{page.oldest_seq} were trimmed; the question "
-                        "now:)")
-                    _show_snapshot(call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c),
-                                        as_json=False))
-                restarted = _restarted(client, c, page.events)
-                for event in page.events:
-                    say(eventtext.cli_line(event, restarted))
+                _show_events(client, c, page, writing)
             after = page.next_after
             if not follow and not (page.events and len(page.events) == 500):
+                if writing is not None and writing.open:  # a one-time read: it goes on
+                    writing.end_line()
+                    say("    (still being written; see the rest with --follow)")
                 return
+
+
+def _show_events(client: Client, c: str, page: dto.EventsOut, writing: Live | None) -> None:
+    """A page of events, a line each; with `writing`, then the live reply's new text (D16):
+    a message whose text was printed live is not printed again, only its `[cut off ...]`
+    line if it has one; a withdrawn try's line is followed by the event that withdrew it."""
+    from clankie import dto, eventtext
+
+    from .live import cut_off, live_of, reason_after
+
+    def line(text: str) -> None:
+        if writing is not None:
+            writing.end_line()
+        say(text)
+
+    if page.trimmed:
+        line(f"(events before #{page.oldest_seq} were trimmed; the question now:)")
+        _show_snapshot(call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c),
+                            as_json=False))
+    restarted = _restarted(client, c, page.events)
+    for n, event in enumerate(page.events):
+        shown = None
+        if writing is not None and isinstance(event, dto.MessageEvent):
+            shown = writing.stored(event)
+        elif writing is not None and isinstance(event, dto.RunActivityEvent) and \
+                event.withdrawn is not None:  # its line, next, says the text above is withdrawn
+            writing.withdrawn(event.withdrawn.reply_id)
+        if shown is None:
+            line(eventtext.cli_line(event, restarted))
+        if isinstance(event, dto.MessageEvent) and \
+                (cut := cut_off(event, reason_after(page.events[n + 1:]), shown or 0)):
+            line(f"    {cut}")
+    if writing is not None:
+        writing.show(live_of(page))
 
 
 @app.command()
