@@ -7,6 +7,7 @@ sequence split across updates is never shown raw or in another form."""
 from __future__ import annotations
 
 import io
+import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,7 +45,7 @@ def growing(pieces: list[str], width: int, suffix: str = "") -> list[str]:
 
 def cut(text: str, at: list[int]) -> list[str]:
     points = sorted({0, len(text), *(a % (len(text) + 1) for a in at)})
-    return [text[a:b] for a, b in zip(points, points[1:], strict=False)] or [""]
+    return [text[a:b] for a, b in itertools.pairwise(points)] or [""]
 
 
 @settings(max_examples=400, deadline=None)

@@ -12,18 +12,17 @@ a time, with work proportional to the new text, never to the reply so far:
 The rows are the ones the log would make of the whole message written at once: the text
 after `head` is `visible(continued(text))` (`clankie.text`: control and invisible format
 characters made visible, each line after the first led by a bar), wrapped as Rich wraps a
-`Text` (its `divide_line`, greedy, here resumable: `divide`), so a row before the last
-word never changes as text is added after it,
-tabs expanded to the columns of the whole line. Characters whose shown form depends on the
+`Text` (its `divide_line`, greedy, here resumable: `divide`, so a row before the last
+word never changes as text is added after it), tabs expanded to the columns of the whole
+line. Characters whose shown form depends on the
 next one (a carriage return before a newline, a joiner) are held until it comes, so a
 sequence split across two updates is shown as it would be in one, never sent raw.
 """
 
 from __future__ import annotations
 
-from typing import Final
-
 import re
+from typing import Final
 
 from rich.cells import cell_len, chop_cells
 from rich.text import Text
