@@ -209,7 +209,8 @@ async def test_d15_d8_a_reply_whose_call_fails_for_good_ends_cut_off_with_the_re
                 await until(pilot, lambda: "Clankie's run failed" in app.transcript(),
                             "the run to fail", timeout=30)
                 said = flat(app.transcript())
-                assert said.count("clankie: Words cut short (cut off: openai: ") == 1
+                assert said.count("clankie: Words cut short (cut off: model_error: openai: the "
+                                  "model sent nothing for 5 s") == 1
                 assert "…" not in said
         finally:
             served.stop()

@@ -139,11 +139,12 @@ class ChatLog(RichLog):
         self.wrapped_at = 0
         self.writing: Writing | None = None
         self.following = True  # the view is at the end, and stays there
+        self.follows = False  # going to the end once the new lines are laid out
 
     def say(self, line: Text) -> None:
         self.said.append(line)
         if self.writing is None:
-            self.write(line, scroll_end=self.following)
+            self.write(line, scroll_end=False)
             self._moved()
             return
         strips = self._strips(self._make_renderable(line))
@@ -176,8 +177,8 @@ class ChatLog(RichLog):
         shown = self.writing
         if shown is None:
             return
-        shown.growing.add(rest)
-        strips = self._rows(shown.growing.close(f" {suffix}" if suffix else ""))
+        rows = shown.growing.add(rest)
+        strips = self._rows(rows + shown.growing.close(f" {suffix}" if suffix else ""))
         self._splice(len(self.lines) - shown.tail, shown.tail, strips)
         self.writing = None
         self.said.append(line)
@@ -226,9 +227,19 @@ class ChatLog(RichLog):
     # ---------------------------------------------------------------- where the view is
 
     def _moved(self) -> None:
-        """New lines: followed at the end, or said to be below a view scrolled up."""
+        """New lines: followed at the end once they are laid out (`_follow`), or said to be
+        below a view scrolled up."""
+        if not self.following:
+            self.unseen = True
+        elif not self.follows:
+            self.follows = True
+            self.call_after_refresh(self._follow)
+
+    def _follow(self) -> None:
+        """Show the end, unless the owner scrolled up meanwhile."""
+        self.follows = False
         if self.following:
-            self.scroll_end(animate=False, immediate=False, x_axis=False)
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
         else:
             self.unseen = True
 
@@ -241,8 +252,8 @@ class ChatLog(RichLog):
     def on_resize(self, event: events.Resize) -> None:
         if self.wrapped_at and event.size.width != self.wrapped_at:
             self.call_after_refresh(self._rewrap)
-        elif self.wrapped_at:  # only higher or lower: the end is still where to look
-            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+        elif self.wrapped_at and self.following:  # only higher or lower: the end is
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)  # kept
         self.wrapped_at = event.size.width
 
     def _rewrap(self) -> None:
