@@ -240,3 +240,88 @@ def test_d15_the_status_line_counts_on_from_idle_ms_in_the_spec_s_words():
     line = render.status_line("unix:///x/clankie.sock", "c" * 36, "no question", True, True,
                               writing="Clankie is writing (12 s)")
     assert line.startswith("Clankie is writing (12 s) | no question")
+
+
+# ------------------------------------------- one module's logic, against pages a test writes
+
+
+class Pages:
+    """A service whose tail answers with the pages a test puts, one a long poll (a unit
+    test of the app's handling of live answers: the cases a real service gives only by
+    chance of timing)."""
+
+    def __init__(self) -> None:
+        self.pages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.sent: list[dict[str, Any]] = []
+        self.after = 0
+
+    def put(self, live_reply: dict[str, Any] | None, events: tuple[dict[str, Any], ...] = ()
+            ) -> None:
+        self.after += len(events)
+        self.pages.put_nowait({"events": list(events), "next_after": self.after,
+                               "oldest_seq": 1, "trimmed": False, "live": live_reply})
+
+    async def call(self, op: str, payload: Any = None) -> dict[str, Any]:
+        if op == "events_tail":
+            self.sent.append(payload["live"])
+            return await self.pages.get()
+        if op == "input_get":
+            return {"conversation_id": C, "incarnation": C, "revision": 1, "pending": None,
+                    "request": None}
+        if op == "conversation_get":
+            return {"conversation_id": C, "workspace": {"path": "/tmp"}}
+        return {"model": {"provider": "scripted", "model": None, "endpoint_host": None},
+                "settings": {"model_stall_timeout": 60}}
+
+    async def aclose(self) -> None:
+        pass
+
+
+C = "3c1e9a7b-8d2f-4e6a-9b0c-1d2e3f4a5b6c"
+R = "5d1e9a7b-8d2f-4e6a-9b0c-1d2e3f4a5b6c"
+STAMP = "2026-12-06T12:00:00.000000Z"
+
+
+def delta(text: str, offset: int, length: int, state: str = "writing") -> dict[str, Any]:
+    return {"type": "reply_delta", "conversation_id": C, "run_id": C, "reply_id": R,
+            "attempt": 1, "state": state, "offset": offset, "text": text, "length": length,
+            "calling": [], "idle_ms": 0, "started_at": STAMP, "at": STAMP}
+
+
+async def test_d15_d5_a_reply_gone_without_its_message_is_kept_said_cut_off_never_complete():
+    api = Pages()
+    app = ChatApp(api, C, "test")
+    async with app.run_test(size=(100, 30)) as pilot:
+        api.put(delta("Half a thought", 0, 14))
+        await until(pilot, lambda: "clankie: Half a thought…" in app.transcript(), "the text")
+        api.put(delta(" and more", 14, 23))
+        await until(pilot, lambda: "clankie: Half a thought and more…" in app.transcript(),
+                    "the delta after it")
+        api.put(None)  # gone, and no message, withdrawal or run's end explains it
+        await until(pilot, lambda: render.NOT_KEPT_END in app.transcript(), "the mark")
+        said = app.transcript()
+        assert f"clankie: Half a thought and more {render.NOT_KEPT_END}" in said
+        assert "…" not in said and said.count("Half a thought") == 1
+        assert api.sent[:3] == [{"reply_id": None, "offset": 0}, {"reply_id": R, "offset": 14},
+                                {"reply_id": R, "offset": 23}]  # the lengths it was sent
+
+
+async def test_d15_a_line_said_while_a_reply_is_written_goes_above_it():
+    api = Pages()
+    app = ChatApp(api, C, "test")
+    async with app.run_test(size=(100, 30)) as pilot:
+        api.put(delta("Writing line one\nand two", 0, 24))
+        await until(pilot, lambda: "and two…" in app.transcript(), "the reply")
+        await type_line(app, pilot, "/help")
+        await until(pilot, lambda: "/stop" in app.transcript(), "the help")
+        api.put(delta(" goes on", 24, 32))
+        await until(pilot, lambda: "and two goes on…" in app.transcript(), "more of it")
+        lines = app.transcript().splitlines()
+        assert lines[-2].endswith("clankie: Writing line one") and \
+            lines[-1] == "  | and two goes on…"
+        api.put(delta("", 32, 32, "complete"), ({
+            "type": "message", "seq": 1, "conversation_id": C, "message_id": R,
+            "author": "clankie", "text": "Writing line one\nand two goes on.", "at": STAMP},))
+        await until(pilot, lambda: app.transcript().splitlines()[-1] == "  | and two goes on.",
+                    "the message, where the reply was")
+        assert app.transcript().count("Writing line one") == 1

@@ -161,8 +161,14 @@ class ChatLog(RichLog):
 
     def grow(self, text: str) -> None:
         """More of the reply: its rows now complete are written, its unfinished row drawn
-        again with `…`."""
+        again with `…`. If the log's width changed since it began (its first lines came
+        before the log was laid out), it is all written again at the width it has now."""
         shown = self.writing
+        if shown is not None and shown.growing.width != self._width():
+            text = shown.growing.received + text
+            self._splice(shown.start, len(self.lines) - shown.start, [])
+            self.begin(shown.reply_id, shown.stamp)
+            shown = self.writing
         if shown is None or not text:
             return
         strips = self._rows(shown.growing.add(text))
@@ -172,13 +178,14 @@ class ChatLog(RichLog):
 
     def end(self, rest: str, suffix: str, line: Text) -> None:
         """Its message was stored (`rest`: what it had beyond the text shown) or it was cut
-        off: its lines stay where they are, the last one ending with `suffix`; `line`, the
+        off: its lines stay where they are, the last one ending with `suffix` (its own
+        space first, if any: `render.ending`); `line`, the
         message as the log says it, is what a new width writes again."""
         shown = self.writing
         if shown is None:
             return
         rows = shown.growing.add(rest)
-        strips = self._rows(rows + shown.growing.close(f" {suffix}" if suffix else ""))
+        strips = self._rows(rows + shown.growing.close(suffix))
         self._splice(len(self.lines) - shown.tail, shown.tail, strips)
         self.writing = None
         self.said.append(line)
@@ -199,8 +206,10 @@ class ChatLog(RichLog):
         """`line`'s strips, as `write` makes them."""
         console = self.app.console
         options = console.options
-        width = max(min(measure_renderables(console, options, [line]).maximum,
-                        self.scrollable_content_region.width), self.min_width)
+        most = self.scrollable_content_region.width
+        measured = line.cell_len if isinstance(line, Text) and "\n" not in line.plain \
+            else measure_renderables(console, options, [line]).maximum  # a row: its cells
+        width = max(min(measured, most), self.min_width)
         rendered = list(Segment.split_lines(console.render(line, options.update_width(width))))
         strips = Strip.from_lines(rendered) if rendered else [Strip.blank(width)]
         for strip in strips:
@@ -659,8 +668,9 @@ class ChatApp(App[None]):
             if line is not None:  # None: `ask_question`'s own, said by the question's event
                 self.say(line, style="dim", at=at)
         elif isinstance(event, dto.MessageEvent) and line is not None and self._stored(
-                event, line, render.partial_end(event.partial, (reasons or {}).get(
-                    event.message_id)) if event.partial else ""):
+                event, line, render.ending(event.text, render.partial_end(
+                    event.partial, (reasons or {}).get(event.message_id)))
+                if event.partial else ""):
             pass  # the reply shown while it was written is its message, where it is
         elif line is not None:
             self.say(line, at=at)
@@ -751,9 +761,10 @@ class ChatApp(App[None]):
         if shown is None:
             return
         self.settled.append(shown.reply_id)
-        said = f"clankie: {continued(shown.growing.received)} {render.NOT_KEPT_END}"
-        log.end("", render.NOT_KEPT_END,
-                Text.assemble((f"{shown.stamp} ", "dim"), visible(said)))
+        received = shown.growing.received
+        end = render.ending(received, render.NOT_KEPT_END)
+        log.end("", end, Text.assemble((f"{shown.stamp} ", "dim"),
+                                       visible(f"clankie: {continued(received)}{end}")))
 
     # ----------------------------------------------------------------------- commands
 

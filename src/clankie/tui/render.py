@@ -131,7 +131,8 @@ def event_line(event: dto.Event, asker: dto.AskerOut | None = None,
     line = eventtext.text(event, eventtext.Surface.TUI, restarted=restarted,
                           asked_by=asked_by(asker))
     if isinstance(event, dto.MessageEvent) and event.partial is not None and line:
-        return f"{line} {partial_end(event.partial, (reasons or {}).get(event.message_id))}"
+        return line + ending(event.text, partial_end(
+            event.partial, (reasons or {}).get(event.message_id)))
     return line
 
 
@@ -151,6 +152,11 @@ def partial_end(partial: str, reason: str | None = None) -> str:
     if partial == "interrupted":
         return RESTARTED_END
     return f"(cut off: {wording.one_line(reason or FAILED_REASON)})"
+
+
+def ending(text: str, end: str) -> str:
+    """`end` as it follows `text`: after a space, unless the text ends with one."""
+    return end if not text or text[-1].isspace() else f" {end}"
 
 
 def cut_reasons(events: Sequence[dto.Event]) -> dict[str, str]:
