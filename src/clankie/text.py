@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["continued", "continued_part", "settled", "visible", "visible_json"]
+__all__ = ["continued", "continued_part", "settled", "visible", "visible_json", "visible_part"]
 
 HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 SHOWN_CONTROLS: Final = frozenset("\n\t")
@@ -42,6 +42,19 @@ def visible(text: str) -> str:
     """`text` with every character that would act on a terminal, or hide or reorder text,
     written as its Python escape; everything else unchanged."""
     return _replace(text, _python_escape)
+
+
+def visible_part(text: str, before: str = "", after: str = "") -> str:
+    """`text` as it is shown within `before + text + after`: the same characters escaped as
+    `visible` escapes them in the whole (a joiner's form depends on the characters around
+    it). For text shown piece by piece, a reply being written (SPEC D15): `before` and
+    `after` need only the character on each side."""
+    whole = before + text + after
+    if whole.isprintable():
+        return text
+    start = len(before)
+    return "".join(_python_escape(ch) if _hidden_at(whole, start + i) else ch
+                   for i, ch in enumerate(text))
 
 
 def continued(text: str, indent: str = "  ") -> str:

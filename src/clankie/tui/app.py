@@ -45,22 +45,28 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from rich.console import RenderableType
+from rich.measure import measure_renderables
+from rich.segment import Segment
 from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.geometry import Size
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive, var
+from textual.strip import Strip
 from textual.widgets import Footer, Input, RichLog, Static
 
-from clankie import dto, eventtext, wording
+from clankie import dto, eventtext, when, wording
 from clankie.client import (
     ApiError,
     NotClankie,
@@ -73,13 +79,14 @@ from clankie.core.vocabulary import Code
 from clankie.dto import OutT
 from clankie.text import continued, visible
 
-from . import decide, render
+from . import decide, live, render
 from .commands import ShowQuestion, Stop, parse
 
 TAIL_WAIT_MS = 25_000
 NOT_YOURS_EXIT = 5  # the CLI's exit for a refused listener (SPEC section 10, T2)
 EPOCH = datetime.min.replace(tzinfo=UTC)  # a reactive clock's value before it is set
 PLACEHOLDER = "Message Clankie, or /question, /help"
+BELOW = "↓ New text below. Scroll down, or click here, to follow it."
 
 
 class Api(Protocol):
@@ -91,32 +98,191 @@ class Api(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass
+class Writing:
+    """The reply being written, as the log's last lines (SPEC D15): from `start` on, its
+    complete rows, then `tail` lines of its unfinished row (with `…`). `stamp`: the local
+    time its call began, before `clankie: `."""
+
+    reply_id: str
+    stamp: str
+    growing: live.Growing
+    start: int
+    tail: int = 0
+
+
+@dataclass(frozen=True)
+class LiveSeen:
+    """The live reply as last read (SPEC D4), and when by this app's clock: the status
+    line counts on from its `idle_ms`."""
+
+    reply: dto.LiveReply
+    at: datetime
+
+
 class ChatLog(RichLog):
     """The conversation's lines. A RichLog wraps a line once, at the width it has when the
     line is written: when the terminal's width changes, every line is written again at the
-    new one (none cut at the right edge), and the log shows its end (the latest line)."""
+    new one (none cut at the right edge).
+
+    The reply being written (`writing`, SPEC D15) is the log's last lines: its complete rows
+    are written once, its unfinished row alone is redrawn (`clankie.tui.live`), so an
+    update costs what its new text costs, not the reply so far; a line said meanwhile goes
+    above it. The log follows its end, unless the owner has scrolled up: then nothing
+    moves the view, and `unseen` says that new text is below it."""
+
+    unseen: var[bool] = var(False)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.said: list[Text] = []
         self.wrapped_at = 0
+        self.writing: Writing | None = None
+        self.following = True  # the view is at the end, and stays there
+        self.follows = False  # going to the end once the new lines are laid out
 
     def say(self, line: Text) -> None:
         self.said.append(line)
-        self.write(line)
+        if self.writing is None:
+            self.write(line, scroll_end=False)
+            self._moved()
+            return
+        strips = self._strips(self._make_renderable(line))
+        self._splice(self.writing.start, 0, strips)
+        self.writing.start += len(strips)
+
+    # -------------------------------------------------------------- the reply written
+
+    def begin(self, reply_id: str, stamp: str) -> None:
+        """A reply is being written: its lines start at the end."""
+        head = Text.assemble((f"{stamp} ", "dim"), "clankie: ")
+        self.writing = Writing(reply_id, stamp, live.Growing(head, self._width()),
+                               len(self.lines))
+
+    def grow(self, text: str) -> None:
+        """More of the reply: its rows now complete are written, its unfinished row drawn
+        again with `…`. If the log's width changed since it began (its first lines came
+        before the log was laid out), it is all written again at the width it has now."""
+        shown = self.writing
+        if shown is not None and shown.growing.width != self._width():
+            text = shown.growing.received + text
+            self._splice(shown.start, len(self.lines) - shown.start, [])
+            self.begin(shown.reply_id, shown.stamp)
+            shown = self.writing
+        if shown is None or not text:
+            return
+        strips = self._rows(shown.growing.add(text))
+        tail = self._strips(shown.growing.line + live.ELLIPSIS)
+        self._splice(len(self.lines) - shown.tail, shown.tail, strips + tail)
+        shown.tail = len(tail)
+
+    def end(self, rest: str, suffix: str, line: Text) -> None:
+        """Its message was stored (`rest`: what it had beyond the text shown) or it was cut
+        off: its lines stay where they are, the last one ending with `suffix` (its own
+        space first, if any: `render.ending`); `line`, the
+        message as the log says it, is what a new width writes again."""
+        shown = self.writing
+        if shown is None:
+            return
+        rows = shown.growing.add(rest)
+        strips = self._rows(rows + shown.growing.close(suffix))
+        self._splice(len(self.lines) - shown.tail, shown.tail, strips)
+        self.writing = None
+        self.said.append(line)
+
+    def drop(self) -> None:
+        """Its lines go (withdrawn, or replaced by its message)."""
+        if self.writing is not None:
+            self._splice(self.writing.start, len(self.lines) - self.writing.start, [])
+            self.writing = None
+
+    def _width(self) -> int:
+        return max(self.scrollable_content_region.width, 1)
+
+    def _rows(self, rows: list[Text]) -> list[Strip]:
+        return [strip for row in rows for strip in self._strips(row)]
+
+    def _strips(self, line: RenderableType) -> list[Strip]:
+        """`line`'s strips, as `write` makes them."""
+        console = self.app.console
+        options = console.options
+        most = self.scrollable_content_region.width
+        measured = line.cell_len if isinstance(line, Text) and "\n" not in line.plain \
+            else measure_renderables(console, options, [line]).maximum  # a row: its cells
+        width = max(min(measured, most), self.min_width)
+        rendered = list(Segment.split_lines(console.render(line, options.update_width(width))))
+        strips = Strip.from_lines(rendered) if rendered else [Strip.blank(width)]
+        for strip in strips:
+            strip.adjust_cell_length(width)
+        return strips
+
+    def _splice(self, at: int, count: int, strips: list[Strip]) -> None:
+        """`count` lines from `at` replaced by `strips`: only those lines are drawn again
+        (and the ones after them, when their number changed)."""
+        stale = range(at, at + count) if len(strips) == count else range(at, len(self.lines))
+        key = (self.scroll_offset.x, self.scrollable_content_region.width,
+               self._widest_line_width)
+        for y in stale:
+            self._line_cache.discard((y + self._start_line, *key))
+        self.lines[at:at + count] = strips
+        if strips:
+            self._widest_line_width = max(self._widest_line_width,
+                                          max(strip.cell_length for strip in strips))
+        if len(strips) != count or self.virtual_size.width != self._widest_line_width:
+            self.virtual_size = Size(self._widest_line_width, len(self.lines))
+        self.refresh()
+        self._moved()
+
+    # ---------------------------------------------------------------- where the view is
+
+    def _moved(self) -> None:
+        """New lines: followed at the end once they are laid out (`_follow`), or said to be
+        below a view scrolled up."""
+        if not self.following:
+            self.unseen = True
+        elif not self.follows:
+            self.follows = True
+            self.call_after_refresh(self._follow)
+
+    def _follow(self) -> None:
+        """Show the end, unless the owner scrolled up meanwhile."""
+        self.follows = False
+        if self.following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        else:
+            self.unseen = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self.following = round(new_value) >= self.max_scroll_y
+        if self.following:
+            self.unseen = False
 
     def on_resize(self, event: events.Resize) -> None:
         if self.wrapped_at and event.size.width != self.wrapped_at:
             self.call_after_refresh(self._rewrap)
-        elif self.wrapped_at:  # only higher or lower: the end is still where to look
-            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+        elif self.wrapped_at and self.following:  # only higher or lower: the end is
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)  # kept
         self.wrapped_at = event.size.width
 
     def _rewrap(self) -> None:
+        shown = self.writing
         self.clear()
         for line in self.said:
             self.write(line, scroll_end=False)
+        if shown is not None:  # written again from its text, at the new width
+            received = shown.growing.received
+            self.begin(shown.reply_id, shown.stamp)
+            self.grow(received)
         self.scroll_end(animate=False, immediate=True)
+
+
+class Below(Static):
+    """The line under the log while the owner has scrolled up and new text came below
+    (SPEC D15); a click on it goes to the end."""
+
+    def on_click(self) -> None:
+        self.app.query_one(ChatLog).scroll_end(animate=False, immediate=True)
 
 
 class HeaderLine(Static):
@@ -174,6 +340,8 @@ class StatusLine(Static):
     running: reactive[frozenset[str]] = reactive(frozenset())
     doing: reactive[str | None] = reactive(None)
     waiting: reactive[dto.RunActivityEvent | None] = reactive(None)
+    live: reactive[LiveSeen | None] = reactive(None)
+    stall: reactive[float | None] = reactive(None)
     expiring: var[bool] = var(False)
 
     def __init__(self, service: str, conversation_id: str, **kwargs: Any) -> None:
@@ -182,12 +350,15 @@ class StatusLine(Static):
         self.conversation_id = conversation_id
 
     def render(self) -> Content:
+        seen = self.live
+        writing = None if seen is None or self.waiting is not None else render.live_status(
+            seen.reply, (self.now - seen.at).total_seconds(), self.stall)
         return Content(visible(render.status_line(
             self.service, self.conversation_id,
             render.question_state(self.snapshot, self.now), bool(self.running),
             self.connected,
             render.retry_status(self.waiting, self.now) if self.waiting else self.doing,
-            refused=self.refused is not None)))
+            refused=self.refused is not None, writing=writing)))
 
     def compute_expiring(self) -> bool:
         q = self.snapshot.pending if self.snapshot else None
@@ -215,6 +386,8 @@ class ChatApp(App[None]):
     running: var[frozenset[str]] = var(frozenset())  # runs queued or running
     doing: var[str | None] = var(None)  # the latest tool activity of a running run
     waiting: var[dto.RunActivityEvent | None] = var(None)  # its wait to ask the model again (R6)
+    live: var[LiveSeen | None] = var(None)  # the reply being written, as last read (D4)
+    stall: var[float | None] = var(None)  # the service's `model_stall_timeout` (D11)
     # The header's, read on start and after a reconnect: the conversation's workspace
     # and, in an agent's conversation, who asks there (`conversation_get`, SPEC P3), and
     # `service_info`'s `model`.
@@ -244,14 +417,21 @@ class ChatApp(App[None]):
         # message, and the owner's messages the log showed last (the tail may be first).
         self.hints: dict[str, str] = {}
         self.logged: deque[str] = deque(maxlen=64)
+        # The live reply (SPEC D4): what the tail sends back (the `reply_id` and `length`
+        # last received, never a count of its own), and the replies whose message or
+        # withdrawal the log showed (a live answer about one of them shows nothing).
+        self.live_at: dict[str, Any] = {"reply_id": None, "offset": 0}
+        self.settled: deque[str] = deque(maxlen=64)
+        self.live_shown = 0  # the `length` of the last live answer shown
 
     def compose(self) -> ComposeResult:
         yield HeaderLine(id="where", markup=False).data_bind(ChatApp.workspace, ChatApp.model,
                                                              ChatApp.asker)
         yield StatusLine(self.service, self.conversation_id, id="status").data_bind(
             ChatApp.snapshot, ChatApp.now, ChatApp.connected, ChatApp.refused,
-            ChatApp.running, ChatApp.doing, ChatApp.waiting)
+            ChatApp.running, ChatApp.doing, ChatApp.waiting, ChatApp.live, ChatApp.stall)
         yield ChatLog(id="log", wrap=True, markup=False, min_width=1)  # not RichLog's 78
+        yield Below(BELOW, id="below", markup=False)
         with QuestionBox(id="question-box").data_bind(ChatApp.snapshot):
             yield QuestionPanel(id="question", markup=False).data_bind(
                 ChatApp.snapshot, ChatApp.now, ChatApp.workspace, ChatApp.rows)
@@ -261,6 +441,8 @@ class ChatApp(App[None]):
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)  # the expiry countdown
         self.query_one(Input).focus()
+        log = self.query_one(ChatLog)
+        self.watch(log, "unseen", self._unseen)
         for note in self.notes:
             self.say(note, style="bold")
         self.about()
@@ -268,6 +450,9 @@ class ChatApp(App[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.rows = event.size.height
+
+    def _unseen(self, unseen: bool) -> None:
+        self.query_one(Below).set_class(unseen, "shown")
 
     async def on_unmount(self) -> None:
         await self.api.aclose()
@@ -371,6 +556,10 @@ class ChatApp(App[None]):
         with contextlib.suppress(ApiError, NotClankie, NotYours, ServiceUnreachable, Uncertain):
             info = await self.api.call("service_info")
             self.model = _part(dto.ModelOut, info.get("model"))
+            settings = info.get("settings")
+            stall = settings.get("model_stall_timeout") if isinstance(settings, dict) else None
+            self.stall = float(stall) if isinstance(stall, int | float) \
+                and not isinstance(stall, bool) else None
 
     # ------------------------------------------------------------------------- events
 
@@ -391,16 +580,21 @@ class ChatApp(App[None]):
                         self.about()
                     self.connected = True
                 asked = time.monotonic()
+                sent = dict(self.live_at)
                 page = await self._op(dto.EVENTS_TAIL, {
                     "conversation_id": self.conversation_id, "after": state.after,
-                    "limit": 500, "wait_ms": TAIL_WAIT_MS})
-                if pause := decide.pause_after(page, time.monotonic() - asked):
-                    await asyncio.sleep(pause)
+                    "limit": 500, "wait_ms": TAIL_WAIT_MS, "live": sent})
                 if (trimmed := decide.trimmed(page)) is not None:
                     self.say(trimmed)
                 restarted = await self._restarted(page.events)
+                reasons = render.cut_reasons(page.events)
                 for event in page.events:
-                    self._apply(event, restarted)
+                    self._apply(event, restarted, reasons)
+                if page.live is None or isinstance(page.live, dto.LiveReply):
+                    self._show_live(page.live)
+                if pause := decide.pause_after(page, time.monotonic() - asked,
+                                               live=self.live_at != sent):
+                    await asyncio.sleep(pause)
                 pending = self.snapshot is not None and self.snapshot.pending is not None
                 state, step = decide.after_page(state, page, pending)
                 self.after = state.after
@@ -448,32 +642,129 @@ class ChatApp(App[None]):
                     "request_id": request_id})).request)
         return eventtext.restarted(read)
 
-    def _event_line(self, event: dto.Event, restarted: frozenset[str]) -> str | None:
-        return render.event_line(event, self.asker, restarted)
+    def _event_line(self, event: dto.Event, restarted: frozenset[str],
+                    reasons: Mapping[str, str] | None = None) -> str | None:
+        return render.event_line(event, self.asker, restarted, reasons)
 
-    def _apply(self, event: dto.Event, restarted: frozenset[str] = frozenset()) -> None:
+    def _apply(self, event: dto.Event, restarted: frozenset[str] = frozenset(),
+               reasons: Mapping[str, str] | None = None) -> None:
         if isinstance(event, dto.RunStatusEvent):
             if event.status in ("queued", "running"):
                 self.running = self.running | {event.run_id}
             else:
                 self.running = self.running - {event.run_id}
                 self.doing = None
-        line = self._event_line(event, restarted)
+                if self.live is not None and self.live.reply.run_id == event.run_id:
+                    self.live = None
+        line = self._event_line(event, restarted, reasons)
         at = eventtext.stamp(event, self.clock())
         self.waiting = None  # anything that happens after a wait ends it
         if isinstance(event, dto.RunActivityEvent):
+            self._withdraw(event.withdrawn)
             self.waiting = event if event.run_id in self.running else None
             self.say(str(line), style="dim", at=at)
         elif isinstance(event, dto.ToolActivityEvent):
             self.doing = event.summary if event.run_id in self.running else None
             if line is not None:  # None: `ask_question`'s own, said by the question's event
                 self.say(line, style="dim", at=at)
+        elif isinstance(event, dto.MessageEvent) and line is not None and self._stored(
+                event, line, render.ending(event.text, render.partial_end(
+                    event.partial, (reasons or {}).get(event.message_id)))
+                if event.partial else ""):
+            pass  # the reply shown while it was written is its message, where it is
         elif line is not None:
             self.say(line, at=at)
         if isinstance(event, dto.MessageEvent) and event.author == "owner":
             self.logged.append(event.message_id)
             if (hint := self.hints.pop(event.message_id, None)) is not None:
                 self.say(hint)
+
+    # ------------------------------------------------------------- the reply written
+
+    def _show_live(self, reply: dto.LiveReply | None) -> None:
+        """A live answer (SPEC D4, D15): the reply being written grows in the log where its
+        message will be, and the status line says how it goes. Events were shown first: a
+        message, a withdrawal or a run's end about this reply is already in the log. A
+        shown reply that is no longer live and whose message never came is kept, said to
+        be cut off (`_vanished`)."""
+        log = self.query_one(ChatLog)
+        if log.writing is not None and (reply is None or
+                                        reply.reply_id != log.writing.reply_id):
+            self._vanished()
+        if reply is None:
+            self.live, self.live_at = None, {"reply_id": None, "offset": 0}
+            return
+        self.live_at = {"reply_id": reply.reply_id, "offset": reply.length}
+        if reply.reply_id in self.settled:
+            self.live = None  # its message is shown; it leaves memory after that commit
+            return
+        if self.live is None or self.live.reply.reply_id != reply.reply_id:
+            self.waiting = None  # a new try: the wait before it is over
+        self.live = LiveSeen(reply, self.clock())
+        shown = log.writing
+        text = reply.text
+        if shown is not None and reply.offset == 0:  # the text so far, again (D4)
+            received = shown.growing.received
+            if text.startswith(received):
+                text = text[len(received):]
+            else:
+                log.drop()
+        elif shown is not None and reply.offset != self.live_shown:
+            log.drop()  # not what follows the text shown: ask for the text so far
+            self.live_at = {"reply_id": None, "offset": 0}
+            return
+        elif shown is None and reply.offset != 0:
+            self.live_at = {"reply_id": None, "offset": 0}
+            return
+        self.live_shown = reply.length
+        if text and log.writing is None:
+            log.begin(reply.reply_id, when.brief(reply.started_at, self.clock()))
+        log.grow(text)
+
+    def _stored(self, event: dto.MessageEvent, line: str, suffix: str) -> bool:
+        """Whether `event` is the message of the reply shown while it was written: then
+        its lines stay where they are, completed with what was not shown yet and with how
+        it was cut off (`suffix`, the end of `line`), if it was. A message that does not
+        continue the text shown (a checkpoint older than it, D9) replaces it: False, and
+        it is said as any message."""
+        log = self.query_one(ChatLog)
+        shown = log.writing
+        if shown is None or shown.reply_id != event.message_id:
+            return False
+        self.settled.append(event.message_id)
+        received = shown.growing.received
+        if not event.text.startswith(received):
+            log.drop()
+            return False
+        log.end(event.text[len(received):], suffix,
+                Text.assemble((f"{shown.stamp} ", "dim"), visible(line)))
+        return True
+
+    def _withdraw(self, withdrawn: dto.Withdrawn | None) -> None:
+        """A try's reply, withdrawn (D8): its lines go; the event's line says it."""
+        if withdrawn is None:
+            return
+        self.settled.append(withdrawn.reply_id)
+        log = self.query_one(ChatLog)
+        if log.writing is not None and log.writing.reply_id == withdrawn.reply_id:
+            log.drop()
+        if self.live is not None and self.live.reply.reply_id == withdrawn.reply_id:
+            self.live = None
+
+    def _vanished(self) -> None:
+        """The reply shown is no longer written, and neither its message nor a withdrawal
+        came (its text was not stored: clankie restarted before its first checkpoint).
+        What was shown stays, said to be cut off and not kept; never passed off as
+        complete, never dropped in silence."""
+        log = self.query_one(ChatLog)
+        shown = log.writing
+        if shown is None:
+            return
+        self.settled.append(shown.reply_id)
+        received = shown.growing.received
+        end = render.ending(received, render.NOT_KEPT_END)
+        log.end("", end, Text.assemble((f"{shown.stamp} ", "dim"),
+                                       visible(f"clankie: {continued(received)}{end}")))
 
     # ----------------------------------------------------------------------- commands
 

@@ -277,10 +277,13 @@ def lost(state: Follow, why: str) -> tuple[Follow, Lost]:
     return replace(state, failures=state.failures + 1, stale=True), said
 
 
-def pause_after(page: dto.EventsOut, waited_s: float) -> float:
+def pause_after(page: dto.EventsOut, waited_s: float, live: bool = False) -> float:
     """How long to pause before the next long poll: an empty page that came back at once
-    (a service that does not wait) is not asked again in a tight loop."""
-    return PAUSE_AFTER_EMPTY_S if not page.events and waited_s < EMPTY_AT_ONCE_S else 0.0
+    (a service that does not wait) is not asked again in a tight loop; one that brought
+    news of the live reply (`live`: what the tail sends back moved, SPEC D4) is not
+    empty."""
+    return PAUSE_AFTER_EMPTY_S if not page.events and not live and \
+        waited_s < EMPTY_AT_ONCE_S else 0.0
 
 
 @dataclass(frozen=True)

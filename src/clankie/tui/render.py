@@ -8,9 +8,10 @@ with the event's local time (`stamp`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from clankie import dto, eventtext, when, wording
 from clankie.eventtext import OR_CONTINUE
@@ -113,14 +114,87 @@ def asked_by(asker: dto.AskerOut | None) -> str:
 
 
 def event_line(event: dto.Event, asker: dto.AskerOut | None = None,
-               restarted: frozenset[str] = frozenset()) -> str | None:
+               restarted: frozenset[str] = frozenset(),
+               reasons: Mapping[str, str] | None = None) -> str | None:
     """A line for the chat log, or None for events shown only in the status line or by
     another line (`ask_question`'s own activity: the question's event says it, once).
     `asker`: the conversation's, when an agent asks in it (P3), not Clankie. `restarted`:
     the questions a restart cancelled (R9: an `input_resolved` event carries no reason).
-    The words are `clankie.eventtext`'s (the TUI's phrasing of the one event formatter)."""
-    return eventtext.text(event, eventtext.Surface.TUI, restarted=restarted,
+    The words are `clankie.eventtext`'s (the TUI's phrasing of the one event formatter),
+    but for what section 14 adds (D15): a message cut off ends saying how
+    (`partial_end`, with its run's error from `reasons`, `cut_reasons`); a wait before
+    the model is asked again says how many characters of the try before were withdrawn."""
+    if isinstance(event, dto.RunActivityEvent) and event.withdrawn is not None:
+        count = event.withdrawn.length
+        said = f"{count:,} character{'' if count == 1 else 's'} withdrawn"
+        return f"  {said}: {continued(event.summary, '    ')}"
+    line = eventtext.text(event, eventtext.Surface.TUI, restarted=restarted,
                           asked_by=asked_by(asker))
+    if isinstance(event, dto.MessageEvent) and event.partial is not None and line:
+        return line + ending(event.text, partial_end(
+            event.partial, (reasons or {}).get(event.message_id)))
+    return line
+
+
+# How a message of Clankie's that was cut off ends (SPEC D15), and a reply shown while it
+# was written whose message never came (its text was not stored: a restart came first).
+STOPPED_END: Final = "(stopped by you)"
+RESTARTED_END: Final = "(cut off when clankie restarted; what followed was lost)"
+NOT_KEPT_END: Final = "(cut off: clankie did not keep this reply)"
+FAILED_REASON: Final = "the model call failed"
+
+
+def partial_end(partial: str, reason: str | None = None) -> str:
+    """The words after a partial message: stopped, cut off (`reason`: its run's error, when
+    known) or cut off by a restart."""
+    if partial == "stopped":
+        return STOPPED_END
+    if partial == "interrupted":
+        return RESTARTED_END
+    return f"(cut off: {wording.one_line(reason or FAILED_REASON)})"
+
+
+def ending(text: str, end: str) -> str:
+    """`end` as it follows `text`: after a space, unless the text ends with one."""
+    return end if not text or text[-1].isspace() else f" {end}"
+
+
+def cut_reasons(events: Sequence[dto.Event]) -> dict[str, str]:
+    """Why each message in `events` cut off as `failed` was: the error of the run failure
+    that follows it (D8 stores them in one transaction, so one page holds both)."""
+    reasons: dict[str, str] = {}
+    cut: list[str] = []
+    for event in events:
+        if isinstance(event, dto.MessageEvent) and event.partial == "failed":
+            cut.append(event.message_id)
+        elif isinstance(event, dto.RunStatusEvent) and event.status == "failed" and cut:
+            reasons.update(dict.fromkeys(cut, event.error or FAILED_REASON))
+            cut = []
+    return reasons
+
+
+def seconds(count: float) -> str:
+    """Seconds counted on a status line: `12 s`, whole ones (`2 min` past a minute)."""
+    return f"{int(max(count, 0))} s" if count < 60 else when.span(count)
+
+
+def live_status(reply: dto.LiveReply, elapsed: float, stall: float | None) -> str | None:
+    """What the status line says of the reply being written (SPEC D15), from its `idle_ms`
+    and `elapsed` seconds since it was read (counted on from it, never by comparing this
+    clock with the service's): `Clankie is writing (12 s)` (since its call began),
+    `waiting for the model (4 s)`, or `no text from the model for 14 s; giving up at 60 s`
+    (`stall`: the service's `model_stall_timeout`, when known). None once it is complete:
+    its message is being stored."""
+    idle = reply.idle_ms / 1000 + elapsed
+    if reply.state == "waiting":
+        return f"waiting for the model ({seconds(idle)})"
+    if reply.state == "quiet":
+        limit = f"; giving up at {int(stall)} s" if stall else ""
+        return f"no text from the model for {int(idle)} s{limit}"
+    if reply.state == "writing":
+        begun = (when.parse(reply.at) - when.parse(reply.started_at)).total_seconds()
+        return f"Clankie is writing ({seconds(begun + elapsed)})"
+    return None
 
 
 
@@ -204,14 +278,16 @@ def header(workspace: str | None, model: dto.ModelOut | None, width: int = 0,
 
 
 def status_line(service: str, conversation_id: str, question: str, working: bool,
-                connected: bool, doing: str | None = None, refused: bool = False) -> str:
+                connected: bool, doing: str | None = None, refused: bool = False,
+                writing: str | None = None) -> str:
     """`question`: `question_state`'s words. `refused`: the listener is not the owner's
     service (T2) and the app stopped following it; nothing is retried, so the line must
-    not say it is. The state comes first and the address last: on a narrow screen the line
-    is cut at its end, and "disconnected, retrying" must still show."""
+    not say it is. `writing`: `live_status`'s words, said as they are. The state comes
+    first and the address last: on a narrow screen the line is cut at its end, and
+    "disconnected, retrying" must still show."""
     if service.startswith("unix://"):
         service = "unix:" + service.rsplit("/", 1)[-1]
-    busy = f"Clankie: {doing[:60]}" if doing else "Clankie is working..."
+    busy = writing or (f"Clankie: {doing[:60]}" if doing else "Clankie is working...")
     state = ("not yours: stopped" if refused else "disconnected, retrying" if not connected
-             else busy if working else "idle")
+             else busy if working or writing else "idle")
     return f"{state} | {question} | conversation {conversation_id[:8]} | {service}"
