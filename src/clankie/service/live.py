@@ -61,6 +61,7 @@ class _Reply:
     requested_at: float
     content_at: float | None
     checkpointed: int = -1  # the `version` last checkpointed
+    kept: bool = False  # read to be stored as it stands (D7, D8): no publish changes it
     version: int = 0  # publishes so far
     started_at: str = field(default="")
 
@@ -79,6 +80,8 @@ class LiveReplies:
             if p.reply_id in self._settled:
                 return
             reply = self._replies.get(p.conversation_id)
+            if reply is not None and reply.kept and reply.run_id == p.run_id:
+                return
             if reply is None or reply.reply_id != p.reply_id:
                 reply = _Reply(p.run_id, p.reply_id, p.attempt, p.state, p.appended,
                                p.calling, p.requested_at, p.content_at,
@@ -112,10 +115,21 @@ class LiveReplies:
 
     def of_run(self, conversation_id: str, run_id: str) -> tuple[str, str] | None:
         """`(reply_id, text)` of the run's live reply as last published, if it has one."""
+        return self._of_run(conversation_id, run_id, keep=False)
+
+    def keep(self, conversation_id: str, run_id: str) -> tuple[str, str] | None:
+        """`of_run`, read to be stored as it stands (D7, D8): from now on no publish of the
+        run changes what readers see, so what they saw is what is kept, even when the run
+        process publishes more before the commit settles the reply."""
+        return self._of_run(conversation_id, run_id, keep=True)
+
+    def _of_run(self, conversation_id: str, run_id: str,
+                keep: bool) -> tuple[str, str] | None:
         with self._lock:
             reply = self._replies.get(conversation_id)
             if reply is None or reply.run_id != run_id:
                 return None
+            reply.kept = reply.kept or keep
             return reply.reply_id, reply.text
 
     def read(self, conversation_id: str, at: dto.LiveAt) -> dto.LiveReply | None:

@@ -363,7 +363,7 @@ class Runs:
                      stored: frozenset[str | None] = frozenset()) -> None:
         """The run's live reply as last published, kept as a message cut off `how` (D7,
         D8) unless it is blank or stored already; it leaves memory after the commit."""
-        shown = self.ctx.live.of_run(run.conversation_id, run.run_id)
+        shown = self.ctx.live.keep(run.conversation_id, run.run_id)
         if shown is not None and shown[0] not in stored and shown[1].strip():
             change, _, _ = lifecycle.post_message(
                 self.ctx.conversation(tx, run.conversation_id), Author.CLANKIE, shown[1],
