@@ -195,6 +195,29 @@ def test_issue39_r4_a_killed_run_process_fails_only_the_runs_it_held(world: Worl
     assert [world.run(run_id)["status"] for run_id in sent] == ["succeeded"] * len(others)
 
 
+def test_issue39_r3_r4_runs_handed_to_a_process_that_died_before_taking_them_still_run(
+        world: World):
+    """R3 forbids a run sent twice, not a run never sent: a run the process was handed but
+    never took (it was stopped, then killed, before reading its channel) has called no
+    model; it is run by the next process, and only the run it held fails (CI once saw two
+    runs sent in the instant after a kill failed with it)."""
+    held_in = world.conversation()
+    release = held_call(world)
+    held = world.send(held_in)
+    world.endpoint.wait_for_requests(1)
+    others = [world.conversation() for _ in range(6)]
+    world.endpoint.plan.extend(world.provider.text("Back.") for _ in others)
+    child = run_process(world)
+    os.kill(child, signal.SIGSTOP)  # it reads nothing more, and the service cannot tell
+    sent = [world.send(c) for c in others]  # handed to it: in its channel, unread
+    os.kill(child, signal.SIGKILL)
+    with world.served.client() as client:
+        assert finished(client, held)["status"] == "failed"
+    release.set()
+    assert [world.run(run_id)["status"] for run_id in sent] == ["succeeded"] * len(others)
+    assert len(world.endpoint.requests) == 1 + len(others)  # none was sent twice
+
+
 def test_issue39_a_stopped_run_process_never_holds_up_the_services_writes(world: World):
     """Red team: with the run process stopped (SIGSTOP), the runs handed to it queue in the
     service; answers, sends and stops are still answered (before, the store's writer

@@ -16,6 +16,7 @@ from clankie import dto, tool_dto
 from .transcript import ToolCall, ToolSpec
 
 ASK_QUESTION = "ask_question"
+MAX_CALLS = 64  # tool calls run of one model reply; the rest are refused, not run or stored
 
 
 def _parameters() -> dict[str, object]:

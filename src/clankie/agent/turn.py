@@ -14,7 +14,7 @@ import json
 
 from .context import TurnContext, system_prompt, turns
 from .stop import NEVER, StopScope
-from .tools import TOOL_SPECS, ToolBox
+from .tools import MAX_CALLS, TOOL_SPECS, ToolBox
 from .transcript import (
     NO_WAITS,
     Model,
@@ -27,7 +27,6 @@ from .transcript import (
 )
 
 MAX_STEPS = 24
-MAX_CALLS = 64  # tool calls run of one model reply; the rest are refused, not run or stored
 
 
 def too_many(call_id: str) -> ToolResult:

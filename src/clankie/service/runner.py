@@ -10,8 +10,9 @@ side the process asks for (`WRITES`: claim, finish, ask, say, record), answering
 has committed. The process reads the store through connections of its own and calls the
 model and the workspace tools; it writes nothing itself. Its log records join the
 service's log. If it ends while the service runs (a crash, a kill), every run it held is
-failed, saying so, and the next run starts a new one; when the service ends, so does it
-(its end of the channel closes).
+failed, saying so, but for the runs it was handed and never said it took (it says so before
+executing one: they called no model), and a new process runs those and the next runs; when
+the service ends, so does it (its end of the channel closes).
 
 Why a process: an answer then costs the service process its HTTP, its transaction and its
 continuation's writes, while the run's own work (its context, the turn loop, the model's
@@ -149,13 +150,16 @@ class Runner:
     def __init__(self, runs: Runs, settings: Settings, script: Script | None) -> None:
         self._runs = runs
         self._start = Start(settings, script, runs.ctx.store.path, runs.ctx.home)
-        self._lock = threading.Lock()  # guards the five below
+        self._lock = threading.Lock()  # guards the six below
         self._process: subprocess.Popen[bytes] | None = None
         self._channel: Channel | None = None
         self._stopping = False
         # The runs the process now running was given or started (run -> conversation):
         # it may write and show replies for these only, and only these fail if it dies.
         self._held: dict[str, str] = {}
+        # Of those, the runs handed to it that it has not yet said it took: if it ends, these
+        # called no model (it says so before executing one), and the next process runs them.
+        self._given: dict[str, Run] = {}
         # Runs handed while a process that died is being replaced: the next one gets them.
         self._waiting: list[Run] | None = None
 
@@ -179,13 +183,15 @@ class Runner:
                 return
             channel = self._started()
             self._hold(run)
+            self._given[run.run_id] = run
             channel.post("execute", conversation_id, run)
 
     def _hold(self, run: Run) -> None:
         """(Under the lock.) A stopped run is never finished: the oldest go past a bound."""
         self._held[run.run_id] = run.conversation_id
         while len(self._held) > HELD_KEPT:
-            del self._held[next(iter(self._held))]
+            self._given.pop(oldest := next(iter(self._held)), None)
+            del self._held[oldest]
 
     def stop_run(self, run_id: str) -> None:
         with self._lock:
@@ -222,7 +228,8 @@ class Runner:
                     start_new_session=True)  # a Ctrl+C in serve's terminal is serve's
             channel = Channel(ours, posting=True)
             channel.post("start", self._start)
-            self._process, self._channel, self._held = process, channel, {}
+            self._process, self._channel = process, channel
+            self._held, self._given = {}, {}
             threading.Thread(target=self._serve, args=(process, channel), daemon=True,
                              name="clankie-runner").start()
         return self._channel
@@ -230,7 +237,9 @@ class Runner:
     def _serve(self, process: subprocess.Popen[bytes], channel: Channel) -> None:
         """What the process sends, until it ends."""
         while (message := channel.receive()) is not None:
-            if message[0] == "live":
+            if message[0] == "took":
+                self._took(channel, message[1])
+            elif message[0] == "live":
                 self._publish(channel, message[1])
             elif message[0] == "call":
                 self._write(channel, *message[1:])
@@ -240,6 +249,11 @@ class Runner:
                 _, level, name, text = message
                 logging.getLogger(name).log(level, "%s", text)
         self._ended(process, channel)
+
+    def _took(self, channel: Channel, run_id: object) -> None:
+        with self._lock:
+            if channel is self._channel and isinstance(run_id, str):
+                self._given.pop(run_id, None)
 
     def _holds(self, channel: Channel, run_id: object, conversation_id: object = None) -> bool:
         """Whether the process behind `channel` holds this run (of this conversation)."""
@@ -291,10 +305,13 @@ class Runner:
 
     def _ended(self, process: subprocess.Popen[bytes], channel: Channel) -> None:
         """The process ended, or closed its channel: unless the service is stopping, fail
-        the runs it held (and only those: R4), then hand each one's next run, and every run
-        handed meanwhile, to a new process."""
+        the runs it held (and only those: R4) but for those it never took (they called no
+        model: R3 is kept), then hand each failed one's next run, the runs never taken, and
+        every run handed meanwhile, to a new process."""
         with self._lock:
-            held, self._held = set(self._held), {}
+            untaken = list(self._given.values())
+            held = set(self._held) - {run.run_id for run in untaken}
+            self._held, self._given = {}, {}
             if self._channel is channel and not self._stopping:
                 self._waiting = []  # runs handed from now on wait for the new process
         channel.close()
@@ -320,5 +337,5 @@ class Runner:
                       "them): %s", exc)
         with self._lock:
             waiting, self._waiting = self._waiting or [], None
-        for run in [*started, *waiting]:
+        for run in [*untaken, *started, *waiting]:
             self._runs.hand(run)

@@ -168,6 +168,7 @@ def main(argv: list[str]) -> None:
             runs.answered(*message[1:])
         elif kind == "execute":
             try:
+                channel.send("took", message[2].run_id)  # before any model call for it
                 executor.submit(message[1], message[2])
             except RuntimeError as exc:  # stopping: the service's next start fails it (R3)
                 logging.getLogger("clankie.runs").warning("run %s not executed: %s",

@@ -21,8 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from clankie.agent.tools import TOOL_SPECS
-from clankie.agent.turn import MAX_CALLS
+from clankie.agent.tools import MAX_CALLS, TOOL_SPECS
 from clankie.settings import Settings
 
 from .live import Publish
