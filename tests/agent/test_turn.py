@@ -26,9 +26,8 @@ from clankie.agent.context import (
     unfinished_note,
 )
 from clankie.agent.scripted import ScriptedModel, ScriptError, load_script
-from clankie.agent.tools import ASK_QUESTION_SPEC, TOOL_SPECS
+from clankie.agent.tools import ASK_QUESTION_SPEC, MAX_CALLS, TOOL_SPECS
 from clankie.agent.transcript import ModelError, Text, ToolCall, ToolResult, ToolSpec, Turn
-from clankie.agent.tools import MAX_CALLS
 from clankie.agent.turn import MAX_STEPS, run_turn
 
 

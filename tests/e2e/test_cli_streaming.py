@@ -360,8 +360,9 @@ def test_d16_d8_a_reply_cut_by_a_failure_ends_with_cut_off_and_the_reason(
 
 def test_d16_events_live_without_follow_shows_the_reply_so_far_and_says_it_goes_on(
         paced: Served):
-    """`--live` without `--follow` (docs/decisions.md, "Issue 40: the CLI"): one read, ending with the
-    reply so far, said to be still written (a new user took it for the whole reply)."""
+    """`--live` without `--follow` (docs/decisions.md, "Issue 40: the CLI"): one read, ending
+    with the reply so far, said to be still written (a new user took it for the whole
+    reply)."""
     c = conversation(paced)
     with paced.client() as client:
         client.call("conversation_send", {"conversation_id": c, "text": "go"})
