@@ -7,7 +7,10 @@ duplicates, cancels, resets, a native takeover, messages (each message's turn as
 answers to requests whose receipts were evicted (default `receipt_limit`). Questions
 expire after a second: every sixth round lasts long enough that one question, left alone,
 expires: answered from a snapshot read before it expired, it is `request_expired` (A7);
-read, it has expired; answered again, `request_closed` (A5). After every restart it
+read, it has expired; answered again, `request_closed` (A5). (Turns queued there before it
+was left alone may still run after the snapshot: then the first answer is `stale_revision`
+(A6) and the question, read again, has expired; or a turn asking after the TTL ended it
+`expired` and the first answer is `request_closed`.) After every restart it
 verifies:
 
 - every acknowledged answer is there: its receipt names the same run (or the receipt was
@@ -163,7 +166,15 @@ class Campaign:
     def _answer_expired(self, client: Client, held: Held) -> None:
         """Past its TTL, untouched: answered from the earlier snapshot it is
         `request_expired` (A7, which commits the expiry); read, it has expired; answered
-        again, `request_closed` (A5). Nothing else is right."""
+        again, `request_closed` (A5). Nothing else is right, but for what the campaign did
+        before it held the question: turns queued by messages sent to that conversation
+        earlier still run after the snapshot, one at a time (R4). Each changes status twice,
+        and that moves the revision (section 2): the answer is `stale_revision` (A6, checked
+        before A7), so the campaign reads again, as A6 says, and that read, past the TTL,
+        commits the expiry (S5). Or one of them asks after the TTL: that use ends the
+        question `expired` (section 6) and asks anew, so the answer is `request_closed`
+        (A5). Either way the question then reads as expired and an answer is
+        `request_closed`."""
         self.held = None
         assert held.snapshot is not None
         q = held.snapshot["pending"]
@@ -171,6 +182,7 @@ class Campaign:
                    "incarnation": held.snapshot["incarnation"],
                    "revision": held.snapshot["revision"],
                    "option_id": q["options"][0]["option_id"]}
+        first = True
         for expected in ("request_expired", "request_closed"):
             try:
                 client.call("input_answer", payload)
@@ -178,16 +190,47 @@ class Campaign:
                 return
             except ApiError as exc:
                 self.ledger.counts[f"expired:{exc.code}"] += 1
-                if exc.code != expected:
+                if first and not self._moved_on(held, exc):
+                    return
+                if not first and exc.code != expected:
                     self.ledger.errors.append(f"answering an expired question gave "
                                               f"{exc.code}, not {expected}")
                     return
+            first = False
             snap = client.call("input_get", {"conversation_id": held.conversation_id,
                                              "request_id": held.request_id})
             if snap["request"]["status"] != "expired":
                 self.ledger.errors.append(f"an expired question reads as "
                                           f"{snap['request']['status']}")
             payload |= {"revision": snap["revision"]}
+
+    def _moved_on(self, held: Held, exc: ApiError) -> bool:
+        """Whether the first answer to a held question that expired is right: `request_expired`,
+        or, when the conversation moved on after the snapshot (see `_answer_expired`),
+        `stale_revision` carrying a newer revision, or `request_closed` carrying its
+        `expired` receipt. Records anything else as an error."""
+        assert held.snapshot is not None
+        if exc.code == "request_expired":
+            return True
+        if exc.code == "stale_revision":
+            revision = exc.problem.get("revision")
+            if isinstance(revision, int) and revision > held.snapshot["revision"]:
+                self.ledger.counts["expired:moved on, read again"] += 1
+                return True
+            self.ledger.errors.append(f"stale_revision for a question read at revision "
+                                      f"{held.snapshot['revision']} carried {revision!r}")
+            return False
+        if exc.code == "request_closed":
+            receipt = exc.problem.get("receipt") or {}
+            if receipt.get("outcome") == "expired":
+                self.ledger.counts["expired:moved on, ended by a later ask"] += 1
+                return True
+            self.ledger.errors.append(f"an expired question was closed as "
+                                      f"{receipt.get('outcome')!r}")
+            return False
+        self.ledger.errors.append(f"answering an expired question gave {exc.code}, "
+                                  f"not request_expired")
+        return False
 
     def _call(self, client: Client, op: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         try:

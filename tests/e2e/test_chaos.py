@@ -8,6 +8,8 @@ from pathlib import Path
 from tests.chaos import Campaign
 
 KILLS = 30
+EXPIRY_PATHS = {"expired:request_expired", "expired:moved on, read again",
+                "expired:moved on, ended by a later ask"}
 
 
 def test_r3_a4_a5_a7_a9_s5_thirty_kills_lose_no_acknowledged_answer_and_run_nothing_twice(
@@ -17,5 +19,8 @@ def test_r3_a4_a5_a7_a9_s5_thirty_kills_lose_no_acknowledged_answer_and_run_noth
     assert summary["acknowledged_answers_checked"] >= KILLS, summary  # it did real work
     counts = summary["counts"]
     assert counts.get("duplicate:same receipt", 0) >= 1, counts
-    assert counts.get("expired:request_expired", 0) >= 1, counts  # S5/A7 under kills too
+    # S5/A7 under kills too: a held question expired, read as expired, and took no answer,
+    # whichever lawful way its first answer was refused (A7, or A6 when turns queued before
+    # it moved the revision, or A5 when one of them ended it on use; tests/chaos.py)
+    assert sum(n for key, n in counts.items() if key in EXPIRY_PATHS) >= 1, counts
     assert summary["runs_checked"] >= KILLS
