@@ -4,7 +4,7 @@ Owns the words they share: which refusals mean "the state moved on, read it agai
 which "that question has ended" (the problem codes are `core.vocabulary.Code`), how an
 ended question's outcome reads, a numbered option, that no question is pending, why a run
 ended that no model ended, what a restart did and how to carry on (R9, the phone page
-says it too), who asks (Clankie, or an agent by its credential's name, its MCP client and
+says it too; an agent's question is carried on by the agent asking again, P5), who asks (Clankie, or an agent by its credential's name, its MCP client and
 the workspace: SPEC P3) and what an answer to an agent means. Each surface puts these in
 its own frame: the CLI names the command to run next, the TUI what its panel shows now.
 
@@ -33,6 +33,12 @@ NO_QUESTION: Final = "No question is pending"  # each surface ends the sentence 
 CARRY_ON: Final = "send a message to carry on"
 RESTARTED_QUESTION: Final = ("cancelled because clankie restarted: nothing was answered or "
                              f"run; {CARRY_ON}")
+# P5: an agent's question R3 cancelled is carried on by the agent asking again (its wait
+# reads `cancelled`, `restart`); a message cannot (its conversation takes none:
+# `not_eligible`).
+RESTARTED_AGENT_QUESTION: Final = ("cancelled because clankie restarted: nothing was answered; "
+                                   "the agent reads that when it next looks, and may ask "
+                                   "again")
 RUN_INTERRUPTED: Final = ("interrupted by a restart and will not run again (clankie restarted "
                           "before it was done; anything it said before is not a finished "
                           f"run); {CARRY_ON}")
@@ -106,6 +112,12 @@ def restarted(receipt: Receipt | Mapping[str, Any] | None) -> bool:
     `restart`)."""
     return receipt is not None and _field(receipt, "outcome") == "cancelled" \
         and _field(receipt, "reason") == Reason.RESTART
+
+
+def restarted_question(agent: bool) -> str:
+    """What a restart did to a question and how to go on (R9): Clankie's is carried on by a
+    message; an agent's (`agent`) by the agent asking again (P5)."""
+    return RESTARTED_AGENT_QUESTION if agent else RESTARTED_QUESTION
 
 
 def problem(code: str, detail: str) -> str:

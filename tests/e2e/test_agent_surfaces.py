@@ -167,3 +167,30 @@ def test_p3_names_an_agent_or_its_client_chose_are_shown_as_text_in_the_cli(
     raw = cli(served, "conversations", "list", "--json").stdout  # the service's object
     assert not RAW.search(raw)
     assert json.loads(raw)["conversations"][0]["asker"]["client"] == HOSTILE_CLIENT
+
+
+def test_r9_p5_after_a_restart_the_cli_says_the_agent_may_ask_again_not_to_send_a_message(
+        tmp_path: Path, workspace: Path):
+    """Issue 42: after a restart the CLI said of an agent's question "...nothing was
+    answered or run; send a message to carry on", yet a message to an agent's conversation
+    is refused `not_eligible`; P5's way on is that the agent asks again."""
+    home = tmp_path / "home"
+    served = Served.start(home)
+    try:
+        _, token = issue_agent(served)
+        asked = agent_asks(served, token, workspace)
+        c, r = asked["conversation_id"], asked["request_id"]
+        assert served.stop() == 0  # SIGTERM
+        served = Served.start(home, init=False)
+        outputs = [cli(served, "conversations", "questions", c),
+                   cli(served, "conversations", "questions", c, "--request", r),
+                   cli(served, "conversations", "events", c)]
+        for done in outputs:
+            assert done.returncode == 0, done.stderr
+            shown = " ".join(done.stdout.split())
+            assert wording.RESTARTED_AGENT_QUESTION in shown, shown
+            assert "send a message" not in shown and "carry on" not in shown, shown
+        refused = cli(served, "conversations", "send", c, "hello")
+        assert refused.returncode != 0, refused.stdout  # why: a message carries nothing on
+    finally:
+        served.stop()

@@ -114,3 +114,19 @@ def test_p3_h5_names_an_agent_or_its_client_chose_are_escaped_text_on_the_page(w
         shown = html_lib.unescape(page)
         assert '<img src=x onerror=\\"alert(1)\\">\\x1b[2J\\"coder' in shown
         assert "</strong><script>alert(2)</script>\\u202eRLO\\x07" in shown
+
+
+def test_p5_r9_an_agents_question_a_restart_ended_says_the_agent_may_ask_again(world: World):
+    """Issue 42: after a restart the page said of an agent's question "...nothing was
+    answered or run; send a message to carry on (on the computer)", but a message to an
+    agent's conversation is refused `not_eligible`. P5: the agent may ask again."""
+    _, asked = agent_asks(world)
+    c, r = asked["conversation_id"], asked["request_id"]
+    world.service.runs.recover()  # what `clankie serve` does first after a restart (R3)
+    with page_client(world) as client:
+        paired(world, client)
+        view = client.get(f"/view?c={c}&r={r}").text
+    ended = html_lib.unescape(section(view, '<p id="ended"', "</p>"))
+    assert f"it was {wording.RESTARTED_AGENT_QUESTION}" in ended
+    assert "send a message" not in ended and "on the computer" not in ended
+    assert "clankie restarted" in ended and "ask again" in ended

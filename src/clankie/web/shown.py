@@ -296,7 +296,9 @@ def said_ended(question: dto.QuestionOut, me: str) -> str:
     if question.status == "answered":
         return f"it was answered{by}"
     if question.status == "cancelled" and wording.restarted(receipt):
-        return RESTARTED
+        # P5: an agent's is carried on by the agent asking again, not on the computer
+        return RESTARTED if question.asker is None else \
+            f"it was {wording.RESTARTED_AGENT_QUESTION}"
     if question.status == "cancelled":
         return f"it was cancelled{by}"
     if question.status == "expired":
