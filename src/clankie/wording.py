@@ -65,6 +65,8 @@ class Receipt(Protocol):
     @property
     def outcome(self) -> str: ...
     @property
+    def answered_by(self) -> Any: ...
+    @property
     def reason(self) -> str | None: ...
     @property
     def run_id(self) -> str | None: ...
@@ -90,13 +92,25 @@ def _field(shape: Receipt | Option | Asker | Mapping[str, Any], name: str) -> An
     return shape.get(name) if isinstance(shape, Mapping) else getattr(shape, name)
 
 
+BY_AGENT: Final = "by the agent that asked it"
+
+
 def outcome(receipt: Receipt | Mapping[str, Any], unknown: str) -> str:
     """How a question ended, from its receipt: `answered`, `cancelled (explicit)`,
     `expired` (a reason that only repeats the outcome is not said twice); `unknown` when
-    there is no receipt to read."""
+    there is no receipt to read. Ended by an agent (`answered_by.kind`), it says so: only
+    the agent that asked may cancel a question (P2), and the owner must not look for
+    another of their own devices that did (H5)."""
     said = str(_field(receipt, "outcome") or unknown)
     reason = _field(receipt, "reason")
-    return f"{said} ({reason})" if reason and reason != said else said
+    said = f"{said} ({reason})" if reason and reason != said else said
+    return f"{said} {BY_AGENT}" if by_agent(receipt) else said
+
+
+def by_agent(receipt: Receipt | Mapping[str, Any]) -> bool:
+    """Whether an agent ended the question (its receipt's `answered_by.kind`)."""
+    by = _field(receipt, "answered_by")
+    return by is not None and _field(by, "kind") == "agent"
 
 
 def option_line(number: int, option: Option | Mapping[str, Any]) -> str:

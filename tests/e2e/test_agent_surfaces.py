@@ -194,3 +194,21 @@ def test_r9_p5_after_a_restart_the_cli_says_the_agent_may_ask_again_not_to_send_
         assert refused.returncode != 0, refused.stdout  # why: a message carries nothing on
     finally:
         served.stop()
+
+
+def test_h5_p3_an_answer_to_a_question_its_agent_cancelled_is_refused_naming_the_agent(
+        served: Served, workspace: Path):
+    """Issue 42: the receipt of a question its agent cancelled says `answered_by.kind:
+    agent`; the CLI's refusal of a later answer says the agent that asked cancelled it."""
+    _, token = issue_agent(served)
+    asked = agent_asks(served, token, workspace)
+    c, r = asked["conversation_id"], asked["request_id"]
+    snap = ok_json(served, "conversations", "questions", c)
+    with served.client(token=token) as agent:
+        agent.call("agent_cancel", {"request_id": r})
+    done = cli(served, *answer_args(c, r, snap), "--choice", "1")
+    assert done.returncode != 0 and done.stdout == "", done
+    said = " ".join(done.stderr.split())
+    assert "This question has ended: cancelled (explicit) by the agent that asked it" in said
+    shown = " ".join(cli(served, "conversations", "questions", c, "--request", r).stdout.split())
+    assert "cancelled (explicit) by the agent that asked it" in shown

@@ -672,6 +672,44 @@ def test_r9_p5_after_a_restart_the_page_says_the_agent_may_ask_again_not_send_a_
             second.stop()
 
 
+def test_h5_p3_a_tap_on_a_question_its_agent_cancelled_is_refused_naming_the_agent(
+        web: Served, phone: Any, workspace: Path):
+    """Issue 42: an answer tapped after the agent cancelled its own question was refused
+    with "it was cancelled from another device"; the receipt says `answered_by.kind:
+    agent`, so the refusal names the agent (H5: each refusal names its real cause)."""
+    pair(web, phone)
+    take_control(phone)
+    token, asked = agent_asks(web, workspace, name="canceller")
+    c, r = asked["conversation_id"], asked["request_id"]
+    held: list[Any] = []
+    shown: list[Any] = []
+
+    def first_view_only(route: Any) -> None:  # the shell's first view (H3), then held
+        if shown:
+            held.append(route)
+        else:
+            shown.append(route)
+            route.continue_()
+
+    def hold(route: Any) -> None:
+        held.append(route)  # never answered: the request waits until the page closes
+
+    phone.route("**/api/events*", hold)  # the page stays as it first showed
+    phone.route("**/view*", first_view_only)
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("heading", name="Which licence do you prefer?")).to_be_visible(
+        timeout=WAIT_MS)
+    with web.client(token=token) as agent:
+        assert agent.call("agent_cancel", {"request_id": r})["question"]["status"] == \
+            "cancelled"
+    phone.get_by_role("button", name="Answer: MIT").tap()
+    expect(phone.locator("#status")).to_have_text(
+        "Nothing was sent: this question had already ended (it was cancelled by agent "
+        '"canceller" through "claude-code", which asked it).', timeout=WAIT_MS)
+    phone.unroute("**/view*")
+    phone.unroute("**/api/events*")
+
+
 def test_h5_before_control_a_tap_offers_take_control_and_send_as_one_confirmation(
         web: Served, phone: Any, workspace: Path, tmp_path: Path):
     """Issue 30: the options looked live before the owner held control, and a tap said
