@@ -781,6 +781,9 @@ class AgentQuestionOut(Out):
     answered_by: AgentAnswerer | None = None
     resolved_at: str | None = None
     collected_at: str | None = None  # information only: it consumes nothing
+    # A wait the service's stop cut short (P4: it returned before `wait_s` and before the
+    # question ended, which the restart will then do, R3): the agent is told so.
+    service_stopping: bool = False
 
 
 class AgentAskOut(Out):

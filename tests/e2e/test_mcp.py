@@ -25,6 +25,7 @@ from clankie import dto
 from clankie.client import Client
 from tests.e2e.bridged import HOST, RawBridge, connect, run_bridge, structured
 from tests.e2e.served import Served, clankie, init_home
+from tests.polling import eventually
 
 CHOICE = {"kind": "choice", "prompt": "Which licence do you prefer?",
           "options": [{"label": "MIT", "description": "short"}, {"label": "Apache-2.0"}]}
@@ -645,6 +646,51 @@ async def test_r3_restarting_the_service_cancels_the_pending_question_restart(
             again, _ = await tool(session, "ask_owner", TEXT)
             assert again["status"] == "pending" and again["duplicate"] is False
     finally:
+        served.stop()
+
+
+def test_p4_a_wait_in_flight_when_the_service_stops_says_unavailable_and_that_it_stopped(
+        tmp_path: Path, workspace: Path):
+    """Issue 42: a `wait_answer` in flight while the service stopped (SIGTERM) returned
+    `pending` before its `wait_s`, as if the owner had simply not answered within it. P4: a
+    wait returns when the question ends or after `wait_s`; cut short by the stop, it says
+    `unavailable` and that the service stopped (the restart then cancels the question, R3,
+    which the agent reads once the service is back)."""
+    home = tmp_path / "home"
+    served = Served.start(home)
+    bridge = None
+    try:
+        with operator(served) as op:
+            made = op.call("credential_issue", {"kind": "agent", "name": "coder"})
+        bridge = RawBridge(home, made["token"], workspace)
+        bridge.initialize()
+        asked = bridge.tool("ask_owner", CHOICE)["structuredContent"]
+
+        def last_used() -> str | None:
+            with operator(served) as op:
+                listed = op.call("credential_list", {})["credentials"]
+            return next(c["last_used_at"] for c in listed
+                        if c["credential_id"] == made["credential_id"])
+
+        asked_at = last_used()
+        waiting = bridge.request("tools/call", {"name": "wait_answer", "arguments": {
+            "request_id": asked["request_id"], "wait_s": 25}})
+        eventually(last_used, "the wait to reach the service", timeout=20,
+                   until=lambda used: used != asked_at)  # its first read noted the agent
+        assert served.stop() == 0  # SIGTERM, a clean stop
+        result = bridge.response(waiting, timeout=20)["result"]
+        got = result["structuredContent"]
+        assert (got["status"], result["isError"]) == ("unavailable", True), got
+        assert got["reason"] == "service_stopped", got
+        assert "stopped while this call waited" in got["note"], got
+        assert "Do not assume an answer" in got["note"] and "answer" not in got, got
+        served = Served.start(home, init=False)
+        after = bridge.tool("get_question", {"request_id": asked["request_id"]})
+        assert (after["structuredContent"]["status"],
+                after["structuredContent"]["reason"]) == ("cancelled", "restart")
+    finally:
+        if bridge is not None:
+            assert bridge.close() == 0
         served.stop()
 
 
