@@ -35,6 +35,7 @@ from pydantic import (
 from pydantic import Strict as StrictMode
 
 from clankie.core import authority as may
+from clankie.tool_dto import WHOLE
 from clankie.core.vocabulary import (
     Author,
     ConversationKind,
@@ -717,7 +718,7 @@ class AskOwner(Strict):
     prompt: Prompt
     options: Annotated[list[OptionIn], Field(max_length=10)] = []
     allow_text: bool = False
-    expires_in_s: Annotated[int, Field(ge=1, le=31_536_000)] | None = None
+    expires_in_s: Annotated[int, Field(ge=1, le=31_536_000), WHOLE] | None = None
 
     @model_validator(mode="after")
     def _options_fit_the_kind(self) -> AskOwner:
@@ -746,7 +747,7 @@ class AgentWait(Strict):
     (at most 30 s, like `events_tail`; 0 reads at once)."""
 
     request_id: Uuid
-    wait_s: Annotated[int, Field(ge=0, le=30)] = 25
+    wait_s: Annotated[int, Field(ge=0, le=30), WHOLE] = 25
 
 
 class AgentList(Strict):

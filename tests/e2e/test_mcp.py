@@ -325,6 +325,30 @@ async def test_p4_bad_arguments_are_refused_invalid_request_and_change_nothing(
         assert listed["questions"] == []
 
 
+async def test_p4_issue42_a_whole_number_written_as_a_float_is_taken_a_fraction_is_refused(
+        served: Served, home: Path, agent_token: str, workspace: Path, stderr: Path):
+    """Issue 42: `wait_answer {wait_s: 25.0}` was refused "Input should be a valid integer",
+    and the agent's next step was lost. JSON Schema's `integer` (the tools' inputSchema) is
+    any number without a fractional part: 25.0 is taken; 25.5 is refused `invalid_request`
+    in words that say a whole number is wanted, and asks or changes nothing."""
+    async with connect(home, agent_token, workspace, stderr) as session:
+        asked, is_error = await tool(session, "ask_owner", {**CHOICE, "expires_in_s": 600.0})
+        assert (asked["status"], is_error) == ("pending", False), asked
+        owner_answers(served, asked["request_id"], choice=0)
+        got, is_error = await tool(session, "wait_answer",
+                                   {"request_id": asked["request_id"], "wait_s": 25.0})
+        assert (got["status"], got["answer"]["label"], is_error) == ("answered", "MIT", False)
+        for name, arguments in [
+                ("wait_answer", {"request_id": asked["request_id"], "wait_s": 25.5}),
+                ("ask_owner", {**TEXT, "expires_in_s": 600.5})]:
+            got, is_error = await tool(session, name, arguments)
+            assert (got["status"], got["reason"], is_error) == (
+                "refused", "invalid_request", True), got
+            assert "whole number" in got["detail"] and "Value error" not in got["detail"], got
+        listed, _ = await tool(session, "list_questions")
+        assert [q["status"] for q in listed["questions"]] == ["answered"]  # nothing asked
+
+
 async def test_p2_another_agents_request_id_is_unknown_request_never_forbidden(
         served: Served, home: Path, agent_token: str, workspace: Path, stderr: Path):
     other_token = issue(served, "agent", "other")
