@@ -35,7 +35,6 @@ from pydantic import (
 from pydantic import Strict as StrictMode
 
 from clankie.core import authority as may
-from clankie.tool_dto import WHOLE
 from clankie.core.vocabulary import (
     Author,
     ConversationKind,
@@ -46,6 +45,7 @@ from clankie.core.vocabulary import (
     RunKind,
     RunStatus,
 )
+from clankie.tool_dto import WHOLE
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"

@@ -62,8 +62,9 @@ def text(event: dto.Event, surface: Surface, *, restarted: Restarted = NONE_REST
     """`event` as `surface` words it: for the CLI always a line (its `#seq` and local time
     first); for the TUI the log's sentence, or None when the log shows nothing for it.
     `restarted`: the questions a restart cancelled (R9, `restarted`), said with how to carry
-    on (an agent's: the agent asks again, P5). `asked_by`: who asks in the conversation, starting a sentence (`Clankie`, or an
-    agent, SPEC P3), for the TUI's "asked a question"."""
+    on (an agent's: the agent asks again, P5). `asked_by`: who asks in the conversation,
+    starting a sentence (`Clankie`, or an agent, SPEC P3), for the TUI's "asked a
+    question"."""
     cli = surface is Surface.CLI
     at = _at(event)
     head = f"#{event.seq} {when.local(at)}" if at is not None else f"#{event.seq}"

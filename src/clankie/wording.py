@@ -4,8 +4,9 @@ Owns the words they share: which refusals mean "the state moved on, read it agai
 which "that question has ended" (the problem codes are `core.vocabulary.Code`), how an
 ended question's outcome reads, a numbered option, that no question is pending, why a run
 ended that no model ended, what a restart did and how to carry on (R9, the phone page
-says it too; an agent's question is carried on by the agent asking again, P5), who asks (Clankie, or an agent by its credential's name, its MCP client and
-the workspace: SPEC P3) and what an answer to an agent means. Each surface puts these in
+says it too; an agent's question is carried on by the agent asking again, P5), who asks
+(Clankie, or an agent by its credential's name, its MCP client and the workspace: SPEC P3)
+and what an answer to an agent means. Each surface puts these in
 its own frame: the CLI names the command to run next, the TUI what its panel shows now.
 
 Pure and standard library only (with `clankie.text`): the CLI imports it on its light

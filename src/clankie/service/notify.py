@@ -211,8 +211,9 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
     old notification says that its question ended rather than pass another for it. Who
     asks (P3): `asked_by`, "Clankie" or the agent as the CLI and the TUI say it (one line,
     its control and format characters as escapes), and for an agent `asker` (its
-    credential's ID and name, the MCP client's name, exact; the workspace is `workspace`). An ending says its `outcome` and, from the receipt, its `reason`
-    (`restart` for R3's, R9)."""
+    credential's ID and name, the MCP client's name, exact; the workspace is `workspace`).
+    An ending says its `outcome` and, from the receipt, its `reason` (`restart` for R3's,
+    R9)."""
     doc = _about(conversation, event.type, event.request_id, question, web_origin)
     if isinstance(event, InputResolved):
         receipt = question.receipt if question is not None else None
