@@ -220,3 +220,34 @@ def test_h7_r9_issue31_the_readmes_notify_recipes_say_an_ending_as_an_ending(tmp
             assert "restart" in said[ending] and "carry on" in said[ending], (argv, said)
         assert "question ended: cancelled" in said["cancelled"], (argv, said)
         assert "answer" in said["orphaned"] and "interrupted" in said["orphaned"], said
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the README's recipes use jq")
+def test_r9_p5_the_readmes_notify_recipes_say_an_agents_restart_ending_as_the_agent_asks_again(
+        tmp_path: Path):
+    """Issue 42: each recipe said of any question a restart cancelled "send a message to
+    carry on"; a message to an agent's conversation is refused `not_eligible`, and P5's way
+    on is that the agent asks again. Clankie's ending still says to send a message."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "curl").write_text('#!/bin/sh\ncat > "$RECORD"\n')
+    (bin_dir / "notify-send").write_text('#!/bin/sh\nshift\nprintf "%s" "$*" > "$RECORD"\n')
+    for fake in bin_dir.iterdir():
+        fake.chmod(0o755)
+    agents = {**CANCELLED, "asked_by": 'agent "coder" through "claude-code"',
+              "asker": {"credential_id": "9" * 32, "name": "coder", "client": "claude-code"}}
+    recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(README.read_text())]
+    assert len(recipes) >= 3, recipes
+    for n, argv in enumerate(recipes):
+        said = {}
+        for name, document in (("agent", agents), ("clankie", CANCELLED)):
+            record = tmp_path / f"recipe{n}-{name}"
+            done = subprocess.run(argv, input=json.dumps(document), text=True, timeout=30,
+                                  capture_output=True,
+                                  env={**os.environ, "RECORD": str(record),
+                                       "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+            assert done.returncode == 0, done
+            said[name] = record.read_text()
+        assert "the agent may ask again" in said["agent"], (argv, said)
+        assert "send a message" not in said["agent"], (argv, said)
+        assert "send a message to carry on" in said["clankie"], (argv, said)

@@ -110,7 +110,11 @@ def test_an_event_of_a_newer_type_without_a_time_is_said_by_its_seq():
     assert eventtext.stamp(e, datetime.now(UTC)) == ""
 
 
-def question(reason: str | None, outcome: str = "cancelled") -> dto.QuestionOut:
+AGENT = {"credential_id": "9" * 32, "name": "coder", "client": "claude-code"}
+
+
+def question(reason: str | None, outcome: str = "cancelled",
+             asker: dict[str, Any] | None = None) -> dto.QuestionOut:
     receipt = {"receipt_id": "3" * 32, "request_id": R, "outcome": outcome,
                "reason": reason, "answer": None, "answered_by": None, "run_id": None,
                "continuation": None, "continuation_error": None, "resolved_at": AT,
@@ -118,7 +122,7 @@ def question(reason: str | None, outcome: str = "cancelled") -> dto.QuestionOut:
     return dto.QuestionOut.model_validate({
         "request_id": R, "kind": "text", "prompt": "p", "options": [], "allow_text": True,
         "status": outcome, "incarnation": C, "asked_at": AT, "expires_at": AT,
-        "receipt": receipt})
+        "receipt": receipt, "asker": asker})
 
 
 def test_r9_v2_a_restarts_cancel_is_decided_once_from_the_receipts_read():
@@ -129,8 +133,8 @@ def test_r9_v2_a_restarts_cancel_is_decided_once_from_the_receipts_read():
             event("input_resolved", request_id=C, outcome="answered"),
             event("message", message_id="m", author="owner", text="hi")]
     assert eventtext.to_read(page) == [R]
-    assert eventtext.restarted([question("restart")]) == frozenset({R})
-    assert eventtext.restarted([question("explicit"), None]) == frozenset()
+    assert eventtext.restarted([question("restart")]) == {R: False}
+    assert eventtext.restarted([question("explicit"), None]) == {}
     restarted = eventtext.restarted([question("restart")])
     assert eventtext.cli_line(page[0], restarted) == \
         f"{HEAD} question {R} {wording.RESTARTED_QUESTION}"
@@ -164,3 +168,19 @@ def test_cli_imports_run_one_way_entry_to_main():
     for module in (SRC / "cli").glob("*.py"):
         if module.name != "entry.py":
             assert "clankie.cli.entry" not in imports_of(module), module.name
+
+
+def test_r9_p5_a_restarts_cancel_of_an_agents_question_says_the_agent_may_ask_again():
+    """Issue 42: an agent's question a restart cancelled was said with "send a message to
+    carry on" (and the TUI's "/continue"), yet a message to an agent's conversation is
+    refused `not_eligible`; P5's way on is that the agent asks again."""
+    page = [event("input_resolved", request_id=R, outcome="cancelled")]
+    restarted = eventtext.restarted([question("restart", asker=AGENT)])
+    assert restarted == {R: True}
+    assert eventtext.cli_line(page[0], restarted) == \
+        f"{HEAD} question {R} {wording.RESTARTED_AGENT_QUESTION}"
+    tui = render.event_line(page[0], dto.AskerOut.model_validate(AGENT), restarted)
+    assert tui == f"The question 0123abcd was {wording.RESTARTED_AGENT_QUESTION}."
+    for said in (eventtext.cli_line(page[0], restarted), tui):
+        assert "send a message" not in said and "/continue" not in said
+        assert "clankie restarted" in said and "may ask again" in said

@@ -361,3 +361,13 @@ def test_issue32_the_decisions_load_no_textual_and_no_event_loop():
     _, names = imported("-c", "import clankie.tui.decide")
     assert loaded(names, "clankie.tui.decide")
     assert [p for p in ("textual", "rich", "asyncio") if loaded(names, p)] == []
+
+
+def test_h5_p3_an_answer_to_a_question_the_agent_cancelled_says_the_agent_did_it():
+    """Issue 42: a refusal worded from the receipt names who ended the question when it was
+    the agent that asked (`answered_by.kind: agent`), not some other surface of the owner."""
+    words, again = decide.refused("request_closed", "ended", {
+        "outcome": "cancelled", "reason": "explicit",
+        "answered_by": {"credential_id": "9" * 32, "kind": "agent"}})
+    assert again and words == ("That question has ended: cancelled (explicit) by the agent "
+                               "that asked it. Here is the current state.")

@@ -183,3 +183,20 @@ def test_a9_p3_an_accepted_answer_to_an_agent_says_no_run_starts():
     said = wording.accepted(agent)
     assert "agent" in said and "Clankie" not in said.replace("no run of Clankie", "")
     assert "None" not in said and not APPROVAL.search(said)
+
+
+def test_h5_p3_an_outcome_names_the_agent_that_cancelled_its_own_question():
+    """Issue 42: the receipt says `answered_by.kind: agent` (an agent cancels only its own
+    question, P2), so every surface that words an ending from it says the agent did it."""
+    by_agent = {"outcome": "cancelled", "reason": "explicit",
+                "answered_by": {"credential_id": "9" * 32, "kind": "agent"}}
+    assert wording.outcome(by_agent, "request_closed") == \
+        "cancelled (explicit) by the agent that asked it"
+    by_owner = {**by_agent, "answered_by": {"credential_id": "8" * 32, "kind": "operator"}}
+    assert wording.outcome(by_owner, "request_closed") == "cancelled (explicit)"
+    receipt = dto.ReceiptOut.model_validate({
+        "receipt_id": "3" * 32, "request_id": "0" * 32, "answer": None, "revision": 4,
+        "resolved_at": "2026-12-01T09:05:00.000000Z", "run_id": None, "continuation": None,
+        "continuation_error": None, **by_agent})
+    assert wording.outcome(receipt, "closed") == \
+        "cancelled (explicit) by the agent that asked it"

@@ -45,6 +45,7 @@ from clankie.core.vocabulary import (
     RunKind,
     RunStatus,
 )
+from clankie.tool_dto import WHOLE
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
@@ -717,7 +718,7 @@ class AskOwner(Strict):
     prompt: Prompt
     options: Annotated[list[OptionIn], Field(max_length=10)] = []
     allow_text: bool = False
-    expires_in_s: Annotated[int, Field(ge=1, le=31_536_000)] | None = None
+    expires_in_s: Annotated[int, Field(ge=1, le=31_536_000), WHOLE] | None = None
 
     @model_validator(mode="after")
     def _options_fit_the_kind(self) -> AskOwner:
@@ -746,7 +747,7 @@ class AgentWait(Strict):
     (at most 30 s, like `events_tail`; 0 reads at once)."""
 
     request_id: Uuid
-    wait_s: Annotated[int, Field(ge=0, le=30)] = 25
+    wait_s: Annotated[int, Field(ge=0, le=30), WHOLE] = 25
 
 
 class AgentList(Strict):
@@ -781,6 +782,9 @@ class AgentQuestionOut(Out):
     answered_by: AgentAnswerer | None = None
     resolved_at: str | None = None
     collected_at: str | None = None  # information only: it consumes nothing
+    # A wait the service's stop cut short (P4: it returned before `wait_s` and before the
+    # question ended, which the restart will then do, R3): the agent is told so.
+    service_stopping: bool = False
 
 
 class AgentAskOut(Out):

@@ -13,7 +13,7 @@ Owns how an `events_tail` event reads, once, as one `match` over the typed event
 
 Owns too which questions of a page a restart cancelled (`to_read`, `restarted`: an
 `input_resolved` event carries no reason, V2, so each cancelled one's receipt is read by the
-surface and judged here, R9). The words a restart's ending says (`wording.RESTARTED_QUESTION`,
+surface and judged here, R9). The words a restart's ending says (`wording.restarted_question`,
 `wording.RUN_INTERRUPTED`) are `clankie.wording`'s, shared with the phone page.
 
 Pure: no I/O; times are formatted by `clankie.when` (the CLI's in the local zone, the TUI's
@@ -22,9 +22,10 @@ against the `now` it is given).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
+from types import MappingProxyType
 from typing import Final
 
 from clankie import dto, when, wording
@@ -36,6 +37,9 @@ ASK_QUESTION: Final = "ask_question"  # Clankie's tool that asks (SPEC Q1), as a
 OR_CONTINUE: Final = "or type /continue"
 # How the TUI's log names each author; an author a newer service adds is said as it came.
 TUI_AUTHOR: Final = {"owner": "you", "clankie": "clankie", "room": "room"}
+# The questions of a page a restart cancelled, each with whether an agent asked it (R9, P5).
+Restarted = Mapping[str, bool]
+NONE_RESTARTED: Final[Restarted] = MappingProxyType({})
 
 
 class Surface(Enum):
@@ -53,13 +57,14 @@ def _at(event: dto.Event) -> str | None:
     return event.at
 
 
-def text(event: dto.Event, surface: Surface, *, restarted: frozenset[str] = frozenset(),
+def text(event: dto.Event, surface: Surface, *, restarted: Restarted = NONE_RESTARTED,
          asked_by: str = wording.CLANKIE) -> str | None:
     """`event` as `surface` words it: for the CLI always a line (its `#seq` and local time
     first); for the TUI the log's sentence, or None when the log shows nothing for it.
     `restarted`: the questions a restart cancelled (R9, `restarted`), said with how to carry
-    on. `asked_by`: who asks in the conversation, starting a sentence (`Clankie`, or an
-    agent, SPEC P3), for the TUI's "asked a question"."""
+    on (an agent's: the agent asks again, P5). `asked_by`: who asks in the conversation,
+    starting a sentence (`Clankie`, or an agent, SPEC P3), for the TUI's "asked a
+    question"."""
     cli = surface is Surface.CLI
     at = _at(event)
     head = f"#{event.seq} {when.local(at)}" if at is not None else f"#{event.seq}"
@@ -88,9 +93,11 @@ def text(event: dto.Event, surface: Surface, *, restarted: frozenset[str] = froz
             return f"{asked_by} asked a question."
         case dto.InputResolvedEvent(request_id=request_id, outcome=outcome):
             if request_id in restarted:
-                return (f"{head} question {request_id} {wording.RESTARTED_QUESTION}" if cli
-                        else f"The question {request_id[:8]} was "
-                             f"{wording.RESTARTED_QUESTION} ({OR_CONTINUE}).")
+                agent = restarted[request_id]
+                said = wording.restarted_question(agent)
+                return (f"{head} question {request_id} {said}" if cli else
+                        f"The question {request_id[:8]} was {said}"
+                        f"{'' if agent else f' ({OR_CONTINUE})'}.")
             return (f"{head} question {request_id} {outcome}" if cli
                     else f"The question {request_id[:8]} ended: {outcome}.")
         case dto.ConversationResetEvent():
@@ -112,7 +119,7 @@ def text(event: dto.Event, surface: Surface, *, restarted: frozenset[str] = froz
     raise AssertionError(f"an event of no known shape: {type(event).__name__}")
 
 
-def cli_line(event: dto.Event, restarted: frozenset[str] = frozenset()) -> str:
+def cli_line(event: dto.Event, restarted: Restarted = NONE_RESTARTED) -> str:
     """The CLI's line for `event`; text from others that runs over several lines continues
     on lines led by a bar, so that none can pose as an event of its own."""
     said = text(event, Surface.CLI, restarted=restarted)
@@ -143,9 +150,11 @@ def to_read(events: Sequence[dto.Event]) -> list[str]:
             if isinstance(e, dto.InputResolvedEvent) and e.outcome == "cancelled"]
 
 
-def restarted(read: Iterable[dto.QuestionOut | None]) -> frozenset[str]:
+def restarted(read: Iterable[dto.QuestionOut | None]) -> dict[str, bool]:
     """Of the questions `to_read` named, as read (None: its receipt was evicted since, so
-    it is only said cancelled), the ones a restart cancelled (R9, `wording.restarted`):
-    each surface says them with how to carry on. The CLI (`conversations events`) and the
+    it is only said cancelled), the ones a restart cancelled (R9, `wording.restarted`), each
+    with whether an agent asked it: each surface says them with how to go on (a message;
+    for an agent's, the agent asking again, P5). The CLI (`conversations events`) and the
     TUI both decide here."""
-    return frozenset(q.request_id for q in read if q is not None and wording.restarted(q.receipt))
+    return {q.request_id: q.asker is not None for q in read
+            if q is not None and wording.restarted(q.receipt)}

@@ -4,15 +4,36 @@ Owns each tool's name, its argument model (strict: unknown fields, wrong types a
 out-of-bound values are refused `invalid_argument`, W1), its result model, and the
 JSON Schemas the models are shown (generated from these classes). Paths are plain strings
 here: what makes a path acceptable is decided when it is opened (W2, `invalid_path`).
+Owns too what a tool's integer takes (`WHOLE`, for the bridge's tools as well).
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from clankie.core.vocabulary import Code, WorkspaceCode
+
+
+def _whole(value: object) -> object:
+    """A float without a fractional part (`25.0`) as that integer; any other float refused
+    in words; the rest as it came, for the strict check."""
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise PydanticCustomError("int_from_float", "Input should be a whole number, not "
+                                  "{value}", {"value": repr(value)})
+    return value
+
+
+# What an integer of a tool's arguments takes (issue 42), after its bounds:
+# `Annotated[int, Field(ge=..), WHOLE]` (so that the schema keeps `minimum` and `maximum`).
+# The schema says `"type": "integer"`, which JSON Schema defines as any number without a
+# fractional part, and models write whole numbers as floats: 25.0 is taken as 25; 25.5, a
+# boolean or a string is refused.
+WHOLE = BeforeValidator(_whole)
 
 Path = Annotated[str, Field(description="A path relative to the workspace, such as "
                             "\"src/app.py\"; \".\" is the workspace itself.")]
@@ -26,15 +47,15 @@ class ListFilesArgs(ToolArgs):
     """List a directory of the workspace (names, types, sizes), sorted, at most 200 entries."""
 
     path: Path = "."
-    depth: Annotated[int, Field(ge=1, le=3, description="How many levels to descend.")] = 1
+    depth: Annotated[int, Field(ge=1, le=3, description="How many levels to descend."), WHOLE] = 1
 
 
 class ReadFileArgs(ToolArgs):
     """Read lines of a text file of the workspace: a window of `limit` lines from `offset`."""
 
     path: Path
-    offset: Annotated[int, Field(ge=1, description="The first line to read (1-based).")] = 1
-    limit: Annotated[int, Field(ge=1, le=1_000, description="How many lines.")] = 250
+    offset: Annotated[int, Field(ge=1, description="The first line to read (1-based)."), WHOLE] = 1
+    limit: Annotated[int, Field(ge=1, le=1_000, description="How many lines."), WHOLE] = 250
 
 
 class SearchTextArgs(ToolArgs):
@@ -45,7 +66,7 @@ class SearchTextArgs(ToolArgs):
     fixed: Annotated[bool, Field(description="Match `pattern` literally.")] = False
     include_ignored: Annotated[bool, Field(
         description="Also search files that Git ignores (secret paths stay refused).")] = False
-    max_results: Annotated[int, Field(ge=1, le=500)] = 100
+    max_results: Annotated[int, Field(ge=1, le=500), WHOLE] = 100
 
 
 class GitStatusArgs(ToolArgs):
@@ -56,7 +77,7 @@ class GitLogArgs(ToolArgs):
     """Recent commits (hash, author, date, subject), optionally of one path."""
 
     path: Path | None = None
-    limit: Annotated[int, Field(ge=1, le=50)] = 20
+    limit: Annotated[int, Field(ge=1, le=50), WHOLE] = 20
 
 
 class GitDiffArgs(ToolArgs):

@@ -4,8 +4,9 @@ Owns the words they share: which refusals mean "the state moved on, read it agai
 which "that question has ended" (the problem codes are `core.vocabulary.Code`), how an
 ended question's outcome reads, a numbered option, that no question is pending, why a run
 ended that no model ended, what a restart did and how to carry on (R9, the phone page
-says it too), who asks (Clankie, or an agent by its credential's name, its MCP client and
-the workspace: SPEC P3) and what an answer to an agent means. Each surface puts these in
+says it too; an agent's question is carried on by the agent asking again, P5), who asks
+(Clankie, or an agent by its credential's name, its MCP client and the workspace: SPEC P3)
+and what an answer to an agent means. Each surface puts these in
 its own frame: the CLI names the command to run next, the TUI what its panel shows now.
 
 Pure and standard library only (with `clankie.text`): the CLI imports it on its light
@@ -33,6 +34,12 @@ NO_QUESTION: Final = "No question is pending"  # each surface ends the sentence 
 CARRY_ON: Final = "send a message to carry on"
 RESTARTED_QUESTION: Final = ("cancelled because clankie restarted: nothing was answered or "
                              f"run; {CARRY_ON}")
+# P5: an agent's question R3 cancelled is carried on by the agent asking again (its wait
+# reads `cancelled`, `restart`); a message cannot (its conversation takes none:
+# `not_eligible`).
+RESTARTED_AGENT_QUESTION: Final = ("cancelled because clankie restarted: nothing was answered; "
+                                   "the agent reads that when it next looks, and may ask "
+                                   "again")
 RUN_INTERRUPTED: Final = ("interrupted by a restart and will not run again (clankie restarted "
                           "before it was done; anything it said before is not a finished "
                           f"run); {CARRY_ON}")
@@ -59,6 +66,8 @@ class Receipt(Protocol):
     @property
     def outcome(self) -> str: ...
     @property
+    def answered_by(self) -> Any: ...
+    @property
     def reason(self) -> str | None: ...
     @property
     def run_id(self) -> str | None: ...
@@ -84,13 +93,25 @@ def _field(shape: Receipt | Option | Asker | Mapping[str, Any], name: str) -> An
     return shape.get(name) if isinstance(shape, Mapping) else getattr(shape, name)
 
 
+BY_AGENT: Final = "by the agent that asked it"
+
+
 def outcome(receipt: Receipt | Mapping[str, Any], unknown: str) -> str:
     """How a question ended, from its receipt: `answered`, `cancelled (explicit)`,
     `expired` (a reason that only repeats the outcome is not said twice); `unknown` when
-    there is no receipt to read."""
+    there is no receipt to read. Ended by an agent (`answered_by.kind`), it says so: only
+    the agent that asked may cancel a question (P2), and the owner must not look for
+    another of their own devices that did (H5)."""
     said = str(_field(receipt, "outcome") or unknown)
     reason = _field(receipt, "reason")
-    return f"{said} ({reason})" if reason and reason != said else said
+    said = f"{said} ({reason})" if reason and reason != said else said
+    return f"{said} {BY_AGENT}" if by_agent(receipt) else said
+
+
+def by_agent(receipt: Receipt | Mapping[str, Any]) -> bool:
+    """Whether an agent ended the question (its receipt's `answered_by.kind`)."""
+    by = _field(receipt, "answered_by")
+    return by is not None and _field(by, "kind") == "agent"
 
 
 def option_line(number: int, option: Option | Mapping[str, Any]) -> str:
@@ -106,6 +127,12 @@ def restarted(receipt: Receipt | Mapping[str, Any] | None) -> bool:
     `restart`)."""
     return receipt is not None and _field(receipt, "outcome") == "cancelled" \
         and _field(receipt, "reason") == Reason.RESTART
+
+
+def restarted_question(agent: bool) -> str:
+    """What a restart did to a question and how to go on (R9): Clankie's is carried on by a
+    message; an agent's (`agent`) by the agent asking again (P5)."""
+    return RESTARTED_AGENT_QUESTION if agent else RESTARTED_QUESTION
 
 
 def problem(code: str, detail: str) -> str:

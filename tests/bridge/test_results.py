@@ -152,3 +152,22 @@ def test_p2_a_token_of_another_kind_is_an_error_that_says_so():
                                                                     "not_an_agent_token")
     assert got.is_error and "operator" in got.structured["note"]
     assert "clankie credentials issue --kind agent" in got.structured["note"]
+
+
+def test_p4_a_wait_the_services_stop_cut_short_is_unavailable_and_says_it_stopped():
+    """Issue 42: a wait cut short by the service's stop read `pending`, as if `wait_s` had
+    passed; P4's wait returns when the question ends or after `wait_s`, so it is said
+    `unavailable`, the service stopped (and never an answer)."""
+    got = results.question({**QUESTION, "service_stopping": True})
+    assert got.is_error and got.structured == {
+        "status": "unavailable", "note": results.STOPPED, "reason": "service_stopped",
+        "request_id": REQUEST}
+    assert "stopped while this call waited" in results.STOPPED
+    assert "Do not assume an answer" in results.STOPPED
+    QuestionResult.model_validate(got.structured)
+    text_is_note_then_compact_json(got)
+    # a question that ended before the stop is said as it ended; no flag, no change
+    assert results.question({**ANSWERED_Q, "service_stopping": True}) == \
+        results.question(ANSWERED_Q)
+    assert results.question({**QUESTION, "service_stopping": False}).structured[
+        "status"] == "pending"

@@ -167,3 +167,48 @@ def test_p3_names_an_agent_or_its_client_chose_are_shown_as_text_in_the_cli(
     raw = cli(served, "conversations", "list", "--json").stdout  # the service's object
     assert not RAW.search(raw)
     assert json.loads(raw)["conversations"][0]["asker"]["client"] == HOSTILE_CLIENT
+
+
+def test_r9_p5_after_a_restart_the_cli_says_the_agent_may_ask_again_not_to_send_a_message(
+        tmp_path: Path, workspace: Path):
+    """Issue 42: after a restart the CLI said of an agent's question "...nothing was
+    answered or run; send a message to carry on", yet a message to an agent's conversation
+    is refused `not_eligible`; P5's way on is that the agent asks again."""
+    home = tmp_path / "home"
+    served = Served.start(home)
+    try:
+        _, token = issue_agent(served)
+        asked = agent_asks(served, token, workspace)
+        c, r = asked["conversation_id"], asked["request_id"]
+        assert served.stop() == 0  # SIGTERM
+        served = Served.start(home, init=False)
+        outputs = [cli(served, "conversations", "questions", c),
+                   cli(served, "conversations", "questions", c, "--request", r),
+                   cli(served, "conversations", "events", c)]
+        for done in outputs:
+            assert done.returncode == 0, done.stderr
+            shown = " ".join(done.stdout.split())
+            assert wording.RESTARTED_AGENT_QUESTION in shown, shown
+            assert "send a message" not in shown and "carry on" not in shown, shown
+        refused = cli(served, "conversations", "send", c, "hello")
+        assert refused.returncode != 0, refused.stdout  # why: a message carries nothing on
+    finally:
+        served.stop()
+
+
+def test_h5_p3_an_answer_to_a_question_its_agent_cancelled_is_refused_naming_the_agent(
+        served: Served, workspace: Path):
+    """Issue 42: the receipt of a question its agent cancelled says `answered_by.kind:
+    agent`; the CLI's refusal of a later answer says the agent that asked cancelled it."""
+    _, token = issue_agent(served)
+    asked = agent_asks(served, token, workspace)
+    c, r = asked["conversation_id"], asked["request_id"]
+    snap = ok_json(served, "conversations", "questions", c)
+    with served.client(token=token) as agent:
+        agent.call("agent_cancel", {"request_id": r})
+    done = cli(served, *answer_args(c, r, snap), "--choice", "1")
+    assert done.returncode != 0 and done.stdout == "", done
+    said = " ".join(done.stderr.split())
+    assert "This question has ended: cancelled (explicit) by the agent that asked it" in said
+    shown = " ".join(cli(served, "conversations", "questions", c, "--request", r).stdout.split())
+    assert "cancelled (explicit) by the agent that asked it" in shown

@@ -25,6 +25,7 @@ from clankie import dto
 from clankie.client import Client
 from tests.e2e.bridged import HOST, RawBridge, connect, run_bridge, structured
 from tests.e2e.served import Served, clankie, init_home
+from tests.polling import eventually
 
 CHOICE = {"kind": "choice", "prompt": "Which licence do you prefer?",
           "options": [{"label": "MIT", "description": "short"}, {"label": "Apache-2.0"}]}
@@ -322,6 +323,30 @@ async def test_p4_bad_arguments_are_refused_invalid_request_and_change_nothing(
             assert got["detail"] and "Value error" not in got["detail"], got
         listed, _ = await tool(session, "list_questions")
         assert listed["questions"] == []
+
+
+async def test_p4_issue42_a_whole_number_written_as_a_float_is_taken_a_fraction_is_refused(
+        served: Served, home: Path, agent_token: str, workspace: Path, stderr: Path):
+    """Issue 42: `wait_answer {wait_s: 25.0}` was refused "Input should be a valid integer",
+    and the agent's next step was lost. JSON Schema's `integer` (the tools' inputSchema) is
+    any number without a fractional part: 25.0 is taken; 25.5 is refused `invalid_request`
+    in words that say a whole number is wanted, and asks or changes nothing."""
+    async with connect(home, agent_token, workspace, stderr) as session:
+        asked, is_error = await tool(session, "ask_owner", {**CHOICE, "expires_in_s": 600.0})
+        assert (asked["status"], is_error) == ("pending", False), asked
+        owner_answers(served, asked["request_id"], choice=0)
+        got, is_error = await tool(session, "wait_answer",
+                                   {"request_id": asked["request_id"], "wait_s": 25.0})
+        assert (got["status"], got["answer"]["label"], is_error) == ("answered", "MIT", False)
+        for name, arguments in [
+                ("wait_answer", {"request_id": asked["request_id"], "wait_s": 25.5}),
+                ("ask_owner", {**TEXT, "expires_in_s": 600.5})]:
+            got, is_error = await tool(session, name, arguments)
+            assert (got["status"], got["reason"], is_error) == (
+                "refused", "invalid_request", True), got
+            assert "whole number" in got["detail"] and "Value error" not in got["detail"], got
+        listed, _ = await tool(session, "list_questions")
+        assert [q["status"] for q in listed["questions"]] == ["answered"]  # nothing asked
 
 
 async def test_p2_another_agents_request_id_is_unknown_request_never_forbidden(
@@ -645,6 +670,51 @@ async def test_r3_restarting_the_service_cancels_the_pending_question_restart(
             again, _ = await tool(session, "ask_owner", TEXT)
             assert again["status"] == "pending" and again["duplicate"] is False
     finally:
+        served.stop()
+
+
+def test_p4_a_wait_in_flight_when_the_service_stops_says_unavailable_and_that_it_stopped(
+        tmp_path: Path, workspace: Path):
+    """Issue 42: a `wait_answer` in flight while the service stopped (SIGTERM) returned
+    `pending` before its `wait_s`, as if the owner had simply not answered within it. P4: a
+    wait returns when the question ends or after `wait_s`; cut short by the stop, it says
+    `unavailable` and that the service stopped (the restart then cancels the question, R3,
+    which the agent reads once the service is back)."""
+    home = tmp_path / "home"
+    served = Served.start(home)
+    bridge = None
+    try:
+        with operator(served) as op:
+            made = op.call("credential_issue", {"kind": "agent", "name": "coder"})
+        bridge = RawBridge(home, made["token"], workspace)
+        bridge.initialize()
+        asked = bridge.tool("ask_owner", CHOICE)["structuredContent"]
+
+        def last_used() -> str | None:
+            with operator(served) as op:
+                listed = op.call("credential_list", {})["credentials"]
+            return next(c["last_used_at"] for c in listed
+                        if c["credential_id"] == made["credential_id"])
+
+        asked_at = last_used()
+        waiting = bridge.request("tools/call", {"name": "wait_answer", "arguments": {
+            "request_id": asked["request_id"], "wait_s": 25}})
+        eventually(last_used, "the wait to reach the service", timeout=20,
+                   until=lambda used: used != asked_at)  # its first read noted the agent
+        assert served.stop() == 0  # SIGTERM, a clean stop
+        result = bridge.response(waiting, timeout=20)["result"]
+        got = result["structuredContent"]
+        assert (got["status"], result["isError"]) == ("unavailable", True), got
+        assert got["reason"] == "service_stopped", got
+        assert "stopped while this call waited" in got["note"], got
+        assert "Do not assume an answer" in got["note"] and "answer" not in got, got
+        served = Served.start(home, init=False)
+        after = bridge.tool("get_question", {"request_id": asked["request_id"]})
+        assert (after["structuredContent"]["status"],
+                after["structuredContent"]["reason"]) == ("cancelled", "restart")
+    finally:
+        if bridge is not None:
+            assert bridge.close() == 0
         served.stop()
 
 

@@ -6,6 +6,7 @@ runs at most the bounded number of hooks at once."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -255,5 +256,55 @@ def test_p3_an_agents_question_reaches_the_notifier_with_who_asks(
                            "asker": who, "asked_by": 'agent "coder" through "claude-code"'}
         assert "yes, call it shop" not in json.dumps(docs)  # no answer text to a hook
         assert made["token"] not in json.dumps(docs)
+    finally:
+        assert served.stop() == 0
+
+
+# What breaks or spoofs a line a hook shows: line breaks of every kind, terminal escapes,
+# a bell, bidirectional overrides and isolates, zero-width characters, quotes, backslashes.
+HOSTILE = "\r\n\x0b\x0c\x1c\x85\u2028\u2029\t\x1b[2J\x07\x9b\u202e\u2066\u200b\u200d\"\\ ab"
+
+
+def test_p3_section10_asked_by_is_one_visible_line_whatever_names_an_agent_chose(
+        tmp_path: Path, workspace: Path):
+    """Issue 42: `asked_by` carried the credential's and the MCP client's names raw, so a
+    `clientInfo.name` with CR LF, ESC, BEL or U+202E broke or spoofed the one line of "who
+    asks" a hook shows. It is escaped as every other surface escapes text from others
+    (section 10): one line, nothing that acts on a terminal or reorders text, in quotes a
+    name cannot end; the raw `asker` fields stay exact."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from clankie.text import visible
+
+    quoted = r'"(?:[^"\\]|\\.)*"'
+    shape = re.compile(rf"agent {quoted} through {quoted}")
+    names = st.one_of(
+        st.text(alphabet=HOSTILE, min_size=1, max_size=40),
+        st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
+                min_size=1, max_size=40))
+    served, out = hooked(tmp_path, "record")
+    try:
+        with served.client() as owner:
+
+            @settings(max_examples=25, deadline=None,
+                      suppress_health_check=[HealthCheck.function_scoped_fixture])
+            @given(name=names, client=names)
+            def asks(name: str, client: str) -> None:
+                made = owner.call("credential_issue", {"kind": "agent", "name": name})
+                with served.client(token=made["token"]) as agent:
+                    r = agent.call("agent_ask", {
+                        "workspace": str(workspace), "client": client, "kind": "text",
+                        "prompt": "May I rename the module?"})["request_id"]
+                doc = eventually(lambda: [d for d in documents(out) if d["request_id"] == r],
+                                 "the hook's document", timeout=20)[0]
+                assert doc["asker"] == {"credential_id": made["credential_id"], "name": name,
+                                        "client": client}  # exact, as the agent chose
+                said = doc["asked_by"]
+                assert len(said.splitlines()) == 1 and "\t" not in said, repr(said)
+                assert visible(said) == said, repr(said)  # nothing left to make visible
+                assert shape.fullmatch(said), repr(said)  # neither name ends its quotes
+
+            asks()
     finally:
         assert served.stop() == 0

@@ -627,6 +627,89 @@ def test_h6_r3_the_page_says_clankie_is_not_reachable_and_recovers_after_a_resta
             second.stop()
 
 
+def agent_asks(served: Served, workspace: Path, name: str = "coder") -> tuple[str, dict[str, Any]]:
+    """An agent credential (its token) and the question it asked (`agent_ask`'s result)."""
+    with served.client() as operator:
+        token = str(operator.call("credential_issue", {"kind": "agent", "name": name})["token"])
+    with served.client(token=token) as agent:
+        asked = agent.call("agent_ask", {
+            "workspace": str(workspace), "client": "claude-code", "kind": "choice",
+            "prompt": "Which licence do you prefer?",
+            "options": [{"label": "MIT"}, {"label": "Apache-2.0"}]})
+    return token, asked
+
+
+def test_r9_p5_after_a_restart_the_page_says_the_agent_may_ask_again_not_send_a_message(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """Issue 42: after a restart the page said of an agent's question "...nothing was
+    answered or run; send a message to carry on (on the computer)", yet a message to an
+    agent's conversation is refused `not_eligible`; P5's way on is that the agent asks
+    again."""
+    from clankie import wording
+
+    port = free_port()  # the same port again after a restart: the same origin
+    home = tmp_path / "home"
+    first = Served.start(home, "--web", f"127.0.0.1:{port}")
+    context = phone_context(browser)
+    page = context.new_page()
+    second = None
+    try:
+        pair(first, page)
+        _, asked = agent_asks(first, workspace)
+        page.goto(f"{first.web_url}/?c={asked['conversation_id']}")
+        expect(page.get_by_role("heading", name="Which licence do you prefer?")).to_be_visible(
+            timeout=WAIT_MS)
+        assert first.stop() == 0  # SIGTERM
+        second = Served.start(home, "--web", f"127.0.0.1:{port}", init=False)
+        ended = page.locator("#ended")
+        expect(ended).to_contain_text(wording.RESTARTED_AGENT_QUESTION, timeout=WAIT_MS)
+        assert "send a message" not in ended.inner_text()
+        assert "on the computer" not in ended.inner_text()
+    finally:
+        context.close()
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+def test_h5_p3_a_tap_on_a_question_its_agent_cancelled_is_refused_naming_the_agent(
+        web: Served, phone: Any, workspace: Path):
+    """Issue 42: an answer tapped after the agent cancelled its own question was refused
+    with "it was cancelled from another device"; the receipt says `answered_by.kind:
+    agent`, so the refusal names the agent (H5: each refusal names its real cause)."""
+    pair(web, phone)
+    take_control(phone)
+    token, asked = agent_asks(web, workspace, name="canceller")
+    c, r = asked["conversation_id"], asked["request_id"]
+    held: list[Any] = []
+    shown: list[Any] = []
+
+    def first_view_only(route: Any) -> None:  # the shell's first view (H3), then held
+        if shown:
+            held.append(route)
+        else:
+            shown.append(route)
+            route.continue_()
+
+    def hold(route: Any) -> None:
+        held.append(route)  # never answered: the request waits until the page closes
+
+    phone.route("**/api/events*", hold)  # the page stays as it first showed
+    phone.route("**/view*", first_view_only)
+    phone.goto(f"{web.web_url}/?c={c}")
+    expect(phone.get_by_role("heading", name="Which licence do you prefer?")).to_be_visible(
+        timeout=WAIT_MS)
+    with web.client(token=token) as agent:
+        assert agent.call("agent_cancel", {"request_id": r})["question"]["status"] == \
+            "cancelled"
+    phone.get_by_role("button", name="Answer: MIT").tap()
+    expect(phone.locator("#status")).to_have_text(
+        "Nothing was sent: this question had already ended (it was cancelled by agent "
+        '"canceller" through "claude-code", which asked it).', timeout=WAIT_MS)
+    phone.unroute("**/view*")
+    phone.unroute("**/api/events*")
+
+
 def test_h5_before_control_a_tap_offers_take_control_and_send_as_one_confirmation(
         web: Served, phone: Any, workspace: Path, tmp_path: Path):
     """Issue 30: the options looked live before the owner held control, and a tap said

@@ -189,3 +189,26 @@ def test_issue19_tool_summary_says_a_result_in_words_and_tool_result_stays_json(
         assert not any(text.lstrip().startswith("{") for text in (listed, read, secret, found))
     finally:
         s.close()
+
+
+def test_w1_issue42_a_whole_number_written_as_a_float_is_an_integer_a_fraction_is_refused(
+        tmp_path: Path):
+    """Issue 42: models write whole numbers as floats (`"limit": 2.0`); JSON Schema's
+    `integer` is any number without a fractional part, so the tool takes it. `2.5` is still
+    refused `invalid_argument`, in words that say a whole number is wanted."""
+    s = Session(tmp_path, [[
+        {"tool": "read_file", "args": {"path": "app.py", "offset": 1.0, "limit": 1.0}},
+        {"say": "{tool_result}"},
+        {"tool": "read_file", "args": {"path": "app.py", "limit": 2.5}},
+        {"say": "{tool_result}"},
+        {"tool": "list_files", "args": {"depth": 2.0}}, {"say": "{tool_result}"},
+    ]])
+    try:
+        assert s.run()["status"] == "succeeded"
+        read, fraction, listed = (json.loads(text) for text in s.said())
+        assert read["content"] == "def main():" and read["end_line"] == 1, read
+        assert fraction["code"] == "invalid_argument", fraction
+        assert "limit" in fraction["reason"] and "whole number" in fraction["reason"], fraction
+        assert "app.py" in [e["path"] for e in listed["entries"]], listed
+    finally:
+        s.close()

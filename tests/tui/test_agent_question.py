@@ -249,3 +249,24 @@ async def test_p3_the_tui_says_its_notes_in_the_log_on_start():
     app.notes = [note]
     async with app.run_test(size=(110, 40)) as pilot:
         await until(pilot, lambda: note in " ".join(app.transcript().split()), "the note")
+
+
+async def test_r9_p5_a_restarts_cancel_of_an_agents_question_says_the_agent_may_ask_again():
+    """Issue 42: the log and the panel said of an agent's question a restart cancelled
+    "send a message to carry on (or type /continue)", yet a message to an agent's
+    conversation is refused `not_eligible`; P5's way on is that the agent asks again."""
+    fake = FakeService(asker=AGENT)
+    app = chat(fake)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await settled(app, pilot, fake, "start")
+        fake.ask("May I push to main?")
+        await until(pilot, lambda: "May I push" in panel(app), "the agent's question")
+        fake.stop()
+        await until(pilot, lambda: not app.connected, "the loss")
+        fake.start()
+        said = wording.RESTARTED_AGENT_QUESTION
+        await until(pilot, lambda: said in " ".join(app.transcript().split()), "the log line")
+        await until(pilot, lambda: said in " ".join(panel(app).split()), "the panel")
+        for shown in (app.transcript(), panel(app)):
+            assert "send a message" not in " ".join(shown.split()), shown
+            assert "/continue" not in shown, shown

@@ -114,3 +114,42 @@ def test_p3_h5_names_an_agent_or_its_client_chose_are_escaped_text_on_the_page(w
         shown = html_lib.unescape(page)
         assert '<img src=x onerror=\\"alert(1)\\">\\x1b[2J\\"coder' in shown
         assert "</strong><script>alert(2)</script>\\u202eRLO\\x07" in shown
+
+
+def test_p5_r9_an_agents_question_a_restart_ended_says_the_agent_may_ask_again(world: World):
+    """Issue 42: after a restart the page said of an agent's question "...nothing was
+    answered or run; send a message to carry on (on the computer)", but a message to an
+    agent's conversation is refused `not_eligible`. P5: the agent may ask again."""
+    _, asked = agent_asks(world)
+    c, r = asked["conversation_id"], asked["request_id"]
+    world.service.runs.recover()  # what `clankie serve` does first after a restart (R3)
+    with page_client(world) as client:
+        paired(world, client)
+        view = client.get(f"/view?c={c}&r={r}").text
+    ended = html_lib.unescape(section(view, '<p id="ended"', "</p>"))
+    assert f"it was {wording.RESTARTED_AGENT_QUESTION}" in ended
+    assert "send a message" not in ended and "on the computer" not in ended
+    assert "clankie restarted" in ended and "ask again" in ended
+
+
+def test_h5_p3_an_answer_to_a_question_its_agent_cancelled_is_refused_naming_the_agent(
+        world: World):
+    """Issue 42: an answer tapped after the agent cancelled its own question was refused
+    with "it was cancelled from another device"; the receipt says `answered_by.kind:
+    agent`, so the refusal names the agent (H5: each refusal names its real cause)."""
+    token, asked = agent_asks(world)
+    c, r = asked["conversation_id"], asked["request_id"]
+    with page_client(world) as client:
+        csrf = paired(world, client)
+        client.post("/api/take-control", json={}, headers=headers(csrf))
+        bound = binding(world, c)
+        world.call("agent_cancel", {"request_id": r}, token)
+        reply = client.post("/api/answer", json=bound, headers=headers(csrf))
+        view = html_lib.unescape(client.get(f"/view?c={c}&r={r}").text)
+    said = reply.json()
+    assert said == {"outcome": "ended", "message": "Nothing was sent: this question had "
+                    'already ended (it was cancelled by agent "coder" through '
+                    '"claude-code", which asked it).'}
+    ended = section(view, '<p id="ended"', "</p>")
+    assert 'it was cancelled by agent "coder" through "claude-code", which asked it' in ended
+    assert "another device" not in ended

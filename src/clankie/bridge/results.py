@@ -26,9 +26,9 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 
-__all__ = ["ANSWERED", "NO_ANSWER", "PENDING", "AskResult", "CancelResult", "ListResult",
-           "QuestionResult", "ToolResult", "asked", "cancelled", "listed", "not_an_agent",
-           "question", "refused", "unavailable"]
+__all__ = ["ANSWERED", "NO_ANSWER", "PENDING", "STOPPED", "AskResult", "CancelResult",
+           "ListResult", "QuestionResult", "ToolResult", "asked", "cancelled", "listed",
+           "not_an_agent", "question", "refused", "unavailable"]
 
 PENDING: Final = "The owner has not answered yet. Do not assume an answer."
 NO_ANSWER: Final = "No answer: this is not consent."
@@ -43,6 +43,11 @@ ENDED: Final[Mapping[tuple[str, str], str]] = {
     ("expired", "expired"): "The question expired unanswered: ask again if you still need "
                             "to know.",
 }
+# A wait the service's stop cut short (P4), the owner not having answered by then.
+STOPPED: Final = ("The clankie service stopped while this call waited, before the owner "
+                  "answered. Do not assume an answer. A restart cancels a question that was "
+                  "pending (it is never asked again by itself): once the service is back, "
+                  "read it with get_question, and ask again if you still need to know.")
 # Refusals that tell how a question stands: results, not errors.
 NOT_ERRORS: Final = frozenset({"already_answered", "request_closed", "request_expired"})
 REFUSED: Final[Mapping[str, str]] = {
@@ -174,7 +179,12 @@ def _question(out: Mapping[str, Any]) -> dict[str, object]:
 
 
 def question(out: Mapping[str, Any]) -> ToolResult:
-    """`wait_answer` and `get_question`, from `agent_wait`'s result."""
+    """`wait_answer` and `get_question`, from `agent_wait`'s result; a wait the service's
+    stop cut short while the question was pending is `unavailable` (P4: it neither ran its
+    `wait_s` nor saw the question end)."""
+    if out.get("service_stopping") and out["status"] == "pending":
+        return ToolResult({"status": "unavailable", "note": STOPPED, "reason": "service_stopped",
+                           "request_id": out["request_id"]}, is_error=True)
     return ToolResult(_question(out))
 
 

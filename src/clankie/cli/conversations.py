@@ -127,8 +127,8 @@ def _show_receipt(receipt: dto.ReceiptOut, options: list[dto.OptionOut],
         by = receipt.answered_by
         say(f"    by: {by.kind} {by.credential_id}")
     say(f"    at: {when.shown_now(receipt.resolved_at)} (revision {receipt.revision})")
-    if wording.restarted(receipt):  # R9: what the restart did, and how to carry on
-        say(f"    It was {wording.RESTARTED_QUESTION}.")
+    if wording.restarted(receipt):  # R9: what the restart did, and how to go on (P5)
+        say(f"    It was {wording.restarted_question(agent)}.")
     if agent:
         collected = receipt.collected_at
         say(f"    read by the agent: {when.shown_now(collected)}" if collected else
@@ -186,7 +186,7 @@ def _show_snapshot(snapshot: dto.Snapshot, workspace: str | None = None) -> None
             f"--incarnation {snapshot.incarnation} --revision {snapshot.revision}")
 
 
-def _restarted(client: Client, c: str, events: list[dto.Event]) -> frozenset[str]:
+def _restarted(client: Client, c: str, events: list[dto.Event]) -> dict[str, bool]:
     """The questions among `events` that a restart cancelled (`eventtext.restarted`
     decides): each cancelled one is read (one whose receipt R1 evicted since is only said
     cancelled)."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from pydantic import BaseModel
+
 from clankie import dto
 from clankie.core import lifecycle
 from clankie.core.errors import ClankieError
@@ -142,7 +144,8 @@ class Agents:
                 return (w.principal.credential_id, views.agent_question(w.tx, question),
                         question.status is not QuestionStatus.PENDING)
 
-        return Poll(self.ctx.long_polls, conversation_id, wait_s, read, wake)
+        return Poll(self.ctx.long_polls, conversation_id, wait_s, read, wake,
+                    cut_short=_cut_short)
 
     @serves(dto.AGENT_LIST, writes=True)
     def agent_list(self, caller: Caller, r: dto.AgentList) -> dto.AgentQuestionsOut:
@@ -211,3 +214,10 @@ class Agents:
             question = self._own(c, request_id)
         c.tx.collect(question.request_id, c.now)
         return question
+
+
+def _cut_short(read: BaseModel) -> BaseModel:
+    """An agent's wait that the service's stop ended before `wait_s` and before its question
+    ended: said so (P4), never passed off as a wait that ran its course."""
+    assert isinstance(read, dto.AgentQuestionOut)
+    return read.model_copy(update={"service_stopping": True})

@@ -3,7 +3,9 @@
 Owns fair waiting. A long-poll (`events_tail` with `wait_ms` > 0, `agent_wait` with
 `wait_s` > 0) that finds nothing to return takes one of its credential's `LONG_POLL_SLOTS`
 slots and waits for a commit that adds events to its conversation; with no slot free it
-returns at once with what is there.
+returns at once with what is there. The service's stop ends every wait at once, with what
+is there, marked by the long-poll's `cut_short` where its caller must be told (an agent's
+wait, P4).
 Slots are counted by the authenticated credential, so rotating a token or spelling it
 otherwise gains none. A call that does not wait takes no slot, so waiting long-polls
 never delay anything else.
@@ -152,8 +154,11 @@ class Poll:
 
     def __init__(self, polls: LongPolls, conversation_id: str, wait_s: float, read: Read,
                  wake: Wake, live: bool = False,
-                 quick: Callable[[], BaseModel | None] | None = None) -> None:
+                 quick: Callable[[], BaseModel | None] | None = None,
+                 cut_short: Callable[[BaseModel], BaseModel] | None = None) -> None:
         self.waits = wait_s > 0
+        # what a wait returns when the service's stop ends it early (none: the result as read)
+        self._cut_short = cut_short
         self._live = live
         self._quick = quick
         self._waited: int | None = None  # the generation its last read found nothing new in
@@ -182,17 +187,22 @@ class Poll:
         since = self._polls.generation(self._conversation_id)
         published = self._polls.publishes(self._conversation_id) if self._live else None
         credential_id, page, ready = self._read()
-        if ready or self.remaining() <= 0 or self._polls.stopping or (
+        if ready or self.remaining() <= 0 or (
                 published is not None and published != self._began):  # published anew (D4)
             return page
+        if self._polls.stopping:
+            return self._stopped(page)
         if self._slot is None:
-            if not self._polls.claim(credential_id):
-                return page  # V5: no slot free, so what is there, at once
+            if not self._polls.claim(credential_id):  # the stop may have come meanwhile
+                return self._stopped(page) if self._polls.stopping else page  # V5: at once
             self._slot = credential_id
             self._watch = self._polls.watch(self._conversation_id, since, self._wake,
                                             published)
         self._waited = since
         return None
+
+    def _stopped(self, page: BaseModel) -> BaseModel:
+        return page if self._cut_short is None else self._cut_short(page)
 
     def read_quickly(self) -> BaseModel | None:
         """A live long-poll woken by a publish alone (no commit added events since its last

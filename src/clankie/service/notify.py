@@ -209,10 +209,11 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
     `web_origin`, `answer_url`: the page's address for it (SPEC H7), which carries no
     credential (without a paired browser it shows nothing) and names the question, so an
     old notification says that its question ended rather than pass another for it. Who
-    asks (P3): `asked_by`, "Clankie" or the agent as the CLI and the TUI say it, and for an
-    agent `asker` (its credential's ID and name, the MCP client's name; the workspace is
-    `workspace`). An ending says its `outcome` and, from the receipt, its `reason`
-    (`restart` for R3's, R9)."""
+    asks (P3): `asked_by`, "Clankie" or the agent as the CLI and the TUI say it (one line,
+    its control and format characters as escapes), and for an agent `asker` (its
+    credential's ID and name, the MCP client's name, exact; the workspace is `workspace`).
+    An ending says its `outcome` and, from the receipt, its `reason` (`restart` for R3's,
+    R9)."""
     doc = _about(conversation, event.type, event.request_id, question, web_origin)
     if isinstance(event, InputResolved):
         receipt = question.receipt if question is not None else None
@@ -257,5 +258,7 @@ def _about(conversation: Conversation, event: str, request_id: str | None,
     if asker is not None:  # an agent asks, not Clankie (P3): its credential and client
         doc["asker"] = {"credential_id": asker.credential_id, "name": asker.name,
                         "client": asker.client}
-    doc["asked_by"] = wording.who(doc.get("asker"))  # in the words the CLI and TUI use
+    # in the words the CLI and TUI use, and made visible as they make it (section 10): one
+    # line a hook may show as it is, whatever names the agent and its client chose
+    doc["asked_by"] = visible(wording.who(doc.get("asker")))
     return doc

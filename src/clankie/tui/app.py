@@ -630,7 +630,7 @@ class ChatApp(App[None]):
         self.notice(f"{wording.asks(render.plain(question.asker), None)}: {prompt}"
                     "\nThe question panel shows it.", title="A question")
 
-    async def _restarted(self, events: Sequence[dto.Event]) -> frozenset[str]:
+    async def _restarted(self, events: Sequence[dto.Event]) -> eventtext.Restarted:
         """The questions among `events` that a restart cancelled (R9; `eventtext.restarted`
         decides, as for the CLI), each read: an `input_resolved` event carries no reason
         (V2). One evicted since is only said cancelled."""
@@ -642,11 +642,12 @@ class ChatApp(App[None]):
                     "request_id": request_id})).request)
         return eventtext.restarted(read)
 
-    def _event_line(self, event: dto.Event, restarted: frozenset[str],
+    def _event_line(self, event: dto.Event, restarted: eventtext.Restarted,
                     reasons: Mapping[str, str] | None = None) -> str | None:
         return render.event_line(event, self.asker, restarted, reasons)
 
-    def _apply(self, event: dto.Event, restarted: frozenset[str] = frozenset(),
+    def _apply(self, event: dto.Event,
+               restarted: eventtext.Restarted = eventtext.NONE_RESTARTED,
                reasons: Mapping[str, str] | None = None) -> None:
         if isinstance(event, dto.RunStatusEvent):
             if event.status in ("queued", "running"):

@@ -94,8 +94,10 @@ def _ended(q: dto.QuestionOut | None, now: datetime, ids: bool = True) -> str:
     lines = [f"{wording.NO_QUESTION}.",
              f"  {asked_by(q.asker)} asked: {continued(q.prompt, '    ')}",
              f"  That question ended: {outcome}{at}."]
-    if wording.restarted(plain(receipt)):  # R9: what the restart did, and how to carry on
-        lines.append(f"  It was {wording.RESTARTED_QUESTION} ({OR_CONTINUE}).")
+    if wording.restarted(plain(receipt)):  # R9: what the restart did, and how to go on
+        agent = q.asker is not None  # P5: the agent asks again; no message carries it on
+        lines.append(f"  It was {wording.restarted_question(agent)}"
+                     f"{'' if agent else f' ({OR_CONTINUE})'}.")
     if ids:
         lines.append(f"  request {q.request_id[:SHORT]}, asked "
                      f"{when.shown(q.asked_at, now)}")
@@ -114,7 +116,7 @@ def asked_by(asker: dto.AskerOut | None) -> str:
 
 
 def event_line(event: dto.Event, asker: dto.AskerOut | None = None,
-               restarted: frozenset[str] = frozenset(),
+               restarted: eventtext.Restarted = eventtext.NONE_RESTARTED,
                reasons: Mapping[str, str] | None = None) -> str | None:
     """A line for the chat log, or None for events shown only in the status line or by
     another line (`ask_question`'s own activity: the question's event says it, once).

@@ -292,11 +292,15 @@ def said_ended(question: dto.QuestionOut, me: str) -> str:
         answerer = receipt.answered_by
         by = (" from this browser" if answerer.credential_id == me else
               " from the terminal (operator)" if answerer.kind == "operator" else
-              " from another device")
+              # P2: an agent ends only its own question (H5: the real cause, named)
+              f" by {visible(who(question.asker))}, which asked it" if answerer.kind == "agent"
+              else " from another device")
     if question.status == "answered":
         return f"it was answered{by}"
     if question.status == "cancelled" and wording.restarted(receipt):
-        return RESTARTED
+        # P5: an agent's is carried on by the agent asking again, not on the computer
+        return RESTARTED if question.asker is None else \
+            f"it was {wording.RESTARTED_AGENT_QUESTION}"
     if question.status == "cancelled":
         return f"it was cancelled{by}"
     if question.status == "expired":
