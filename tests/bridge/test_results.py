@@ -84,7 +84,7 @@ def test_p4_ask_pending_duplicate_and_refused_question_pending():
     got = results.asked(out)
     assert got.structured["note"].startswith(PENDING) and not got.is_error
     assert got.structured == {**got.structured, "status": "pending", "request_id": REQUEST,
-                              "duplicate": False}
+                              "conversation_id": "x", "duplicate": False}  # issue 42
     assert "reason" not in got.structured
     AskResult.model_validate(got.structured)
     again = results.asked({**out, "duplicate": True})

@@ -169,6 +169,18 @@ async def test_p4_ask_owner_is_pending_at_once_a_repeat_is_duplicate_another_is_
         assert first["request_id"] in other["note"]
 
 
+async def test_p3_p4_ask_owner_carries_the_conversation_id_the_service_returned(
+        served: Served, home: Path, agent_token: str, workspace: Path, stderr: Path):
+    """P3, P4 (issue 42): `agent_ask` returns the agent conversation that holds the
+    question; `ask_owner` carries it, so a program need not find it by reading; a
+    duplicate ask carries the same one."""
+    async with connect(home, agent_token, workspace, stderr) as session:
+        asked, _ = await tool(session, "ask_owner", CHOICE)
+        again, _ = await tool(session, "ask_owner", CHOICE)
+    assert asked["conversation_id"] == conversation_of(served, asked["request_id"])
+    assert again["conversation_id"] == asked["conversation_id"]
+
+
 async def test_p4_the_owner_answers_and_wait_answer_returns_it_as_a_preference(
         served: Served, home: Path, agent_token: str, workspace: Path, stderr: Path):
     """P4: a wait in progress returns as soon as the owner answers (through the service,

@@ -62,8 +62,8 @@ REFUSED: Final[Mapping[str, str]] = {
 }
 QUESTION_FIELDS: Final = ("request_id", "prompt", "kind", "options", "asked_at", "expires_at",
                           "reason", "answer", "receipt_id", "answered_by", "resolved_at")
-ASK_FIELDS: Final = ("request_id", "options", "expires_at", "duplicate", "reason",
-                     "pending_request_id")
+ASK_FIELDS: Final = ("request_id", "conversation_id", "options", "expires_at", "duplicate",
+                     "reason", "pending_request_id")
 
 
 # ------------------------------------------------------------- the tools' output schemas
@@ -96,6 +96,7 @@ class AskResult(Outcome):
 
     status: Literal["pending", "refused", "unavailable"]
     request_id: str | None = None
+    conversation_id: str | None = None  # the agent conversation that holds it (P3)
     options: list[Option] | None = None
     expires_at: str | None = None
     duplicate: bool | None = None
