@@ -133,17 +133,23 @@ def test_p4_a_refusal_is_a_result_with_its_spec_code(code: str, is_error: bool):
     text_is_note_then_compact_json(got)
 
 
-def test_p1_unavailable_is_an_error_result_that_says_nothing_happened_for_sure():
-    got = results.unavailable("cannot reach clankie at unix:///h/clankie.sock")
-    assert got.structured == {**got.structured, "status": "unavailable",
+def test_p1_unavailable_is_an_error_result_that_says_whether_the_call_was_sent():
+    """P1; issue 42: whether the call was sent is a field (`sent`), not only words."""
+    got = results.unavailable("cannot reach clankie at unix:///h/clankie.sock", sent="no")
+    assert got.structured == {**got.structured, "status": "unavailable", "sent": "no",
                               "reason": "cannot reach clankie at unix:///h/clankie.sock"}
     assert got.is_error and "Do not assume an answer" in got.structured["note"]
     storage = results.refused("storage_unavailable", "the store is busy")
     assert storage.structured["status"] == "unavailable" and storage.is_error
-    unsure = results.unavailable("no reply", uncertain=True)
+    assert storage.structured["sent"] == "yes"  # the service had it, and changed nothing
+    unsure = results.unavailable("no reply", sent="unknown")
+    assert unsure.structured["sent"] == "unknown"
     assert "list_questions" in unsure.structured["note"]
-    for model in (AskResult, QuestionResult, CancelResult, ListResult):
-        model.model_validate(got.structured)
+    for made in (got, storage, unsure):
+        for model in (AskResult, QuestionResult, CancelResult, ListResult):
+            model.model_validate(made.structured)
+    schema = AskResult.model_json_schema()
+    assert schema["properties"]["sent"]["anyOf"][0]["enum"] == ["no", "unknown", "yes"]
 
 
 def test_p2_a_token_of_another_kind_is_an_error_that_says_so():

@@ -12,7 +12,9 @@ ended without an answer is "not consent"; an answer is the owner's preference, n
 approval (A11). A refusal keeps its SPEC code as `reason`. It is an error (`isError`)
 when the call itself could not be served (bad arguments, an unknown request, a token the
 service refuses, the service unreachable); a refusal that tells how the question stands
-(`already_answered`, `question_pending`, ...) is a plain result, like Q2's refusals.
+(`already_answered`, `question_pending`, ...) is a plain result, like Q2's refusals. An
+`unavailable` result says in `sent` whether the call reached the service, so a program
+tells "nothing was sent" from "it may have been carried out" without reading the note.
 
 Pure: no I/O, no MCP SDK; the output models are the tools' `outputSchema`.
 """
@@ -27,7 +29,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel
 
 __all__ = ["ANSWERED", "NO_ANSWER", "PENDING", "AskResult", "CancelResult", "ListResult",
-           "QuestionResult", "ToolResult", "asked", "cancelled", "listed", "not_an_agent",
+           "QuestionResult", "Sent", "ToolResult", "asked", "cancelled", "listed", "not_an_agent",
            "question", "refused", "unavailable"]
 
 PENDING: Final = "The owner has not answered yet. Do not assume an answer."
@@ -83,12 +85,21 @@ class AnsweredBy(BaseModel):
     name: str
 
 
+# Whether an `unavailable` call reached the service (P1; issue 42): "no", nothing was sent
+# (or only the bridge's own `whoami`); "unknown", it was sent and no reply came, so it may
+# have been carried out; "yes", it was sent and the reply said it was not carried out
+# (`storage_unavailable`, or an answer that is not clankie's).
+Sent = Literal["no", "unknown", "yes"]
+
+
 class Outcome(BaseModel):
-    """What every result carries: its sentence; and, when refused or unavailable, why."""
+    """What every result carries: its sentence; and, when refused or unavailable, why
+    (and, unavailable, whether the call was sent)."""
 
     note: str
     reason: str | None = None
     detail: str | None = None
+    sent: Sent | None = None
 
 
 class AskResult(Outcome):
@@ -220,7 +231,7 @@ def asked(out: Mapping[str, Any]) -> ToolResult:
 def refused(code: str, detail: str, **fields: Any) -> ToolResult:
     """A problem document's refusal (SPEC section 10's code) as a result of any tool."""
     if code == "storage_unavailable":
-        return unavailable(f"storage_unavailable: {detail}")
+        return unavailable(f"storage_unavailable: {detail}", sent="yes")
     note = REFUSED.get(code, "The clankie service refused this ({code}): {detail}. Nothing "
                              "was asked or changed. Do not assume an answer.")
     return ToolResult({"status": "refused",
@@ -230,14 +241,22 @@ def refused(code: str, detail: str, **fields: Any) -> ToolResult:
                       is_error=code not in NOT_ERRORS)
 
 
-def unavailable(reason: str, *, uncertain: bool = False) -> ToolResult:
-    """The service did not answer (P1): nothing is known to have happened."""
-    note = ("No reply came from the clankie service: this call may or may not have been "
-            "carried out. Do not assume an answer: read with list_questions before asking "
-            "again." if uncertain else
-            "The clankie service could not be reached, so nothing was asked, read or "
-            "changed. Do not assume an answer: try again later.")
-    return ToolResult({"status": "unavailable", "note": note, "reason": reason}, is_error=True)
+UNAVAILABLE: Final[Mapping[str, str]] = {
+    "no": "The clankie service could not be reached, so nothing was asked, read or changed. "
+          "Do not assume an answer: try again later.",
+    "unknown": "No reply came from the clankie service: this call may or may not have been "
+               "carried out. Do not assume an answer: read with list_questions before "
+               "asking again.",
+    "yes": "The clankie service could not carry out this call ({reason}), so nothing was "
+           "asked, read or changed. Do not assume an answer: try again later.",
+}
+
+
+def unavailable(reason: str, *, sent: Sent) -> ToolResult:
+    """The service did not serve the call (P1), and whether it was sent (`Sent`)."""
+    return ToolResult({"status": "unavailable",
+                       "note": UNAVAILABLE[sent].format(reason=reason.rstrip(".")),
+                       "reason": reason, "sent": sent}, is_error=True)
 
 
 def not_an_agent(kind: str) -> ToolResult:
