@@ -29,6 +29,7 @@ from .common import (
     exit_with,
     fail_usage,
     id_or_prefix,
+    json_lines,
     json_option,
     print_json,
     request_of,
@@ -68,7 +69,10 @@ def _token(made: dto.TokenOut, as_json: bool, what: str) -> None:
 @click.option("--here", is_flag=True,
               help="With --web: the browser runs on this machine, so pair without "
                    "web_origin at the page's 127.0.0.1 address.")
-@json_option
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the service's object (or problem) as JSON. With --web, JSON Lines: "
+                   "one object a line as it happens (the pairing URL, code and word, then "
+                   "what paired, or a problem).")
 def pair(name: str | None, name_option: str | None, mode: str, web: bool, here: bool,
          as_json: bool) -> None:
     """Pair a device and print its token, or (--web) pair a browser by a one-time URL."""
@@ -95,6 +99,8 @@ def _pair_web(name: str, mode: str, here: bool, as_json: bool) -> None:
     pairing's) until the code expires, then says what paired and how to revoke it."""
     from clankie import dto
 
+    if as_json:
+        json_lines()  # it prints as it goes: one object a line (issue 42)
     with connect() as client:
         info = call(client, dto.SERVICE_INFO, as_json=as_json)
         if not info.web_url:

@@ -152,12 +152,21 @@ def warn(text: str) -> None:
     click.echo(visible(text), err=True)
 
 
+def json_lines() -> None:
+    """From now on this command prints each JSON object on one line (JSON Lines): for a
+    command that prints one object after another while it runs, a problem included. Kept
+    in the command's click context, so it ends with the command."""
+    click.get_current_context().meta["clankie.json_lines"] = True
+
+
 def print_json(value: object) -> None:
     """The service's object as JSON (a result model as the service sent it: its fields in
     their order, `dto`'s models dumped as JSON; lists and objects of them too); hidden
     characters are JSON escapes, so it parses the same and nothing in it acts on a
-    terminal."""
-    click.echo(visible_json(_as_json(value)))
+    terminal. Indented, or on one line after `json_lines`."""
+    ctx = click.get_current_context(silent=True)
+    lines = ctx is not None and ctx.meta.get("clankie.json_lines", False)
+    click.echo(visible_json(_as_json(value), indent=None if lines else 2))
 
 
 def _as_json(value: object) -> object:
