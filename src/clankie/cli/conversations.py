@@ -38,6 +38,7 @@ from .common import (
     exit_with,
     fail_usage,
     id_or_prefix,
+    json_lines,
     json_option,
     print_json,
     request_of,
@@ -551,7 +552,9 @@ def stop(conversation: str | None, as_json: bool) -> None:
 @click.option("--live/--no-live", default=None,
               help="Show the reply Clankie is writing as it arrives (default: with --follow "
                    "on a terminal; with --json, each page carries its `live` field).")
-@json_option
+@click.option("--json", "as_json", is_flag=True,
+              help="Print each page of events (or a problem) as JSON Lines: one object a "
+                   "line, as it comes.")
 def events(conversation: str | None, after: int, follow: bool, live: bool | None,
            as_json: bool) -> None:
     """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C
@@ -565,6 +568,8 @@ def events(conversation: str | None, after: int, follow: bool, live: bool | None
 
     if live is None:
         live = follow and not as_json and sys.stdout.isatty()
+    if as_json:
+        json_lines()  # pages as they come, each alone parseable (issue 42)
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
         writing: Live | None = None
