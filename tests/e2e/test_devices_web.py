@@ -129,6 +129,42 @@ def test_h2_issue42_pair_web_json_prints_one_object_a_line_and_says_so_in_help(
     assert paired["paired"] == started["pairing_id"] and paired["browser"]
 
 
+def test_section10_issue42_pair_web_json_failures_are_problem_documents(
+        web: Served, tmp_path: Path):
+    """Issue 42: with --json, each way `devices pair --web` fails is a problem document on
+    stdout (one line: it prints JSON Lines), with the exit code it has in words: no
+    web_origin (2, `invalid_request` and the fix), no page (1), and the service gone while
+    it waits (1, `service_unreachable`, after the pairing's own line)."""
+    bare = clankie("devices", "pair", "--web", "--json", home=web.home.path)
+    assert bare.returncode == 2 and len(bare.stdout.splitlines()) == 1, bare.stdout
+    problem = json.loads(bare.stdout)
+    assert (problem["code"], problem["status"]) == ("invalid_request", 422)
+    assert "web_origin" in problem["detail"] and "--here" in problem["fix"]
+    assert pairings(web) == 0
+    plain = Served.start(tmp_path / "plain")  # no --web
+    try:
+        no_page = clankie("devices", "pair", "--web", "--json", home=plain.home.path)
+    finally:
+        plain.stop()
+    assert no_page.returncode == 1 and len(no_page.stdout.splitlines()) == 1, no_page.stdout
+    problem = json.loads(no_page.stdout)
+    assert problem["code"] == "web_not_served" and "clankie serve --web" in problem["fix"]
+    with (tmp_path / "stderr").open("w") as errors:
+        proc, lines = pair_process(web, "--here", "--json", stderr=errors)
+        try:
+            started = json.loads(lines.until(lambda line: True, 30))
+            web.stop()
+            assert proc.wait(timeout=30) == 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+    said = lines.all_lines(10)
+    assert len(said) == 2 and json.loads(said[0]) == started, said
+    gone = json.loads(said[1])
+    assert (gone["code"], gone["sent"]) == ("service_unreachable", "no"), gone
+
+
 def pairings(served: Served) -> int:
     with sqlite3.connect(f"file:{served.home.path / 'clankie.db'}?mode=ro", uri=True) as db:
         return int(db.execute("SELECT count(*) FROM pairings").fetchone()[0])

@@ -41,6 +41,7 @@ from .common import (
     json_lines,
     json_option,
     print_json,
+    problem_document,
     request_of,
     resolve_conversation,
     say,
@@ -449,6 +450,12 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
             warn(line)
         exit_with(130)
     except Gone as exc:  # lost, and not back within --timeout: the run's end is unknown here
+        if as_json:  # the message was sent (`sent`: it reached the service); the wait ended
+            print_json(problem_document(
+                "service_unreachable", f"the service did not come back within --timeout "
+                f"{timeout} s: {exc}; message {sent.message_id} was sent", fix=exc.fix,
+                sent="yes", message_id=sent.message_id, run_id=run_id))
+            exit_with(1)
         note(f"clankie: the service did not come back within --timeout {timeout} s: {exc}")
         if exc.fix:
             warn(f"  fix: {exc.fix}")
