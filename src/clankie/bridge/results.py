@@ -86,9 +86,9 @@ class AnsweredBy(BaseModel):
 
 
 # Whether an `unavailable` call reached the service (P1; issue 42): "no", nothing was sent
-# (or only the bridge's own `whoami`); "unknown", it was sent and no reply came, so it may
-# have been carried out; "yes", it was sent and the reply said it was not carried out
-# (`storage_unavailable`, or an answer that is not clankie's).
+# (or only the bridge's own `whoami`); "unknown", it was sent and no reply came that says
+# what became of it (none, or one that is not clankie's), so it may have been carried out;
+# "yes", it was sent and the service said it was not carried out (`storage_unavailable`).
 Sent = Literal["no", "unknown", "yes"]
 
 

@@ -176,7 +176,7 @@ class Bridge:
             sending = True
             made = result(await self.client.call(op, payload))
         except NotClankie as exc:
-            return self._unavailable(str(exc), sent="yes" if sending else "no")
+            return self._unavailable(str(exc), sent="unknown" if sending else "no")
         except ApiError as exc:
             if exc.code == "storage_unavailable" and not sending:
                 return self._unavailable(f"storage_unavailable: {exc.detail}", sent="no")
