@@ -134,15 +134,20 @@ def test_p4_a_refusal_is_a_result_with_its_spec_code(code: str, is_error: bool):
 
 
 def test_p1_unavailable_is_an_error_result_that_says_whether_the_call_was_sent():
-    """P1; issue 42: whether the call was sent is a field (`sent`), not only words."""
-    got = results.unavailable("cannot reach clankie at unix:///h/clankie.sock", sent="no")
+    """P1; issue 42: whether the call was sent is a field (`sent`), not only words, and
+    `reason` is a code, as a refusal's is (the words are `detail`)."""
+    got = results.unavailable("service_unreachable",
+                              "cannot reach clankie at unix:///h/clankie.sock", sent="no")
     assert got.structured == {**got.structured, "status": "unavailable", "sent": "no",
-                              "reason": "cannot reach clankie at unix:///h/clankie.sock"}
+                              "reason": "service_unreachable",
+                              "detail": "cannot reach clankie at unix:///h/clankie.sock"}
     assert got.is_error and "Do not assume an answer" in got.structured["note"]
     storage = results.refused("storage_unavailable", "the store is busy")
     assert storage.structured["status"] == "unavailable" and storage.is_error
     assert storage.structured["sent"] == "yes"  # the service had it, and changed nothing
-    unsure = results.unavailable("no reply", sent="unknown")
+    assert (storage.structured["reason"], storage.structured["detail"]) == (
+        "storage_unavailable", "the store is busy")
+    unsure = results.unavailable("uncertain", "no reply", sent="unknown")
     assert unsure.structured["sent"] == "unknown"
     assert "list_questions" in unsure.structured["note"]
     for made in (got, storage, unsure):

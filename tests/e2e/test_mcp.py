@@ -465,7 +465,8 @@ async def test_p1_the_service_down_gives_unavailable_the_bridge_stays_up_and_rec
                                  {"request_id": "0b7e4a4e-8f5b-4d7e-9c3a-2f1d5e6a7b8c"})]:
             got, is_error = await tool(session, name, arguments)
             assert (got["status"], is_error) == ("unavailable", True), (name, got)
-            assert got["reason"] and got["sent"] == "no"  # issue 42: nothing was sent
+            assert (got["reason"], got["sent"]) == ("service_unreachable", "no")  # issue 42
+            assert got["detail"]
         served = Served.start(home, init=False)
         try:
             asked, is_error = await tool(session, "ask_owner", TEXT)
@@ -493,6 +494,7 @@ async def test_p1_unavailable_says_whether_the_call_was_sent(
     finally:
         peer.close()
     assert (got["status"], got["sent"], is_error) == ("unavailable", "unknown", True), got
+    assert got["reason"] == "uncertain"
     assert "may or may not have been carried out" in got["note"]
     async with connect(home, agent_token, workspace, stderr) as session:
         there, _ = await tool(session, "list_questions")
@@ -506,6 +508,7 @@ async def test_p1_unavailable_says_whether_the_call_was_sent(
     finally:
         dropping.close()
     assert (unsent["status"], unsent["sent"], is_error) == ("unavailable", "no", True), unsent
+    assert unsent["reason"] == "uncertain"  # of whoami: the op was never sent
     assert all(b" /v1/ops/whoami " in r.split(b"\r\n", 1)[0] for r in dropping.requests)
 
 

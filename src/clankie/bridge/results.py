@@ -231,7 +231,7 @@ def asked(out: Mapping[str, Any]) -> ToolResult:
 def refused(code: str, detail: str, **fields: Any) -> ToolResult:
     """A problem document's refusal (SPEC section 10's code) as a result of any tool."""
     if code == "storage_unavailable":
-        return unavailable(f"storage_unavailable: {detail}", sent="yes")
+        return unavailable(code, detail, sent="yes")
     note = REFUSED.get(code, "The clankie service refused this ({code}): {detail}. Nothing "
                              "was asked or changed. Do not assume an answer.")
     return ToolResult({"status": "refused",
@@ -247,16 +247,18 @@ UNAVAILABLE: Final[Mapping[str, str]] = {
     "unknown": "No reply came from the clankie service: this call may or may not have been "
                "carried out. Do not assume an answer: read with list_questions before "
                "asking again.",
-    "yes": "The clankie service could not carry out this call ({reason}), so nothing was "
+    "yes": "The clankie service could not carry out this call ({detail}), so nothing was "
            "asked, read or changed. Do not assume an answer: try again later.",
 }
 
 
-def unavailable(reason: str, *, sent: Sent) -> ToolResult:
-    """The service did not serve the call (P1), and whether it was sent (`Sent`)."""
+def unavailable(reason: str, detail: str, *, sent: Sent) -> ToolResult:
+    """The service did not serve the call (P1): why as a code (`reason`: the service's
+    `storage_unavailable`, or the client's `service_unreachable`, `uncertain`,
+    `not_yours`, `not_clankie`) and in words (`detail`), and whether it was sent."""
     return ToolResult({"status": "unavailable",
-                       "note": UNAVAILABLE[sent].format(reason=reason.rstrip(".")),
-                       "reason": reason, "sent": sent}, is_error=True)
+                       "note": UNAVAILABLE[sent].format(detail=detail.rstrip(".")),
+                       "reason": reason, "detail": detail, "sent": sent}, is_error=True)
 
 
 def not_an_agent(kind: str) -> ToolResult:
