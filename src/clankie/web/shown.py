@@ -17,6 +17,7 @@ import contextlib
 import re
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypedDict, TypeVar
 
@@ -307,7 +308,7 @@ def said_ended(question: dto.QuestionOut, me: str) -> str:
 
 def refused(service: Service, token: str | None,
             asked: dto.InputAnswer | dto.InputCancel | None,
-            err: ClankieError) -> dict[str, object]:
+            err: ClankieError) -> Mapping[str, object]:
     """A refused answer, cancel or take-control in words the owner can act on: a question
     that has ended says it ended and how (and, for a program, its receipt); a want of the
     lease says to take control (and the device's `mode`, for a program)."""

@@ -13,9 +13,10 @@ of every state change, H4; `checked_post`: the pairing form's CSRF token) and a 
 (`ClankieError`) turned into the answer its view gives (`refused`): the page's words,
 never a traceback, beside the API's problem document (`said`), as a change's words are
 beside the op's result (`_replied`: a receipt, a lease), and the question's binding is
-data at `/api/question` (issue 42: nothing a program needs is only in English or HTML). The HTML a navigation loads is a shell with no user data (`Home`), so a
-server on another port of the host, which browsers send the cookie to, can read and change
-nothing; and the key outlives a restart of the service, so an open page still answers.
+data at `/api/question` (issue 42: nothing a program needs is only in English or HTML).
+The HTML a navigation loads is a shell with no user data (`Home`), so a server on another
+port of the host, which browsers send the cookie to, can read and change nothing; and the
+key outlives a restart of the service, so an open page still answers.
 What the page reads and says is `shown.py`; `app.py` only routes.
 """
 
@@ -28,7 +29,7 @@ import hmac
 import json
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -303,7 +304,7 @@ class Action(View):
     async def act(self, token: str, payload: object) -> Response:
         raise NotImplementedError
 
-    def explained(self, token: str, payload: object, err: ClankieError) -> dict[str, object]:
+    def explained(self, token: str, payload: object, err: ClankieError) -> Mapping[str, object]:
         """Why nothing was sent, in words the owner can act on (on a worker thread)."""
         return shown.refused(self.service, token, None, err)
 
@@ -320,7 +321,7 @@ class Answer(Action):
         return _replied(reply, "accepted", f"Accepted: {chosen}. "
                         f"{wording.accepted(reply.receipt.model_dump())}")
 
-    def explained(self, token: str, payload: object, err: ClankieError) -> dict[str, object]:
+    def explained(self, token: str, payload: object, err: ClankieError) -> Mapping[str, object]:
         return shown.refused(self.service, token, shown.accepted(dto.INPUT_ANSWER, payload),
                              err)
 
@@ -338,7 +339,7 @@ class Cancel(Action):
             "The agent reads that it has no answer." if agent else
             "No answer was sent, and no run of Clankie follows."))
 
-    def explained(self, token: str, payload: object, err: ClankieError) -> dict[str, object]:
+    def explained(self, token: str, payload: object, err: ClankieError) -> Mapping[str, object]:
         return shown.refused(self.service, token, shown.accepted(dto.INPUT_CANCEL, payload),
                              err)
 
@@ -371,7 +372,7 @@ def _duplicate(reply: dto.AnswerReply) -> Response:
                     "and nothing changed.")
 
 
-def said(err: ClankieError, words: dict[str, object]) -> Response:
+def said(err: ClankieError, words: Mapping[str, object]) -> Response:
     """A refusal as the API's problem document (`type`, `title`, `status`, `detail`, `code`
     and its extras: a receipt, the current revision) with the page's words beside it
     (`outcome`, `message`, and what they read: how an ended question ended): a program
