@@ -55,7 +55,11 @@ class DroppingPeer:
             except OSError:
                 return
             with conn:
-                self.requests.append(self.handle(read_request(conn)))
+                self.answer(conn, read_request(conn))
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        """Handle the request, then hang up without a reply."""
+        self.requests.append(self.handle(request))
 
     def handle(self, request: bytes) -> bytes:
         """What to do with the request before hanging up; here: nothing."""
@@ -74,6 +78,7 @@ class CommittingDropper(DroppingPeer):
     def __init__(self, path: Path, upstream: Path) -> None:
         self.upstream = upstream
         self.statuses: list[int] = []
+        self.replies: list[httpx.Response] = []
         super().__init__(path)
 
     def handle(self, request: bytes) -> bytes:
@@ -86,7 +91,27 @@ class CommittingDropper(DroppingPeer):
             response = client.request(method, f"http://clankie{target}", headers=headers,
                                       content=body)
         self.statuses.append(response.status_code)
+        self.replies.append(response)
         return request
+
+
+class DropsOneOp(CommittingDropper):
+    """Forwards each request to the real service and passes its reply back, except the
+    reply to the op `dropped`: the service commits it, and the client hears nothing."""
+
+    def __init__(self, path: Path, upstream: Path, dropped: str) -> None:
+        self.dropped = f" /v1/ops/{dropped} ".encode()
+        super().__init__(path, upstream)
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        self.requests.append(self.handle(request))
+        if self.dropped in request.split(b"\r\n", 1)[0]:
+            return
+        reply = self.replies[-1]
+        conn.sendall(f"HTTP/1.1 {reply.status_code} -\r\nContent-Type: "
+                     f"{reply.headers.get('content-type', 'application/json')}\r\n"
+                     f"Content-Length: {len(reply.content)}\r\nConnection: close\r\n\r\n"
+                     .encode() + reply.content)
 
 
 def own_non_loopback_address() -> str | None:

@@ -5,13 +5,14 @@ service that never comes back) and the spacing of the tries need a clock a test 
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 import click
 import pytest
 
 from clankie.cli import follow
-from clankie.cli.common import OTHER
+from clankie.cli.common import OTHER, json_lines
 from clankie.client import PAUSE_AFTER_EMPTY_S, Client, ServiceUnreachable, Uncertain
 
 C = "abcd1234-0000-4000-8000-000000000001"
@@ -91,6 +92,26 @@ def test_a_service_that_never_comes_back_is_given_up_after_10_min_saying_how_to_
     assert "has not come back within 10 min" in err and "clankie serve" in err
     assert f"clankie conversations events {C} --after 7 --follow" in err
     assert set(service.asked) == {7}
+
+
+def test_section10_issue42_with_json_giving_up_is_a_problem_document_on_one_line(
+        clock: Clock, capsys: pytest.CaptureFixture[str]):
+    """`events --follow --json` prints JSON Lines; the page it could not read is a
+    `service_unreachable` problem on one line, with where to go on from (`after`)."""
+    gone = ServiceUnreachable("cannot reach clankie", "start it with `clankie serve`")
+    tail = follow.Follower(cast(Client, Service([gone] * 1000)), C, 7, as_json=True,
+                           note=lambda _: None)
+    with click.Context(click.Command("events")) as ctx, \
+            pytest.raises(click.exceptions.Exit) as exited:
+        json_lines()
+        tail.page()
+    assert exited.value.exit_code == OTHER and ctx.meta["clankie.json_lines"]
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 1, out
+    problem = json.loads(out)
+    assert (problem["code"], problem["sent"], problem["after"]) == (
+        "service_unreachable", "no", 7)
+    assert "clankie serve" in problem["fix"]
 
 
 def test_after_a_loss_it_goes_on_from_the_event_it_reached_and_says_what_happened(

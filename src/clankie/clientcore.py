@@ -132,7 +132,7 @@ class NotClankie(_Problem):
                if via_env else f"stop what listens at {address} and start `clankie serve`")
         super().__init__({"type": "urn:clankie:problem:not_clankie", "title": "not clankie",
                           "status": status, "detail": detail, "code": "not_clankie",
-                          "fix": fix})
+                          "fix": fix, "sent": "unknown"})
         self.args = (detail,)
         self.fix = fix
 

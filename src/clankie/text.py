@@ -64,10 +64,11 @@ def continued(text: str, indent: str = "  ") -> str:
     return text.replace("\r\n", "\n").replace("\n", f"\n{indent}| ")
 
 
-def visible_json(value: Any) -> str:
-    """`value` as indented JSON, with the same characters written as JSON escapes: it
-    parses back to `value`, and nothing in it acts on a terminal."""
-    return _replace(json.dumps(value, indent=2, ensure_ascii=False), _json_escape)
+def visible_json(value: Any, indent: int | None = 2) -> str:
+    """`value` as indented JSON (`indent` None: on one line), with the same characters
+    written as JSON escapes: it parses back to `value`, and nothing in it acts on a
+    terminal."""
+    return _replace(json.dumps(value, indent=indent, ensure_ascii=False), _json_escape)
 
 
 def _replace(text: str, escape: Callable[[str], str]) -> str:

@@ -196,6 +196,9 @@ def test_issue32_not_clankie_is_no_api_error_and_every_error_is_a_client_error()
     # it still carries clankie's own problem document, as `--json` prints it
     assert (not_clankie.code, not_clankie.status) == ("not_clankie", 200)
     assert not_clankie.problem["code"] == "not_clankie" and not_clankie.fix
+    # issue 42: the request went out and what answered was not understood: a clankie of
+    # another version may have carried it out
+    assert not_clankie.problem["sent"] == "unknown"
 
 
 # ------------------------------------------------------------------ sorting outcomes

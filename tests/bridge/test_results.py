@@ -84,7 +84,7 @@ def test_p4_ask_pending_duplicate_and_refused_question_pending():
     got = results.asked(out)
     assert got.structured["note"].startswith(PENDING) and not got.is_error
     assert got.structured == {**got.structured, "status": "pending", "request_id": REQUEST,
-                              "duplicate": False}
+                              "conversation_id": "x", "duplicate": False}  # issue 42
     assert "reason" not in got.structured
     AskResult.model_validate(got.structured)
     again = results.asked({**out, "duplicate": True})
@@ -133,17 +133,28 @@ def test_p4_a_refusal_is_a_result_with_its_spec_code(code: str, is_error: bool):
     text_is_note_then_compact_json(got)
 
 
-def test_p1_unavailable_is_an_error_result_that_says_nothing_happened_for_sure():
-    got = results.unavailable("cannot reach clankie at unix:///h/clankie.sock")
-    assert got.structured == {**got.structured, "status": "unavailable",
-                              "reason": "cannot reach clankie at unix:///h/clankie.sock"}
+def test_p1_unavailable_is_an_error_result_that_says_whether_the_call_was_sent():
+    """P1; issue 42: whether the call was sent is a field (`sent`), not only words, and
+    `reason` is a code, as a refusal's is (the words are `detail`)."""
+    got = results.unavailable("service_unreachable",
+                              "cannot reach clankie at unix:///h/clankie.sock", sent="no")
+    assert got.structured == {**got.structured, "status": "unavailable", "sent": "no",
+                              "reason": "service_unreachable",
+                              "detail": "cannot reach clankie at unix:///h/clankie.sock"}
     assert got.is_error and "Do not assume an answer" in got.structured["note"]
     storage = results.refused("storage_unavailable", "the store is busy")
     assert storage.structured["status"] == "unavailable" and storage.is_error
-    unsure = results.unavailable("no reply", uncertain=True)
+    assert storage.structured["sent"] == "yes"  # the service had it, and changed nothing
+    assert (storage.structured["reason"], storage.structured["detail"]) == (
+        "storage_unavailable", "the store is busy")
+    unsure = results.unavailable("uncertain", "no reply", sent="unknown")
+    assert unsure.structured["sent"] == "unknown"
     assert "list_questions" in unsure.structured["note"]
-    for model in (AskResult, QuestionResult, CancelResult, ListResult):
-        model.model_validate(got.structured)
+    for made in (got, storage, unsure):
+        for model in (AskResult, QuestionResult, CancelResult, ListResult):
+            model.model_validate(made.structured)
+    schema = AskResult.model_json_schema()
+    assert schema["properties"]["sent"]["anyOf"][0]["enum"] == ["no", "unknown", "yes"]
 
 
 def test_p2_a_token_of_another_kind_is_an_error_that_says_so():
@@ -161,6 +172,7 @@ def test_p4_a_wait_the_services_stop_cut_short_is_unavailable_and_says_it_stoppe
     got = results.question({**QUESTION, "service_stopping": True})
     assert got.is_error and got.structured == {
         "status": "unavailable", "note": results.STOPPED, "reason": "service_stopped",
+        "detail": "the service stopped while this call waited", "sent": "yes",
         "request_id": REQUEST}
     assert "stopped while this call waited" in results.STOPPED
     assert "Do not assume an answer" in results.STOPPED

@@ -550,15 +550,21 @@ MALFORMED_URLS = ["http://::1:18901", "http://[::1]:abc", "http://127.0.0.1",
 
 def test_cli_a_malformed_clankie_url_is_a_usage_error_said_in_one_sentence(served: Served):
     """Exit 2 (usage or invalid input) with what a valid CLANKIE_URL looks like, from every
-    command; never an internal error, and nothing on stdout even with --json."""
+    command; never an internal error. Without --json nothing on stdout; with it (issue 42)
+    only the `invalid_request` problem document there, and nothing on stderr."""
     for url in MALFORMED_URLS:
         for args in (("conversations", "list"), ("conversations", "list", "--json"),
                      ("chat",)):
             done = cli(served, *args, env={"CLANKIE_URL": url})
             assert done.returncode == 2, (url, args, done)
-            assert "internal error" not in done.stderr, done.stderr
-            assert repr(url) in done.stderr, done.stderr
-            assert "http://HOST:PORT" in done.stderr and "unix:///" in done.stderr
+            said = done.stdout if "--json" in args else done.stderr
+            assert "internal error" not in said, said
+            assert repr(url) in said, said
+            assert "http://HOST:PORT" in said and "unix:///" in said
+            if "--json" in args:
+                assert json.loads(done.stdout)["code"] == "invalid_request"
+                assert done.stderr == "", done.stderr
+                continue
             assert len(done.stderr.strip().splitlines()) == 1, done.stderr
             assert done.stdout == "", done.stdout
 

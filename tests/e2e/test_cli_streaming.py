@@ -295,15 +295,19 @@ def test_d16_events_follow_json_pages_carry_live_only_with_live(
     out = output(paced, *args, *(["--live"] if live else []))
     with paced.client() as client:
         client.call("conversation_send", {"conversation_id": c, "text": "go"})
-    out.until(lambda text: '"partial"' in text, "the reply's message", timeout=60)
+    out.until(lambda text: '"author": "clankie"' in text and text.endswith("\n"),
+              "the reply's message", timeout=60)
     pages, text, decoder = [], out.text, json.JSONDecoder()
     while text.strip():
         page, end = decoder.raw_decode(text.lstrip())
         pages.append(page)
         text = text.lstrip()[end:]
+    # issue 42: pages printed as they come are JSON Lines, each parsed alone
+    assert [json.loads(line) for line in out.text.splitlines()] == pages
     if live:
         assert all("live" in page for page in pages)
-        assert any(page["live"] and page["live"]["type"] == "reply_delta" for page in pages)
+        assert any(page["live"] and page["live"]["type"] == "reply_delta" for page in pages
+                   ), out.text
     else:
         assert not any("live" in page for page in pages)
 

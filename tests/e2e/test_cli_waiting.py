@@ -333,3 +333,24 @@ def test_section10_send_wait_timeout_holds_while_the_service_is_down(world: Worl
     said = "".join(waiter.err.seen)
     assert "did not come back within --timeout 3 s" in said, said
     assert f"clankie conversations events {c} --after " in said, said
+
+
+def test_section10_issue42_send_wait_json_when_the_service_does_not_come_back(world: World):
+    """Issue 42: with --json, the wait that the service's loss ended is a problem document
+    on stdout (`service_unreachable`), which says the message was sent and names it and its
+    run, exit 1 as in words."""
+    release = threading.Event()
+    world.endpoint.plan.append(Reply(body=world.provider.text("Never.").body, hold=release))
+    c = world.conversation()
+    try:
+        with running(world.home, "conversations", "send", c, "hello", "--wait",
+                     "--timeout", "3", "--json") as waiter:
+            world.endpoint.wait_for_requests(1)
+            world.served.stop(signal.SIGKILL)
+            assert waiter.ended(timeout=120) == 1
+    finally:
+        release.set()
+    problem = json.loads("".join(waiter.out.all_lines(10)))
+    assert (problem["code"], problem["sent"]) == ("service_unreachable", "yes"), problem
+    assert problem["message_id"] and problem["run_id"]
+    assert "--timeout 3 s" in problem["detail"] and problem["fix"]

@@ -4,6 +4,7 @@ POST (never a GET) pairs; `devices list` shows it; `devices revoke` ends it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,13 +29,14 @@ def web(tmp_path: Path) -> Iterator[Served]:
         server.stop()
 
 
-def pair_process(served: Served, *args: str) -> tuple[subprocess.Popen[str], LineReader]:
+def pair_process(served: Served, *args: str, stderr: Any = subprocess.STDOUT
+                 ) -> tuple[subprocess.Popen[str], LineReader]:
     env = dict(os.environ, CLANKIE_HOME=str(served.home.path), PYTHONPATH=str(ROOT / "src"))
     env.pop("CLANKIE_URL", None)
     env.pop("CLANKIE_TOKEN", None)
     proc = subprocess.Popen([sys.executable, "-m", "clankie", "devices", "pair", "--web", *args],
                             env=env, cwd=ROOT, text=True, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=stderr)
     return proc, LineReader(proc.stdout)
 
 
@@ -96,6 +99,70 @@ def test_h2_cli_pairs_a_browser_by_post_lists_and_revokes_it(web: Served):
             proc.kill()
         proc.wait(timeout=10)
     assert cookie.split(";")[0].split("=", 1)[1] not in "".join(web.log)
+
+
+def test_h2_issue42_pair_web_json_prints_one_object_a_line_and_says_so_in_help(
+        web: Served, tmp_path: Path):
+    """Issue 42: `devices pair --web --json` prints while it runs, so its objects are JSON
+    Lines: the pairing (URL, code, word, expiry) as one line at once, then what paired as
+    another; each parses alone, as a program reading line by line needs. --help says so."""
+    helped = clankie("devices", "pair", "--help", home=web.home.path)
+    assert "JSON Lines" in " ".join(helped.stdout.split()), helped.stdout
+    with (tmp_path / "stderr").open("w") as errors:
+        proc, lines = pair_process(web, "--here", "--json", stderr=errors)
+        try:
+            started = json.loads(lines.until(lambda line: True, 30))
+            assert {"pairing_id", "code", "word", "expires_at", "url"} <= set(started)
+            with httpx.Client(base_url=web.web_url, timeout=10) as browser:
+                shown = browser.get(started["url"])
+                assert started["word"] in shown.text
+                browser.post("/pair", headers={"Origin": web.web_url, "User-Agent": PIXEL},
+                             data={"code": started["code"], "csrf": csrf_of(shown.text)})
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+    said = lines.all_lines(10)
+    assert len(said) == 2, said
+    paired = json.loads(said[1])
+    assert paired["paired"] == started["pairing_id"] and paired["browser"]
+
+
+def test_section10_issue42_pair_web_json_failures_are_problem_documents(
+        web: Served, tmp_path: Path):
+    """Issue 42: with --json, each way `devices pair --web` fails is a problem document on
+    stdout (one line: it prints JSON Lines), with the exit code it has in words: no
+    web_origin (2, `invalid_request` and the fix), no page (1), and the service gone while
+    it waits (1, `service_unreachable`, after the pairing's own line)."""
+    bare = clankie("devices", "pair", "--web", "--json", home=web.home.path)
+    assert bare.returncode == 2 and len(bare.stdout.splitlines()) == 1, bare.stdout
+    problem = json.loads(bare.stdout)
+    assert (problem["code"], problem["status"]) == ("invalid_request", 422)
+    assert "web_origin" in problem["detail"] and "--here" in problem["fix"]
+    assert pairings(web) == 0
+    plain = Served.start(tmp_path / "plain")  # no --web
+    try:
+        no_page = clankie("devices", "pair", "--web", "--json", home=plain.home.path)
+    finally:
+        plain.stop()
+    assert no_page.returncode == 1 and len(no_page.stdout.splitlines()) == 1, no_page.stdout
+    problem = json.loads(no_page.stdout)
+    assert problem["code"] == "web_not_served" and "clankie serve --web" in problem["fix"]
+    with (tmp_path / "stderr").open("w") as errors:
+        proc, lines = pair_process(web, "--here", "--json", stderr=errors)
+        try:
+            started = json.loads(lines.until(lambda line: True, 30))
+            web.stop()
+            assert proc.wait(timeout=30) == 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+    said = lines.all_lines(10)
+    assert len(said) == 2 and json.loads(said[0]) == started, said
+    gone = json.loads(said[1])
+    assert (gone["code"], gone["sent"]) == ("service_unreachable", "no"), gone
 
 
 def pairings(served: Served) -> int:

@@ -25,6 +25,7 @@ from clankie import dto
 from clankie.client import Client
 from tests.e2e.bridged import HOST, RawBridge, connect, run_bridge, structured
 from tests.e2e.served import Served, clankie, init_home
+from tests.peers import DroppingPeer, DropsOneOp
 from tests.polling import eventually
 
 CHOICE = {"kind": "choice", "prompt": "Which licence do you prefer?",
@@ -168,6 +169,18 @@ async def test_p4_ask_owner_is_pending_at_once_a_repeat_is_duplicate_another_is_
                                                                 False)
         assert other["pending_request_id"] == first["request_id"]
         assert first["request_id"] in other["note"]
+
+
+async def test_p3_p4_ask_owner_carries_the_conversation_id_the_service_returned(
+        served: Served, home: Path, agent_token: str, workspace: Path, stderr: Path):
+    """P3, P4 (issue 42): `agent_ask` returns the agent conversation that holds the
+    question; `ask_owner` carries it, so a program need not find it by reading; a
+    duplicate ask carries the same one."""
+    async with connect(home, agent_token, workspace, stderr) as session:
+        asked, _ = await tool(session, "ask_owner", CHOICE)
+        again, _ = await tool(session, "ask_owner", CHOICE)
+    assert asked["conversation_id"] == conversation_of(served, asked["request_id"])
+    assert again["conversation_id"] == asked["conversation_id"]
 
 
 async def test_p4_the_owner_answers_and_wait_answer_returns_it_as_a_preference(
@@ -477,7 +490,8 @@ async def test_p1_the_service_down_gives_unavailable_the_bridge_stays_up_and_rec
                                  {"request_id": "0b7e4a4e-8f5b-4d7e-9c3a-2f1d5e6a7b8c"})]:
             got, is_error = await tool(session, name, arguments)
             assert (got["status"], is_error) == ("unavailable", True), (name, got)
-            assert got["reason"]
+            assert (got["reason"], got["sent"]) == ("service_unreachable", "no")  # issue 42
+            assert got["detail"]
         served = Served.start(home, init=False)
         try:
             asked, is_error = await tool(session, "ask_owner", TEXT)
@@ -488,6 +502,39 @@ async def test_p1_the_service_down_gives_unavailable_the_bridge_stays_up_and_rec
                                     {"request_id": asked["request_id"]})
         assert (down["status"], is_error) == ("unavailable", True)
     assert "Traceback" not in error_text(stderr) and token not in error_text(stderr)
+
+
+async def test_p1_unavailable_says_whether_the_call_was_sent(
+        served: Served, home: Path, agent_token: str, workspace: Path, stderr: Path,
+        tmp_path: Path):
+    """P1 (issue 42): "may or may not have been carried out" and "nothing was sent" differ
+    in a field, `sent`, not only in words. A call whose reply never came, after the
+    service committed it, is `sent: "unknown"` (and the question is there); a call whose
+    bridge could not even learn who its token is sent nothing (`sent: "no"`)."""
+    peer = DropsOneOp(tmp_path / "drop.sock", served.home.socket, "agent_ask")
+    try:
+        async with connect(home, agent_token, workspace, stderr,
+                           env={"CLANKIE_URL": f"unix://{tmp_path / 'drop.sock'}"}) as session:
+            got, is_error = await tool(session, "ask_owner", CHOICE)
+    finally:
+        peer.close()
+    assert (got["status"], got["sent"], is_error) == ("unavailable", "unknown", True), got
+    assert got["reason"] == "uncertain"
+    assert "may or may not have been carried out" in got["note"]
+    async with connect(home, agent_token, workspace, stderr) as session:
+        there, _ = await tool(session, "list_questions")
+    assert [q["status"] for q in there["questions"]] == ["pending"]  # it was carried out
+    dropping = DroppingPeer(tmp_path / "none.sock")  # whoami gets no reply: nothing else goes
+    try:
+        async with connect(home, agent_token, workspace, stderr,
+                           env={"CLANKIE_URL": f"unix://{tmp_path / 'none.sock'}"}) as session:
+            unsent, is_error = await tool(session, "cancel_question",
+                                          {"request_id": there["questions"][0]["request_id"]})
+    finally:
+        dropping.close()
+    assert (unsent["status"], unsent["sent"], is_error) == ("unavailable", "no", True), unsent
+    assert unsent["reason"] == "uncertain"  # of whoami: the op was never sent
+    assert all(b" /v1/ops/whoami " in r.split(b"\r\n", 1)[0] for r in dropping.requests)
 
 
 async def test_p2_a_token_of_another_kind_found_later_makes_every_call_an_error(

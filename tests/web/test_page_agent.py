@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from clankie import wording
-from tests.web.test_h4_http import LISTENER, page_client, paired
+from tests.web.test_h4_http import LISTENER, page_client, paired, words
 from tests.web.test_page_words import section
 from tests.world import World
 
@@ -77,8 +77,8 @@ def test_a1_p3_h5_the_owner_answers_an_agents_question_on_the_page_and_the_agent
         csrf = paired(world, client)
         client.post("/api/take-control", json={}, headers=headers(csrf))
         reply = client.post("/api/answer", json=binding(world, c), headers=headers(csrf))
-    assert reply.json() == {"outcome": "accepted", "message": "Accepted: \u201cMIT\u201d. "
-                            + wording.accepted({"run_id": None})}
+    assert words(reply.json()) == {"outcome": "accepted", "message": "Accepted: \u201cMIT\u201d. "
+                                   + wording.accepted({"run_id": None})}
     read = world.call("agent_wait", {"request_id": r, "wait_s": 0}, token)
     assert read["status"] == "answered" and read["answer"]["label"] == "MIT"
     assert read["answered_by"]["kind"] == "device"

@@ -10,7 +10,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from clankie.web.shown import said_ended as _ended
-from tests.web.test_h4_http import LISTENER, binding, page_client, paired, still_pending
+from tests.web.test_h4_http import (
+    LISTENER,
+    binding,
+    page_client,
+    paired,
+    still_pending,
+    words,
+)
 from tests.world import World
 
 
@@ -52,8 +59,8 @@ def test_h5_accepted_says_what_was_chosen(world: World):
         csrf = paired(world, client)
         client.post("/api/take-control", json={}, headers=headers(csrf))
         reply = client.post("/api/answer", json=binding(c, world), headers=headers(csrf))
-        assert reply.json() == {"outcome": "accepted", "message": "Accepted: \u201cpytest"
-                                "\u201d. Clankie has not necessarily run yet."}
+        assert words(reply.json()) == {"outcome": "accepted", "message": "Accepted: "
+                                       "\u201cpytest\u201d. Clankie has not necessarily run yet."}
         world.ask(c, {"kind": "text", "prompt": "Name it?"})
         reply = client.post("/api/answer", json=dict(binding_text(c, world), text="tabs.py"),
                             headers=headers(csrf))

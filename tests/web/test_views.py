@@ -24,7 +24,7 @@ def test_issue32_h4_each_route_is_one_named_view_behind_the_guard(world: World):
         view = handler.__self__  # type: ignore[attr-defined]
         assert isinstance(view, views.View) and handler.__name__ == "handle", route.path
         kinds.append(type(view))
-    assert len(kinds) == len(set(kinds)) == 12  # one view, one job, per endpoint
+    assert len(kinds) == len(set(kinds)) == 13  # one view, one job, per endpoint
     assert views.View not in kinds and views.Action not in kinds
 
 

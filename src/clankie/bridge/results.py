@@ -12,7 +12,9 @@ ended without an answer is "not consent"; an answer is the owner's preference, n
 approval (A11). A refusal keeps its SPEC code as `reason`. It is an error (`isError`)
 when the call itself could not be served (bad arguments, an unknown request, a token the
 service refuses, the service unreachable); a refusal that tells how the question stands
-(`already_answered`, `question_pending`, ...) is a plain result, like Q2's refusals.
+(`already_answered`, `question_pending`, ...) is a plain result, like Q2's refusals. An
+`unavailable` result says in `sent` whether the call reached the service, so a program
+tells "nothing was sent" from "it may have been carried out" without reading the note.
 
 Pure: no I/O, no MCP SDK; the output models are the tools' `outputSchema`.
 """
@@ -27,7 +29,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel
 
 __all__ = ["ANSWERED", "NO_ANSWER", "PENDING", "STOPPED", "AskResult", "CancelResult",
-           "ListResult", "QuestionResult", "ToolResult", "asked", "cancelled", "listed",
+           "ListResult", "QuestionResult", "Sent", "ToolResult", "asked", "cancelled", "listed",
            "not_an_agent", "question", "refused", "unavailable"]
 
 PENDING: Final = "The owner has not answered yet. Do not assume an answer."
@@ -67,8 +69,8 @@ REFUSED: Final[Mapping[str, str]] = {
 }
 QUESTION_FIELDS: Final = ("request_id", "prompt", "kind", "options", "asked_at", "expires_at",
                           "reason", "answer", "receipt_id", "answered_by", "resolved_at")
-ASK_FIELDS: Final = ("request_id", "options", "expires_at", "duplicate", "reason",
-                     "pending_request_id")
+ASK_FIELDS: Final = ("request_id", "conversation_id", "options", "expires_at", "duplicate",
+                     "reason", "pending_request_id")
 
 
 # ------------------------------------------------------------- the tools' output schemas
@@ -88,12 +90,21 @@ class AnsweredBy(BaseModel):
     name: str
 
 
+# Whether an `unavailable` call reached the service (P1; issue 42): "no", nothing was sent
+# (or only the bridge's own `whoami`); "unknown", it was sent and no reply came that says
+# what became of it (none, or one that is not clankie's), so it may have been carried out;
+# "yes", it was sent and the service said it was not carried out (`storage_unavailable`).
+Sent = Literal["no", "unknown", "yes"]
+
+
 class Outcome(BaseModel):
-    """What every result carries: its sentence; and, when refused or unavailable, why."""
+    """What every result carries: its sentence; and, when refused or unavailable, why
+    (and, unavailable, whether the call was sent)."""
 
     note: str
     reason: str | None = None
     detail: str | None = None
+    sent: Sent | None = None
 
 
 class AskResult(Outcome):
@@ -101,6 +112,7 @@ class AskResult(Outcome):
 
     status: Literal["pending", "refused", "unavailable"]
     request_id: str | None = None
+    conversation_id: str | None = None  # the agent conversation that holds it (P3)
     options: list[Option] | None = None
     expires_at: str | None = None
     duplicate: bool | None = None
@@ -184,7 +196,8 @@ def question(out: Mapping[str, Any]) -> ToolResult:
     `wait_s` nor saw the question end)."""
     if out.get("service_stopping") and out["status"] == "pending":
         return ToolResult({"status": "unavailable", "note": STOPPED, "reason": "service_stopped",
-                           "request_id": out["request_id"]}, is_error=True)
+                           "detail": "the service stopped while this call waited",
+                           "sent": "yes", "request_id": out["request_id"]}, is_error=True)
     return ToolResult(_question(out))
 
 
@@ -229,7 +242,7 @@ def asked(out: Mapping[str, Any]) -> ToolResult:
 def refused(code: str, detail: str, **fields: Any) -> ToolResult:
     """A problem document's refusal (SPEC section 10's code) as a result of any tool."""
     if code == "storage_unavailable":
-        return unavailable(f"storage_unavailable: {detail}")
+        return unavailable(code, detail, sent="yes")
     note = REFUSED.get(code, "The clankie service refused this ({code}): {detail}. Nothing "
                              "was asked or changed. Do not assume an answer.")
     return ToolResult({"status": "refused",
@@ -239,14 +252,24 @@ def refused(code: str, detail: str, **fields: Any) -> ToolResult:
                       is_error=code not in NOT_ERRORS)
 
 
-def unavailable(reason: str, *, uncertain: bool = False) -> ToolResult:
-    """The service did not answer (P1): nothing is known to have happened."""
-    note = ("No reply came from the clankie service: this call may or may not have been "
-            "carried out. Do not assume an answer: read with list_questions before asking "
-            "again." if uncertain else
-            "The clankie service could not be reached, so nothing was asked, read or "
-            "changed. Do not assume an answer: try again later.")
-    return ToolResult({"status": "unavailable", "note": note, "reason": reason}, is_error=True)
+UNAVAILABLE: Final[Mapping[str, str]] = {
+    "no": "The clankie service could not be reached, so nothing was asked, read or changed. "
+          "Do not assume an answer: try again later.",
+    "unknown": "No reply came from the clankie service: this call may or may not have been "
+               "carried out. Do not assume an answer: read with list_questions before "
+               "asking again.",
+    "yes": "The clankie service could not carry out this call ({detail}), so nothing was "
+           "asked, read or changed. Do not assume an answer: try again later.",
+}
+
+
+def unavailable(reason: str, detail: str, *, sent: Sent) -> ToolResult:
+    """The service did not serve the call (P1): why as a code (`reason`: the service's
+    `storage_unavailable`, or the client's `service_unreachable`, `uncertain`,
+    `not_yours`, `not_clankie`) and in words (`detail`), and whether it was sent."""
+    return ToolResult({"status": "unavailable",
+                       "note": UNAVAILABLE[sent].format(detail=detail.rstrip(".")),
+                       "reason": reason, "detail": detail, "sent": sent}, is_error=True)
 
 
 def not_an_agent(kind: str) -> ToolResult:

@@ -168,19 +168,25 @@ class Bridge:
     async def _op(self, op: str, payload: Mapping[str, object],
                   result: Callable[[Mapping[str, Any]], ToolResult],
                   request_id: str | None = None) -> ToolResult:
+        sending = False  # only `whoami` was sent yet: the op was not (issue 42)
         try:
             wrong = await self._agent_or_why_not()
             if wrong is not None:
                 return wrong
+            sending = True
             made = result(await self.client.call(op, payload))
         except NotClankie as exc:
-            return self._unavailable(str(exc))
+            return self._unavailable("not_clankie", exc, "unknown" if sending else "no")
         except ApiError as exc:
+            if exc.code == "storage_unavailable" and not sending:
+                return self._unavailable(exc.code, exc.detail, "no")
             return results.refused(exc.code, exc.detail, request_id=request_id)
         except Uncertain as exc:
-            return self._unavailable(str(exc), uncertain=True)
-        except (ServiceUnreachable, NotYours) as exc:
-            return self._unavailable(str(exc))
+            return self._unavailable("uncertain", exc, "unknown" if sending else "no")
+        except ServiceUnreachable as exc:
+            return self._unavailable("service_unreachable", exc, "no")
+        except NotYours as exc:
+            return self._unavailable("not_yours", exc, "no")
         except Exception as exc:  # never a traceback to the client or the log
             log.error("internal error in %s: %s", op, type(exc).__name__)
             return results.refused("internal_error", f"the bridge failed: {type(exc).__name__}",
@@ -206,11 +212,11 @@ class Bridge:
                               "call is refused", visible(self.kind))
         return None if self.kind == "agent" else results.not_an_agent(self.kind)
 
-    def _unavailable(self, reason: str, *, uncertain: bool = False) -> ToolResult:
+    def _unavailable(self, reason: str, detail: object, sent: results.Sent) -> ToolResult:
         if self.reachable:
             self.reachable = False
-            log.warning("the service does not answer: %s", visible(reason))
-        return results.unavailable(reason, uncertain=uncertain)
+            log.warning("the service does not answer: %s", visible(str(detail)))
+        return results.unavailable(reason, str(detail), sent=sent)
 
 
 def checked(model: type[M], arguments: Mapping[str, object] | None) -> M | ToolResult:

@@ -29,10 +29,13 @@ from .common import (
     exit_with,
     fail_usage,
     id_or_prefix,
+    json_lines,
     json_option,
     print_json,
+    problem_document,
     request_of,
     say,
+    usage_problem,
     warn,
 )
 
@@ -68,7 +71,10 @@ def _token(made: dto.TokenOut, as_json: bool, what: str) -> None:
 @click.option("--here", is_flag=True,
               help="With --web: the browser runs on this machine, so pair without "
                    "web_origin at the page's 127.0.0.1 address.")
-@json_option
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the service's object (or problem) as JSON. With --web, JSON Lines: "
+                   "one object a line as it happens (the pairing URL, code and word, then "
+                   "what paired, or a problem).")
 def pair(name: str | None, name_option: str | None, mode: str, web: bool, here: bool,
          as_json: bool) -> None:
     """Pair a device and print its token, or (--web) pair a browser by a one-time URL."""
@@ -95,15 +101,16 @@ def _pair_web(name: str, mode: str, here: bool, as_json: bool) -> None:
     pairing's) until the code expires, then says what paired and how to revoke it."""
     from clankie import dto
 
+    if as_json:
+        json_lines()  # it prints as it goes: one object a line (issue 42)
     with connect() as client:
         info = call(client, dto.SERVICE_INFO, as_json=as_json)
         if not info.web_url:
-            warn("clankie: this service does not serve the phone page")
-            warn("  fix: restart it with `clankie serve --web 127.0.0.1:PORT` (and set "
-                 "web_origin to the address the phone uses)")
-            exit_with(OTHER)
+            _failed("web_not_served", "this service does not serve the phone page",
+                    "restart it with `clankie serve --web 127.0.0.1:PORT` (and set "
+                    "web_origin to the address the phone uses)", OTHER, as_json)
         if not info.settings.get("web_origin") and not here:
-            _no_web_origin(info.web_url)
+            _no_web_origin(info.web_url, as_json)
         started = call(client, dto.DEVICE_PAIR_START, request_of(
             dto.DEVICE_PAIR_START, name=name, mode=mode), as_json=as_json,
                        inspect="clankie devices list")
@@ -128,23 +135,43 @@ def _pair_web(name: str, mode: str, here: bool, as_json: bool) -> None:
                 _paired(device, name, mode, as_json)
                 return
             time.sleep(1)  # a person is pairing a phone: once a second is soon enough
-    warn("clankie: the pairing code expired unused; run `clankie devices pair --web` again")
-    exit_with(OTHER)
+    _failed("pairing_expired", "the pairing code expired unused",
+            "run `clankie devices pair --web` again", OTHER, as_json)
 
 
-def _no_web_origin(listener: str) -> NoReturn:
+def _failed(code: str, said: str, fix: str, exit: int, as_json: bool) -> NoReturn:
+    """Pairing by the page failed (nothing came from the service to say so): in words, or
+    as a problem document on one line (JSON Lines)."""
+    if as_json:
+        print_json(problem_document(code, said, fix=fix))
+    else:
+        warn(f"clankie: {said}")
+        warn(f"  fix: {fix}")
+    exit_with(exit)
+
+
+def _no_web_origin(listener: str, as_json: bool) -> NoReturn:
     """H2: a QR code of a 127.0.0.1 address is one no phone can open: say how to serve
     the page at an address it can, and make no code."""
     port = listener.rsplit(":", 1)[-1]
-    warn("clankie: a phone cannot open this service's page: web_origin is not set, so the "
-         f"pairing link would be {listener}, which only this machine reaches")
+    said = ("a phone cannot open this service's page: web_origin is not set, so the "
+            f"pairing link would be {listener}, which only this machine reaches")
+    fix = [f"tailscale serve --bg http://127.0.0.1:{port}",
+           "echo 'web_origin = \"https://MACHINE.TAILNET.ts.net\"' >> "
+           "\"$CLANKIE_HOME/settings.toml\"",
+           "then restart `clankie serve` and pair again"]
+    here = "if the browser runs on this machine: clankie devices pair --web --here"
+    if as_json:  # a usage error (exit 2): SPEC section 10's invalid_request
+        print_json(usage_problem(said, fix="put HTTPS in front of the page and name it in "
+                                 "web_origin, e.g. with Tailscale: " + "; ".join(fix) +
+                                 "; or, " + here))
+        exit_with(USAGE)
+    warn(f"clankie: {said}")
     warn("  fix: put HTTPS in front of the page and name it in web_origin, e.g. with "
          "Tailscale (the README's \"Answer from your phone\"):")
-    warn(f"    tailscale serve --bg http://127.0.0.1:{port}")
-    warn("    echo 'web_origin = \"https://MACHINE.TAILNET.ts.net\"' >> "
-         "\"$CLANKIE_HOME/settings.toml\"")
-    warn("    then restart `clankie serve` and pair again")
-    warn("  or, if the browser runs on this machine: clankie devices pair --web --here")
+    for line in fix:
+        warn(f"    {line}")
+    warn(f"  or, {here}")
     exit_with(USAGE)
 
 

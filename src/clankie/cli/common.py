@@ -5,7 +5,10 @@ are SPEC section 10's, read from `core.vocabulary`. A command sends a request at
 once: `Uncertain` (no reply after sending) is exit 7 with the way to inspect the result,
 never a second try; only a follower (`follow`) asks a read again, once the service is back.
 A listener that is not the owner's (`NotYours`, T2) is exit 5 with the fix; nothing was
-sent to it.
+sent to it. With `--json`, every failure is a problem document on stdout with the same exit
+code: the service's own, or one the CLI makes in its shape (`problem_document`: the service
+unreachable, no reply, not the owner's, and any error that escapes a command, `failure`),
+saying in `sent` whether the request reached the service.
 
 Owns which conversation a command means (`resolve_conversation`): the one named by ID or
 prefix, else the one from where the owner stands (`conversation_here`, SPEC section 10
@@ -69,7 +72,22 @@ class Arg(click.Argument):
 
 
 class Command(click.Command):
-    """A command whose help lists its arguments, each once, before the options."""
+    """A command whose help lists its arguments, each once, before the options; given
+    `--json`, an error that escapes it is a problem document on stdout (`failure`), with
+    the exit code `main` gives it in words."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit,
+                click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            if not ctx.params.get("as_json"):
+                raise
+            failed = failure(exc)
+            print_json(failed.problem())
+            exit_with(failed.exit)
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(a.human_readable_name, a.help or "") for a in self.get_params(ctx)
@@ -152,12 +170,21 @@ def warn(text: str) -> None:
     click.echo(visible(text), err=True)
 
 
+def json_lines() -> None:
+    """From now on this command prints each JSON object on one line (JSON Lines): for a
+    command that prints one object after another while it runs, a problem included. Kept
+    in the command's click context, so it ends with the command."""
+    click.get_current_context().meta["clankie.json_lines"] = True
+
+
 def print_json(value: object) -> None:
     """The service's object as JSON (a result model as the service sent it: its fields in
     their order, `dto`'s models dumped as JSON; lists and objects of them too); hidden
     characters are JSON escapes, so it parses the same and nothing in it acts on a
-    terminal."""
-    click.echo(visible_json(_as_json(value)))
+    terminal. Indented, or on one line after `json_lines`."""
+    ctx = click.get_current_context(silent=True)
+    lines = ctx is not None and ctx.meta.get("clankie.json_lines", False)
+    click.echo(visible_json(_as_json(value), indent=None if lines else 2))
 
 
 def _as_json(value: object) -> object:
@@ -234,6 +261,12 @@ def call(client: Client, spec: Op[InT, OutT], given: InT | Unfit | None = None, 
     except KeyboardInterrupt:  # Ctrl+C while the request was in flight
         if inspect is None:  # a read: nothing to be uncertain of (130, as ever)
             raise
+        if as_json:
+            print_json(problem_document(
+                "uncertain", "interrupted before the reply came: the request may have "
+                "reached the service; it was not sent again, and must not be",
+                sent="unknown", inspect=inspect))
+            exit_with(UNCERTAIN)
         warn("clankie: interrupted before the reply came: the outcome is uncertain; the "
              "request may have reached the service.")
         warn("It was not sent again, and must not be. Inspect it with:")
@@ -248,7 +281,7 @@ def call(client: Client, spec: Op[InT, OutT], given: InT | Unfit | None = None, 
     except (Uncertain, ServiceUnreachable) as exc:
         if reconnecting:
             raise
-        _unreached(exc, inspect)
+        _unreached(exc, inspect, as_json=as_json)
 
 
 def typed(client: Client, spec: Op[Any, OutT], result: Mapping[str, object]) -> OutT:
@@ -258,10 +291,15 @@ def typed(client: Client, spec: Op[Any, OutT], result: Mapping[str, object]) -> 
     return typed(spec, result, client.url, via_env=client.via_env)
 
 
-def _unreached(exc: Uncertain | ServiceUnreachable, inspect: str | None) -> NoReturn:
-    """No reply came (`Uncertain`, exit 7) or nothing was sent (`ServiceUnreachable`)."""
+def _unreached(exc: Uncertain | ServiceUnreachable, inspect: str | None, *,
+               as_json: bool) -> NoReturn:
+    """No reply came (`Uncertain`, exit 7) or nothing was sent (`ServiceUnreachable`,
+    exit 1); with --json, as a problem document (`unreached_problem`)."""
     from clankie.client import Uncertain
 
+    if as_json:
+        print_json(unreached_problem(exc, inspect))
+        exit_with(UNCERTAIN if isinstance(exc, Uncertain) else OTHER)
     if isinstance(exc, Uncertain):
         warn(f"clankie: the outcome is uncertain: {exc}.")
         warn("It was not sent again" + (", and must not be. Inspect it with:" if inspect
@@ -302,11 +340,78 @@ def explain_not_yours(exc: NotYours) -> None:
     warn(f"  fix: {exc.fix}")
 
 
-def not_yours_problem(exc: NotYours) -> dict[str, str | None]:
+def problem_document(code: str, detail: str, **more: object) -> dict[str, object]:
+    """A problem document the CLI makes itself (nothing, or nothing known, came from the
+    service), shaped like the service's (`api.problems`): `type`, `title`, `status`,
+    `detail`, `code`, and `more` (None left out). `status` is a SPEC code's HTTP status;
+    a code of the CLI's own (`service_unreachable`, `uncertain`, `not_yours`, ...) has none,
+    as no HTTP exchange made it. `sent`, where given: "no", nothing reached the service;
+    "unknown", the request was sent and no reply came; "yes", it reached the service."""
+    status = CODES[Code(code)][0] if code in CODES else None
+    return {"type": f"urn:clankie:problem:{code}", "title": code.replace("_", " "),
+            **({"status": status} if status is not None else {}), "detail": detail,
+            "code": str(code), **{k: v for k, v in more.items() if v is not None}}
+
+
+def unreached_problem(exc: Uncertain | ServiceUnreachable,
+                      inspect: str | None = None) -> dict[str, object]:
+    """No reply came (`uncertain`, with the command that inspects the outcome), or the
+    service could not be reached (`service_unreachable`, with how to start it)."""
+    from clankie.client import Uncertain
+
+    if isinstance(exc, Uncertain):
+        return problem_document("uncertain", f"the outcome is uncertain: {exc}; it was not "
+                                "sent again", sent="unknown", inspect=inspect)
+    return problem_document("service_unreachable", str(exc), fix=exc.fix, sent="no")
+
+
+def not_yours_problem(exc: NotYours) -> dict[str, object]:
     """A refusal under T2 for --json: shaped like the service's problem documents, though
     it comes from the client (nothing was sent)."""
-    return {"type": "urn:clankie:problem:not_yours", "title": "not yours",
-            "code": "not_yours", "detail": str(exc), "fix": exc.fix}
+    return problem_document("not_yours", str(exc), fix=exc.fix, sent="no")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An error that escaped a command (`failure`): the line said (`said`, after
+    "clankie: "), its fix, its exit code, and what a problem document says of it."""
+
+    code: str
+    said: str
+    exit: int
+    fix: str | None = None
+    detail: str | None = None  # the problem's detail, where it is not `said`
+    sent: str | None = None
+
+    def problem(self) -> dict[str, object]:
+        return problem_document(self.code, self.detail or self.said, fix=self.fix,
+                                sent=self.sent)
+
+
+def failure(exc: Exception) -> Failure:
+    """An error that escaped a command, as `main` says it and as `--json` prints it. The
+    client's, the store's, the settings' and the home's classes are looked up among the
+    modules already imported, never imported here: an error of theirs means their module
+    is loaded, and a command that used none pays nothing (nor can an import fail while an
+    error is being said)."""
+    client, store = sys.modules.get("clankie.client"), sys.modules.get("clankie.store.db")
+    settings, home = sys.modules.get("clankie.settings"), sys.modules.get("clankie.home")
+    errors = sys.modules.get("clankie.core.errors")
+    if settings and isinstance(exc, settings.SettingsError):  # the owner's to fix (T3)
+        return Failure(Code.INVALID_REQUEST, str(exc), USAGE, exc.fix, sent="no")
+    if home and isinstance(exc, home.UnsafeHome):  # T1, or no usable home
+        return Failure("unsafe_home" if exc.unsafe.trust else "home_unusable", exc.headline,
+                       USAGE, exc.unsafe.fix, detail=str(exc), sent="no")
+    if client and isinstance(exc, client.BadServiceUrl):  # the owner's to fix; it says how
+        return Failure(Code.INVALID_REQUEST, str(exc), USAGE, sent="no")
+    if client and isinstance(exc, client.NotYours):  # T2, outside `call`
+        return Failure("not_yours", f"{exc}.", DENIED, exc.fix, detail=str(exc), sent="no")
+    if errors and isinstance(exc, errors.ClankieError):
+        return Failure(exc.code, str(exc), OTHER, detail=exc.detail)
+    if store and isinstance(exc, store.StoreUnusable):
+        return Failure(Code.STORAGE_UNAVAILABLE, str(exc), OTHER)
+    return Failure(Code.INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}",
+                   OTHER)  # never a traceback
 
 
 def connect() -> Client:
@@ -460,9 +565,7 @@ def conversation_here(client: Client, *, as_json: bool) -> str:
 def usage_problem(detail: str, **more: object) -> dict[str, object]:
     """A usage error as the service's own `invalid_request` problem document (SPEC section
     10: with --json, on stdout too), with `more` fields (the candidates)."""
-    code = Code.INVALID_REQUEST
-    return {"type": f"urn:clankie:problem:{code}", "title": code.replace("_", " "),
-            "status": CODES[code][0], "detail": detail, "code": code.value, **more}
+    return problem_document(Code.INVALID_REQUEST, detail, **more)
 
 
 def shifted(first: str | None, second: str | None) -> tuple[str | None, str | None]:

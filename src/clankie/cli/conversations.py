@@ -38,8 +38,10 @@ from .common import (
     exit_with,
     fail_usage,
     id_or_prefix,
+    json_lines,
     json_option,
     print_json,
+    problem_document,
     request_of,
     resolve_conversation,
     say,
@@ -448,6 +450,12 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
             warn(line)
         exit_with(130)
     except Gone as exc:  # lost, and not back within --timeout: the run's end is unknown here
+        if as_json:  # the message was sent (`sent`: it reached the service); the wait ended
+            print_json(problem_document(
+                "service_unreachable", f"the service did not come back within --timeout "
+                f"{timeout} s: {exc}; message {sent.message_id} was sent", fix=exc.fix,
+                sent="yes", message_id=sent.message_id, run_id=run_id))
+            exit_with(1)
         note(f"clankie: the service did not come back within --timeout {timeout} s: {exc}")
         if exc.fix:
             warn(f"  fix: {exc.fix}")
@@ -551,7 +559,9 @@ def stop(conversation: str | None, as_json: bool) -> None:
 @click.option("--live/--no-live", default=None,
               help="Show the reply Clankie is writing as it arrives (default: with --follow "
                    "on a terminal; with --json, each page carries its `live` field).")
-@json_option
+@click.option("--json", "as_json", is_flag=True,
+              help="Print each page of events (or a problem) as JSON Lines: one object a "
+                   "line, as it comes.")
 def events(conversation: str | None, after: int, follow: bool, live: bool | None,
            as_json: bool) -> None:
     """Show a conversation's events; with --follow, keep showing new ones until Ctrl+C
@@ -565,6 +575,8 @@ def events(conversation: str | None, after: int, follow: bool, live: bool | None
 
     if live is None:
         live = follow and not as_json and sys.stdout.isatty()
+    if as_json:
+        json_lines()  # pages as they come, each alone parseable (issue 42)
     with connect() as client:
         c = resolve_conversation(client, conversation, as_json=as_json)
         writing: Live | None = None

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 from clankie import when
 
-from .common import OTHER, call, exit_with, warn
+from .common import OTHER, call, exit_with, print_json, problem_document, warn
 
 if TYPE_CHECKING:
     from clankie import dto
@@ -131,6 +131,12 @@ class Follower:
                               f"to {GIVE_UP_S / 60:.0f} min; the events wait there)")
                 elif until is not None and now >= until:
                     raise Gone(exc, exc.fix) from None
+                elif now - lost >= GIVE_UP_S and self.as_json:
+                    print_json(problem_document(
+                        "service_unreachable", f"the service has not come back within "
+                        f"{GIVE_UP_S / 60:.0f} min: {exc}", fix=exc.fix, sent="no",
+                        after=self.after))
+                    exit_with(OTHER)
                 elif now - lost >= GIVE_UP_S:
                     warn(f"clankie: the service has not come back within "
                          f"{GIVE_UP_S / 60:.0f} min: {exc}")

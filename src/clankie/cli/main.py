@@ -13,16 +13,14 @@ from pathlib import Path
 import click
 
 from clankie import __version__
-from clankie.core.errors import ClankieError
 
 from . import COMPLETE_VAR, access, bridge, chat, conversations
 from .common import (
-    DENIED,
     USAGE,
     Arg,
     Group,
     exit_with,
-    explain_not_yours,
+    failure,
     print_json,
     say,
     usage_problem,
@@ -229,34 +227,13 @@ def _wants_json(exc: click.UsageError, argv: list[str] | None) -> bool:
 
 
 def _said(exc: Exception) -> int:
-    """Say an error that reached `main` in a line or two; its exit code. The client's and
-    the store's classes are looked up among the modules already imported, never imported
-    here: an error of theirs means their module is loaded, and a command that used neither
-    pays nothing (nor can an import fail while an error is being said)."""
-    client, store = sys.modules.get("clankie.client"), sys.modules.get("clankie.store.db")
-    settings, home = sys.modules.get("clankie.settings"), sys.modules.get("clankie.home")
-    if settings and isinstance(exc, settings.SettingsError):  # the owner's to fix (T3)
-        warn(f"clankie: {exc}")
-        warn(f"  fix: {exc.fix}")
-        return USAGE
-    # T1, or no usable home: the path, what is wrong, the fix.
-    if home and isinstance(exc, home.UnsafeHome):
-        warn(f"clankie: {exc.headline}")
-        warn(f"  fix: {exc.unsafe.fix}")
-        return USAGE
-    # CLANKIE_URL is not an address: the owner's to fix.
-    if client and isinstance(exc, client.BadServiceUrl):
-        warn(f"clankie: {exc}")
-        return USAGE
-    # T2, from a command that reached the client outside `common.call`.
-    if client and isinstance(exc, client.NotYours):
-        explain_not_yours(exc)
-        return DENIED
-    if isinstance(exc, ClankieError) or (store and isinstance(exc, store.StoreUnusable)):
-        warn(f"clankie: {exc}")
-        return 1
-    warn(f"clankie: internal error: {type(exc).__name__}: {exc}")  # never a traceback
-    return 1
+    """Say an error that reached `main` in a line or two (`common.failure`); its exit
+    code. (With --json, the command printed it as a problem document already.)"""
+    failed = failure(exc)
+    warn(f"clankie: {failed.said}")
+    if failed.fix:
+        warn(f"  fix: {failed.fix}")
+    return failed.exit
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ def create_web_app(service: Service, listener: str) -> ASGIApp:
         Route("/pair", views.PairForm(page).handle, methods=["GET"]),
         Route("/pair", views.Pair(page).handle, methods=["POST"]),
         Route("/api/events", views.Events(page).handle),
+        Route("/api/question", views.Question(page).handle, methods=["GET"]),
         Route("/api/answer", views.Answer(page).handle, methods=["POST"]),
         Route("/api/cancel", views.Cancel(page).handle, methods=["POST"]),
         Route("/api/take-control", views.TakeControl(page).handle, methods=["POST"]),

@@ -17,6 +17,7 @@ import contextlib
 import re
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypedDict, TypeVar
 
@@ -311,24 +312,26 @@ def said_ended(question: dto.QuestionOut, me: str) -> str:
 
 def refused(service: Service, token: str | None,
             asked: dto.InputAnswer | dto.InputCancel | None,
-            err: ClankieError) -> dict[str, str]:
+            err: ClankieError) -> Mapping[str, object]:
     """A refused answer, cancel or take-control in words the owner can act on: a question
-    that has ended says it ended and how; a want of the lease says to take control."""
+    that has ended says it ended and how (and, for a program, its receipt); a want of the
+    lease says to take control (and the device's `mode`, for a program)."""
     with contextlib.suppress(ClankieError):
         if err.code in CONFLICTS | {Code.REQUEST_CLOSED} and asked is not None:
             device = service.devices.device_status(token)
             shown = snapshot(service, token, asked.conversation_id, asked.request_id).request
             if shown is not None and shown.status != "pending":
                 return {"outcome": "ended", "message": "Nothing was sent: this question had "
-                        f"already ended ({said_ended(shown, device.credential_id)})."}
+                        f"already ended ({said_ended(shown, device.credential_id)}).",
+                        "receipt": shown.receipt and shown.receipt.model_dump(mode="json")}
         if err.code == Code.FORBIDDEN and token is not None:
             device = service.devices.device_status(token)
             if device.mode == "control" and device.lease_expires_at is None:
                 return {"outcome": "refused", "message": 'Not sent: tap "Take control" '
-                        "first, then answer again."}
+                        "first, then answer again.", "mode": device.mode}
             if device.mode == "read_only":
                 return {"outcome": "refused", "message": "Not sent: this browser can only "
-                        "look; it cannot answer or cancel."}
+                        "look; it cannot answer or cancel.", "mode": device.mode}
     return refusal(err)
 
 

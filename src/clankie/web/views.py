@@ -11,9 +11,12 @@ and the store's page key, handed to the page's script once when it pairs and sen
 in `X-Clankie-Key` with every request for data or for a change; `same_origin`: the Origin
 of every state change, H4; `checked_post`: the pairing form's CSRF token) and a refusal
 (`ClankieError`) turned into the answer its view gives (`refused`): the page's words,
-never a traceback. The HTML a navigation loads is a shell with no user data (`Home`), so a
-server on another port of the host, which browsers send the cookie to, can read and change
-nothing; and the key outlives a restart of the service, so an open page still answers.
+never a traceback, beside the API's problem document (`said`), as a change's words are
+beside the op's result (`_replied`: a receipt, a lease), and the question's binding is
+data at `/api/question` (issue 42: nothing a program needs is only in English or HTML).
+The HTML a navigation loads is a shell with no user data (`Home`), so a server on another
+port of the host, which browsers send the cookie to, can read and change nothing; and the
+key outlives a restart of the service, so an open page still answers.
 What the page reads and says is `shown.py`; `app.py` only routes.
 """
 
@@ -26,7 +29,7 @@ import hmac
 import json
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -38,6 +41,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from clankie import dto, wording
 from clankie.api.app import parse_json, read_body
+from clankie.api.problems import problem_body
 from clankie.core.errors import ClankieError
 from clankie.core.vocabulary import Code
 from clankie.service import Service
@@ -101,7 +105,8 @@ class Page:
 
 class View:
     """One endpoint of the page: `respond` does its one job; a refusal raised on the way
-    is answered by `refused`, in the page's words (by default `shown.refusal`, as JSON)."""
+    is answered by `refused`, in the page's words (by default `shown.refusal`) beside the
+    API's problem document (`said`)."""
 
     def __init__(self, page: Page) -> None:
         self.page = page
@@ -118,7 +123,7 @@ class View:
         raise NotImplementedError
 
     async def refused(self, err: ClankieError) -> Response:
-        return JSONResponse(shown.refusal(err), status_code=err.status)
+        return said(err, shown.refusal(err))
 
     # ---------------------------------------------------------------- shared helpers
 
@@ -193,14 +198,14 @@ class Pair(View):
                                user_agent=request.headers.get("user-agent"))
         # The key goes to the page's script, once, to keep in its origin's storage; the
         # token, to the cookie. Lax: a tap on answer_url from another app carries it (H7).
-        response = JSONResponse({"outcome": "paired", "key": self.page.key_of(made.token)})
+        response = JSONResponse({"outcome": "paired", "key": self.page.key_of(made.token),
+                                 "credential_id": made.credential_id})
         response.set_cookie(self.page.cookie, made.token, max_age=400 * 86_400, path="/",
                             secure=self.page.origins.secure, httponly=True, samesite="lax")
         return response
 
     async def refused(self, err: ClankieError) -> Response:
-        return JSONResponse({"outcome": "refused", "message": shown.pairing_refused(err)},
-                            status_code=err.status)
+        return said(err, {"outcome": "refused", "message": shown.pairing_refused(err)})
 
 
 # --------------------------------------------------------------------------- the page
@@ -225,8 +230,7 @@ class Fragment(View):
         return self.render("view.html", **view)
 
     async def refused(self, err: ClankieError) -> Response:
-        return JSONResponse({"outcome": "revoked", "message": shown.session_refused(err)},
-                            status_code=err.status)
+        return said(err, {"outcome": "revoked", "message": shown.session_refused(err)})
 
 
 class Events(View):
@@ -266,9 +270,22 @@ class Events(View):
                 with anyio.move_on_after(tail.remaining()):
                     await woken.wait()
 
-    async def refused(self, err: ClankieError) -> Response:
-        return JSONResponse({**shown.refusal(err), "code": str(err.code)},
-                            status_code=err.status)
+
+
+class Question(View):
+    """GET /api/question?c=&r=: the question's binding as data (issue 42): `input_get` for
+    this browser, as the API answers it (the conversation's incarnation and revision, the
+    pending question and its options' IDs, or the one `r` names), for a program that
+    answers through the page. The page's own script binds to what it displayed, in the
+    view's HTML."""
+
+    async def respond(self, request: Request) -> Response:
+        token = self.session(request)
+        payload = {"conversation_id": request.query_params.get("c", "")}
+        if "r" in request.query_params:
+            payload["request_id"] = request.query_params["r"]
+        snapshot = await self.call(dto.INPUT_GET, token, payload)
+        return JSONResponse(snapshot.model_dump(mode="json"))
 
 
 class Action(View):
@@ -282,13 +299,12 @@ class Action(View):
         try:
             return await self.act(token, payload)
         except ClankieError as err:
-            return JSONResponse(await self.run(partial(self.explained, token, payload, err)),
-                                status_code=err.status)
+            return said(err, await self.run(partial(self.explained, token, payload, err)))
 
     async def act(self, token: str, payload: object) -> Response:
         raise NotImplementedError
 
-    def explained(self, token: str, payload: object, err: ClankieError) -> dict[str, str]:
+    def explained(self, token: str, payload: object, err: ClankieError) -> Mapping[str, object]:
         """Why nothing was sent, in words the owner can act on (on a worker thread)."""
         return shown.refused(self.service, token, None, err)
 
@@ -299,13 +315,13 @@ class Answer(Action):
     async def act(self, token: str, payload: object) -> Response:
         reply = await self.call(dto.INPUT_ANSWER, token, payload)
         if reply.duplicate:
-            return _duplicate()
+            return _duplicate(reply)
         answer = shown.accepted(dto.INPUT_ANSWER, payload)
         chosen = await self.run(partial(shown.chosen, self.service, token, answer))
-        return JSONResponse({"outcome": "accepted", "message": f"Accepted: {chosen}. "
-                             f"{wording.accepted(reply.receipt.model_dump())}"})
+        return _replied(reply, "accepted", f"Accepted: {chosen}. "
+                        f"{wording.accepted(reply.receipt.model_dump())}")
 
-    def explained(self, token: str, payload: object, err: ClankieError) -> dict[str, str]:
+    def explained(self, token: str, payload: object, err: ClankieError) -> Mapping[str, object]:
         return shown.refused(self.service, token, shown.accepted(dto.INPUT_ANSWER, payload),
                              err)
 
@@ -316,14 +332,14 @@ class Cancel(Action):
     async def act(self, token: str, payload: object) -> Response:
         reply = await self.call(dto.INPUT_CANCEL, token, payload)
         if reply.duplicate:
-            return _duplicate()
+            return _duplicate(reply)
         cancel = shown.accepted(dto.INPUT_CANCEL, payload)
         agent = await self.run(partial(shown.asked_by_agent, self.service, token, cancel))
-        return JSONResponse({"outcome": "accepted", "message": "Cancelled. " + (  # A12: no run
+        return _replied(reply, "accepted", "Cancelled. " + (  # A12: no run
             "The agent reads that it has no answer." if agent else
-            "No answer was sent, and no run of Clankie follows.")})
+            "No answer was sent, and no run of Clankie follows."))
 
-    def explained(self, token: str, payload: object, err: ClankieError) -> dict[str, str]:
+    def explained(self, token: str, payload: object, err: ClankieError) -> Mapping[str, object]:
         return shown.refused(self.service, token, shown.accepted(dto.INPUT_CANCEL, payload),
                              err)
 
@@ -332,10 +348,9 @@ class TakeControl(Action):
     """POST /api/take-control: `device_take_control` (H5's lease)."""
 
     async def act(self, token: str, payload: object) -> Response:
-        await self.call(dto.DEVICE_TAKE_CONTROL, token, {})
+        lease = await self.call(dto.DEVICE_TAKE_CONTROL, token, {})
         # the lease line says until when, and follows the clock; this says it once
-        return JSONResponse({"outcome": "control",
-                             "message": "You took control: you can answer now."})
+        return _replied(lease, "control", "You took control: you can answer now.")
 
 
 class NoSuchAction(Action):
@@ -345,9 +360,24 @@ class NoSuchAction(Action):
         raise ClankieError(Code.NOT_FOUND, "there is no such action")
 
 
-def _duplicate() -> Response:
-    return JSONResponse({"outcome": "duplicate", "message": "The same answer again: it "
-                         "was already accepted, and nothing changed."})
+def _replied(reply: dto.Out, outcome: str, message: str) -> Response:
+    """A change's outcome in words (`outcome`, `message`) beside the op's result as the API
+    returns it (an answer's or a cancel's receipt and `duplicate`, a lease)."""
+    return JSONResponse({**reply.model_dump(mode="json"), "outcome": outcome,
+                         "message": message})
+
+
+def _duplicate(reply: dto.AnswerReply) -> Response:
+    return _replied(reply, "duplicate", "The same answer again: it was already accepted, "
+                    "and nothing changed.")
+
+
+def said(err: ClankieError, words: Mapping[str, object]) -> Response:
+    """A refusal as the API's problem document (`type`, `title`, `status`, `detail`, `code`
+    and its extras: a receipt, the current revision) with the page's words beside it
+    (`outcome`, `message`, and what they read: how an ended question ended): a program
+    reads the code, the owner the words (issue 42)."""
+    return JSONResponse({**problem_body(err), **words}, status_code=err.status)
 
 
 # ------------------------------------------------------------------- what is not data
