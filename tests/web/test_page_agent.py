@@ -147,9 +147,11 @@ def test_h5_p3_an_answer_to_a_question_its_agent_cancelled_is_refused_naming_the
         reply = client.post("/api/answer", json=bound, headers=headers(csrf))
         view = html_lib.unescape(client.get(f"/view?c={c}&r={r}").text)
     said = reply.json()
-    assert said == {"outcome": "ended", "message": "Nothing was sent: this question had "
-                    'already ended (it was cancelled by agent "coder" through '
-                    '"claude-code", which asked it).'}
+    assert {k: said[k] for k in ("outcome", "message")} == {
+        "outcome": "ended", "message": "Nothing was sent: this question had already ended "
+        '(it was cancelled by agent "coder" through "claude-code", which asked it).'}
+    assert said["code"] == "request_closed"  # and the receipt says who, as data
+    assert said["receipt"]["answered_by"]["kind"] == "agent"
     ended = section(view, '<p id="ended"', "</p>")
     assert 'it was cancelled by agent "coder" through "claude-code", which asked it' in ended
     assert "another device" not in ended
