@@ -456,7 +456,7 @@ def _pruner(index: Index, top: bytes) -> Callable[[bytes, bytes], bool]:
     holds as they are (the same tree ID, covering every entry beneath, none an intent to
     add), so that a commit and the index are compared folder by folder, as Git does."""
     def known(path: bytes, oid: bytes) -> bool:
-        found = index.trees.get(top + path)
+        found = index.cached_tree(top + path)
         if found is None or found[1] != oid:
             return False
         lo, hi = index.below(top + path + b"/")
