@@ -362,6 +362,7 @@ class Root(Beneath):
             return False
         where = tidy(path)
         while where != ".":
+            self.check_time()
             folder, _, name = where.rpartition("/")
             try:
                 parent = Beneath.open(self, folder or ".", directory=True)

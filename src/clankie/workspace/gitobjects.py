@@ -143,7 +143,9 @@ class ObjectStore:
             return kind, data
         if limit is not None and self._packed_info(*found).size > limit:
             return None
-        return self._unpack(*found)
+        kind, data = self._unpack(*found)
+        self._keep(oid, kind, data)  # found again by its ID without looking in every pack
+        return kind, data
 
     def expand(self, prefix: str) -> list[bytes]:
         """The IDs of the objects whose hex ID starts with `prefix` (4 or more lowercase hex

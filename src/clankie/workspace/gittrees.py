@@ -16,6 +16,7 @@ itself, a commit that is its own ancestor), is found, not walked: `unsafe_reposi
 from __future__ import annotations
 
 import heapq
+import re
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -49,6 +50,8 @@ def canonical_mode(mode: int) -> int:
     return MODE_GITLINK
 
 
+_PARENT_LINES = {size: re.compile(rb"(?:parent [0-9a-f]{%d}\n)+" % (2 * size))
+                 for size in (20, 32)}  # (a fixed pattern: linear, nothing to backtrack)
 _LINES_BETWEEN_CHECKS = 4_096  # a commit's header lines read between two looks at the clock
 _STEP_HELD = 512  # a walk's step besides its tree and path: its tuple and entries' iterator
 
@@ -126,6 +129,15 @@ def parse_commit(oid: bytes, data: Data, hash_size: int,
         if key == b"tree" and not tree:
             tree = _oid(bytes(view[space + 1:end]), hash_size)
         elif key == b"parent":
+            block = _PARENT_LINES[hash_size].match(view, at)
+            if block is not None:  # the common case: a run of well-formed lines, at once
+                found = bytes.fromhex(bytes(view[at:block.end()]).replace(b"parent ", b"")
+                                      .replace(b"\n", b"").decode("ascii"))
+                if len(parents) + len(found) // hash_size > PARENTS:
+                    raise too_large(f"a commit in it names more than {PARENTS} parents")
+                parents += [found[i:i + hash_size] for i in range(0, len(found), hash_size)]
+                at = block.end()
+                continue
             if len(parents) == PARENTS:
                 raise too_large(f"a commit in it names more than {PARENTS} parents")
             parents.append(_oid(bytes(view[space + 1:end]), hash_size))
