@@ -150,7 +150,8 @@ def test_w5_issue41_the_home_check_is_linear_in_the_depth(repo: Place):
     _with_home(repo)
     (status,) = _measured(repo, ("git_status", {}))
     entries = _within(status)["entries"]
-    assert isinstance(entries, list) and {e["status"] for e in entries} == {"AD", "??"}
+    assert isinstance(entries, list) and {e["status"] for e in entries} == {"AD"}
+    assert status["result"]["truncated"] is True  # type: ignore[index]
 
 
 # --- the index's cache-tree ------------------------------------------------------------------
@@ -188,7 +189,7 @@ def test_w5_issue41_the_cache_tree_is_kept_a_folder_at_a_time(repo: Place):
 
 def test_w5_issue41_the_index_and_its_cache_tree_are_refused_at_the_bound(
         repo: Place, monkeypatch: pytest.MonkeyPatch):
-    _with_cache_tree(repo, spines=50, depth=10, name=100)
+    _with_cache_tree(repo, spines=300, depth=10, name=100)
     assert repo.ok("git_status")["entries"]
     _small_account(monkeypatch, 1)
     assert "its index" in _too_large(repo, "git_status")
@@ -202,9 +203,9 @@ def test_w5_issue41_an_index_and_two_nested_16_mb_trees_share_one_account(repo: 
     gitdir = repo.ws / ".git"
     blob = write(gitdir, "blob", b"x\n")
     inner = write(gitdir, "tree", tree_of(("100644", f"i{n:07d}" + "i" * 8, blob)
-                                          for n in range(400_000)))
+                                          for n in range(380_000)))
     outer = write(gitdir, "tree", tree_of([("40000", "a", inner)] + [
-        ("100644", f"o{n:07d}" + "o" * 8, blob) for n in range(400_000)]))
+        ("100644", f"o{n:07d}" + "o" * 8, blob) for n in range(380_000)]))
     _head(repo, write(gitdir, "commit", commit_of(outer)))
     _index_info(repo, [f"p/{n:06d}" + "x" * 150 for n in range(200_000)])
     (staged,) = _measured(repo, ("git_diff", {"staged": True}))
