@@ -144,7 +144,7 @@ def test_w5_issue41_the_home_check_is_linear_in_the_depth(repo: Place):
     _index_info(repo, [f"{n:03d}/" + "a/" * 2_000 + "f" for n in range(300)], version=4)
     (repo.ws / "000").mkdir()
     deep = repo.ws / "000"
-    for _ in range(10):  # the first path's folders partly there: lstat'ed down to the end
+    for _ in range(3):  # the first path's folders partly there: lstat'ed down to the end
         deep = deep / ("a/" * 200).strip("/")
         deep.mkdir(parents=True)
     _with_home(repo)
@@ -217,14 +217,16 @@ def test_w5_issue41_an_index_and_two_nested_16_mb_trees_share_one_account(repo: 
 # --- folder listings -----------------------------------------------------------------------
 
 def test_w5_issue41_the_walk_keeps_names_not_entries_on_its_way_down(place: Place):
-    """Five nested folders of 50,000 files each: the walk held every entry of each with
-    its status (+110 MiB for `search_text`)."""
+    """Five nested folders of 50,000 files of 80-character names each: the walk held every
+    entry of each (`os.DirEntry`, with its status once asked: +110 MiB for `search_text`
+    in the finding, +75 MiB here)."""
     folder = place.ws
     for level in range(5):
         folder = folder / f"level{level}"
         folder.mkdir()
         for n in range(50_000):
-            os.close(os.open(folder / f"{'0' if level < 4 else 'z'}{n:05d}", os.O_CREAT, 0o644))
+            name = f"{'0' if level < 4 else 'z'}{n:05d}".rjust(80, "n")
+            os.close(os.open(folder / name, os.O_CREAT, 0o644))
     search, listing = _measured(place, ("search_text", {"pattern": "needle"}),
                                 ("list_files", {"depth": 3}))
     assert _within(search)["matches"] == []
