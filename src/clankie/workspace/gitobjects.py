@@ -138,14 +138,14 @@ class ObjectStore:
             except BaseException:
                 found.close()
                 raise
-            kind, data = found.info.kind, found.rest(self)
-            self._keep(oid, kind, data)  # a packed object is kept by where it is
-            return kind, data
+            loose = found.info.kind, found.rest(self)
+            self._keep(oid, *loose)
+            return loose
         if limit is not None and self._packed_info(*found).size > limit:
             return None
-        kind, data = self._unpack(*found)
-        self._keep(oid, kind, data)  # found again by its ID without looking in every pack
-        return kind, data
+        packed = self._unpack(*found)
+        self._keep(oid, *packed)  # found again by its ID without looking in every pack
+        return packed
 
     def expand(self, prefix: str) -> list[bytes]:
         """The IDs of the objects whose hex ID starts with `prefix` (4 or more lowercase hex
