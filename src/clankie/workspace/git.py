@@ -383,7 +383,7 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
     index = view.index
     assert index is not None
     top, span = _top(repo), _span(repo, index, ".")
-    walked.skipped_denied = _denied_entries(index, span, top, files.denied)
+    walked.skipped_denied = _denied_entries(index, span, top, files.denied, files.root.check_time)
     for link in _within(index.gitlinks, span):  # nested repositories, whatever changed
         files.root.check_time()
         path = as_text(index.paths[link][len(top):])
@@ -456,7 +456,7 @@ def _pruner(index: Index, top: bytes) -> Callable[[bytes, bytes], bool]:
     holds as they are (the same tree ID, covering every entry beneath, none an intent to
     add), so that a commit and the index are compared folder by folder, as Git does."""
     def known(path: bytes, oid: bytes) -> bool:
-        found = index.trees.get(top + path)
+        found = index.cached_tree(top + path)
         if found is None or found[1] != oid:
             return False
         lo, hi = index.below(top + path + b"/")
@@ -465,12 +465,19 @@ def _pruner(index: Index, top: bytes) -> Callable[[bytes, bytes], bool]:
 
 
 def _denied_entries(index: Index, span: tuple[int, int], top: bytes,
-                    denied: Callable[[str], bool]) -> int:
+                    denied: Callable[[str], bool], check_time: Callable[[], None]) -> int:
     """How many of the index's paths in `span` are denied: counted whatever changed, so
-    that the count says nothing of whether a secret did (W4)."""
+    that the count says nothing of whether a secret did (W4). The deadline is asked as
+    they are looked at."""
     cut = len(top)
-    return sum(1 for i in range(*span) if i == span[0] or index.paths[i] != index.paths[i - 1]
-               if denied(as_text(index.paths[i][cut:])))
+    count = 0
+    for i in range(*span):
+        if i % 1024 == 0:
+            check_time()
+        if (i == span[0] or index.paths[i] != index.paths[i - 1]) \
+                and denied(as_text(index.paths[i][cut:])):
+            count += 1
+    return count
 
 
 # --- git_log ------------------------------------------------------------------------------
@@ -565,7 +572,8 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
     prune = _pruner(index, top) if args.staged else None  # folders the index has unchanged
     tree = repo.files(base, scope, prune) if args.revision is not None or args.staged \
         else iter(())
-    skipped[0] = _denied_entries(index, span, top, files.denied)  # whatever changed (W4)
+    skipped[0] = _denied_entries(index, span, top, files.denied,  # whatever changed (W4)
+                                 files.root.check_time)
     for path, i, old in _paired(index, span, top, tree):
         files.root.check_time()
         if old is not None and old[0] == MODE_TREE:

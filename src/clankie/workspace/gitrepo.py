@@ -20,6 +20,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from .bounds import Bounds
 from .confine import Root
 from .gitfiles import GitDir, unsafe
 from .gitindex import Index, as_bytes, read_index
@@ -38,7 +39,7 @@ class Repository:
 
     gitdir: GitDir
     prefix: str  # '' when the workspace is the top, else 'a/b/'
-    deadline: float
+    bounds: Bounds  # the call's deadline and memory account (W5)
     hash_size: int = 20
     index_mtime_ns: int = 0
     _index: Index | None = None
@@ -58,7 +59,7 @@ class Repository:
     @property
     def store(self) -> ObjectStore:
         if self._store is None:
-            self._store = ObjectStore(self.gitdir, self.hash_size, self.deadline)
+            self._store = ObjectStore(self.gitdir, self.hash_size, self.bounds)
         return self._store
 
     @property
@@ -75,7 +76,7 @@ class Repository:
                 return self._index
             try:
                 self.index_mtime_ns = os.fstat(fd).st_mtime_ns
-                self._index = read_index(fd, self.hash_size, self.store.check_time)
+                self._index = read_index(fd, self.hash_size, self.bounds)
             finally:
                 os.close(fd)
         return self._index
@@ -126,10 +127,10 @@ class Repository:
 
 def repository(root: Root) -> Repository | None:
     """The workspace's checked repository, or None outside Git."""
-    return find_repository(root.fd, root.saved.path, root.deadline)
+    return find_repository(root.fd, root.saved.path, root.bounds)
 
 
-def find_repository(top_fd: int, path: str, deadline: float) -> Repository | None:
+def find_repository(top_fd: int, path: str, bounds: Bounds) -> Repository | None:
     """The repository of the directory open as `top_fd` (whose canonical path is `path`):
     its own `.git` or the nearest ancestor's, on the same file system; None when there is
     none. Refuses `unsafe_repository` as the module docstring says."""
@@ -144,7 +145,7 @@ def find_repository(top_fd: int, path: str, deadline: float) -> Repository | Non
                     os.close(found)
                     raise unsafe("the workspace lies inside a git directory")
                 repo = Repository(GitDir(found), "".join(f"{n}/" for n in reversed(climbed)),
-                                  deadline)
+                                  bounds)
                 try:
                     _check(repo)
                 except BaseException:

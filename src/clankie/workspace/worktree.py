@@ -10,17 +10,23 @@ attribute files beneath the workspace by this walk, those above it from the inde
 Outside Git every entry is `untracked` and `.git` is skipped. Clankie's own home (W4) is an
 entry marked `home`, never opened, let alone entered. The walk is linear in the
 entries it looks at (ignored ones included), stops with `time_limit` at the call's
-deadline, and holds bounded memory: at most `FOLDER_ENTRIES` entries of one folder and
-`MAX_LEVELS` folders deep (`partial` says what it left).
+deadline, and holds bounded memory: of each folder on its way down it keeps the names
+and types of its entries only (never their status), counted on the call's memory account
+while it is held (`bounds.Bounds`: past it, `repository_too_large`); it looks at most at
+`FOLDER_ENTRIES` entries of one folder and goes `MAX_LEVELS` folders deep (`partial` says
+what it left).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import stat
+import sys
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
+from .bounds import SLOT, Bounds
 from .confine import Refusal, Root, file_id, open_listed, open_regular
 from .gitindex import MODE_GITLINK, Index, as_bytes
 from .gitrepo import Repository
@@ -28,7 +34,7 @@ from .gitrules import RULE_FILE_BYTES, Rules
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _RULE_FILES = (".gitignore", ".gitattributes")
-FOLDER_ENTRIES = 50_000  # entries of one folder looked at (W5: memory, whatever the folder)
+FOLDER_ENTRIES = 50_000  # entries of one folder looked at (W5: its time; memory is counted)
 MAX_LEVELS = 256  # folders deep below where a walk starts (W5: memory and descriptors)
 UNREADABLE = 1_000  # folders the walk could not read that it names (W5: memory)
 
@@ -51,7 +57,7 @@ def join(folder: str, name: str) -> str:
 class Seen:
     path: str  # relative to the workspace
     kind: str  # file, directory, symlink, other
-    found: os.DirEntry[str] | os.stat_result  # its own (lstat) status, or how to ask
+    found: _Listed | os.stat_result  # its own (lstat) status, or how to ask
     state: str  # tracked, untracked, ignored, submodule
     level: int  # 1 for the entries of the folder the walk started in
     filtered: bool  # the attributes name a filter for it (which is never run)
@@ -67,6 +73,20 @@ class Seen:
         return self.found.stat(follow_symlinks=False)
 
 
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    """An entry of a folder the walk holds open, whose status is asked only if needed."""
+
+    folder: int
+    name: str
+
+    def stat(self, *, follow_symlinks: bool) -> os.stat_result:
+        return os.stat(self.name, dir_fd=self.folder, follow_symlinks=follow_symlinks)
+
+
+_KINDS = ("file", "directory", "symlink", "other")
+
+
 @dataclass
 class _Folder:
     fd: int
@@ -74,7 +94,9 @@ class _Folder:
     rules: Rules
     ignored: bool
     level: int
-    children: list[tuple[str, os.DirEntry[str]]]
+    names: list[str]  # its entries' names, sorted
+    kinds: bytes  # and their types (an index in `_KINDS`), as the folder tells them
+    held: int  # what the two hold, counted on the call's account
     next: int = 0
 
 
@@ -181,16 +203,17 @@ class Worktree:
         try:
             while stack:
                 folder = stack[-1]
-                if folder.next == len(folder.children):
+                if folder.next == len(folder.names):
                     os.close(stack.pop().fd)
+                    self.root.bounds.give(folder.held)
                     continue
-                name, entry = folder.children[folder.next]
+                name, kind = folder.names[folder.next], _KINDS[folder.kinds[folder.next]]
+                entry = _Listed(folder.fd, name)
                 folder.next += 1
                 self.looked += 1
                 if self.looked % 256 == 0:
                     self.root.check_time()
                 path = join(folder.path, name)
-                kind = _kind_of_entry(entry)
                 st = None
                 if kind == "directory" or statuses:
                     try:
@@ -229,6 +252,7 @@ class Worktree:
         finally:
             for folder in stack:
                 os.close(folder.fd)
+                self.root.bounds.give(folder.held)
 
     def open_seen(self, seen: Seen) -> int | None:
         """The file the walk has just yielded, opened for reading through its folder's
@@ -252,17 +276,24 @@ class Worktree:
     def _enter(self, fd: int, path: str, rules: Rules, ignored: bool, level: int) -> _Folder:
         self.root.check_time()
         try:
-            children, more = _scan(fd)
+            names, kinds, held, more = _scan(fd, self.root.bounds)
         except OSError:
-            children, more = [], False
+            names, kinds, held, more = [], b"", 0, False
             if len(self.unreadable) < UNREADABLE:
                 self.unreadable.add(path)
+        except BaseException:
+            os.close(fd)
+            raise
         self.cut_folders += more
-        if self.repo is not None and not ignored:
-            names = {name for name, _ in children}
-            found = [_rule_file(fd, n) if n in names else None for n in _RULE_FILES]
-            rules = rules.below(self._base(path), found[0], found[1])
-        return _Folder(fd, path, rules, ignored, level, children)
+        try:
+            if self.repo is not None and not ignored:
+                found = [_rule_file(fd, n) if _holds(names, n) else None for n in _RULE_FILES]
+                rules = rules.below(self._base(path), found[0], found[1])
+        except BaseException:
+            os.close(fd)
+            self.root.bounds.give(held)
+            raise
+        return _Folder(fd, path, rules, ignored, level, names, kinds, held)
 
     def filtered(self, path: str) -> bool:
         """Whether the attributes name a filter for a file the walk did not reach."""
@@ -322,40 +353,51 @@ class Worktree:
         return fd
 
 
-def _scan(fd: int) -> tuple[list[tuple[str, os.DirEntry[str]]], bool]:
-    """An open folder's entries but `.git`, sorted by name: at most `FOLDER_ENTRIES` of
-    them (and whether there were more). Their status is asked when it is needed (a
-    search needs only their type, which the folder itself tells)."""
-    found: list[tuple[str, os.DirEntry[str]]] = []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            if entry.name == ".git":
-                continue
-            if len(found) == FOLDER_ENTRIES:
-                found.sort(key=_name)
-                return found, True
-            found.append((entry.name, entry))
-    found.sort(key=_name)
-    return found, False
+def _scan(fd: int, bounds: Bounds) -> tuple[list[str], bytes, int, bool]:
+    """An open folder's entries but `.git`, sorted by name: their names and types (as the
+    folder tells them, no status asked: a search needs only types), at most
+    `FOLDER_ENTRIES` of them, and whether there were more; what they hold is counted on
+    the call's account (and the count returned, to be given back when they are let go)."""
+    found: list[tuple[str, int]] = []
+    held = 0
+    more = False
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.name == ".git":
+                    continue
+                if len(found) == FOLDER_ENTRIES:
+                    more = True
+                    break
+                size = sys.getsizeof(entry.name) + 2 * SLOT + 1  # (and its place as sorted)
+                bounds.take(size, "the folders the walk holds on its way down")
+                held += size
+                found.append((entry.name, _kind_of_entry(entry)))
+        found.sort()
+    except BaseException:
+        bounds.give(held)
+        raise
+    return [name for name, _ in found], bytes(kind for _, kind in found), held, more
 
 
-def _name(child: tuple[str, os.DirEntry[str]]) -> str:
-    return child[0]
+def _holds(names: list[str], name: str) -> bool:
+    at = bisect.bisect_left(names, name)
+    return at < len(names) and names[at] == name
 
 
-def _kind_of_entry(entry: os.DirEntry[str]) -> str:
+def _kind_of_entry(entry: os.DirEntry[str]) -> int:
     """An entry's type as its folder tells it (no status asked where the file system says
-    it in the listing)."""
+    it in the listing): its index in `_KINDS`."""
     try:
         if entry.is_symlink():
-            return "symlink"
+            return 2
         if entry.is_dir(follow_symlinks=False):
-            return "directory"
+            return 1
         if entry.is_file(follow_symlinks=False):
-            return "file"
+            return 0
     except OSError:
         pass
-    return "other"
+    return 3
 
 
 def _has_git(fd: int) -> bool:
