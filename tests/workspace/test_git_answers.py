@@ -86,3 +86,31 @@ def test_issue41_w4_git_log_of_a_denied_path_is_refused_as_read_file_is(tmp_path
         else:
             assert place.refused("git_log", path=path) == "denied_path", path
     assert len(place.ok("git_log", path="README.md")["commits"]) == 1
+
+
+IGNORE_CASES = {
+    "build/\n!src/\n": ["src/build/out.o", "src/a.c", "build/x", "b/ba/c"],
+    "b[!a]\n": ["b/x.txt", "bb/y.txt", "ba/z.txt", "b/c/d"],
+    "*.o\n!keep.o\nsub/\n!sub/inner.o\n": ["keep.o", "x.o", "sub/inner.o", "a/sub/k.o"],
+    "/top\ndeep/**/leaf\na**/b\n": ["top", "x/top", "deep/leaf", "deep/p/q/leaf", "ab",
+                                     "a/q/b", "zz/ab"],
+    "[a-c]?\n\\!bang\n*.txt \n# comment\n": ["ax", "d/bx", "!bang", "n.txt", "n.txt "],
+}
+
+
+@pytest.mark.parametrize("rules", list(IGNORE_CASES))
+def test_issue41_w6_ignore_rules_hide_what_git_hides(tmp_path: Path, rules: str):
+    """A folder an ignore rule excludes stays excluded whatever a later `!` says of a
+    folder above it; `[!a]` is a bracket that excludes `a`; and the rest of Git's
+    wildmatch, each compared with `git status` and `git check-ignore`."""
+    place = committed(make_place(tmp_path))
+    (place.ws / ".gitignore").write_text(rules)
+    for path in IGNORE_CASES[rules]:
+        (place.ws / path).parent.mkdir(parents=True, exist_ok=True)
+        (place.ws / path).write_text("x\n")
+    assert ours(place) == porcelain(place.ws)
+    listed = {e["path"] for e in place.ok("list_files", depth=3)["entries"]
+              if e["type"] != "directory"}
+    hidden = set(git("check-ignore", "--stdin", cwd=place.ws,
+                     input="\n".join(IGNORE_CASES[rules]) + "\n").split("\n")) - {""}
+    assert listed & set(IGNORE_CASES[rules]) == set(IGNORE_CASES[rules]) - hidden

@@ -219,13 +219,13 @@ class Worktree:
                     if child is not None and not (descend and state != "submodule"):
                         os.close(child)
                         child = None
-                filtered = (kind != "directory" and folder.rules.any_filter
-                            and folder.rules.filtered(self.top(path)))
+                filtered = kind != "directory" and folder.rules.filtered(self.top(path))
                 self.folder_fd = folder.fd
                 yield Seen(path, kind, st or entry, state, folder.level, filtered, at, home)
                 if child is not None:
-                    stack.append(self._enter(child, path, folder.rules,
-                                             state == "ignored", folder.level + 1))
+                    stack.append(self._enter(child, path, folder.rules, state == "ignored"
+                                             or (state == "tracked" and self.excluded(
+                                                 path, kind, folder)), folder.level + 1))
         finally:
             for folder in stack:
                 os.close(folder.fd)
@@ -245,9 +245,15 @@ class Worktree:
             return ("submodule" if self.index.mode(i) == MODE_GITLINK else "tracked"), i
         if kind == "directory" and self.tracked_dir(path):
             return "tracked", None
-        if folder.ignored or folder.rules.ignored(self.top(path), kind == "directory"):
+        if self.excluded(path, kind, folder):
             return "ignored", None
         return "untracked", None
+
+    def excluded(self, path: str, kind: str, folder: _Folder) -> bool:
+        """Git's `is_excluded`: the path lies in an excluded folder, or the rules exclude
+        it itself (an excluded folder stays so whatever a rule says of what is in it, and
+        whether it holds tracked files)."""
+        return folder.ignored or folder.rules.ignored(self.top(path), kind == "directory")
 
     def _enter(self, fd: int, path: str, rules: Rules, ignored: bool, level: int) -> _Folder:
         self.root.check_time()
@@ -258,7 +264,8 @@ class Worktree:
             if len(self.unreadable) < UNREADABLE:
                 self.unreadable.add(path)
         self.cut_folders += more
-        if self.repo is not None and not ignored:
+        if self.repo is not None and (not ignored or self.tracked_dir(path)):  # (attributes
+            # apply to tracked files in an excluded folder)
             names = {name for name, _ in children}
             found = [_rule_file(fd, n) if n in names else None for n in _RULE_FILES]
             rules = rules.below(self._base(path), found[0], found[1])
@@ -272,7 +279,7 @@ class Worktree:
             rules = self._rules_down_to(folder)[0]
             found = [self._read_rule_file(join(folder, name)) for name in _RULE_FILES]
             rules = self._rules_in[folder] = rules.below(self._base(folder), found[0], found[1])
-        return rules.any_filter and rules.filtered(self.top(path))
+        return rules.filtered(self.top(path))
 
     def _rules_down_to(self, folder: str) -> tuple[Rules, bool]:
         """The rules in force in `folder` (workspace-relative) from the folders above it,
@@ -289,7 +296,7 @@ class Worktree:
             found = [self._read_rule_file(join(here, name)) for name in _RULE_FILES]
             rules = rules.below(self._base(here), found[0], found[1])
             here = join(here, part)
-            if not self.tracked_dir(here) and rules.ignored(self.top(here), True):
+            if rules.ignored(self.top(here), True):
                 found_ignored = True
                 break
         self._rules_at[folder] = (rules, found_ignored)
