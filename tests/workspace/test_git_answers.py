@@ -114,3 +114,48 @@ def test_issue41_w6_ignore_rules_hide_what_git_hides(tmp_path: Path, rules: str)
     hidden = set(git("check-ignore", "--stdin", cwd=place.ws,
                      input="\n".join(IGNORE_CASES[rules]) + "\n").split("\n")) - {""}
     assert listed & set(IGNORE_CASES[rules]) == set(IGNORE_CASES[rules]) - hidden
+
+
+EOL_CASES = {
+    "text-auto": ("* text=auto\n", None),
+    "eol-crlf": ("*.txt eol=crlf\n*.md text eol=crlf\n", None),
+    "autocrlf": ("", "true"),
+    "autocrlf-input": ("", "input"),
+    "text-and-binary": ("*.txt text\n*.md binary\n", None),
+    "crlf-legacy": ("*.txt crlf\n*.md -crlf\n", None),
+    "macro": ("[attr]lines text eol=crlf\n*.txt lines\n", None),
+}
+
+
+@pytest.mark.parametrize("case", list(EOL_CASES))
+def test_issue41_w7_line_endings_converted_as_git_does_a_touched_file_is_unchanged(
+        tmp_path: Path, case: str):
+    """A file whose content is unchanged but whose timestamps changed is not ` M` under
+    `eol`, `text`, `text=auto` or `core.autocrlf`: Git hashes it after its clean
+    conversion (never a filter program), and so do we; an edit still shows."""
+    attributes, autocrlf = EOL_CASES[case]
+    place = make_place(tmp_path)
+    ws = place.ws
+    git("init", "-q", "-b", "main", cwd=ws)
+    if autocrlf:
+        git("config", "core.autocrlf", autocrlf, cwd=ws)
+    (ws / ".gitattributes").write_text(attributes)
+    (ws / "old.txt").write_bytes(b"committed\r\nwith crlf\r\n")
+    git("add", ".", cwd=ws)
+    git("commit", "-q", "-m", "before the rules", cwd=ws)  # (a CRLF blob, for text=auto)
+    files = {"a.txt": b"one\r\ntwo\r\n", "b.md": b"x\r\ny\n", "c.py": b"lf only\n",
+             "d.bin": b"\x00\r\n", "lone.txt": b"a\rb\r\n", "e.txt": b""}
+    for name, data in files.items():
+        (ws / name).write_bytes(data)
+    git("add", ".", cwd=ws)
+    git("commit", "-q", "-m", "with the rules", cwd=ws)
+    for name in [*files, "old.txt"]:  # checked out again: content as it was, new times
+        data = (ws / name).read_bytes()
+        (ws / name).unlink()
+        (ws / name).write_bytes(data)
+    (ws / "c.py").write_bytes(b"lf only\r\n")  # a real change (or not, as Git says)
+    theirs = porcelain(ws)
+    assert ours(place) == theirs
+    diff = place.ok("git_diff")["diff"]
+    assert {line.split(" b/")[0][len("diff --git a/"):] for line in diff.splitlines()
+            if line.startswith("diff --git")} == set(git("diff", "--name-only", cwd=ws).split())

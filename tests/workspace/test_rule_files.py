@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from clankie.workspace.confine import Refusal
 from clankie.workspace import gitrules
+from clankie.workspace.confine import Refusal
 from clankie.workspace.gitrules import CALL_RULE_BYTES, Rules
 from tests.workspace.tooling import Place, committed, git, make_place
 

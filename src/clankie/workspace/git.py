@@ -39,10 +39,11 @@ from clankie.tool_dto import (
 
 from .confine import Refusal, Root, check_path, open_listed, tidy
 from .deny import DenyList
+from .gitconvert import CONVERT_BYTES, clean, has_crlf, needs_index
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, as_bytes, as_text
 from .gitrepo import Repository, repository
-from .reading import denied
 from .gittrees import MODE_TREE
+from .reading import denied
 from .textdiff import DIFF_LINES, bounded, escaped, header, patch, too_many_lines
 from .worktree import Seen, Worktree, kind_of
 
@@ -147,8 +148,9 @@ class _Files:
 
     def blob_id(self, path: str, st: os.stat_result, walked: Worktree | None = None
                 ) -> bytes | None:
-        """The object ID the file's bytes would have as a blob (None: unreadable). With
-        `walked`, the file the walk has just yielded, read through its folder."""
+        """The object ID the file's bytes would have as a blob (None: unreadable), after
+        Git's line-ending conversion when its attributes or `core.autocrlf` ask for one.
+        With `walked`, the file the walk has just yielded, read through its folder."""
         digest = hashlib.sha256() if self.repo.hash_size == 32 else hashlib.sha1()
         if stat.S_ISLNK(st.st_mode):
             target = self.link_target(path, walked)
@@ -156,10 +158,17 @@ class _Files:
                 return None
             digest.update(b"blob %d\x00" % len(target) + target)
             return digest.digest()
+        action = self.view.conversion(path) if st.st_size <= CONVERT_BYTES else None
         fd = self._open(path, walked)
         if fd is None:
             return None
         try:
+            if action is not None:
+                data = self._converted(path, fd, action)
+                if data is None:
+                    return None
+                digest.update(b"blob %d\x00" % len(data) + data)
+                return digest.digest()
             size = os.fstat(fd).st_size
             digest.update(b"blob %d\x00" % size)
             read = 0
@@ -170,6 +179,22 @@ class _Files:
             return digest.digest() if read == size else None
         finally:
             os.close(fd)
+
+    def _converted(self, path: str, fd: int, action: str) -> bytes | None:
+        """The open file's bytes as Git would hash them (`gitconvert.clean`); None when it
+        is larger than a conversion reads."""
+        data = os.read(fd, CONVERT_BYTES + 1)
+        if len(data) > CONVERT_BYTES:
+            return None
+        self.root.check_time()
+        index_crlf = False
+        if needs_index(data, action):
+            index = self.view.index
+            i = index.find(as_bytes(self.view.top(path))) if index is not None else None
+            if index is not None and i is not None and index.stage(i) == 0:
+                found = self.repo.store.read(index.oid(i), CONVERT_BYTES)
+                index_crlf = found is not None and has_crlf(bytes(found[1]))
+        return clean(data, action, index_crlf)
 
     def _open(self, path: str, walked: Worktree | None) -> int | None:
         if walked is not None:
@@ -201,14 +226,18 @@ class _Files:
             os.close(parent.fd)
 
     def content(self, path: str, st: os.stat_result) -> bytes | None:
-        """The working tree's bytes of a file, None when larger than a diff reads; refused
-        when it cannot be read (gone, or a symlink to a denied path since)."""
+        """The working tree's bytes of a file as Git diffs them (line endings converted as
+        its attributes say), None when larger than a diff reads; refused when it cannot be
+        read (gone, or a symlink to a denied path since)."""
         if stat.S_ISLNK(st.st_mode):
             return self.link_target(path)
         fd, opened = self.root.open_file(path, self.denied)
         try:
             if opened.st_size > DIFF_SIDE_BYTES:
                 return None
+            action = self.view.conversion(path)
+            if action is not None:
+                return self._converted(path, fd, action)
             return os.read(fd, DIFF_SIDE_BYTES + 1)[:DIFF_SIDE_BYTES]
         finally:
             os.close(fd)
@@ -373,6 +402,10 @@ def _worktree_code(files: _Files, index: Index, i: int, seen: Seen, walked: Work
         return "T"
     if _mode(seen.st.st_mode) != entry.mode:
         return "M"
+    recorded = index.stat_data(i)[36:40]
+    if recorded != b"\0\0\0\0" and recorded != (seen.st.st_size & _LOW).to_bytes(4, "big"):
+        return "M"  # as Git's `ie_match_stat`: another size is a change, unread (even when
+        # its line-ending conversion would give the index's bytes)
     found = files.blob_id(seen.path, seen.st, walked)
     if found is None:  # it cannot be read now: not said either way
         files.untold += 1

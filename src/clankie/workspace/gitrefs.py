@@ -3,11 +3,12 @@
 Owns what a revision a model gives may look like (a branch or tag name, `HEAD`, an object
 ID or a prefix of at least 4 hex digits, each with `~N` or `^N`; anything else is
 `invalid_argument`) and what commit it names, found as `git rev-parse` would find it:
-`HEAD`, a full name (`refs/heads/main`), then `refs/NAME`, `refs/tags/NAME`, `refs/heads/NAME`, `refs/remotes/NAME`,
-`refs/remotes/NAME/HEAD`, then an object ID or an unambiguous prefix of a commit; tags
-peeled to their commit. Every ref file is read through the git directory's confined
-opener; a symbolic ref is followed only to a well-formed name under `refs/`, at most 5
-deep. Replace refs, grafts and `shallow` are never read.
+`HEAD`, a full name (`refs/heads/main`), then `refs/NAME`, `refs/tags/NAME`,
+`refs/heads/NAME`, `refs/remotes/NAME`, `refs/remotes/NAME/HEAD`, then an object ID or an
+unambiguous prefix of a commit; tags peeled to their commit. Every ref file is read
+through the git directory's confined opener; a symbolic ref is followed only to a
+well-formed name under `refs/`, at most 5 deep. Replace refs, grafts and `shallow` are
+never read.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ class Repository:
     prefix: str  # '' when the workspace is the top, else 'a/b/'
     deadline: float
     hash_size: int = 20
+    autocrlf: str = "false"  # core.autocrlf of the repository's own config: false, true, input
     index_mtime_ns: int = 0
     _index: Index | None = None
     _store: ObjectStore | None = field(default=None, repr=False)
@@ -217,6 +218,7 @@ def _check(repo: Repository) -> None:
     if facts.refusal:
         raise unsafe(facts.refusal)
     repo.hash_size = facts.hash_size
+    repo.autocrlf = facts.autocrlf
     for name in ("config.worktree",):
         reason = read_config(repo.gitdir.read(name, CONFIG_BYTES) or b"").refusal
         if reason:
@@ -227,6 +229,7 @@ def _check(repo: Repository) -> None:
 class ConfigFacts:
     refusal: str | None  # why the repository is not read, if it is not
     hash_size: int  # 20 (SHA-1) or 32 (SHA-256)
+    autocrlf: str = "false"  # core.autocrlf: false, true or input
 
 
 def config_refusal(data: bytes) -> str | None:
@@ -241,6 +244,7 @@ def read_config(data: bytes) -> ConfigFacts:
     for on every line, continuation lines included."""
     section = ""
     hash_size = 20
+    autocrlf = "false"
     for raw in data.decode("utf-8", "replace").splitlines():
         line = raw.strip()
         if line.startswith("["):
@@ -260,7 +264,9 @@ def read_config(data: bytes) -> ConfigFacts:
                 return ConfigFacts("its objects are in a format these tools do not read",
                                    hash_size)
             hash_size = 32 if value == "sha256" else 20
-    return ConfigFacts(None, hash_size)
+        if section == "core" and key == "autocrlf":
+            autocrlf = "input" if value == "input" else "true" if value in _TRUE else "false"
+    return ConfigFacts(None, hash_size, autocrlf)
 
 
 def _key_refusal(section: str, key: str, value: str) -> str | None:

@@ -22,6 +22,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from .confine import Refusal, Root, file_id, open_listed, open_regular
+from .gitconvert import clean_action
 from .gitindex import MODE_GITLINK, Index, as_bytes
 from .gitrepo import Repository
 from .gitrules import RULE_FILE_BYTES, Rules
@@ -273,13 +274,26 @@ class Worktree:
 
     def filtered(self, path: str) -> bool:
         """Whether the attributes name a filter for a file the walk did not reach."""
+        return self._rules_for(path).filtered(self.top(path))
+
+    def conversion(self, path: str) -> str | None:
+        """How Git converts the file's line endings on the way into the repository
+        (`gitconvert.clean_action`): from its attributes and `core.autocrlf`."""
+        rules = self._rules_for(path)
+        if not rules.any_attribute and self.repo is not None and self.repo.autocrlf == "false":
+            return None  # the common case: nothing to look up
+        return clean_action(rules.attributes(self.top(path)),
+                            self.repo.autocrlf if self.repo is not None else "false")
+
+    def _rules_for(self, path: str) -> Rules:
+        """The rules in force for the files of the folder holding `path`."""
         folder = path.rpartition("/")[0] or "."
         rules = self._rules_in.get(folder)
         if rules is None:
             rules = self._rules_down_to(folder)[0]
             found = [self._read_rule_file(join(folder, name)) for name in _RULE_FILES]
             rules = self._rules_in[folder] = rules.below(self._base(folder), found[0], found[1])
-        return rules.filtered(self.top(path))
+        return rules
 
     def _rules_down_to(self, folder: str) -> tuple[Rules, bool]:
         """The rules in force in `folder` (workspace-relative) from the folders above it,
@@ -296,9 +310,9 @@ class Worktree:
             found = [self._read_rule_file(join(here, name)) for name in _RULE_FILES]
             rules = rules.below(self._base(here), found[0], found[1])
             here = join(here, part)
-            if rules.ignored(self.top(here), True):
-                found_ignored = True
-                break
+            if not found_ignored and rules.ignored(self.top(here), True):
+                found_ignored = True  # (the rules below still count: attributes apply to
+                # the tracked files of an excluded folder)
         self._rules_at[folder] = (rules, found_ignored)
         return rules, found_ignored
 
