@@ -159,3 +159,39 @@ def test_issue41_w7_line_endings_converted_as_git_does_a_touched_file_is_unchang
     diff = place.ok("git_diff")["diff"]
     assert {line.split(" b/")[0][len("diff --git a/"):] for line in diff.splitlines()
             if line.startswith("diff --git")} == set(git("diff", "--name-only", cwd=ws).split())
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["flags", "sparse-checkout"])
+def test_issue41_w7_skip_worktree_and_assume_unchanged_are_not_compared(tmp_path: Path,
+                                                                       sparse: bool):
+    """Files outside a sparse checkout are not ` D`; files marked skip-worktree or
+    assume-unchanged and then edited or deleted are not ` M` or ` D` (Git shows
+    nothing); a revision diff takes their index version, as Git's does."""
+    place = make_place(tmp_path)
+    ws = place.ws
+    for name in ("a", "b", "c", "d", "in/e", "out/f", "out/g"):
+        (ws / name).parent.mkdir(exist_ok=True)
+        (ws / name).write_text(f"{name}\n")
+    committed(place)
+    (ws / "a").write_text("a two\n")
+    git("commit", "-q", "-am", "second", cwd=ws)
+    if sparse:
+        git("sparse-checkout", "set", "--no-cone", "/*", "!/out/", cwd=ws)
+        assert not (ws / "out").exists()
+        (ws / "out").mkdir()
+        (ws / "out" / "g").write_text("back, edited\n")  # present again: compared (Git 2.37+)
+    git("update-index", "--assume-unchanged", "a", "b", cwd=ws)
+    git("update-index", "--skip-worktree", "c", "d", cwd=ws)
+    (ws / "a").write_text("edited\n")
+    (ws / "b").unlink()
+    (ws / "c").write_text("edited\n")
+    (ws / "d").unlink()
+    (ws / "in" / "e").write_text("edited\n")
+    assert ours(place) == porcelain(ws)
+    for args in ({}, {"revision": "HEAD~1"}, {"staged": True}):
+        diff = place.ok("git_diff", **args)["diff"]
+        named = {line.split(" b/")[0][len("diff --git a/"):] for line in diff.splitlines()
+                 if line.startswith("diff --git")}
+        flags = ["--cached"] if args.get("staged") else [args["revision"]] \
+            if "revision" in args else []
+        assert named == set(git("diff", "--name-only", *flags, cwd=ws).split()), args

@@ -134,6 +134,15 @@ class _Files:
         except OSError:
             return None
 
+    def promised(self, index: Index, i: int, present: bool) -> bool:
+        """Whether the user told Git not to look at the entry's working-tree file
+        (assume-unchanged, or skip-worktree: outside a sparse checkout), so that Git
+        takes it for the index's version. Under `core.sparseCheckout` a skip-worktree file
+        that is present again is compared, as Git (2.37 on) does."""
+        if index.assume_unchanged(i):
+            return True
+        return index.skip_worktree(i) and not (present and self.repo.sparse_checkout)
+
     def unchanged_quick(self, index: Index, i: int, st: os.stat_result) -> bool:
         """Whether the file is the index's by its stat data alone (no byte read): same
         mode, same stat data but the device, written before the index was (else it may be
@@ -391,6 +400,8 @@ def _worktree_code(files: _Files, index: Index, i: int, seen: Seen, walked: Work
     file differs from the index."""
     if index.stage(i) == 0 and files.unchanged_quick(index, i, seen.st):
         return " "  # the common case first: no more is read
+    if files.promised(index, i, True):
+        return " "
     entry = index.brief(i)
     if entry.stage != 0 or entry.mode == MODE_GITLINK:
         return " "
@@ -449,7 +460,8 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
             continue
         x = " " if old == (entry.mode, entry.oid) or entry.intent_to_add else \
             "A" if old is None else "T" if _kind(old[0]) != _kind(entry.mode) else "M"
-        y = walked.changed.get(i, " ") if walked.seen[i - span[0]] else "D"
+        y = walked.changed.get(i, " ") if walked.seen[i - span[0]] else \
+            " " if files.promised(index, i, False) else "D"
         if y == "filtered":
             yield path, "filtered"
         elif x + y != "  ":
@@ -652,6 +664,11 @@ def _against_worktree(files: _Files, view: Worktree, path: str, index: Index, i:
         st = files.lstat(path)
     except CannotTell:
         files.untold += 1
+        return
+    present = st is not None and not stat.S_ISDIR(st.st_mode)
+    if files.promised(index, i, present):  # Git takes the index's version for it
+        if old is not None and old != (index.mode(i), index.oid(i)):
+            yield path, old, (index.mode(i), index.oid(i)), None
         return
     if st is None or stat.S_ISDIR(st.st_mode):
         if old is not None:
