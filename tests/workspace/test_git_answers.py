@@ -6,14 +6,21 @@ below a folder that cannot be listed."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import shutil
+import struct
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 
 import pytest
 
 from tests.workspace.tooling import Place, committed, git, make_place
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
@@ -195,3 +202,75 @@ def test_issue41_w7_skip_worktree_and_assume_unchanged_are_not_compared(tmp_path
         flags = ["--cached"] if args.get("staged") else [args["revision"]] \
             if "revision" in args else []
         assert named == set(git("diff", "--name-only", *flags, cwd=ws).split()), args
+
+
+def _pack_of_one(gitdir: Path, kind: str, data: bytes) -> None:
+    """A pack (and its version-2 index) holding one whole object, written as Git would."""
+    body = zlib.compress(data)
+    size = len(data)
+    byte = ({"commit": 1, "tree": 2, "blob": 3}[kind] << 4) | (size & 0x0F)
+    size >>= 4
+    head = bytearray()
+    while size:
+        head.append(byte | 0x80)
+        byte, size = size & 0x7F, size >> 7
+    head.append(byte)
+    pack = b"PACK" + struct.pack(">II", 2, 1) + bytes(head) + body
+    pack += hashlib.sha1(pack).digest()
+    oid = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).digest()
+    fanout = [0 if b < oid[0] else 1 for b in range(256)]
+    idx = (b"\xfftOc" + struct.pack(">I", 2) + struct.pack(">256I", *fanout) + oid
+           + struct.pack(">II", zlib.crc32(bytes(head) + body), 12) + pack[-20:])
+    idx += hashlib.sha1(idx).digest()
+    stem = gitdir / "objects" / "pack" / f"pack-{pack[-20:].hex()}"
+    stem.with_suffix(".pack").write_bytes(pack)
+    stem.with_suffix(".idx").write_bytes(idx)
+
+
+_FEW_DESCRIPTORS = """
+import json, resource, sys
+sys.path.insert(0, sys.argv[1])
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+from clankie.workspace.tools import ToolSettings, call_tool
+from clankie.workspace.deny import DenyList
+from clankie.workspace.identity import identify
+ws = identify(sys.argv[2])
+print(json.dumps({tool: call_tool(tool, args, ws, ToolSettings(DenyList())).result
+                  for tool, args in (("git_log", "{}"), ("git_status", "{}"),
+                                     ("git_diff", '{"revision": "HEAD~1"}'))}))
+"""
+
+
+def test_issue41_w5_w7_many_packs_are_opened_lazily_within_the_descriptors_there_are(
+        tmp_path: Path):
+    """A repository of 300 packs (600 files) read with 128 descriptors: each pack is
+    opened when it is needed and at most a bounded number stay open, so no call fails
+    with a false `permission_denied` (the real cause had been running out of them)."""
+    place = make_place(tmp_path)
+    ws, gitdir = place.ws, place.ws / ".git"
+    committed(place)
+    for n in range(3):
+        (ws / f"f{n}.txt").write_text(f"file {n}\n")
+        git("add", ".", cwd=ws)
+        git("commit", "-q", "-m", f"commit {n}", cwd=ws)
+    listed = git("cat-file", "--batch-all-objects", "--batch-check", cwd=ws).split("\n")
+    for line in filter(None, listed):  # every object in a pack of its own
+        oid, kind, _ = line.split()
+        data = subprocess.run(["git", "cat-file", kind, oid], cwd=ws, check=True,
+                              capture_output=True).stdout
+        _pack_of_one(gitdir, kind, data)
+    for n in range(300 - len(listed)):
+        _pack_of_one(gitdir, "blob", f"unrelated {n}\n".encode())
+    git("prune-packed", cwd=ws)
+    assert len(list((gitdir / "objects" / "pack").glob("*.pack"))) >= 290
+    (ws / "f0.txt").write_text("edited\n")
+    done = subprocess.run([sys.executable, "-c", _FEW_DESCRIPTORS, str(ROOT / "src"),
+                           str(ws)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(done.stdout)
+    assert all("code" not in result for result in results.values()), results
+    assert [c["commit"] for c in results["git_log"]["commits"]] == \
+        git("log", "--format=%H", cwd=ws).split()
+    assert {(e["path"], e["status"]) for e in results["git_status"]["entries"]} == \
+        porcelain(ws)
+    assert "f0.txt" in results["git_diff"]["diff"] and "f2.txt" in results["git_diff"]["diff"]
