@@ -665,8 +665,8 @@ def _against_worktree(files: _Files, view: Worktree, path: str, index: Index, i:
     except CannotTell:
         files.untold += 1
         return
-    present = st is not None and not stat.S_ISDIR(st.st_mode)
-    if files.promised(index, i, present):  # Git takes the index's version for it
+    there = st is not None and not stat.S_ISDIR(st.st_mode)
+    if files.promised(index, i, there):  # Git takes the index's version for it
         if old is not None and old != (index.mode(i), index.oid(i)):
             yield path, old, (index.mode(i), index.oid(i)), None
         return
