@@ -1,11 +1,13 @@
-"""Git's ignore rules and its `filter` attribute, matched by us (SPEC W5, W6, W7).
+"""Git's ignore rules and the attributes the Git tools read, matched by us (SPEC W5-W7).
 
 Owns deciding, for a path beneath the top of a work tree, whether the ignore files say it
-is ignored and whether the attribute files name a filter for it. The rules come as bytes
+is ignored and what the attribute files set for it (`filter`, `text`, `eol`, `crlf`, with
+macros). The rules come as bytes
 (read by the caller: working-tree files through the confined opener, files above the
 workspace from the index's blobs, `info/exclude` and `info/attributes` from the git
-directory). Each line is translated to a regular expression by `pathspec`'s translation of
-Git's wildmatch rules (a pure function) and compiled by RE2 only, never by Python's
+directory). Each line is translated to a regular expression over bytes by our own port of
+Git's `parse_path_pattern` and `wildmatch` (pure functions; a rule matches the path itself,
+never what lies in a folder it names) and compiled by RE2 only, never by Python's
 backtracking `re` (W5: matching is linear in the path whatever the rule), into RE2 sets of
 bounded size and memory. Bounds: per file (`RULE_FILE_BYTES`, `RULE_LINES`,
 `RULE_LINE_CHARS`), per rule (`RULE_PROGRAM`), per call (`CALL_RULE_BYTES` of rule text,
