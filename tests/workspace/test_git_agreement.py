@@ -254,3 +254,70 @@ def _patch_reaches_the_working_tree(diff: dict[str, Any], top: Path, scratch: Pa
             assert theirs.read_bytes() == mine.read_bytes(), path
         else:
             assert not theirs.exists() or theirs.is_symlink(), path
+
+
+# --- issue 41: ignore rules, attributes and line endings, conflicts, sparse checkouts ---
+
+_RULE_PARTS = ("a", "b", "ba", "src", "build", "x.o", "*", "**", "?", "[!a]", "[a-c]",
+               "[[:alpha:]]", "[]a]", "\\!", "*.o", "b*", "*a", "[^b]?", "\\*", "a\\ ")
+_TREE = ("a/b/x.o", "src/build/out.o", "ba/x", "b/ab", "build/keep", "a/x.o", "bb/c/d",
+         "c/ba/b", "src/a", "!x", "*y", "a b", "a /z", "x.o", "src/b/build/q", "ab", "aa/b")
+
+
+def _rule(rng: random.Random) -> str:
+    parts = [rng.choice(_RULE_PARTS) for _ in range(rng.randint(1, 3))]
+    rule = "/".join(parts)
+    if rng.random() < 0.2:
+        rule = "/" + rule
+    if rng.random() < 0.25:
+        rule += "/"
+    if rng.random() < 0.3:
+        rule = "!" + rule
+    if rng.random() < 0.05:
+        rule += "  "
+    return rule
+
+
+def build_ignores(seed: int, root: Path) -> tuple[Place, list[str], list[str]]:
+    """A repository with random ignore files (the top's, a folder's, `info/exclude`), a
+    few tracked files and a tree of untracked ones."""
+    rng = random.Random(seed)
+    place = make_place(root)
+    top = place.ws
+    git("init", "-q", "-b", "main", cwd=top)
+    paths = rng.sample(_TREE, rng.randint(4, len(_TREE)))
+    for path in paths:
+        (top / path).parent.mkdir(parents=True, exist_ok=True)
+        (top / path).write_text(f"{path}\n")
+    tracked = rng.sample(paths, rng.randint(0, 3))
+    if tracked:
+        git("add", "-f", "--", *tracked, cwd=top)
+    git("commit", "-q", "--allow-empty", "-m", "first", cwd=top)
+    done = [f"seed {seed}", f"tracked {tracked}"]
+    for where in ("", "src/", "a/", ".git/info/exclude"):
+        if rng.random() < (0.9 if not where else 0.4):
+            text = "\n".join(_rule(rng) for _ in range(rng.randint(1, 6))) + "\n"
+            target = top / where if where.endswith("exclude") else top / where / ".gitignore"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            done.append(f"{where or '.gitignore'}: {text!r}")
+    return place, paths, done
+
+
+@AGREEMENT
+@given(seed=st.integers(0, 2**32 - 1))
+def test_issue41_w6_ignore_rules_agree_with_git_check_ignore(seed: int):
+    with tempfile.TemporaryDirectory() as scratch:
+        place, paths, done = build_ignores(seed, Path(scratch))
+        note("\n".join(done))
+        theirs = _Git(place.ws, Path(scratch), "")
+        assert {(e["path"], e["status"]) for e in place.ok("git_status")["entries"]} == \
+            theirs.status()
+        hidden = set(subprocess.run(["git", "check-ignore", "--stdin"], cwd=theirs.copy,
+                                    input="\n".join(paths) + "\n", capture_output=True,
+                                    text=True).stdout.splitlines())
+        listed = {e["path"] for e in place.ok("list_files", depth=3)["entries"]}
+        tracked = set(git("ls-files", cwd=theirs.copy).splitlines())
+        shallow = [p for p in paths if p.count("/") < 3]  # what a listing of depth 3 reaches
+        assert {p for p in shallow if p in listed} == {p for p in shallow if p not in hidden
+                                                       or p in tracked}

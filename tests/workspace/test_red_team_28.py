@@ -395,7 +395,7 @@ def test_w7_conflict_stages_in_a_folder_the_cache_tree_vouches_for_are_not_delet
                 [(b"TREE", b"\0" + b"3 1\n" + bytes.fromhex(root)
                   + b"sub\0" + b"2 0\n" + bytes.fromhex(sub))])
     entries = repo.ok("git_status")["entries"]
-    assert {(e["path"], e["status"]) for e in entries} == {("sub/a.txt", "UU")}, entries
+    assert {(e["path"], e["status"]) for e in entries} == {("sub/a.txt", "AA")}, entries
 
 
 def test_w7_a_checked_out_submodule_is_said_once(repo: Place):

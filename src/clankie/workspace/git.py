@@ -38,9 +38,12 @@ from clankie.tool_dto import (
 )
 
 from .confine import Refusal, Root, check_path, open_listed, tidy
+from .deny import DenyList
+from .gitconvert import CONVERT_BYTES, clean, has_crlf, needs_index
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, as_bytes, as_text
 from .gitrepo import Repository, repository
 from .gittrees import MODE_TREE
+from .reading import denied
 from .textdiff import DIFF_LINES, bounded, escaped, header, patch, too_many_lines
 from .worktree import Seen, Worktree, kind_of
 
@@ -131,6 +134,15 @@ class _Files:
         except OSError:
             return None
 
+    def promised(self, index: Index, i: int, present: bool) -> bool:
+        """Whether the user told Git not to look at the entry's working-tree file
+        (assume-unchanged, or skip-worktree: outside a sparse checkout), so that Git
+        takes it for the index's version. Under `core.sparseCheckout` a skip-worktree file
+        that is present again is compared, as Git (2.37 on) does."""
+        if index.assume_unchanged(i):
+            return True
+        return index.skip_worktree(i) and not (present and self.repo.sparse_checkout)
+
     def unchanged_quick(self, index: Index, i: int, st: os.stat_result) -> bool:
         """Whether the file is the index's by its stat data alone (no byte read): same
         mode, same stat data but the device, written before the index was (else it may be
@@ -145,8 +157,9 @@ class _Files:
 
     def blob_id(self, path: str, st: os.stat_result, walked: Worktree | None = None
                 ) -> bytes | None:
-        """The object ID the file's bytes would have as a blob (None: unreadable). With
-        `walked`, the file the walk has just yielded, read through its folder."""
+        """The object ID the file's bytes would have as a blob (None: unreadable), after
+        Git's line-ending conversion when its attributes or `core.autocrlf` ask for one.
+        With `walked`, the file the walk has just yielded, read through its folder."""
         digest = hashlib.sha256() if self.repo.hash_size == 32 else hashlib.sha1()
         if stat.S_ISLNK(st.st_mode):
             target = self.link_target(path, walked)
@@ -154,10 +167,17 @@ class _Files:
                 return None
             digest.update(b"blob %d\x00" % len(target) + target)
             return digest.digest()
+        action = self.view.conversion(path) if st.st_size <= CONVERT_BYTES else None
         fd = self._open(path, walked)
         if fd is None:
             return None
         try:
+            if action is not None:
+                data = self._converted(path, fd, action)
+                if data is None:
+                    return None
+                digest.update(b"blob %d\x00" % len(data) + data)
+                return digest.digest()
             size = os.fstat(fd).st_size
             digest.update(b"blob %d\x00" % size)
             read = 0
@@ -168,6 +188,22 @@ class _Files:
             return digest.digest() if read == size else None
         finally:
             os.close(fd)
+
+    def _converted(self, path: str, fd: int, action: str) -> bytes | None:
+        """The open file's bytes as Git would hash them (`gitconvert.clean`); None when it
+        is larger than a conversion reads."""
+        data = os.read(fd, CONVERT_BYTES + 1)
+        if len(data) > CONVERT_BYTES:
+            return None
+        self.root.check_time()
+        index_crlf = False
+        if needs_index(data, action):
+            index = self.view.index
+            i = index.find(as_bytes(self.view.top(path))) if index is not None else None
+            if index is not None and i is not None and index.stage(i) == 0:
+                found = self.repo.store.read(index.oid(i), CONVERT_BYTES)
+                index_crlf = found is not None and has_crlf(bytes(found[1]))
+        return clean(data, action, index_crlf)
 
     def _open(self, path: str, walked: Worktree | None) -> int | None:
         if walked is not None:
@@ -199,14 +235,18 @@ class _Files:
             os.close(parent.fd)
 
     def content(self, path: str, st: os.stat_result) -> bytes | None:
-        """The working tree's bytes of a file, None when larger than a diff reads; refused
-        when it cannot be read (gone, or a symlink to a denied path since)."""
+        """The working tree's bytes of a file as Git diffs them (line endings converted as
+        its attributes say), None when larger than a diff reads; refused when it cannot be
+        read (gone, or a symlink to a denied path since)."""
         if stat.S_ISLNK(st.st_mode):
             return self.link_target(path)
         fd, opened = self.root.open_file(path, self.denied)
         try:
             if opened.st_size > DIFF_SIDE_BYTES:
                 return None
+            action = self.view.conversion(path)
+            if action is not None:
+                return self._converted(path, fd, action)
             return os.read(fd, DIFF_SIDE_BYTES + 1)[:DIFF_SIDE_BYTES]
         finally:
             os.close(fd)
@@ -360,6 +400,8 @@ def _worktree_code(files: _Files, index: Index, i: int, seen: Seen, walked: Work
     file differs from the index."""
     if index.stage(i) == 0 and files.unchanged_quick(index, i, seen.st):
         return " "  # the common case first: no more is read
+    if files.promised(index, i, True):
+        return " "
     entry = index.brief(i)
     if entry.stage != 0 or entry.mode == MODE_GITLINK:
         return " "
@@ -371,6 +413,10 @@ def _worktree_code(files: _Files, index: Index, i: int, seen: Seen, walked: Work
         return "T"
     if _mode(seen.st.st_mode) != entry.mode:
         return "M"
+    recorded = index.stat_data(i)[36:40]
+    if recorded != b"\0\0\0\0" and recorded != (seen.st.st_size & _LOW).to_bytes(4, "big"):
+        return "M"  # as Git's `ie_match_stat`: another size is a change, unread (even when
+        # its line-ending conversion would give the index's bytes)
     found = files.blob_id(seen.path, seen.st, walked)
     if found is None:  # it cannot be read now: not said either way
         files.untold += 1
@@ -407,19 +453,33 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
         if entry.mode == MODE_GITLINK:
             continue  # said above
         if entry.stage != 0:
-            yield path, "UU"
+            yield path, _conflict(index, i)
             continue
         if old and old[0] == MODE_GITLINK:
             yield path, "submodule"
             continue
         x = " " if old == (entry.mode, entry.oid) or entry.intent_to_add else \
             "A" if old is None else "T" if _kind(old[0]) != _kind(entry.mode) else "M"
-        y = walked.changed.get(i, " ") if walked.seen[i - span[0]] else "D"
+        y = walked.changed.get(i, " ") if walked.seen[i - span[0]] else \
+            " " if files.promised(index, i, False) else "D"
         if y == "filtered":
             yield path, "filtered"
         elif x + y != "  ":
             yield path, x + y
     yield from walked.others
+
+
+_CONFLICTS = {0b111: "UU", 0b110: "AA", 0b011: "UD", 0b101: "DU", 0b010: "AU", 0b100: "UA",
+              0b001: "DD"}  # by the stages present (bit 0: the base, 1: ours, 2: theirs)
+
+
+def _conflict(index: Index, i: int) -> str:
+    """A conflicted path's letters as Git's porcelain gives them, from the stages its
+    index entries hold (`i` is the first)."""
+    present = 0
+    for at in range(i, _next_path(index, i, len(index))):
+        present |= 1 << (index.stage(at) - 1)
+    return _CONFLICTS[present]
 
 
 def _in_worktree(index: Index, view: Worktree, files: _Files, walked: _Walked,
@@ -482,12 +542,16 @@ def _denied_entries(index: Index, span: tuple[int, int], top: bytes,
 
 # --- git_log ------------------------------------------------------------------------------
 
-def git_log(root: Root, args: GitLogArgs) -> GitLogResult:
+def git_log(root: Root, args: GitLogArgs, deny: DenyList) -> GitLogResult:
+    """The newest commits, of the path if one is given: a denied path's history is
+    refused as its content is (W4: `git_diff` never compares it, `read_file` never
+    reads it)."""
+    path = tidy(check_path(args.path)) if args.path is not None else "."
     with _required(root) as repo:
+        denied(path, deny)  # (an unsafe repository is said first, as by git_diff)
         head = repo.head()
         if head is None:
             return GitLogResult(commits=[])
-        path = tidy(check_path(args.path)) if args.path is not None else "."
         where = (repo.prefix + path if path != "." else repo.prefix).rstrip("/")
         found = repo.log(head, where, args.limit)
     return GitLogResult(commits=[Commit(commit=c.oid.hex(), author=c.author[:200],
@@ -608,6 +672,11 @@ def _against_worktree(files: _Files, view: Worktree, path: str, index: Index, i:
         st = files.lstat(path)
     except CannotTell:
         files.untold += 1
+        return
+    there = st is not None and not stat.S_ISDIR(st.st_mode)
+    if files.promised(index, i, there):  # Git takes the index's version for it
+        if old is not None and old != (index.mode(i), index.oid(i)):
+            yield path, old, (index.mode(i), index.oid(i)), None
         return
     if st is None or stat.S_ISDIR(st.st_mode):
         if old is not None:

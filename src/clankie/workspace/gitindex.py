@@ -38,6 +38,7 @@ _STAT = struct.Struct(">10I")
 _EXTENDED = 0x4000
 _INTENT_TO_ADD = 0x2000  # in the extended flags
 _SKIP_WORKTREE = 0x4000  # in the extended flags
+_ASSUME_VALID = 0x8000  # in the flags: `update-index --assume-unchanged`
 _NS = 1_000_000_000
 
 
@@ -96,7 +97,8 @@ class Index:
         self.paths: list[bytes] = []
         self._fixed = bytearray()
         self._size = 40 + hash_size + 2
-        self._extended = bytearray()  # per entry: 1 intent to add, 2 skip worktree, 4 a stage
+        self._extended = bytearray()  # per entry: 1 intent to add, 2 skip worktree, 4 a
+        # stage, 8 assume unchanged
         self.gitlinks: list[int] = []  # the positions of nested repositories' entries
         # Git's cache-tree (the TREE extension), where it is valid, one step a folder: its
         # parent's number and its name -> its own number, how many entries it covers and
@@ -136,9 +138,15 @@ class Index:
     def intent_to_add(self, i: int) -> bool:
         return bool(self._extended[i] & 1)
 
+    def skip_worktree(self, i: int) -> bool:
+        return bool(self._extended[i] & 2)
+
+    def assume_unchanged(self, i: int) -> bool:
+        return bool(self._extended[i] & 8)
+
     def plain(self, start: int, end: int) -> bool:
         """Whether the entries in [start, end) are all plain: no intent to add, no
-        skip-worktree, no conflict stage."""
+        skip-worktree, no conflict stage, none assumed unchanged."""
         return not self._extended[start:end].strip(b"\x00")
 
     def find(self, path: bytes) -> int | None:
@@ -325,7 +333,8 @@ def read_index(fd: int, hash_size: int = 20, bounds: Bounds | None = None) -> In
         index.paths.append(name)
         index._fixed += head
         index._extended.append((1 if extended & _INTENT_TO_ADD else 0)
-                               | (2 if extended & _SKIP_WORKTREE else 0) | (4 if stage else 0))
+                               | (2 if extended & _SKIP_WORKTREE else 0) | (4 if stage else 0)
+                               | (8 if flags & _ASSUME_VALID else 0))
         reader.at += used
     _extensions(reader, index, held)
     return index

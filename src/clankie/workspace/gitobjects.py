@@ -38,6 +38,7 @@ from .gitfiles import GitDir, chunks, pread_exactly, too_large, unsafe
 OBJECT_BYTES = 16 * 1024 * 1024
 DELTA_CHAIN = 50
 PACKS = 1_000  # pack files looked at (a repository gathers them into a few)
+OPEN_PACKS = 32  # packs whose descriptors are open at once (two each: 64 of the usual 1,024)
 CACHE_BYTES = 8 * 1024 * 1024  # recently read objects kept (delta bases, trees, commits)
 CACHE_ONE = 512 * 1024  # the largest object kept there
 PREFIX_CANDIDATES = 16  # objects a short hex prefix may name before it is just ambiguous
@@ -68,6 +69,8 @@ class ObjectStore:
         self.hash_size = hash_size
         self.bounds = bounds
         self._packs: list[_Pack] | None = None
+        self._opened = _Open()
+        self._found_in: _Pack | None = None  # where the last object was found: looked first
         self._cache: OrderedDict[tuple[int, int] | bytes, tuple[str, Data]] = OrderedDict()
         self._cached = 0  # bytes of the cache, counted on the account
         self._last = 0  # bytes of the object being read, or read last, counted likewise
@@ -170,9 +173,14 @@ class ObjectStore:
     def _locate(self, oid: bytes) -> _Loose | tuple[_Pack, int] | None:
         if len(oid) != self.hash_size:
             return None
-        for pack in self._all_packs():
+        last = self._found_in
+        packs = self._all_packs()
+        for n, pack in enumerate(itertools.chain([last] if last is not None else [], packs)):
+            if (n and pack is last) or not pack.holds(oid[0]):
+                continue  # (looked at first already), or its fan-out says it holds none
             offset = pack.find(oid)
             if offset is not None:
+                self._found_in = pack
                 return pack, offset
         return self._loose(oid)
 
@@ -200,7 +208,7 @@ class ObjectStore:
                     raise too_large(f"it has more than {PACKS} pack files")
                 self.check_time()
                 pack = _Pack.open(self.gitdir, f"objects/pack/{name[:-4]}", self.hash_size,
-                                  len(self._packs))
+                                  len(self._packs), self._opened)
                 if pack is not None:
                     self._packs.append(pack)
         return self._packs
@@ -407,27 +415,67 @@ def inflate(source: Iterator[bytes], size: int, store: ObjectStore, *, exact: bo
     return data
 
 
-class _Pack:
-    """A pack and its version-2 index, both open; objects looked up with `pread`."""
+class _Open:
+    """The packs whose two descriptors are open, least recently used first: at most
+    `OPEN_PACKS` at once, whatever the number of packs (a repository of 701 packs must not
+    run the process out of descriptors)."""
 
-    def __init__(self, idx: int, pack: int, number: int, hash_size: int, count: int,
-                 fanout: tuple[int, ...], pack_size: int) -> None:
-        self.idx, self.fd, self.number = idx, pack, number
+    def __init__(self) -> None:
+        self.packs: OrderedDict[int, _Pack] = OrderedDict()
+
+    def use(self, pack: _Pack) -> None:
+        self.packs[pack.number] = pack
+        self.packs.move_to_end(pack.number)
+        while len(self.packs) > OPEN_PACKS:
+            self.packs.popitem(last=False)[1].close()
+
+
+class _Pack:
+    """A pack and its version-2 index; objects looked up with `pread`. Its descriptors are
+    opened when first needed and may be closed to make room (`_Open`); opened again, each
+    file must be the very one first opened."""
+
+    def __init__(self, gitdir: GitDir, stem: str, opened: _Open, number: int,
+                 hash_size: int, count: int, fanout: tuple[int, ...],
+                 ids: tuple[tuple[int, int], tuple[int, int]], pack_size: int) -> None:
+        self.gitdir, self.stem, self.opened, self.number = gitdir, stem, opened, number
         self.hash_size, self.count, self.fanout = hash_size, count, fanout
-        self.pack_size = pack_size
+        self.ids, self.pack_size = ids, pack_size
+        self._fds: tuple[int, int] | None = None
         self._names = 8 + 1024
         self._offsets = self._names + count * (hash_size + 4)
         self._large = self._offsets + count * 4
 
+    @property
+    def idx(self) -> int:
+        return self._open()[0]
+
+    @property
+    def fd(self) -> int:
+        return self._open()[1]
+
+    def _open(self) -> tuple[int, int]:
+        if self._fds is None:
+            fds = _pair(self.gitdir, self.stem)
+            if fds is None or _ids(fds) != self.ids:
+                for fd in fds or ():
+                    os.close(fd)
+                raise unsafe("a pack changed while it was read")
+            self._fds = fds
+        self.opened.use(self)
+        return self._fds
+
+    def holds(self, first: int) -> bool:
+        """Whether it may hold an object whose ID begins with this byte (no file read)."""
+        return self._bounds(first)[0] < self._bounds(first)[1]
+
     @classmethod
-    def open(cls, gitdir: GitDir, stem: str, hash_size: int, number: int) -> _Pack | None:
-        idx = gitdir.open_file(stem + ".idx")
-        if idx is None:
+    def open(cls, gitdir: GitDir, stem: str, hash_size: int, number: int, opened: _Open
+             ) -> _Pack | None:
+        fds = _pair(gitdir, stem)
+        if fds is None:
             return None  # removed meanwhile (a repack)
-        pack = gitdir.open_file(stem + ".pack")
-        if pack is None:
-            os.close(idx)
-            return None
+        idx, pack = fds
         try:
             head = pread_exactly(idx, 8 + 1024, 0)
             if len(head) != 8 + 1024 or head[:8] != b"\xfftOc\x00\x00\x00\x02":
@@ -442,15 +490,21 @@ class _Pack:
             if pread_exactly(pack, 12, 0)[:8] not in (b"PACK\x00\x00\x00\x02",
                                                       b"PACK\x00\x00\x00\x03"):
                 raise unsafe("a pack is not in a format these tools read")
-            return cls(idx, pack, number, hash_size, count, fanout, pack_size)
+            found = cls(gitdir, stem, opened, number, hash_size, count, fanout, _ids(fds),
+                        pack_size)
         except BaseException:
             os.close(idx)
             os.close(pack)
             raise
+        found._fds = fds
+        opened.use(found)
+        return found
 
     def close(self) -> None:
-        os.close(self.idx)
-        os.close(self.fd)
+        if self._fds is not None:
+            os.close(self._fds[0])
+            os.close(self._fds[1])
+            self._fds = None
 
     def _name(self, i: int) -> bytes:
         return pread_exactly(self.idx, self.hash_size, self._names + i * self.hash_size)
@@ -541,6 +595,27 @@ class _Pack:
         except IndexError:
             raise corrupt() from None
         raise corrupt()
+
+
+def _pair(gitdir: GitDir, stem: str) -> tuple[int, int] | None:
+    """A pack's index and pack files, opened; None when either is gone."""
+    idx = gitdir.open_file(stem + ".idx")
+    if idx is None:
+        return None
+    try:
+        pack = gitdir.open_file(stem + ".pack")
+    except BaseException:
+        os.close(idx)
+        raise
+    if pack is None:
+        os.close(idx)
+        return None
+    return idx, pack
+
+
+def _ids(fds: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    first, second = os.fstat(fds[0]), os.fstat(fds[1])
+    return (first.st_dev, first.st_ino), (second.st_dev, second.st_ino)
 
 
 def _delta_sizes(delta: Data) -> tuple[int, int, int]:

@@ -3,13 +3,13 @@
 Owns what a revision a model gives may look like (a branch or tag name, `HEAD`, an object
 ID or a prefix of at least 4 hex digits, each with `~N` or `^N`; anything else is
 `invalid_argument`) and what commit it names, found as `git rev-parse` would find it:
-`HEAD`, then `refs/NAME`, `refs/tags/NAME`, `refs/heads/NAME`, `refs/remotes/NAME`,
-`refs/remotes/NAME/HEAD`, then an object ID or an unambiguous prefix of a commit; tags
-peeled to their commit; each `~` or `^` step asks the call's deadline, and a commit met
-again on the way (a cycle, which only objects whose names lie can make) is
-`unsafe_repository`, found, not walked. Every ref file is read through the git directory's confined
-opener; a symbolic ref is followed only to a well-formed name under `refs/`, at most 5
-deep. Replace refs, grafts and `shallow` are never read.
+`HEAD`, a full name (`refs/heads/main`), then `refs/NAME`, `refs/tags/NAME`,
+`refs/heads/NAME`, `refs/remotes/NAME`, `refs/remotes/NAME/HEAD`, then an object ID or an
+unambiguous prefix of a commit; tags peeled to their commit; each `~` or `^` step asks the
+call's deadline, and a commit met again on the way (a cycle, which only objects whose names
+lie can make) is `unsafe_repository`, found, not walked. Every ref file is read through the
+git directory's confined opener; a symbolic ref is followed only to a well-formed name under
+`refs/`, at most 5 deep. Replace refs, grafts and `shallow` are never read.
 """
 
 from __future__ import annotations
@@ -133,6 +133,10 @@ class Refs:
             return bytes.fromhex(name)
         if name == "HEAD":
             return self.resolve("HEAD")
+        if name.startswith("refs/"):  # a full name, as Git's first rule ("%s") takes it
+            found = self.resolve(name)
+            if found is not None:
+                return found
         for rule in _RULES:
             found = self.resolve(rule.format(name))
             if found is not None:

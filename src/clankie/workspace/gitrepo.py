@@ -41,6 +41,8 @@ class Repository:
     prefix: str  # '' when the workspace is the top, else 'a/b/'
     bounds: Bounds  # the call's deadline and memory account (W5)
     hash_size: int = 20
+    autocrlf: str = "false"  # core.autocrlf of the repository's own config: false, true, input
+    sparse_checkout: bool = False  # core.sparseCheckout
     index_mtime_ns: int = 0
     _index: Index | None = None
     _store: ObjectStore | None = field(default=None, repr=False)
@@ -218,16 +220,21 @@ def _check(repo: Repository) -> None:
     if facts.refusal:
         raise unsafe(facts.refusal)
     repo.hash_size = facts.hash_size
-    for name in ("config.worktree",):
-        reason = read_config(repo.gitdir.read(name, CONFIG_BYTES) or b"").refusal
-        if reason:
-            raise unsafe(reason)
+    data = repo.gitdir.read("config.worktree", CONFIG_BYTES) or b""
+    reason = read_config(data).refusal
+    if reason:
+        raise unsafe(reason)
+    # (`git sparse-checkout` writes its setting there; read after the shared file, as Git)
+    worktree = read_config(config + b"\n" + data)
+    repo.autocrlf, repo.sparse_checkout = worktree.autocrlf, worktree.sparse_checkout
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigFacts:
     refusal: str | None  # why the repository is not read, if it is not
     hash_size: int  # 20 (SHA-1) or 32 (SHA-256)
+    autocrlf: str = "false"  # core.autocrlf: false, true or input
+    sparse_checkout: bool = False  # core.sparseCheckout
 
 
 def config_refusal(data: bytes) -> str | None:
@@ -242,6 +249,8 @@ def read_config(data: bytes) -> ConfigFacts:
     for on every line, continuation lines included."""
     section = ""
     hash_size = 20
+    autocrlf = "false"
+    sparse = False
     for raw in data.decode("utf-8", "replace").splitlines():
         line = raw.strip()
         if line.startswith("["):
@@ -261,7 +270,11 @@ def read_config(data: bytes) -> ConfigFacts:
                 return ConfigFacts("its objects are in a format these tools do not read",
                                    hash_size)
             hash_size = 32 if value == "sha256" else 20
-    return ConfigFacts(None, hash_size)
+        if section == "core" and key == "autocrlf":
+            autocrlf = "input" if value == "input" else "true" if value in _TRUE else "false"
+        if section == "core" and key == "sparsecheckout":
+            sparse = value in _TRUE
+    return ConfigFacts(None, hash_size, autocrlf, sparse)
 
 
 def _key_refusal(section: str, key: str, value: str) -> str | None:

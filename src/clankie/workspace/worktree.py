@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from .bounds import SLOT, Bounds
 from .confine import Refusal, Root, file_id, open_listed, open_regular
+from .gitconvert import clean_action
 from .gitindex import MODE_GITLINK, Index, as_bytes
 from .gitrepo import Repository
 from .gitrules import RULE_FILE_BYTES, Rules
@@ -242,13 +243,13 @@ class Worktree:
                     if child is not None and not (descend and state != "submodule"):
                         os.close(child)
                         child = None
-                filtered = (kind != "directory" and folder.rules.any_filter
-                            and folder.rules.filtered(self.top(path)))
+                filtered = kind != "directory" and folder.rules.filtered(self.top(path))
                 self.folder_fd = folder.fd
                 yield Seen(path, kind, st or entry, state, folder.level, filtered, at, home)
                 if child is not None:
-                    stack.append(self._enter(child, path, folder.rules,
-                                             state == "ignored", folder.level + 1))
+                    stack.append(self._enter(child, path, folder.rules, state == "ignored"
+                                             or (state == "tracked" and self.excluded(
+                                                 path, kind, folder)), folder.level + 1))
         finally:
             for folder in stack:
                 os.close(folder.fd)
@@ -269,9 +270,15 @@ class Worktree:
             return ("submodule" if self.index.mode(i) == MODE_GITLINK else "tracked"), i
         if kind == "directory" and self.tracked_dir(path):
             return "tracked", None
-        if folder.ignored or folder.rules.ignored(self.top(path), kind == "directory"):
+        if self.excluded(path, kind, folder):
             return "ignored", None
         return "untracked", None
+
+    def excluded(self, path: str, kind: str, folder: _Folder) -> bool:
+        """Git's `is_excluded`: the path lies in an excluded folder, or the rules exclude
+        it itself (an excluded folder stays so whatever a rule says of what is in it, and
+        whether it holds tracked files)."""
+        return folder.ignored or folder.rules.ignored(self.top(path), kind == "directory")
 
     def _enter(self, fd: int, path: str, rules: Rules, ignored: bool, level: int) -> _Folder:
         self.root.check_time()
@@ -286,7 +293,8 @@ class Worktree:
             raise
         self.cut_folders += more
         try:
-            if self.repo is not None and not ignored:
+            if self.repo is not None and (not ignored or self.tracked_dir(path)):  # (attributes
+                # apply to tracked files in an excluded folder)
                 found = [_rule_file(fd, n) if _holds(names, n) else None for n in _RULE_FILES]
                 rules = rules.below(self._base(path), found[0], found[1])
         except BaseException:
@@ -297,13 +305,26 @@ class Worktree:
 
     def filtered(self, path: str) -> bool:
         """Whether the attributes name a filter for a file the walk did not reach."""
+        return self._rules_for(path).filtered(self.top(path))
+
+    def conversion(self, path: str) -> str | None:
+        """How Git converts the file's line endings on the way into the repository
+        (`gitconvert.clean_action`): from its attributes and `core.autocrlf`."""
+        rules = self._rules_for(path)
+        if not rules.any_attribute and self.repo is not None and self.repo.autocrlf == "false":
+            return None  # the common case: nothing to look up
+        return clean_action(rules.attributes(self.top(path)),
+                            self.repo.autocrlf if self.repo is not None else "false")
+
+    def _rules_for(self, path: str) -> Rules:
+        """The rules in force for the files of the folder holding `path`."""
         folder = path.rpartition("/")[0] or "."
         rules = self._rules_in.get(folder)
         if rules is None:
             rules = self._rules_down_to(folder)[0]
             found = [self._read_rule_file(join(folder, name)) for name in _RULE_FILES]
             rules = self._rules_in[folder] = rules.below(self._base(folder), found[0], found[1])
-        return rules.any_filter and rules.filtered(self.top(path))
+        return rules
 
     def _rules_down_to(self, folder: str) -> tuple[Rules, bool]:
         """The rules in force in `folder` (workspace-relative) from the folders above it,
@@ -320,9 +341,9 @@ class Worktree:
             found = [self._read_rule_file(join(here, name)) for name in _RULE_FILES]
             rules = rules.below(self._base(here), found[0], found[1])
             here = join(here, part)
-            if not self.tracked_dir(here) and rules.ignored(self.top(here), True):
-                found_ignored = True
-                break
+            if not found_ignored and rules.ignored(self.top(here), True):
+                found_ignored = True  # (the rules below still count: attributes apply to
+                # the tracked files of an excluded folder)
         self._rules_at[folder] = (rules, found_ignored)
         return rules, found_ignored
 
