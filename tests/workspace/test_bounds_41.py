@@ -9,6 +9,8 @@ index of 5,000 paths 16 long folders deep, and `git_status` over 300 paths 2,000
 deep, both with a home to check; an index whose cache-tree names 17,000 deep folders; an
 index of 40 MB beside two nested 16 MB trees; five nested folders of 50,000 files; a tree
 that holds itself, under a 600-level path; a commit that is its own parent, 250 `^` back.
+And what the Git-answers part added, on the same account: a file whose line endings are
+converted, RE2's memory for ignore rules, the tables of many packs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 from clankie.workspace import bounds
 from tests.workspace.gitbombs import Pack, commit_of, copy, delta, insert, loose, tree_of, write
 from tests.workspace.test_bounds import W5_MEMORY_KIB, W5_SECONDS, _measured
+from tests.workspace.test_git_answers import _pack_of_one
 from tests.workspace.tooling import Place, committed, git, make_place
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -291,3 +294,57 @@ def test_w5_issue41_a_commit_that_is_its_own_parent_is_found_at_the_first_step(r
     (diff,) = _measured(repo, ("git_diff", {"revision": "HEAD" + "^" * 250}))
     result = _within(diff, "unsafe_repository")
     assert diff["status"] == "refused" and "cycle" in str(result["reason"])
+
+
+# --- the Git-answers part (branch i41-agree) on the same account -----------------------------
+
+def test_w5_w7_issue41_a_file_converted_for_hashing_is_counted_on_the_account(
+        repo: Place, monkeypatch: pytest.MonkeyPatch):
+    """Git's line-ending conversion holds a file's bytes and their converted copy at once
+    (6 MiB of CRLF lines: 12 MiB): both are counted on the call's account."""
+    ws = repo.ws
+    (ws / ".gitattributes").write_text("*.txt text\n")
+    data = b"line\r\n" * (1 << 20)
+    (ws / "big.txt").write_bytes(data)
+    git("add", ".", cwd=ws)
+    git("commit", "-q", "-m", "a big text file", cwd=ws)
+    (ws / "big.txt").unlink()  # the same bytes, new stat data: hashed again, converted
+    (ws / "big.txt").write_bytes(data)
+    assert repo.ok("git_status")["entries"] == []
+    _small_account(monkeypatch, 8)
+    reason = _too_large(repo, "git_status")
+    assert f"converting the line endings of {len(data)} bytes" in reason
+
+
+def test_w5_w6_issue41_ignore_rules_draw_on_the_account_and_leave_it_half_free(
+        repo: Place, monkeypatch: pytest.MonkeyPatch):
+    """RE2's memory for the rules is counted on the call's account: with an account too
+    small for them all, the rules past half of it are skipped and counted (W5: said with
+    numbers), and the call still has the other half for reading the repository."""
+    ws = repo.ws
+    rules = [f"{n:04d}-*" for n in range(999)]  # (with `*.log`, a file's 1,000 lines):
+    # 8.5 MB of RE2 memory in all
+    (ws / ".gitignore").write_text("*.log\n" + "".join(f"{rule}\n" for rule in rules))
+    (ws / "debug.log").write_text("ignored\n")
+    (ws / "0998-x").write_text("the last rule ignores it\n")
+    whole = repo.ok("git_status")
+    assert whole["rules_skipped"] == 0
+    assert {e["path"] for e in whole["entries"]} == {".gitignore"}
+    _small_account(monkeypatch, 4)
+    cut = repo.ok("git_status")
+    assert 0 < cut["rules_skipped"] <= 1_000
+    assert "debug.log" not in {e["path"] for e in cut["entries"]}  # the first set was made
+
+
+def test_w5_issue41_the_tables_of_many_packs_are_counted_on_the_account(
+        repo: Place, monkeypatch: pytest.MonkeyPatch):
+    """Each pack's fan-out table is kept for the call, its descriptors open or not (the
+    packs are opened lazily): 600 packs' tables (1.6 MB) are counted, and refused at the
+    bound."""
+    gitdir = repo.ws / ".git"
+    for n in range(600):
+        _pack_of_one(gitdir, "blob", f"unrelated {n}\n".encode())
+    assert len(repo.ok("git_log", limit=5)["commits"]) == 1
+    _small_account(monkeypatch, 1)
+    reason = _too_large(repo, "git_log", limit=5)
+    assert "the tables of" in reason and "packs" in reason

@@ -5,9 +5,12 @@ Owns the two limits every loop and every structure of a call answers to. The dea
 workspace was opened; every loop a workspace or a repository can lengthen asks it. The
 memory account: whatever the reader keeps while a call runs (parsed commits and the
 history walk's queue, tree entries on a walk's stack, the index's entries and its
-cache-tree, folder listings, inflated objects, the object cache) draws on one account of
-`CALL_MEMORY` bytes, counted as held (the sizes of the objects kept, as `sys.getsizeof`
-measures them, or a buffer's length), and given back when let go. Past it the call ends
+cache-tree, folder listings, inflated objects, the object cache, the packs' fan-out tables,
+a file while its line endings are converted, RE2's memory for the ignore and attribute
+rules) draws on one account of `CALL_MEMORY` bytes, counted as held (the sizes of the
+objects kept, as `sys.getsizeof` measures them, or a buffer's length), and given back when
+let go; what cannot be taken back but can be done without (the cache, ignore rules) gives
+way, or is skipped and counted, when the account has no room. Past it the call ends
 `repository_too_large`, saying what it was holding and how much: no structure has a cap of
 its own that could add up with the others past W5's 64 MiB. It also holds `Refusal`, the
 one error every workspace check and bound raises (`confine` re-exports it).

@@ -21,8 +21,10 @@ import heapq
 import os
 import stat
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import overload
 
@@ -54,6 +56,7 @@ _LOW = 0xFFFFFFFF
 DIFF_SIDE_BYTES = 1024 * 1024  # a larger version is named with its size, not diffed
 KEPT_CHANGES = 1_024  # changes kept from each end of a diff: more than its bound shows
 _CHUNK = 256 * 1024
+_BYTES_HELD = sys.getsizeof(b"")  # what a `bytes` object holds besides its bytes
 
 # One version of a file in a diff: (mode, object ID) for a blob or a gitlink in a commit or
 # the index, (mode, None) for the working tree's file, None when absent.
@@ -172,13 +175,15 @@ class _Files:
         if fd is None:
             return None
         try:
-            if action is not None:
-                data = self._converted(path, fd, action)
-                if data is None:
-                    return None
-                digest.update(b"blob %d\x00" % len(data) + data)
-                return digest.digest()
             size = os.fstat(fd).st_size
+            if action is not None and size <= CONVERT_BYTES:
+                with self._converting(size):
+                    data = self._converted(path, fd, action, size)
+                    if data is None:
+                        return None
+                    digest.update(b"blob %d\x00" % len(data))
+                    digest.update(data)
+                    return digest.digest()
             digest.update(b"blob %d\x00" % size)
             read = 0
             while chunk := os.read(fd, _CHUNK):
@@ -189,11 +194,17 @@ class _Files:
         finally:
             os.close(fd)
 
-    def _converted(self, path: str, fd: int, action: str) -> bytes | None:
+    def _converting(self, size: int) -> AbstractContextManager[None]:
+        """A file of `size` bytes counted on the call's account while it is converted: its
+        bytes and their converted copy (W5)."""
+        return self.root.bounds.holding(2 * (size + _BYTES_HELD),
+                                        f"converting the line endings of {size} bytes")
+
+    def _converted(self, path: str, fd: int, action: str, limit: int) -> bytes | None:
         """The open file's bytes as Git would hash them (`gitconvert.clean`); None when it
-        is larger than a conversion reads."""
-        data = os.read(fd, CONVERT_BYTES + 1)
-        if len(data) > CONVERT_BYTES:
+        holds more than `limit` bytes (the caller counts what this holds: `_converting`)."""
+        data = os.read(fd, limit + 1)
+        if len(data) > limit:
             return None
         self.root.check_time()
         index_crlf = False
@@ -202,7 +213,7 @@ class _Files:
             i = index.find(as_bytes(self.view.top(path))) if index is not None else None
             if index is not None and i is not None and index.stage(i) == 0:
                 found = self.repo.store.read(index.oid(i), CONVERT_BYTES)
-                index_crlf = found is not None and has_crlf(bytes(found[1]))
+                index_crlf = found is not None and has_crlf(found[1])  # (counted by the store)
         return clean(data, action, index_crlf)
 
     def _open(self, path: str, walked: Worktree | None) -> int | None:
@@ -246,7 +257,8 @@ class _Files:
                 return None
             action = self.view.conversion(path)
             if action is not None:
-                return self._converted(path, fd, action)
+                with self._converting(opened.st_size):
+                    return self._converted(path, fd, action, DIFF_SIDE_BYTES)
             return os.read(fd, DIFF_SIDE_BYTES + 1)[:DIFF_SIDE_BYTES]
         finally:
             os.close(fd)

@@ -44,7 +44,7 @@ def _crlf(value: State) -> str | None:
     return None
 
 
-def _stats(data: bytes) -> tuple[int, int, bool]:
+def _stats(data: bytes | bytearray) -> tuple[int, int, bool]:
     """Git's `gather_stats`, what the conversion needs of it: (CRLF pairs, lone CRs,
     whether Git takes the content for binary)."""
     crlf = data.count(b"\r\n")
@@ -58,7 +58,7 @@ def _stats(data: bytes) -> tuple[int, int, bool]:
     return crlf, lone_cr, binary
 
 
-def has_crlf(blob: bytes) -> bool:
+def has_crlf(blob: bytes | bytearray) -> bool:
     """Git's `has_crlf_in_index` for the index's version of a file: text holding CRLF."""
     if b"\r" not in blob:
         return False

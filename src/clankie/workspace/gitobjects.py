@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+import sys
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 
 from clankie.core.vocabulary import WorkspaceCode
 
-from .bounds import Bounds, Refusal
+from .bounds import SLOT, Bounds, Refusal
 from .gitfiles import GitDir, chunks, pread_exactly, too_large, unsafe
 
 OBJECT_BYTES = 16 * 1024 * 1024
@@ -74,11 +75,14 @@ class ObjectStore:
         self._cache: OrderedDict[tuple[int, int] | bytes, tuple[str, Data]] = OrderedDict()
         self._cached = 0  # bytes of the cache, counted on the account
         self._last = 0  # bytes of the object being read, or read last, counted likewise
+        self._packs_held = 0  # bytes of the packs' tables (`_Pack.held`), counted likewise
 
     def close(self) -> None:
         for pack in self._packs or ():
             pack.close()
         self._packs = []
+        self.bounds.give(self._packs_held)
+        self._packs_held = 0
         self._let_go()
         self.bounds.give(self._cached)
         self._cached = 0
@@ -211,6 +215,14 @@ class ObjectStore:
                                   len(self._packs), self._opened)
                 if pack is not None:
                     self._packs.append(pack)
+                    held = pack.held()  # kept for the call, its descriptors open or not
+                    try:
+                        self.bounds.take(held, f"the tables of {len(self._packs)} packs")
+                    except BaseException:
+                        pack.close()
+                        self._packs.pop()
+                        raise
+                    self._packs_held += held
         return self._packs
 
     # --- packed objects -------------------------------------------------------------------
@@ -464,6 +476,14 @@ class _Pack:
             self._fds = fds
         self.opened.use(self)
         return self._fds
+
+    def held(self) -> int:
+        """What it keeps while the call runs, as CPython measures it: above all its fan-out
+        table (256 numbers), looked at for every lookup without a read."""
+        return (sys.getsizeof(self) + sys.getsizeof(self.__dict__) + SLOT
+                + sys.getsizeof(self.fanout)
+                + sum(sys.getsizeof(n) for n in self.fanout if n > 256)  # (smaller: shared)
+                + sys.getsizeof(self.stem) + 3 * sys.getsizeof(self.ids))
 
     def holds(self, first: int) -> bool:
         """Whether it may hold an object whose ID begins with this byte (no file read)."""

@@ -11,12 +11,14 @@ never what lies in a folder it names) and compiled by RE2 only, never by Python'
 backtracking `re` (W5: matching is linear in the path whatever the rule), into RE2 sets of
 bounded size and memory. Bounds: per file (`RULE_FILE_BYTES`, `RULE_LINES`,
 `RULE_LINE_CHARS`), per rule (`RULE_PROGRAM`), per call (`CALL_RULE_BYTES` of rule text,
-`CALL_RULE_MEMORY` for RE2) and the call's deadline (`check_time`, checked between rules
-and between sets); a rule past a bound, or that RE2 refuses, is skipped and counted
-(`skipped`). Precedence is Git's: a deeper file over a shallower one, later lines over
-earlier ones, `info/attributes` over every `.gitattributes`, `info/exclude` under every
-`.gitignore`. The owner's global ignore and attribute files are not read (the Git tools
-read nothing outside the repository). Pure: no I/O.
+`CALL_RULE_MEMORY` for RE2, each set's share also drawn on the call's memory account,
+`bounds.Bounds`, when one is given) and the call's deadline (`check_time`, checked as a
+file's lines are read, between rules and between sets); a rule past a bound, or that RE2
+refuses, or for which the account has no room, is skipped and counted (`skipped`).
+Precedence is Git's: a deeper file over a shallower one, later lines over earlier ones,
+`info/attributes` over every `.gitattributes`, `info/exclude` under every `.gitignore`.
+The owner's global ignore and attribute files are not read (the Git tools read nothing
+outside the repository). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import re2
+
+from .bounds import Bounds
 
 RULE_FILE_BYTES = 1024 * 1024  # the most of one ignore or attributes file that is read
 RULE_LINES = 1_000  # patterns of one file that are kept; a line over RULE_LINE_CHARS is not
@@ -65,7 +69,8 @@ def _no_deadline() -> None:
     return None
 
 
-def _lines(data: bytes) -> tuple[list[bytes], int]:
+def _lines(data: bytes, check_time: Callable[[], None] = _no_deadline
+           ) -> tuple[list[bytes], int]:
     """A file's rule lines as Git reads them (a UTF-8 byte order mark skipped, lines ended
     by LF with a CR before it dropped, blank lines and `#` comments left out, unescaped
     trailing spaces trimmed), within the per-file bounds, and how many it had past them."""
@@ -74,11 +79,18 @@ def _lines(data: bytes) -> tuple[list[bytes], int]:
     data = data[:RULE_FILE_BYTES]
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    for line in data.split(b"\n"):
+    for n, line in enumerate(data.split(b"\n")):
+        if not n % 4096:
+            check_time()
         line = line.removesuffix(b"\r")
         if not line or line.startswith(b"#"):
             continue
-        line = _trimmed(line)
+        kept = len(line.rstrip(b" "))  # trimming keeps at most one space past these (an
+        # escaped one), so a longer line is over the bound untrimmed and the rest is not read
+        if kept > RULE_LINE_CHARS:
+            past += 1
+            continue
+        line = _trimmed(line[:kept + 1])
         if len(line) > RULE_LINE_CHARS or len(lines) == RULE_LINES:
             past += 1
         else:
@@ -375,6 +387,7 @@ class _Call:
     """What one tool call's rules share: the compiled files, the macros, the budgets."""
 
     check_time: Callable[[], None]
+    bounds: Bounds | None = None  # the call's memory account, which RE2's memory draws on
     text: int = CALL_RULE_BYTES
     memory: int = CALL_RULE_MEMORY
     skipped: int = 0
@@ -390,7 +403,7 @@ class _Call:
             return None
         key = _digest(data)
         if key not in self.ignores:
-            lines, past = _lines(data)
+            lines, past = _lines(data, self.check_time)
             self.skipped += past
             self.ignores[key] = self.compile(lines, True)
         return self.ignores[key]
@@ -406,7 +419,7 @@ class _Call:
             return self.attributes[key]
         patterns: list[bytes] = []
         states: list[tuple[tuple[str, State], ...]] = []
-        lines, past = _lines(data)
+        lines, past = _lines(data, self.check_time)
         self.skipped += past
         for raw in lines:
             words = raw.split()
@@ -460,12 +473,16 @@ class _Call:
 
     def _sets(self, rules: list[_Rule]) -> list[_Set]:
         """The rules as one RE2 set or, when RE2 cannot build that, one set a rule; a rule
-        RE2 cannot take alone, or past the call's memory, is skipped and counted."""
+        RE2 cannot take alone, or past the call's memory (`CALL_RULE_MEMORY`; with an
+        account, also once the call would hold more than half of it: the other half is left
+        for reading the repository), is skipped and counted. What RE2 may use for a set is
+        counted on the account as held until the call ends (the rules are kept that long)."""
         if not rules:
             return []
         self.check_time()
         memory = _SET_BASE + _SET_MEMORY * sum(rule.size for rule in rules)
-        if memory <= self.memory:
+        if memory <= self.memory and (self.bounds is None or self.bounds.room(
+                memory + self.bounds.memory // 2)):  # (the other half left for reading)
             compiled = re2.Set.SearchSet(_options(memory))
             try:
                 for rule in rules:
@@ -475,6 +492,8 @@ class _Call:
                 pass
             else:
                 self.memory -= memory
+                if self.bounds is not None:
+                    self.bounds.take(memory, "the compiled ignore and attribute rules")
                 return [_Set(compiled, tuple((rule.index, rule.include) for rule in rules))]
         if len(rules) == 1:
             self.skipped += 1
@@ -504,11 +523,12 @@ class _Level:
 class Rules:
     """The ignore and attribute rules in force at one folder of a walk. `below` gives the
     rules of a subfolder; rules are shared, never changed. `check_time` raises when the
-    call's time is up (W5: `time_limit`)."""
+    call's time is up (W5: `time_limit`); RE2's memory is counted on `bounds` when given."""
 
     def __init__(self, exclude: bytes | None = None, attributes: bytes | None = None,
-                 check_time: Callable[[], None] = _no_deadline) -> None:
-        self._call = _Call(check_time)
+                 check_time: Callable[[], None] = _no_deadline,
+                 bounds: Bounds | None = None) -> None:
+        self._call = _Call(check_time, bounds)
         self._exclude = self._call.ignore(exclude)
         self._info = self._call.attribute_lines(attributes, True)
         self._levels: tuple[_Level, ...] = ()

@@ -145,7 +145,8 @@ class Worktree:
             return view
         view.index = repo.index()
         rules = Rules(repo.gitdir.read("info/exclude", RULE_FILE_BYTES),
-                      repo.gitdir.read("info/attributes", RULE_FILE_BYTES), root.check_time)
+                      repo.gitdir.read("info/attributes", RULE_FILE_BYTES), root.check_time,
+                      root.bounds)
         parts = repo.prefix.split("/")[:-1]
         for end in range(len(parts)):  # the folders above the workspace, from the top down
             base = "".join(f"{p}/" for p in parts[:end])
