@@ -274,3 +274,73 @@ def test_issue41_w5_w7_many_packs_are_opened_lazily_within_the_descriptors_there
     assert {(e["path"], e["status"]) for e in results["git_status"]["entries"]} == \
         porcelain(ws)
     assert "f0.txt" in results["git_diff"]["diff"] and "f2.txt" in results["git_diff"]["diff"]
+
+
+_UNPRIVILEGED = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from clankie.workspace.tools import ToolSettings, call_tool
+from clankie.workspace.deny import DenyList
+from clankie.workspace.identity import identify
+if os.geteuid() == 0:  # as root the mode bits stop nothing: drop to `nobody` for good
+    os.setgroups([])
+    os.setgid(int(sys.argv[5]))
+    os.setuid(int(sys.argv[4]))
+try:
+    os.listdir(sys.argv[3])
+    bites = False
+except PermissionError:
+    bites = True
+ws = identify(sys.argv[2])
+results = {tool: call_tool(tool, args, ws, ToolSettings(DenyList())).result
+           for tool, args in (("read_file", '{"path": "a.txt"}'), ("list_files", "{}"),
+                              ("search_text", '{"pattern": "needle"}'), ("git_status", "{}"))}
+print(json.dumps({"bites": bites, "uid": os.geteuid(), "results": results}))
+"""
+
+
+def test_issue41_w6_w7_a_workspace_below_a_traversable_unlistable_folder_is_read(
+        tmp_path: Path):
+    """A workspace (no `.git` of its own) below a folder others own with mode 0711: the
+    tools list, search and look for a repository without ever listing (opening for
+    reading) that folder, as `read_file` never did. Tests run as root, where mode bits stop
+    nothing, so the tools run in a child process that drops to `nobody` (setgid/setuid after
+    importing clankie) on a tree made under a world-traversable temporary folder; not as
+    root, the folder is the test user's own with mode 0111 instead. The child first shows
+    that the bits really bite there: listing the folder fails with `PermissionError`."""
+    import os
+    import pwd
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="clankie-0711-"))
+    try:
+        base.chmod(0o755)
+        shared, ws = base / "shared", base / "shared" / "ws"
+        (ws / "sub").mkdir(parents=True)
+        (ws / "a.txt").write_text("needle here\n")
+        (ws / "sub" / "b.txt").write_text("another needle\n")
+        uid, gid = os.geteuid(), os.getegid()
+        if uid == 0:
+            nobody = pwd.getpwnam("nobody")
+            uid, gid = nobody.pw_uid, nobody.pw_gid
+            for path in (ws, ws / "sub", ws / "a.txt", ws / "sub" / "b.txt"):
+                os.chown(path, uid, gid)
+            shared.chmod(0o711)  # root's, traversable by others, not listable
+        else:
+            shared.chmod(0o111)
+        done = subprocess.run([sys.executable, "-c", _UNPRIVILEGED, str(ROOT / "src"),
+                               str(ws), str(shared), str(uid), str(gid)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr[-2000:]
+        report = json.loads(done.stdout)
+        assert report["bites"] and report["uid"] == uid, report
+        results = report["results"]
+        assert results["read_file"]["content"] == "needle here", results
+        assert [(e["path"], e["type"]) for e in results["list_files"]["entries"]] == \
+            [("a.txt", "file"), ("sub", "directory")], results
+        assert sorted((m["path"], m["line"]) for m in results["search_text"]["matches"]) \
+            == [("a.txt", 1), ("sub/b.txt", 1)], results
+        assert results["git_status"]["code"] == "not_a_repository", results
+    finally:
+        shared.chmod(0o755)
+        shutil.rmtree(base)

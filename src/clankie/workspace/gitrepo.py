@@ -30,6 +30,9 @@ from .gittrees import MODE_TREE, Commit, History, missing
 
 CONFIG_BYTES = 64 * 1024
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+# A folder climbed through is only looked in by name, never listed: one its owner made
+# traversable but not readable (mode 0711) is climbed through as Git climbs it.
+_CLIMB = (getattr(os, "O_PATH", 0) or os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 _TRUE = {"", "true", "yes", "on", "1"}
 
 
@@ -156,7 +159,7 @@ def find_repository(top_fd: int, path: str, bounds: Bounds) -> Repository | None
                 return repo
             if not names:
                 return None
-            parent = os.open("..", _DIR, dir_fd=current)
+            parent = os.open("..", _CLIMB, dir_fd=current)
             here, up = os.fstat(current), os.fstat(parent)
             if up.st_dev != here.st_dev or (up.st_ino == here.st_ino):
                 os.close(parent)
