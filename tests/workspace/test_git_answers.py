@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workspace.tooling import Place, committed, git, make_place
+from tests.workspace.tooling import Place, committed, git, git_run, make_place
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -58,6 +58,60 @@ def test_issue41_w7_conflict_stages_are_told_as_git_porcelain_letters(tmp_path: 
     theirs = porcelain(ws)
     assert {(p, s) for p, s in theirs if p.startswith("c")} == set(expected.items())
     assert ours(place) == theirs
+
+
+def _diffed(diff: str) -> set[str]:
+    """The paths a diff names: `diff --git` headers and Git's `* Unmerged path` lines."""
+    return {line.split(" b/")[0][len("diff --git a/"):] for line in diff.splitlines()
+            if line.startswith("diff --git")} | \
+        {line[len("* Unmerged path "):] for line in diff.splitlines()
+         if line.startswith("* Unmerged path ")}
+
+
+def test_issue41_w7_a_merge_stopped_on_conflicts_is_told_and_diffed_as_git_does(
+        tmp_path: Path):
+    """A real `git merge` stopped on a conflict of every kind (UU, AA, UD, DU, and a file
+    renamed both ways: DD, AU, UA): `git_status` says Git's letters; `git_diff` and
+    `git_diff {staged}` name every unmerged path as Git's `* Unmerged path` does (never
+    comparing its stages), and `git_diff {revision}` compares the working tree's file
+    with the commit, as `git diff HEAD` does."""
+    place = make_place(tmp_path)
+    ws = place.ws
+    for name in ("k1", "k3", "k4", "r"):
+        (ws / name).write_text("".join(f"{name} line {n}\n" for n in range(5)))
+    committed(place)
+    git("checkout", "-q", "-b", "side", cwd=ws)
+    for branch in ("side", "main"):
+        if branch == "main":
+            git("checkout", "-q", "main", cwd=ws)
+        with (ws / "k1").open("a") as k1:
+            k1.write(f"{branch}\r\n")
+        (ws / "k2").write_text(f"added on {branch}\n")
+        if branch == "side":
+            (ws / "k3").unlink()
+            with (ws / "k4").open("a") as k4:
+                k4.write("side\n")
+        else:
+            with (ws / "k3").open("a") as k3:
+                k3.write("main\n")
+            (ws / "k4").unlink()
+        git("mv", "r", f"r-{branch}", cwd=ws)
+        git("add", "-A", cwd=ws)
+        git("commit", "-q", "-m", f"on {branch}", cwd=ws)
+    assert git_run("merge", "-q", "side", cwd=ws).returncode == 1
+    assert {(p, s) for p, s in porcelain(ws)} >= {
+        ("k1", "UU"), ("k2", "AA"), ("k3", "UD"), ("k4", "DU"), ("r", "DD"),
+        ("r-main", "AU"), ("r-side", "UA")}
+    assert ours(place) == porcelain(ws)
+    for args, flags in (({}, []), ({"staged": True}, ["--cached"]),
+                        ({"revision": "HEAD"}, ["HEAD"]),
+                        ({"revision": "HEAD~1", "staged": True}, ["--cached", "HEAD~1"])):
+        diff = place.ok("git_diff", **args)["diff"]
+        assert _diffed(diff) == set(git("diff", "--name-only", *flags, cwd=ws).split()), args
+    unstaged = place.ok("git_diff")["diff"]
+    assert "* Unmerged path k3\n" in unstaged and "k1 line" not in unstaged
+    against_head = place.ok("git_diff", revision="HEAD")["diff"]
+    assert "+>>>>>>> side" in against_head  # the working tree's file, markers and all
 
 
 def test_issue41_w7_full_ref_names_name_commits(tmp_path: Path):
@@ -166,6 +220,59 @@ def test_issue41_w7_line_endings_converted_as_git_does_a_touched_file_is_unchang
     diff = place.ok("git_diff")["diff"]
     assert {line.split(" b/")[0][len("diff --git a/"):] for line in diff.splitlines()
             if line.startswith("diff --git")} == set(git("diff", "--name-only", cwd=ws).split())
+
+
+def test_issue41_w7_a_file_of_the_index_s_second_is_racy_as_git_has_it(tmp_path: Path):
+    """Git (built without USE_NSEC, as distributions build it) takes a file whose mtime
+    lies in the same second as the index's as racy, even a few nanoseconds earlier, and
+    hashes it: attributes changed since the index was written then make it ` M`. Here the
+    index's mtime is set one second, then one nanosecond, after the file's (whose stat
+    data is as recorded): trusted, then racy."""
+    import os
+
+    place = make_place(tmp_path)
+    ws = place.ws
+    (ws / "a.txt").write_bytes(b"one\r\ntwo\r\n")
+    past = (int(__import__("time").time()) - 20) * 1_000_000_000 + 500
+    os.utime(ws / "a.txt", ns=(past, past))
+    committed(place)
+    (ws / ".gitattributes").write_text("*.txt text\n")  # CRLF would now be cleaned to LF
+    for later, racy in ((1_000_000_000, False), (1, True)):
+        os.utime(ws / ".git" / "index", ns=(past + later, past + later))
+        theirs = git("--no-optional-locks", "status", "--porcelain=v1", "--untracked-files=all",
+                     cwd=ws)  # on the repository itself (a copy's new inodes are no match)
+        assert (" M a.txt" in theirs) == racy, theirs
+        assert ours(place) == {(line[3:], line[:2]) for line in theirs.splitlines()}
+
+
+def test_issue41_w6_w7_rule_files_missing_from_the_working_tree_are_read_as_git_does(
+        tmp_path: Path):
+    """A `.gitignore` outside a sparse checkout (skip-worktree, absent) still hides what it
+    names; a `.gitattributes` the user deleted still applies (Git reads both from the
+    index then), and a deleted `.gitignore` that is not skip-worktree does not."""
+    place = make_place(tmp_path)
+    ws = place.ws
+    (ws / "a.txt").write_bytes(b"one\r\ntwo\r\n")  # committed with CRLF
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "sub").mkdir()
+    (ws / "sub" / ".gitignore").write_text("*.tmp\n")
+    committed(place)
+    (ws / ".gitattributes").write_text("*.txt text\n")
+    git("add", ".gitattributes", cwd=ws)
+    git("commit", "-q", "-m", "attributes", cwd=ws)
+    git("sparse-checkout", "set", "--no-cone", "/*", "!/.gitignore", cwd=ws)
+    assert not (ws / ".gitignore").exists()
+    (ws / ".gitattributes").unlink()
+    (ws / "sub" / ".gitignore").unlink()
+    (ws / "a.txt").unlink()
+    (ws / "a.txt").write_bytes(b"one\r\ntwo\r\n")  # touched: hashed, cleaned to LF
+    for name in ("x.log", "sub/y.tmp"):
+        (ws / name).write_text("new\n")
+    theirs = porcelain(ws)
+    assert {("a.txt", " M"), ("sub/y.tmp", "??")} <= theirs and ("x.log", "??") not in theirs
+    assert ours(place) == theirs
+    listed = {e["path"] for e in place.ok("list_files", depth=2)["entries"]}
+    assert "x.log" not in listed and "sub/y.tmp" in listed
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["flags", "sparse-checkout"])

@@ -46,7 +46,7 @@ from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, as_bytes, as_text
 from .gitrepo import Repository, repository
 from .gittrees import MODE_TREE
 from .reading import denied
-from .textdiff import DIFF_LINES, bounded, escaped, header, patch, too_many_lines
+from .textdiff import DIFF_LINES, bounded, escaped, header, patch, quoted, too_many_lines
 from .worktree import Seen, Worktree, kind_of
 
 STATUS_ENTRIES = 200
@@ -148,15 +148,17 @@ class _Files:
 
     def unchanged_quick(self, index: Index, i: int, st: os.stat_result) -> bool:
         """Whether the file is the index's by its stat data alone (no byte read): same
-        mode, same stat data but the device, written before the index was (else it may be
-        racy). Compared as the index stores it: ten 32-bit big-endian numbers."""
+        mode, same stat data but the device, written in a second before the index's (else
+        it may be racy: Git, built without USE_NSEC as distributions build it, takes the
+        index's whole second). Compared as the index stores it: ten 32-bit big-endian
+        numbers."""
         ours = _STAT.pack(st.st_ctime_ns // _NS & _LOW, st.st_ctime_ns % _NS,
                           st.st_mtime_ns // _NS & _LOW, st.st_mtime_ns % _NS, 0,
                           st.st_ino & _LOW, _mode(st.st_mode), st.st_uid & _LOW,
                           st.st_gid & _LOW, st.st_size & _LOW)
         theirs = index.stat_data(i)
         return (ours[:16] == theirs[:16] and ours[20:] == theirs[20:]
-                and st.st_mtime_ns < self.repo.index_mtime_ns)
+                and st.st_mtime_ns // _NS < self.repo.index_mtime_ns // _NS)
 
     def blob_id(self, path: str, st: os.stat_result, walked: Worktree | None = None
                 ) -> bytes | None:
@@ -211,7 +213,9 @@ class _Files:
         if needs_index(data, action):
             index = self.view.index
             i = index.find(as_bytes(self.view.top(path))) if index is not None else None
-            if index is not None and i is not None and index.stage(i) == 0:
+            if index is not None and i is not None and index.stage(i) != 0:
+                i = index.ours(i)  # in a merge Git looks at ours (stage 2), if any
+            if index is not None and i is not None:
                 found = self.repo.store.read(index.oid(i), CONVERT_BYTES)
                 index_crlf = found is not None and has_crlf(found[1])  # (counted by the store)
         return clean(data, action, index_crlf)
@@ -663,11 +667,11 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
         if entry is None:
             assert old is not None
             yield path, old, None, None
+        elif entry.stage != 0 and (args.staged or args.revision is None):
+            yield path, None, None, None  # unmerged: named, its stages never compared
         elif args.staged:  # a commit against the index (an intent to add is not in it)
-            if entry.stage == 0 and not entry.intent_to_add and old != (entry.mode, entry.oid):
+            if not entry.intent_to_add and old != (entry.mode, entry.oid):
                 yield path, old, (entry.mode, entry.oid), None
-        elif entry.stage != 0:
-            continue
         elif entry.mode == MODE_GITLINK:
             if args.revision is not None and old != (entry.mode, entry.oid):
                 yield path, old, (entry.mode, entry.oid), None
@@ -705,6 +709,8 @@ def _against_worktree(files: _Files, view: Worktree, path: str, index: Index, i:
 def _file_diff(repo: Repository, files: _Files, path: str, old: Side, new: Side,
                present: _File | None) -> str:
     named = path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")  # as text
+    if old is None and new is None:  # in conflict: Git's own line (its combined diff of
+        return f"* Unmerged path {quoted(named)}\n"  # the stages is not made; read_file)
     head = header(named, old[0] if old else None, new[0] if new else None)
     if (old and old[0] == MODE_GITLINK) or (new and new[0] == MODE_GITLINK):
         lines = [f"-Subproject commit {old[1].hex()}\n" if old and old[1] else "",

@@ -154,6 +154,15 @@ class Index:
         i = bisect.bisect_left(self.paths, path)
         return i if i < len(self.paths) and self.paths[i] == path else None
 
+    def ours(self, i: int) -> int | None:
+        """The stage-2 entry ("ours") of the conflicted path whose first entry is `i`."""
+        path = self.paths[i]
+        while i < len(self.paths) and self.paths[i] == path:
+            if self.stage(i) == 2:
+                return i
+            i += 1
+        return None
+
     def below(self, folder: bytes) -> tuple[int, int]:
         """The positions [start, end) of the entries beneath `folder` (b'' for all;
         else ending in b'/')."""

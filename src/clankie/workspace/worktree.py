@@ -6,7 +6,8 @@ to Git: `tracked` (in the index, or a folder holding tracked files), `untracked`
 (by the ignore files; everything inside an ignored folder is ignored too, tracked files
 aside) or `submodule` (a gitlink, or a folder with its own `.git`: listed, never entered).
 Git never walks the working tree: the index is read from the git directory, the ignore and
-attribute files beneath the workspace by this walk, those above it from the index's blobs.
+attribute files beneath the workspace by this walk, those above it from the index's blobs,
+and one the working tree lacks from the index as Git reads it then.
 Outside Git every entry is `untracked` and `.git` is skipped. Clankie's own home (W4) is an
 entry marked `home`, never opened, let alone entered. The walk is linear in the
 entries it looks at (ignored ones included), stops with `time_limit` at the call's
@@ -150,20 +151,33 @@ class Worktree:
         parts = repo.prefix.split("/")[:-1]
         for end in range(len(parts)):  # the folders above the workspace, from the top down
             base = "".join(f"{p}/" for p in parts[:end])
-            blobs = [view._blob(base + name) for name in _RULE_FILES]
+            blobs = [view._indexed(base + name) for name in _RULE_FILES]
             rules = rules.below(base, blobs[0], blobs[1])
         view.rules = rules
         return view
 
-    def _blob(self, top_path: str) -> bytes | None:
-        """A rule file above the workspace, as the index has it (Git reads it from there
-        too when the folder is not checked out)."""
+    def _indexed(self, top_path: str, skip_worktree_only: bool = False) -> bytes | None:
+        """A rule file as the index has it ("ours" in a conflict, as Git reads it): for the
+        folders above the workspace, and for a rule file the working tree lacks."""
         assert self.repo is not None and self.index is not None
         i = self.index.find(as_bytes(top_path))
-        if i is None or self.index.stage(i) != 0:
+        if i is not None and self.index.stage(i) != 0:
+            i = self.index.ours(i)
+        if i is None or (skip_worktree_only and not self.index.skip_worktree(i)):
             return None
         found = self.repo.store.read(self.index.oid(i), RULE_FILE_BYTES)
         return bytes(found[1]) if found is not None and found[0] == "blob" else None
+
+    def _or_indexed(self, folder: str, found: list[bytes | None]) -> list[bytes | None]:
+        """A folder's rule files as read from it, each one missing (or not a regular file)
+        as Git then reads it from the index: a `.gitattributes` whatever its flags (one the
+        user deleted still applies), a `.gitignore` only when skip-worktree (outside a
+        sparse checkout)."""
+        if self.index is None:
+            return found
+        return [data if data is not None else
+                self._indexed(self._base(folder) + name, name == ".gitignore")
+                for data, name in zip(found, _RULE_FILES, strict=True)]
 
     def unread(self, path: str) -> bool:
         """Whether a workspace-relative path lies in a folder the walk could not read."""
@@ -296,7 +310,8 @@ class Worktree:
         try:
             if self.repo is not None and (not ignored or self.tracked_dir(path)):  # (attributes
                 # apply to tracked files in an excluded folder)
-                found = [_rule_file(fd, n) if _holds(names, n) else None for n in _RULE_FILES]
+                found = self._or_indexed(path, [_rule_file(fd, n) if _holds(names, n)
+                                                else None for n in _RULE_FILES])
                 rules = rules.below(self._base(path), found[0], found[1])
         except BaseException:
             os.close(fd)
@@ -323,7 +338,8 @@ class Worktree:
         rules = self._rules_in.get(folder)
         if rules is None:
             rules = self._rules_down_to(folder)[0]
-            found = [self._read_rule_file(join(folder, name)) for name in _RULE_FILES]
+            found = self._or_indexed(folder, [self._read_rule_file(join(folder, name))
+                                              for name in _RULE_FILES])
             rules = self._rules_in[folder] = rules.below(self._base(folder), found[0], found[1])
         return rules
 
@@ -339,7 +355,8 @@ class Worktree:
         here = "."
         found_ignored = False
         for part in [p for p in folder.split("/") if p not in ("", ".")]:
-            found = [self._read_rule_file(join(here, name)) for name in _RULE_FILES]
+            found = self._or_indexed(here, [self._read_rule_file(join(here, name))
+                                            for name in _RULE_FILES])
             rules = rules.below(self._base(here), found[0], found[1])
             here = join(here, part)
             if not found_ignored and rules.ignored(self.top(here), True):
