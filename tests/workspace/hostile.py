@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import os
+import select
 import shutil
 import stat
 import struct
@@ -923,16 +924,30 @@ while not os.path.exists(stop) and rounds < 1_000_000:
         os.rename(path + ".new", path)
         os.unlink(path)
     rounds += 1
+    if rounds == 1:  # every swap has been made once: the parent may start its reads
+        sys.stdout.write("1")
+        sys.stdout.flush()
 """
 
 
 class Mutator:
-    """`MUTATOR` running over a git directory; `paused()` holds it still for a check."""
+    """`MUTATOR` running over a git directory, made once it has swapped every target once
+    (so that no read meant to race it happens before it runs, however slowly a busy
+    machine starts it); `paused()` holds it still for a check."""
+
+    STARTING = 60.0  # seconds the mutator may take to start on a busy machine
 
     def __init__(self, gitdir: Path, secret: Path, other: Path, targets: list[str]) -> None:
         self.control = Path(tempfile.mkdtemp(prefix="clankie-mutator-"))  # not fingerprinted
         self.child = subprocess.Popen([sys.executable, "-c", MUTATOR, str(gitdir),
-                                       str(secret), str(other), str(self.control), *targets])
+                                       str(secret), str(other), str(self.control), *targets],
+                                      stdout=subprocess.PIPE)
+        assert self.child.stdout is not None
+        ready, _, _ = select.select([self.child.stdout], [], [], self.STARTING)
+        if not ready or os.read(self.child.stdout.fileno(), 1) != b"1":
+            code = self.stop()
+            raise AssertionError(f"the mutator did not swap within {self.STARTING:g} s "
+                                 f"(exit status {code})")
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -953,6 +968,8 @@ class Mutator:
             if self.child.poll() is None:
                 self.child.kill()
                 self.child.wait()
+            if self.child.stdout is not None:
+                self.child.stdout.close()
             shutil.rmtree(self.control, ignore_errors=True)
 
 

@@ -221,7 +221,7 @@ def kib(field):
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith(field))
 
-settings = ToolSettings(DenyList())
+settings = ToolSettings(DenyList(), home={home!r})
 ws = identify({ws!r})
 with tempfile.TemporaryDirectory() as empty:  # warm: imports and caches, not the workspace
     for tool, args in {calls!r}:
@@ -245,8 +245,10 @@ print(json.dumps(report))
 def _measured(place: Place, *calls: tuple[str, dict[str, object]]) -> list[dict[str, object]]:
     """The calls made in turn in a child process warmed on an empty folder: each one's
     seconds, the most memory it held beyond what the process held before it (the peak
-    is reset before each call, Linux's `clear_refs`), and its result."""
-    probe = _MEASURE.format(src=str(ROOT / "src"), ws=str(place.ws), calls=list(calls))
+    is reset before each call, Linux's `clear_refs`), and its result. The place's home,
+    if it has one, is clankie's home for the calls."""
+    probe = _MEASURE.format(src=str(ROOT / "src"), ws=str(place.ws), calls=list(calls),
+                            home=place.home)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=300, check=True)
     return json.loads(done.stdout)

@@ -110,8 +110,10 @@ def test_w7_pathspec_magic_in_a_path_is_a_literal_path_beneath_the_workspace(rep
             outcome = repo.call(tool, identity=inside, **args)
             text = json.dumps(outcome.result)
             assert "TOKEN" not in text and "outside the workspace" not in text, (path, text)
-            assert ".env" not in text and "top.txt" not in text, (path, text)
-        assert repo.call("git_log", identity=inside, path=path).result.get("commits") == []
+            if outcome.code != "denied_path":  # (which names the model's own path)
+                assert ".env" not in text and "top.txt" not in text, (path, text)
+        logged = repo.call("git_log", identity=inside, path=path)
+        assert logged.code == "denied_path" or logged.result.get("commits") == []
     whole = repo.call("git_diff", identity=inside, revision="HEAD~1").result["diff"]
     assert "mod.py" in whole and "top.txt" not in whole and "TOKEN" not in whole
 

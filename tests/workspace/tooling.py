@@ -24,14 +24,20 @@ SECRET = "OUTSIDE-SECRET-4d1f"
 
 
 def git(*args: str, cwd: Path, input: str | None = None) -> str:
+    return git_run(*args, cwd=cwd, input=input, check=True).stdout
+
+
+def git_run(*args: str, cwd: Path, input: str | None = None,
+            check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Git run as a user would (`git` without its exit status checked, for a merge that
+    stops on conflicts)."""
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
            "HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
            # no automatic `git gc` in the background: it would change .git under a test
            "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "gc.auto", "GIT_CONFIG_VALUE_0": "0"}
-    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env=env, input=input)
-    return done.stdout
+    return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True,
+                          text=True, env=env, input=input)
 
 
 @dataclass

@@ -17,7 +17,6 @@ import functools
 import os
 import stat
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,10 +25,12 @@ from typing import Any
 from clankie.core.model import WorkspaceIdentity
 from clankie.core.vocabulary import WorkspaceCode
 
+from .bounds import CALL_SECONDS as CALL_SECONDS
+from .bounds import Bounds
+from .bounds import Refusal as Refusal
 from .identity import same_directory
 
 MAX_PATH_BYTES = 4_096
-CALL_SECONDS = 10.0  # W5: a tool call returns, with a result or `time_limit`, within this
 O_PATH = getattr(os, "O_PATH", 0)
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
@@ -37,15 +38,6 @@ _RESOLVE_BENEATH = 0x08
 _SYS_OPENAT2 = 437  # the same number on every Linux architecture
 
 FileId = tuple[int, int]  # (st_dev, st_ino): a file or folder as the kernel knows it
-
-
-class Refusal(Exception):
-    """A tool refused, with a SPEC W code and a short reason the model reads."""
-
-    def __init__(self, code: WorkspaceCode, reason: str) -> None:
-        super().__init__(f"{code}: {reason}")
-        self.code = code
-        self.reason = reason
 
 
 class _OpenHow(ctypes.Structure):
@@ -261,8 +253,8 @@ class Root(Beneath):
         self.saved = saved
         self.home = home
         self.home_files = home_files  # the files in the home, by identity (hard links too)
-        self._homes: dict[str, bool] = {}
-        self.deadline = time.monotonic() + seconds
+        self.bounds = Bounds(seconds)  # the call's deadline and memory account (W5)
+        self._chain: list[_Step] = []  # the home check's folders of the last path asked
         try:
             fd = os.open(saved.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
                          | os.O_NOFOLLOW)
@@ -309,23 +301,50 @@ class Root(Beneath):
     def folder_in_home(self, folder: str) -> bool:
         """Whether a folder a path of the index or a commit names (relative, '/'-separated)
         is the home or lies in it, as Git would reach it: through real folders, never past
-        a symlink. Each folder is looked at once in a call (one `lstat`), its answer
-        remembered: the folders above it first, from the top down."""
+        a symlink. Only the folders of the last one asked are remembered (`_chain`, one
+        step a component): paths come in Git's order, where those beneath one folder are
+        together, so each folder is looked at once (one `lstat`) while its paths are
+        asked and memory follows one path, not all of them (W5). An `lstat` starts from the
+        nearest folder held open on the chain (one every `_ANCHOR_EVERY` levels), so its
+        cost does not grow with the depth either."""
         if self.home is None:
             return False
-        chain = []
-        where = tidy(folder)
-        while where != "." and where not in self._homes:
-            chain.append(where)
-            where = where.rpartition("/")[0] or "."
-        inside = self._homes.get(where, False)
-        for where in reversed(chain):
+        parts = [p for p in folder.split("/") if p not in ("", ".")]
+        chain = self._chain
+        same = 0
+        while same < len(chain) and same < len(parts) and chain[same].name == parts[same]:
+            same += 1
+        while len(chain) > same:
+            step = chain.pop()
+            if step.anchor >= 0:
+                os.close(step.anchor)
+        for part in parts[same:]:
             self.check_time()
-            if not inside:
-                st = Beneath.lstat(self, where)
-                inside = st is not None and self.is_home(st)
-            self._homes[where] = inside
-        return inside
+            above = chain[-1] if chain else None
+            step = _Step(part, above is not None and above.inside,
+                         above is None or above.reachable)
+            if step.reachable and not step.inside:
+                at = next((i for i in range(len(chain) - 1, -1, -1)
+                           if chain[i].anchor >= 0), -1)
+                beneath = Beneath(chain[at].anchor if at >= 0 else self.fd, symlinks=False)
+                where = "/".join([*(s.name for s in chain[at + 1:]), part])
+                st = Beneath.lstat(beneath, where)
+                step.inside = st is not None and self.is_home(st)
+                step.reachable = st is not None and stat.S_ISDIR(st.st_mode)
+                if step.reachable and (len(chain) + 1) % _ANCHOR_EVERY == 0:
+                    try:
+                        step.anchor = beneath.open(where, directory=True).fd
+                    except Refusal:
+                        step.reachable = False  # changed since: nothing more below
+            chain.append(step)
+        return bool(chain) and chain[-1].inside
+
+    def close(self) -> None:
+        for step in self._chain:
+            if step.anchor >= 0:
+                os.close(step.anchor)
+        self._chain = []
+        super().close()
 
     def is_home(self, st: os.stat_result) -> bool:
         """Whether a folder entry's status is the home's own folder (the walk's test)."""
@@ -343,6 +362,7 @@ class Root(Beneath):
             return False
         where = tidy(path)
         while where != ".":
+            self.check_time()
             folder, _, name = where.rpartition("/")
             try:
                 parent = Beneath.open(self, folder or ".", directory=True)
@@ -397,15 +417,16 @@ class Root(Beneath):
             return self._openat2(folder, flags, no_symlinks=True)
         return self._walk(folder, flags)
 
+    @property
+    def deadline(self) -> float:
+        return self.bounds.deadline
+
     def out_of_time(self) -> bool:
-        return time.monotonic() > self.deadline
+        return self.bounds.out_of_time()
 
     def check_time(self) -> None:
         """Refuse `time_limit` once the call's time is up (W5)."""
-        if self.out_of_time():
-            raise Refusal(WorkspaceCode.TIME_LIMIT,
-                          f"the tool call took longer than {CALL_SECONDS:g} s "
-                          "and stopped; narrow it with a path")
+        self.bounds.check_time()
 
     def __enter__(self) -> Root:
         return self
@@ -454,6 +475,19 @@ class Root(Beneath):
                               "denied)") from None
         finally:
             os.close(handle.fd)
+
+
+_ANCHOR_EVERY = 64  # levels of the home check's chain between two folders held open
+
+
+@dataclass(slots=True)
+class _Step:
+    """One folder of the path the home check looked at last."""
+
+    name: str
+    inside: bool  # it is the home or lies in it
+    reachable: bool  # a real folder, as Git would reach it (else nothing below it is)
+    anchor: int = -1  # the folder held open (O_PATH), on every `_ANCHOR_EVERY`th level
 
 
 def file_id(st: os.stat_result) -> FileId:

@@ -21,8 +21,10 @@ import heapq
 import os
 import stat
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import overload
 
@@ -38,10 +40,13 @@ from clankie.tool_dto import (
 )
 
 from .confine import Refusal, Root, check_path, open_listed, tidy
+from .deny import DenyList
+from .gitconvert import CONVERT_BYTES, clean, has_crlf, needs_index
 from .gitindex import MODE_GITLINK, MODE_SYMLINK, Index, as_bytes, as_text
 from .gitrepo import Repository, repository
 from .gittrees import MODE_TREE
-from .textdiff import DIFF_LINES, bounded, escaped, header, patch, too_many_lines
+from .reading import denied
+from .textdiff import DIFF_LINES, bounded, escaped, header, patch, quoted, too_many_lines
 from .worktree import Seen, Worktree, kind_of
 
 STATUS_ENTRIES = 200
@@ -51,6 +56,7 @@ _LOW = 0xFFFFFFFF
 DIFF_SIDE_BYTES = 1024 * 1024  # a larger version is named with its size, not diffed
 KEPT_CHANGES = 1_024  # changes kept from each end of a diff: more than its bound shows
 _CHUNK = 256 * 1024
+_BYTES_HELD = sys.getsizeof(b"")  # what a `bytes` object holds besides its bytes
 
 # One version of a file in a diff: (mode, object ID) for a blob or a gitlink in a commit or
 # the index, (mode, None) for the working tree's file, None when absent.
@@ -131,22 +137,34 @@ class _Files:
         except OSError:
             return None
 
+    def promised(self, index: Index, i: int, present: bool) -> bool:
+        """Whether the user told Git not to look at the entry's working-tree file
+        (assume-unchanged, or skip-worktree: outside a sparse checkout), so that Git
+        takes it for the index's version. Under `core.sparseCheckout` a skip-worktree file
+        that is present again is compared, as Git (2.37 on) does."""
+        if index.assume_unchanged(i):
+            return True
+        return index.skip_worktree(i) and not (present and self.repo.sparse_checkout)
+
     def unchanged_quick(self, index: Index, i: int, st: os.stat_result) -> bool:
         """Whether the file is the index's by its stat data alone (no byte read): same
-        mode, same stat data but the device, written before the index was (else it may be
-        racy). Compared as the index stores it: ten 32-bit big-endian numbers."""
+        mode, same stat data but the device, written in a second before the index's (else
+        it may be racy: Git, built without USE_NSEC as distributions build it, takes the
+        index's whole second). Compared as the index stores it: ten 32-bit big-endian
+        numbers."""
         ours = _STAT.pack(st.st_ctime_ns // _NS & _LOW, st.st_ctime_ns % _NS,
                           st.st_mtime_ns // _NS & _LOW, st.st_mtime_ns % _NS, 0,
                           st.st_ino & _LOW, _mode(st.st_mode), st.st_uid & _LOW,
                           st.st_gid & _LOW, st.st_size & _LOW)
         theirs = index.stat_data(i)
         return (ours[:16] == theirs[:16] and ours[20:] == theirs[20:]
-                and st.st_mtime_ns < self.repo.index_mtime_ns)
+                and st.st_mtime_ns // _NS < self.repo.index_mtime_ns // _NS)
 
     def blob_id(self, path: str, st: os.stat_result, walked: Worktree | None = None
                 ) -> bytes | None:
-        """The object ID the file's bytes would have as a blob (None: unreadable). With
-        `walked`, the file the walk has just yielded, read through its folder."""
+        """The object ID the file's bytes would have as a blob (None: unreadable), after
+        Git's line-ending conversion when its attributes or `core.autocrlf` ask for one.
+        With `walked`, the file the walk has just yielded, read through its folder."""
         digest = hashlib.sha256() if self.repo.hash_size == 32 else hashlib.sha1()
         if stat.S_ISLNK(st.st_mode):
             target = self.link_target(path, walked)
@@ -154,11 +172,20 @@ class _Files:
                 return None
             digest.update(b"blob %d\x00" % len(target) + target)
             return digest.digest()
+        action = self.view.conversion(path) if st.st_size <= CONVERT_BYTES else None
         fd = self._open(path, walked)
         if fd is None:
             return None
         try:
             size = os.fstat(fd).st_size
+            if action is not None and size <= CONVERT_BYTES:
+                with self._converting(size):
+                    data = self._converted(path, fd, action, size)
+                    if data is None:
+                        return None
+                    digest.update(b"blob %d\x00" % len(data))
+                    digest.update(data)
+                    return digest.digest()
             digest.update(b"blob %d\x00" % size)
             read = 0
             while chunk := os.read(fd, _CHUNK):
@@ -168,6 +195,30 @@ class _Files:
             return digest.digest() if read == size else None
         finally:
             os.close(fd)
+
+    def _converting(self, size: int) -> AbstractContextManager[None]:
+        """A file of `size` bytes counted on the call's account while it is converted: its
+        bytes and their converted copy (W5)."""
+        return self.root.bounds.holding(2 * (size + _BYTES_HELD),
+                                        f"converting the line endings of {size} bytes")
+
+    def _converted(self, path: str, fd: int, action: str, limit: int) -> bytes | None:
+        """The open file's bytes as Git would hash them (`gitconvert.clean`); None when it
+        holds more than `limit` bytes (the caller counts what this holds: `_converting`)."""
+        data = os.read(fd, limit + 1)
+        if len(data) > limit:
+            return None
+        self.root.check_time()
+        index_crlf = False
+        if needs_index(data, action):
+            index = self.view.index
+            i = index.find(as_bytes(self.view.top(path))) if index is not None else None
+            if index is not None and i is not None and index.stage(i) != 0:
+                i = index.ours(i)  # in a merge Git looks at ours (stage 2), if any
+            if index is not None and i is not None:
+                found = self.repo.store.read(index.oid(i), CONVERT_BYTES)
+                index_crlf = found is not None and has_crlf(found[1])  # (counted by the store)
+        return clean(data, action, index_crlf)
 
     def _open(self, path: str, walked: Worktree | None) -> int | None:
         if walked is not None:
@@ -199,14 +250,19 @@ class _Files:
             os.close(parent.fd)
 
     def content(self, path: str, st: os.stat_result) -> bytes | None:
-        """The working tree's bytes of a file, None when larger than a diff reads; refused
-        when it cannot be read (gone, or a symlink to a denied path since)."""
+        """The working tree's bytes of a file as Git diffs them (line endings converted as
+        its attributes say), None when larger than a diff reads; refused when it cannot be
+        read (gone, or a symlink to a denied path since)."""
         if stat.S_ISLNK(st.st_mode):
             return self.link_target(path)
         fd, opened = self.root.open_file(path, self.denied)
         try:
             if opened.st_size > DIFF_SIDE_BYTES:
                 return None
+            action = self.view.conversion(path)
+            if action is not None:
+                with self._converting(opened.st_size):
+                    return self._converted(path, fd, action, DIFF_SIDE_BYTES)
             return os.read(fd, DIFF_SIDE_BYTES + 1)[:DIFF_SIDE_BYTES]
         finally:
             os.close(fd)
@@ -360,6 +416,8 @@ def _worktree_code(files: _Files, index: Index, i: int, seen: Seen, walked: Work
     file differs from the index."""
     if index.stage(i) == 0 and files.unchanged_quick(index, i, seen.st):
         return " "  # the common case first: no more is read
+    if files.promised(index, i, True):
+        return " "
     entry = index.brief(i)
     if entry.stage != 0 or entry.mode == MODE_GITLINK:
         return " "
@@ -371,6 +429,10 @@ def _worktree_code(files: _Files, index: Index, i: int, seen: Seen, walked: Work
         return "T"
     if _mode(seen.st.st_mode) != entry.mode:
         return "M"
+    recorded = index.stat_data(i)[36:40]
+    if recorded != b"\0\0\0\0" and recorded != (seen.st.st_size & _LOW).to_bytes(4, "big"):
+        return "M"  # as Git's `ie_match_stat`: another size is a change, unread (even when
+        # its line-ending conversion would give the index's bytes)
     found = files.blob_id(seen.path, seen.st, walked)
     if found is None:  # it cannot be read now: not said either way
         files.untold += 1
@@ -383,7 +445,7 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
     index = view.index
     assert index is not None
     top, span = _top(repo), _span(repo, index, ".")
-    walked.skipped_denied = _denied_entries(index, span, top, files.denied)
+    walked.skipped_denied = _denied_entries(index, span, top, files.denied, files.root.check_time)
     for link in _within(index.gitlinks, span):  # nested repositories, whatever changed
         files.root.check_time()
         path = as_text(index.paths[link][len(top):])
@@ -407,19 +469,33 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
         if entry.mode == MODE_GITLINK:
             continue  # said above
         if entry.stage != 0:
-            yield path, "UU"
+            yield path, _conflict(index, i)
             continue
         if old and old[0] == MODE_GITLINK:
             yield path, "submodule"
             continue
         x = " " if old == (entry.mode, entry.oid) or entry.intent_to_add else \
             "A" if old is None else "T" if _kind(old[0]) != _kind(entry.mode) else "M"
-        y = walked.changed.get(i, " ") if walked.seen[i - span[0]] else "D"
+        y = walked.changed.get(i, " ") if walked.seen[i - span[0]] else \
+            " " if files.promised(index, i, False) else "D"
         if y == "filtered":
             yield path, "filtered"
         elif x + y != "  ":
             yield path, x + y
     yield from walked.others
+
+
+_CONFLICTS = {0b111: "UU", 0b110: "AA", 0b011: "UD", 0b101: "DU", 0b010: "AU", 0b100: "UA",
+              0b001: "DD"}  # by the stages present (bit 0: the base, 1: ours, 2: theirs)
+
+
+def _conflict(index: Index, i: int) -> str:
+    """A conflicted path's letters as Git's porcelain gives them, from the stages its
+    index entries hold (`i` is the first)."""
+    present = 0
+    for at in range(i, _next_path(index, i, len(index))):
+        present |= 1 << (index.stage(at) - 1)
+    return _CONFLICTS[present]
 
 
 def _in_worktree(index: Index, view: Worktree, files: _Files, walked: _Walked,
@@ -456,7 +532,7 @@ def _pruner(index: Index, top: bytes) -> Callable[[bytes, bytes], bool]:
     holds as they are (the same tree ID, covering every entry beneath, none an intent to
     add), so that a commit and the index are compared folder by folder, as Git does."""
     def known(path: bytes, oid: bytes) -> bool:
-        found = index.trees.get(top + path)
+        found = index.cached_tree(top + path)
         if found is None or found[1] != oid:
             return False
         lo, hi = index.below(top + path + b"/")
@@ -465,22 +541,33 @@ def _pruner(index: Index, top: bytes) -> Callable[[bytes, bytes], bool]:
 
 
 def _denied_entries(index: Index, span: tuple[int, int], top: bytes,
-                    denied: Callable[[str], bool]) -> int:
+                    denied: Callable[[str], bool], check_time: Callable[[], None]) -> int:
     """How many of the index's paths in `span` are denied: counted whatever changed, so
-    that the count says nothing of whether a secret did (W4)."""
+    that the count says nothing of whether a secret did (W4). The deadline is asked as
+    they are looked at."""
     cut = len(top)
-    return sum(1 for i in range(*span) if i == span[0] or index.paths[i] != index.paths[i - 1]
-               if denied(as_text(index.paths[i][cut:])))
+    count = 0
+    for i in range(*span):
+        if i % 1024 == 0:
+            check_time()
+        if (i == span[0] or index.paths[i] != index.paths[i - 1]) \
+                and denied(as_text(index.paths[i][cut:])):
+            count += 1
+    return count
 
 
 # --- git_log ------------------------------------------------------------------------------
 
-def git_log(root: Root, args: GitLogArgs) -> GitLogResult:
+def git_log(root: Root, args: GitLogArgs, deny: DenyList) -> GitLogResult:
+    """The newest commits, of the path if one is given: a denied path's history is
+    refused as its content is (W4: `git_diff` never compares it, `read_file` never
+    reads it)."""
+    path = tidy(check_path(args.path)) if args.path is not None else "."
     with _required(root) as repo:
+        denied(path, deny)  # (an unsafe repository is said first, as by git_diff)
         head = repo.head()
         if head is None:
             return GitLogResult(commits=[])
-        path = tidy(check_path(args.path)) if args.path is not None else "."
         where = (repo.prefix + path if path != "." else repo.prefix).rstrip("/")
         found = repo.log(head, where, args.limit)
     return GitLogResult(commits=[Commit(commit=c.oid.hex(), author=c.author[:200],
@@ -565,7 +652,8 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
     prune = _pruner(index, top) if args.staged else None  # folders the index has unchanged
     tree = repo.files(base, scope, prune) if args.revision is not None or args.staged \
         else iter(())
-    skipped[0] = _denied_entries(index, span, top, files.denied)  # whatever changed (W4)
+    skipped[0] = _denied_entries(index, span, top, files.denied,  # whatever changed (W4)
+                                 files.root.check_time)
     for path, i, old in _paired(index, span, top, tree):
         files.root.check_time()
         if old is not None and old[0] == MODE_TREE:
@@ -579,11 +667,11 @@ def _changes(repo: Repository, view: Worktree, files: _Files, base: bytes | None
         if entry is None:
             assert old is not None
             yield path, old, None, None
+        elif entry.stage != 0 and (args.staged or args.revision is None):
+            yield path, None, None, None  # unmerged: named, its stages never compared
         elif args.staged:  # a commit against the index (an intent to add is not in it)
-            if entry.stage == 0 and not entry.intent_to_add and old != (entry.mode, entry.oid):
+            if not entry.intent_to_add and old != (entry.mode, entry.oid):
                 yield path, old, (entry.mode, entry.oid), None
-        elif entry.stage != 0:
-            continue
         elif entry.mode == MODE_GITLINK:
             if args.revision is not None and old != (entry.mode, entry.oid):
                 yield path, old, (entry.mode, entry.oid), None
@@ -601,6 +689,11 @@ def _against_worktree(files: _Files, view: Worktree, path: str, index: Index, i:
     except CannotTell:
         files.untold += 1
         return
+    there = st is not None and not stat.S_ISDIR(st.st_mode)
+    if files.promised(index, i, there):  # Git takes the index's version for it
+        if old is not None and old != (index.mode(i), index.oid(i)):
+            yield path, old, (index.mode(i), index.oid(i)), None
+        return
     if st is None or stat.S_ISDIR(st.st_mode):
         if old is not None:
             yield path, old, None, None
@@ -616,6 +709,8 @@ def _against_worktree(files: _Files, view: Worktree, path: str, index: Index, i:
 def _file_diff(repo: Repository, files: _Files, path: str, old: Side, new: Side,
                present: _File | None) -> str:
     named = path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")  # as text
+    if old is None and new is None:  # in conflict: Git's own line (its combined diff of
+        return f"* Unmerged path {quoted(named)}\n"  # the stages is not made; read_file)
     head = header(named, old[0] if old else None, new[0] if new else None)
     if (old and old[0] == MODE_GITLINK) or (new and new[0] == MODE_GITLINK):
         lines = [f"-Subproject commit {old[1].hex()}\n" if old and old[1] else "",

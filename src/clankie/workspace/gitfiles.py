@@ -10,6 +10,7 @@ gives, is ever quoted in one. It never writes.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -59,7 +60,11 @@ class GitDir(Beneath):
                 raise unsafe("a file in its git directory is not a regular file")
             try:
                 return self.reopen(handle, os.O_RDONLY | os.O_NONBLOCK)
-            except (OSError, Refusal):
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    raise  # out of descriptors: said as such (`io_error`), not as a refusal
+                raise unreadable() from None
+            except Refusal:
                 raise unreadable() from None
         finally:
             os.close(handle.fd)

@@ -3,9 +3,11 @@
 Owns parsing the index format (versions 2, 3 and 4, as `gitformat-index` describes it),
 read as a stream in chunks, into a compact `Index`: each entry's path as bytes, in the
 file's order, and its fixed fields packed in one byte array (unpacked only for the entry
-asked for), so an index of many entries costs about a hundred bytes an entry, counted as
-it is built (`INDEX_ENTRIES`). Every path must obey Git's own rules (not empty, not
-absolute, no empty, `.`, `..` or `.git` component in any case) and the entries must be in
+asked for), so an index of many entries costs about a hundred bytes an entry besides its
+path; what it holds, the cache-tree too, is counted on the call's memory account as it is
+built (`bounds.Bounds`: past it, `repository_too_large`). Every path must obey Git's own
+rules (not empty, not absolute, no empty, `.`, `..` or `.git` component in any case) and
+the entries must be in
 Git's order: Git does not re-check these when it reads an index, so a hand-made one could
 name `../outside/secret`; such an index is `unsafe_repository`. A split or sparse index is
 refused too (its entries live elsewhere). Refusals are fixed sentences. Pure but for the
@@ -19,26 +21,24 @@ import hashlib
 import os
 import re
 import struct
-from collections.abc import Callable
+import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .confine import Refusal
+from .bounds import SLOT, Bounds, Held, Refusal
 from .gitfiles import READ, pread_exactly, too_large, unsafe
 
 MODE_GITLINK = 0o160000
 MODE_SYMLINK = 0o120000
-INDEX_ENTRIES = 250_000  # about 40 MiB held: W5's 64 MiB with room for the rest of a call
 INDEX_BYTES = 128 * 1024 * 1024  # the most of an index file read (and hashed) by one call
-INDEX_HELD = 40 * 1024 * 1024  # what its entries may hold in memory, counted as they are read
-ENTRY_BYTES = 110  # an entry's memory besides its path's bytes (measured: list slot, bytes
-# object header, fixed fields)
+_EMPTY_PATH = sys.getsizeof(b"")  # what a path's bytes object holds besides its bytes
 PATH_BYTES = 4_096  # the longest path an entry may name (W2's bound on a path)
 _HEADER = struct.Struct(">4sII")
 _STAT = struct.Struct(">10I")
 _EXTENDED = 0x4000
 _INTENT_TO_ADD = 0x2000  # in the extended flags
 _SKIP_WORKTREE = 0x4000  # in the extended flags
+_ASSUME_VALID = 0x8000  # in the flags: `update-index --assume-unchanged`
 _NS = 1_000_000_000
 
 
@@ -61,6 +61,14 @@ class IndexEntry:
 # A NUL, or an empty, `.`, `..` or `.git` component (any case) anywhere, or an empty path:
 # what Git itself refuses in an index or a tree.
 _BAD_BYTES = re.compile(rb"\x00|(?:^|/)(?:\.|\.\.|\.git)?(?:/|$)", re.IGNORECASE)
+
+
+def _maybe_bad(name: bytes) -> bool:
+    """Whether `_BAD_BYTES` may find something in `name` (a quicker test, first: only a
+    path with a NUL, a leading or doubled `/`, a `.` after one or at the start, or a
+    trailing `/` can break Git's rules)."""
+    return (not name or b"\x00" in name or name[0] in b"/." or name[-1:] == b"/"
+            or b"//" in name or b"/." in name)
 
 
 def as_bytes(path: str) -> bytes:
@@ -89,11 +97,14 @@ class Index:
         self.paths: list[bytes] = []
         self._fixed = bytearray()
         self._size = 40 + hash_size + 2
-        self._extended = bytearray()  # per entry: 1 intent to add, 2 skip worktree, 4 a stage
+        self._extended = bytearray()  # per entry: 1 intent to add, 2 skip worktree, 4 a
+        # stage, 8 assume unchanged
         self.gitlinks: list[int] = []  # the positions of nested repositories' entries
-        # Git's cache-tree (the TREE extension), where it is valid: a folder ('' for the
-        # top, else 'a/b') -> (how many entries it covers, the tree ID they make)
-        self.trees: dict[bytes, tuple[int, bytes]] = {}
+        # Git's cache-tree (the TREE extension), where it is valid, one step a folder: its
+        # parent's number and its name -> its own number, how many entries it covers and
+        # the tree ID they make (`cached_tree`); the top is number 0. A folder is never
+        # kept by its whole path: a deep tree would cost the square of its depth.
+        self._trees: dict[bytes, bytes] = {}
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -127,15 +138,30 @@ class Index:
     def intent_to_add(self, i: int) -> bool:
         return bool(self._extended[i] & 1)
 
+    def skip_worktree(self, i: int) -> bool:
+        return bool(self._extended[i] & 2)
+
+    def assume_unchanged(self, i: int) -> bool:
+        return bool(self._extended[i] & 8)
+
     def plain(self, start: int, end: int) -> bool:
         """Whether the entries in [start, end) are all plain: no intent to add, no
-        skip-worktree, no conflict stage."""
+        skip-worktree, no conflict stage, none assumed unchanged."""
         return not self._extended[start:end].strip(b"\x00")
 
     def find(self, path: bytes) -> int | None:
         """The position of the first entry for `path` (any stage), or None."""
         i = bisect.bisect_left(self.paths, path)
         return i if i < len(self.paths) and self.paths[i] == path else None
+
+    def ours(self, i: int) -> int | None:
+        """The stage-2 entry ("ours") of the conflicted path whose first entry is `i`."""
+        path = self.paths[i]
+        while i < len(self.paths) and self.paths[i] == path:
+            if self.stage(i) == 2:
+                return i
+            i += 1
+        return None
 
     def below(self, folder: bytes) -> tuple[int, int]:
         """The positions [start, end) of the entries beneath `folder` (b'' for all;
@@ -150,6 +176,19 @@ class Index:
         """Positions [start, end) that hold every entry that is `path` or lies beneath it
         (and, between them, the likes of `path.txt`, which the caller skips)."""
         return bisect.bisect_left(self.paths, path), self.below(path + b"/")[1]
+
+    def cached_tree(self, folder: bytes) -> tuple[int, bytes] | None:
+        """What the cache-tree says of a folder (b'' for the top, else b'a/b'): how many
+        entries it covers and the tree ID they make; None where it says nothing valid."""
+        found = self._trees.get(_TOP)
+        for name in folder.split(b"/") if folder else ():
+            if found is None:
+                return None
+            number = int.from_bytes(found[:4], "big")
+            found = self._trees.get(number.to_bytes(4, "big") + name)
+        if found is None or found[4:8] == _INVALID:
+            return None
+        return int.from_bytes(found[4:8], "big"), found[8:]
 
     def holds_folder(self, folder: bytes) -> bool:
         """Whether any entry lies beneath `folder` (no trailing '/')."""
@@ -219,10 +258,9 @@ class _Reader:
 
 
 _GITLINK = MODE_GITLINK.to_bytes(4, "big")
-TREE_BYTES = 16 * 1024 * 1024  # a cache-tree larger than this is not read (it only saves work)
 _TREE_DEPTH = 1_024  # folders deep a cache-tree may go (as a commit's trees)
-_TREE_FOLDERS = 65_536  # folders it may name (about 10 MiB; a repository of 100,000 files
-# has a few thousand)
+_TOP = b"\xff\xff\xff\xff"  # the cache-tree's key of the top folder
+_INVALID = b"\xff\xff\xff\xff"  # a folder whose entries Git marked invalid (-1)
 
 
 def _long_path() -> Refusal:
@@ -233,12 +271,12 @@ def truncated() -> Refusal:
     return unsafe("its index is truncated or malformed")
 
 
-def read_index(fd: int, hash_size: int = 20,
-               check_time: Callable[[], None] = lambda: None) -> Index:
+def read_index(fd: int, hash_size: int = 20, bounds: Bounds | None = None) -> Index:
     """Every entry of the index file open as `fd`, in its order; `unsafe_repository` if it
     is malformed, out of Git's order, split or sparse, or names a path Git refuses;
-    `repository_too_large` past `INDEX_ENTRIES` entries, a path past `PATH_BYTES` or
-    `INDEX_HELD` bytes held; `check_time` asked as entries are read."""
+    `repository_too_large` past a path of `PATH_BYTES` or past the call's memory account
+    (`bounds`: what the entries hold is counted as they are read, its deadline asked)."""
+    bounds = bounds or Bounds()
     reader = _Reader(fd, hash_size)
     if reader.end > INDEX_BYTES:
         raise too_large(f"its index is more than the {INDEX_BYTES} bytes these tools read")
@@ -247,16 +285,17 @@ def read_index(fd: int, hash_size: int = 20,
     reader.at = _HEADER.size
     if signature != b"DIRC" or version not in (2, 3, 4):
         raise unsafe("its index is not in a format these tools read")
-    if count > INDEX_ENTRIES:
-        raise too_large(f"its index holds {count} entries, more than the {INDEX_ENTRIES} "
-                        "these tools hold")
-    index = Index(hash_size)
     fixed = 40 + hash_size + 2
+    least = _EMPTY_PATH + 1 + SLOT + fixed + 1  # what an entry holds at the least
+    if count * least > bounds.memory - bounds.held:  # said at once, before any is read
+        raise too_large(f"its index holds {count} entries, {count * least} bytes at the "
+                        f"least; a tool call may hold {bounds.memory}")
+    index = Index(hash_size)
+    held = Held(bounds, f"its index ({count} entries)")
     previous = (b"", -1)
-    held = 0
     for number in range(count):
         if number % 1024 == 0:
-            check_time()
+            bounds.check_time()
         at, data = reader.at, reader.data
         if len(data) - at < fixed + 2:  # (the window is checked here, not per call: fast)
             reader.need(fixed + 2)
@@ -292,11 +331,8 @@ def read_index(fd: int, hash_size: int = 20,
         stage = (flags >> 12) & 3
         if len(name) > PATH_BYTES:
             raise _long_path()
-        held += len(name) + ENTRY_BYTES
-        if held > INDEX_HELD:
-            raise too_large(f"its index needs more than the {INDEX_HELD} bytes of memory these "
-                            f"tools give it ({number + 1} of {count} entries read)")
-        if _BAD_BYTES.search(name) is not None:
+        held.take(sys.getsizeof(name) + SLOT + fixed + 1)  # its path, fields and flags
+        if _maybe_bad(name) and _BAD_BYTES.search(name) is not None:
             raise unsafe("its index names a path Git itself refuses")
         if (name, stage) <= previous:
             raise unsafe("its index is not in Git's order")
@@ -306,13 +342,14 @@ def read_index(fd: int, hash_size: int = 20,
         index.paths.append(name)
         index._fixed += head
         index._extended.append((1 if extended & _INTENT_TO_ADD else 0)
-                               | (2 if extended & _SKIP_WORKTREE else 0) | (4 if stage else 0))
+                               | (2 if extended & _SKIP_WORKTREE else 0) | (4 if stage else 0)
+                               | (8 if flags & _ASSUME_VALID else 0))
         reader.at += used
-    _extensions(reader, index)
+    _extensions(reader, index, held)
     return index
 
 
-def _extensions(reader: _Reader, index: Index) -> None:
+def _extensions(reader: _Reader, index: Index, held: Held) -> None:
     """Go past the extensions to the checksum, reading the cache-tree on the way. A split
     index keeps entries in another file, a sparse one collapses directories: neither is
     read here, so neither is mistaken for a complete list."""
@@ -326,49 +363,66 @@ def _extensions(reader: _Reader, index: Index) -> None:
             raise unsafe("its index is sparse (sparse-checkout); these tools read only "
                          "a whole index")
         reader.at += 8
-        if signature == b"TREE" and size <= TREE_BYTES:
-            reader.need(size)
-            index.trees = _cache_tree(reader.data[reader.at:reader.at + size], index)
+        if signature == b"TREE":
+            with held.bounds.holding(size, "its index's cache-tree"):
+                reader.need(size)
+                _cache_tree(reader.data, reader.at, reader.at + size, index, held)
             reader.at += size
         else:
             reader.skip(size)
     reader.checked()
 
 
-def _cache_tree(data: bytes, index: Index) -> dict[bytes, tuple[int, bytes]]:
-    """The valid folders of Git's cache-tree: depth first, each `name NUL entries SP
-    subtrees LF` then its tree ID when `entries` is not -1, then its subtrees. A
-    malformed one, or one larger than the index can need (more folders than entries,
-    deeper or with longer paths than an entry may have), is left out whole: it only ever
-    saves work, and it costs no more than the index itself."""
-    trees: dict[bytes, tuple[int, bytes]] = {}
-    at, stack = 0, [(b"", 1)]  # (the parent folder's path, its subtrees still to read)
+def _cache_tree(data: bytes, at: int, stop: int, index: Index, held: Held) -> None:
+    """The folders of Git's cache-tree, kept in `index` (`Index.cached_tree`), each
+    counted on the call's account: depth first, each `name NUL entries SP subtrees LF`
+    then its tree ID when `entries` is not -1, then its subtrees. A malformed one, or one
+    larger than the index can need (more folders than entries, deeper or with longer
+    paths than an entry may have), is left out whole: it only ever saves work."""
+    trees = index._trees
+    before = sys.getsizeof(trees)
+    # (the parent folder's number, its path's length, its subtrees still to read)
+    stack = [(-1, 0, 1)]
+    taken = 0
     try:
-        while at < len(data):
-            if len(stack) > _TREE_DEPTH or len(trees) > min(len(index.paths), _TREE_FOLDERS):
-                return {}
-            while stack and stack[-1][1] == 0:
+        while at < stop:
+            if len(stack) > _TREE_DEPTH or len(trees) > len(index.paths):
+                raise ValueError
+            while stack and stack[-1][2] == 0:
                 stack.pop()
             if not stack:
-                return {}  # more than the tree says it holds
-            parent, left = stack.pop()
-            stack.append((parent, left - 1))
-            nul = data.index(b"\x00", at)
-            end = data.index(b"\n", nul)
+                raise ValueError  # more than the tree says it holds
+            parent, length, left = stack.pop()
+            stack.append((parent, length, left - 1))
+            nul = data.index(b"\x00", at, stop)
+            end = data.index(b"\n", nul, stop)
             counts = data[nul + 1:end].split(b" ")
             entries, subtrees = int(counts[0]), int(counts[1])
             name = data[at:nul]
-            path = parent + b"/" + name if parent and name else parent or name
-            if len(path) > PATH_BYTES:
-                return {}
+            length += (1 if length and name else 0) + len(name)
+            if length > PATH_BYTES or entries < -1 or subtrees < 0:
+                raise ValueError
             at = end + 1
+            number = len(trees)
+            value = number.to_bytes(4, "big") + (
+                _INVALID if entries < 0 else entries.to_bytes(4, "big"))
             if entries >= 0:
-                trees[path] = (entries, data[at:at + index.hash_size])
+                if at + index.hash_size > stop:
+                    raise ValueError
+                value += data[at:at + index.hash_size]
                 at += index.hash_size
-            stack.append((path, subtrees))
-    except (ValueError, IndexError):
-        return {}
-    return trees
+            key = _TOP if parent < 0 else parent.to_bytes(4, "big") + name
+            if key in trees:
+                raise ValueError
+            trees[key] = value
+            grown = sys.getsizeof(trees) - before
+            held.take(sys.getsizeof(key) + sys.getsizeof(value) + grown)
+            taken += sys.getsizeof(key) + sys.getsizeof(value) + grown
+            before += grown
+            stack.append((number, length, subtrees))
+    except (ValueError, IndexError, OverflowError):
+        trees.clear()
+        held.give(taken)
 
 
 def _varint(reader: _Reader, used: int) -> tuple[int, int]:

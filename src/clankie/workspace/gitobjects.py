@@ -11,7 +11,13 @@ Bounds, checked before anything is kept (W5): an object's declared size, and wha
 stream inflates to, at most `OBJECT_BYTES` (`repository_too_large`); the compressed input
 read for one object bounded by its size; a delta chain at most `DELTA_CHAIN` long; every
 offset inside its pack (`unsafe_repository`); the call's deadline checked as bytes stream
-in. No byte of a malformed file is ever quoted: refusals are fixed sentences. Reads only.
+in. Memory is counted on the call's account (`bounds.Bounds`) before it is taken: the
+object being read (by its declared size, before a byte is inflated; with a delta, its base,
+the delta and the result while all three are held), until the next object is read (a
+caller that keeps one longer counts it itself), and the recently read objects the store
+keeps (a cache that gives way when the account has no room).
+
+No byte of a malformed file is ever quoted: refusals are fixed sentences. Reads only.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
-import time
+import sys
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -27,16 +33,20 @@ from dataclasses import dataclass
 
 from clankie.core.vocabulary import WorkspaceCode
 
-from .confine import Refusal
+from .bounds import SLOT, Bounds, Refusal
 from .gitfiles import GitDir, chunks, pread_exactly, too_large, unsafe
 
 OBJECT_BYTES = 16 * 1024 * 1024
 DELTA_CHAIN = 50
 PACKS = 1_000  # pack files looked at (a repository gathers them into a few)
+OPEN_PACKS = 32  # packs whose descriptors are open at once (two each: 64 of the usual 1,024)
 CACHE_BYTES = 8 * 1024 * 1024  # recently read objects kept (delta bases, trees, commits)
 CACHE_ONE = 512 * 1024  # the largest object kept there
 PREFIX_CANDIDATES = 16  # objects a short hex prefix may name before it is just ambiguous
+_CACHED = 256  # what keeping an object in the cache holds besides its bytes: its key, tuple
+# and slot (a loose object's key is its 20-byte ID, a packed one's a tuple of two numbers)
 _INPUT_SLACK = 64 * 1024  # compressed bytes an object may take beyond its inflated size
+_PIECE = 1024 * 1024  # the most inflated in one step
 KINDS = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 _OFS_DELTA, _REF_DELTA = 6, 7
 Data = bytes | bytearray
@@ -55,18 +65,43 @@ class Info:
 class ObjectStore:
     """The objects of one git directory, for one tool call. Close it after use."""
 
-    def __init__(self, gitdir: GitDir, hash_size: int, deadline: float) -> None:
+    def __init__(self, gitdir: GitDir, hash_size: int, bounds: Bounds) -> None:
         self.gitdir = gitdir
         self.hash_size = hash_size
-        self.deadline = deadline
+        self.bounds = bounds
         self._packs: list[_Pack] | None = None
+        self._opened = _Open()
+        self._found_in: _Pack | None = None  # where the last object was found: looked first
         self._cache: OrderedDict[tuple[int, int] | bytes, tuple[str, Data]] = OrderedDict()
-        self._cached = 0
+        self._cached = 0  # bytes of the cache, counted on the account
+        self._last = 0  # bytes of the object being read, or read last, counted likewise
+        self._packs_held = 0  # bytes of the packs' tables (`_Pack.held`), counted likewise
 
     def close(self) -> None:
         for pack in self._packs or ():
             pack.close()
         self._packs = []
+        self.bounds.give(self._packs_held)
+        self._packs_held = 0
+        self._let_go()
+        self.bounds.give(self._cached)
+        self._cached = 0
+        self._cache.clear()
+
+    def _let_go(self) -> None:
+        """The object read last is no longer counted: its reader has let it go (or
+        counts it itself)."""
+        self.bounds.give(self._last)
+        self._last = 0
+
+    def _reading(self, size: int) -> None:
+        """Count an object about to be read, by its declared size, before it is: its
+        buffer grows as it is inflated, and CPython's `bytearray` then holds up to an
+        eighth more (`PyByteArray_Resize`)."""
+        if size <= OBJECT_BYTES:  # (larger is refused by its own bound, with its size)
+            held = size + (size >> 3)
+            self.bounds.take(held, f"an object of {size} bytes")
+            self._last += held
 
     def __enter__(self) -> ObjectStore:
         return self
@@ -75,10 +110,7 @@ class ObjectStore:
         self.close()
 
     def check_time(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise Refusal(WorkspaceCode.TIME_LIMIT,
-                          "the tool call ran out of time reading Git objects; "
-                          "narrow it with a path")
+        self.bounds.check_time()
 
     # --- what callers ask ------------------------------------------------------------------
 
@@ -103,16 +135,24 @@ class ObjectStore:
         found = self._locate(oid)
         if found is None:
             return None
+        self._let_go()
         if isinstance(found, _Loose):
             if limit is not None and found.info.size > limit:
                 found.close()
                 return None
-            kind, data = found.info.kind, found.rest(self)
-            self._keep(oid, kind, data)  # a packed object is kept by where it is
-            return kind, data
+            try:
+                self._reading(found.info.size)
+            except BaseException:
+                found.close()
+                raise
+            loose = found.info.kind, found.rest(self)
+            self._keep(oid, *loose)
+            return loose
         if limit is not None and self._packed_info(*found).size > limit:
             return None
-        return self._unpack(*found)
+        packed = self._unpack(*found)
+        self._keep(oid, *packed)  # found again by its ID without looking in every pack
+        return packed
 
     def expand(self, prefix: str) -> list[bytes]:
         """The IDs of the objects whose hex ID starts with `prefix` (4 or more lowercase hex
@@ -137,9 +177,14 @@ class ObjectStore:
     def _locate(self, oid: bytes) -> _Loose | tuple[_Pack, int] | None:
         if len(oid) != self.hash_size:
             return None
-        for pack in self._all_packs():
+        last = self._found_in
+        packs = self._all_packs()
+        for n, pack in enumerate(itertools.chain([last] if last is not None else [], packs)):
+            if (n and pack is last) or not pack.holds(oid[0]):
+                continue  # (looked at first already), or its fan-out says it holds none
             offset = pack.find(oid)
             if offset is not None:
+                self._found_in = pack
                 return pack, offset
         return self._loose(oid)
 
@@ -167,9 +212,17 @@ class ObjectStore:
                     raise too_large(f"it has more than {PACKS} pack files")
                 self.check_time()
                 pack = _Pack.open(self.gitdir, f"objects/pack/{name[:-4]}", self.hash_size,
-                                  len(self._packs))
+                                  len(self._packs), self._opened)
                 if pack is not None:
                     self._packs.append(pack)
+                    held = pack.held()  # kept for the call, its descriptors open or not
+                    try:
+                        self.bounds.take(held, f"the tables of {len(self._packs)} packs")
+                    except BaseException:
+                        pack.close()
+                        self._packs.pop()
+                        raise
+                    self._packs_held += held
         return self._packs
 
     # --- packed objects -------------------------------------------------------------------
@@ -213,6 +266,7 @@ class ObjectStore:
             if head.kind in KINDS:
                 if head.size > OBJECT_BYTES:
                     raise too_large(f"an object is over {OBJECT_BYTES} bytes")
+                self._reading(head.size)
                 kind, data = KINDS[head.kind], self._inflate(pack, head, head.size)
                 self._keep((pack.number, offset), kind, data)
                 break
@@ -221,13 +275,27 @@ class ObjectStore:
             chain.append((pack, head))
             base = self._base(pack, head)
             if isinstance(base, _Loose):
+                try:
+                    self._reading(base.info.size)
+                except BaseException:
+                    base.close()
+                    raise
                 kind, data = base.info.kind, base.rest(self)
                 break
             pack, offset = base
+        if chain and not self._last:  # a cached base: counted while the chain is applied
+            self._reading(len(data))
         for delta_pack, head in reversed(chain):
             if head.size > OBJECT_BYTES:
                 raise too_large(f"a delta is over {OBJECT_BYTES} bytes")
-            data = apply_delta(data, self._inflate(delta_pack, head, head.size), self)
+            with self.bounds.holding(head.size, f"a delta of {head.size} bytes"):
+                instructions = self._inflate(delta_pack, head, head.size)
+                size = _delta_sizes(instructions)[1]
+                self._reading(size)  # the result, while its base is still held
+                data = apply_delta(data, instructions, self)
+            held = size + (size >> 3)
+            self.bounds.give(self._last - held)  # the base is let go
+            self._last = held
             self._keep((delta_pack.number, head.offset), kind, data)
         return kind, data
 
@@ -240,13 +308,21 @@ class ObjectStore:
                        exact=False)
 
     def _keep(self, key: tuple[int, int] | bytes, kind: str, data: Data) -> None:
+        """Keep a recently read object (counted on the account), making room by letting
+        the oldest go; not kept when the account has no room for it."""
+        size = len(data) + _CACHED
         if len(data) > CACHE_ONE or key in self._cache:
             return
-        self._cache[key] = (kind, data)
-        self._cached += len(data)
-        while self._cached > CACHE_BYTES:
+        while self._cache and (self._cached + size > CACHE_BYTES
+                               or not self.bounds.room(size)):
             _, (_, old) = self._cache.popitem(last=False)
-            self._cached -= len(old)
+            self.bounds.give(len(old) + _CACHED)
+            self._cached -= len(old) + _CACHED
+        if self._cached + size > CACHE_BYTES or not self.bounds.room(size):
+            return
+        self.bounds.take(size, "the objects kept")
+        self._cache[key] = (kind, data)
+        self._cached += size
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,8 +362,8 @@ class _Loose:
         try:
             if self.info.size > OBJECT_BYTES:  # declared: refused before a byte is inflated
                 raise too_large(f"an object is over {OBJECT_BYTES} bytes")
-            data = bytearray(self.first)
-            data += self.inflater.take(self.info.size - len(data) + 1)
+            data = self.inflater.take(self.info.size - len(self.first) + 1,
+                                      bytearray(self.first))
             if len(data) != self.info.size or not self.inflater.finished():
                 raise corrupt()
             return data
@@ -309,13 +385,19 @@ class _Inflater:
         self.inflate = zlib.decompressobj()
         self.used = 0
 
-    def take(self, size: int) -> bytearray:
-        """Up to `size` more bytes (fewer only where the stream ends)."""
-        out = bytearray()
+    def take(self, size: int, out: bytearray | None = None) -> bytearray:
+        """Up to `size` more bytes (fewer only where the stream ends), after `out`'s; each
+        piece inflated at most `_PIECE` (never a second copy of the whole object)."""
+        out = bytearray() if out is None else out
+        size += len(out)
         try:
             while len(out) < size and not self.inflate.eof:
                 pending = self.inflate.unconsumed_tail
-                if not pending:
+                if not pending:  # what it inflated, but held back at the last piece's end
+                    more = self.inflate.decompress(b"", min(size - len(out), _PIECE))
+                    if more:
+                        out += more
+                        continue
                     pending = next(self.source, b"")
                     if not pending:
                         raise corrupt()  # the file ends inside the stream
@@ -323,16 +405,16 @@ class _Inflater:
                     if self.used > self.max_input:
                         raise corrupt()
                     self.store.check_time()
-                out += self.inflate.decompress(pending, size - len(out))
+                out += self.inflate.decompress(pending, min(size - len(out), _PIECE))
         except zlib.error:
             raise corrupt() from None
         return out
 
     def finished(self) -> bool:
         """Whether the stream ends here (no byte more to inflate)."""
-        if not self.inflate.eof:
-            self.take(1)
-        return self.inflate.eof and not self.inflate.unconsumed_tail
+        if not self.inflate.eof and self.take(1):
+            return False
+        return self.inflate.eof  # (what follows the stream in a pack is the next object)
 
 
 def inflate(source: Iterator[bytes], size: int, store: ObjectStore, *, exact: bool
@@ -345,27 +427,75 @@ def inflate(source: Iterator[bytes], size: int, store: ObjectStore, *, exact: bo
     return data
 
 
-class _Pack:
-    """A pack and its version-2 index, both open; objects looked up with `pread`."""
+class _Open:
+    """The packs whose two descriptors are open, least recently used first: at most
+    `OPEN_PACKS` at once, whatever the number of packs (a repository of 701 packs must not
+    run the process out of descriptors)."""
 
-    def __init__(self, idx: int, pack: int, number: int, hash_size: int, count: int,
-                 fanout: tuple[int, ...], pack_size: int) -> None:
-        self.idx, self.fd, self.number = idx, pack, number
+    def __init__(self) -> None:
+        self.packs: OrderedDict[int, _Pack] = OrderedDict()
+
+    def use(self, pack: _Pack) -> None:
+        self.packs[pack.number] = pack
+        self.packs.move_to_end(pack.number)
+        while len(self.packs) > OPEN_PACKS:
+            self.packs.popitem(last=False)[1].close()
+
+
+class _Pack:
+    """A pack and its version-2 index; objects looked up with `pread`. Its descriptors are
+    opened when first needed and may be closed to make room (`_Open`); opened again, each
+    file must be the very one first opened."""
+
+    def __init__(self, gitdir: GitDir, stem: str, opened: _Open, number: int,
+                 hash_size: int, count: int, fanout: tuple[int, ...],
+                 ids: tuple[tuple[int, int], tuple[int, int]], pack_size: int) -> None:
+        self.gitdir, self.stem, self.opened, self.number = gitdir, stem, opened, number
         self.hash_size, self.count, self.fanout = hash_size, count, fanout
-        self.pack_size = pack_size
+        self.ids, self.pack_size = ids, pack_size
+        self._fds: tuple[int, int] | None = None
         self._names = 8 + 1024
         self._offsets = self._names + count * (hash_size + 4)
         self._large = self._offsets + count * 4
 
+    @property
+    def idx(self) -> int:
+        return self._open()[0]
+
+    @property
+    def fd(self) -> int:
+        return self._open()[1]
+
+    def _open(self) -> tuple[int, int]:
+        if self._fds is None:
+            fds = _pair(self.gitdir, self.stem)
+            if fds is None or _ids(fds) != self.ids:
+                for fd in fds or ():
+                    os.close(fd)
+                raise unsafe("a pack changed while it was read")
+            self._fds = fds
+        self.opened.use(self)
+        return self._fds
+
+    def held(self) -> int:
+        """What it keeps while the call runs, as CPython measures it: above all its fan-out
+        table (256 numbers), looked at for every lookup without a read."""
+        return (sys.getsizeof(self) + sys.getsizeof(self.__dict__) + SLOT
+                + sys.getsizeof(self.fanout)
+                + sum(sys.getsizeof(n) for n in self.fanout if n > 256)  # (smaller: shared)
+                + sys.getsizeof(self.stem) + 3 * sys.getsizeof(self.ids))
+
+    def holds(self, first: int) -> bool:
+        """Whether it may hold an object whose ID begins with this byte (no file read)."""
+        return self._bounds(first)[0] < self._bounds(first)[1]
+
     @classmethod
-    def open(cls, gitdir: GitDir, stem: str, hash_size: int, number: int) -> _Pack | None:
-        idx = gitdir.open_file(stem + ".idx")
-        if idx is None:
+    def open(cls, gitdir: GitDir, stem: str, hash_size: int, number: int, opened: _Open
+             ) -> _Pack | None:
+        fds = _pair(gitdir, stem)
+        if fds is None:
             return None  # removed meanwhile (a repack)
-        pack = gitdir.open_file(stem + ".pack")
-        if pack is None:
-            os.close(idx)
-            return None
+        idx, pack = fds
         try:
             head = pread_exactly(idx, 8 + 1024, 0)
             if len(head) != 8 + 1024 or head[:8] != b"\xfftOc\x00\x00\x00\x02":
@@ -380,15 +510,21 @@ class _Pack:
             if pread_exactly(pack, 12, 0)[:8] not in (b"PACK\x00\x00\x00\x02",
                                                       b"PACK\x00\x00\x00\x03"):
                 raise unsafe("a pack is not in a format these tools read")
-            return cls(idx, pack, number, hash_size, count, fanout, pack_size)
+            found = cls(gitdir, stem, opened, number, hash_size, count, fanout, _ids(fds),
+                        pack_size)
         except BaseException:
             os.close(idx)
             os.close(pack)
             raise
+        found._fds = fds
+        opened.use(found)
+        return found
 
     def close(self) -> None:
-        os.close(self.idx)
-        os.close(self.fd)
+        if self._fds is not None:
+            os.close(self._fds[0])
+            os.close(self._fds[1])
+            self._fds = None
 
     def _name(self, i: int) -> bytes:
         return pread_exactly(self.idx, self.hash_size, self._names + i * self.hash_size)
@@ -479,6 +615,27 @@ class _Pack:
         except IndexError:
             raise corrupt() from None
         raise corrupt()
+
+
+def _pair(gitdir: GitDir, stem: str) -> tuple[int, int] | None:
+    """A pack's index and pack files, opened; None when either is gone."""
+    idx = gitdir.open_file(stem + ".idx")
+    if idx is None:
+        return None
+    try:
+        pack = gitdir.open_file(stem + ".pack")
+    except BaseException:
+        os.close(idx)
+        raise
+    if pack is None:
+        os.close(idx)
+        return None
+    return idx, pack
+
+
+def _ids(fds: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    first, second = os.fstat(fds[0]), os.fstat(fds[1])
+    return (first.st_dev, first.st_ino), (second.st_dev, second.st_ino)
 
 
 def _delta_sizes(delta: Data) -> tuple[int, int, int]:

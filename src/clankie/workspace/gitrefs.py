@@ -3,11 +3,13 @@
 Owns what a revision a model gives may look like (a branch or tag name, `HEAD`, an object
 ID or a prefix of at least 4 hex digits, each with `~N` or `^N`; anything else is
 `invalid_argument`) and what commit it names, found as `git rev-parse` would find it:
-`HEAD`, then `refs/NAME`, `refs/tags/NAME`, `refs/heads/NAME`, `refs/remotes/NAME`,
-`refs/remotes/NAME/HEAD`, then an object ID or an unambiguous prefix of a commit; tags
-peeled to their commit. Every ref file is read through the git directory's confined
-opener; a symbolic ref is followed only to a well-formed name under `refs/`, at most 5
-deep. Replace refs, grafts and `shallow` are never read.
+`HEAD`, a full name (`refs/heads/main`), then `refs/NAME`, `refs/tags/NAME`,
+`refs/heads/NAME`, `refs/remotes/NAME`, `refs/remotes/NAME/HEAD`, then an object ID or an
+unambiguous prefix of a commit; tags peeled to their commit; each `~` or `^` step asks the
+call's deadline, and a commit met again on the way (a cycle, which only objects whose names
+lie can make) is `unsafe_repository`, found, not walked. Every ref file is read through the
+git directory's confined opener; a symbolic ref is followed only to a well-formed name under
+`refs/`, at most 5 deep. Replace refs, grafts and `shallow` are never read.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from clankie.core.vocabulary import WorkspaceCode
 from .confine import Refusal
 from .gitfiles import GitDir
 from .gitobjects import ObjectStore
-from .gittrees import parse_commit
+from .gittrees import cycle, parse_commit
 
 REF_BYTES = 4_096
 PACKED_REFS_BYTES = 16 * 1024 * 1024
@@ -106,19 +108,24 @@ class Refs:
         if oid is None:
             return None
         oid = self.peeled(oid)
+        # Each step goes to a parent; a commit met again is a cycle (only objects whose
+        # names lie make one), found by Brent's method without keeping the way walked.
+        mark, walked, power = oid, 0, 1
         for sign, count in steps:
-            if oid is None:
-                return None
-            if sign == "~":
-                for _ in range(count):
-                    self.store.check_time()  # a commit may be its own parent: no end
-                    parents = self._parents(oid)
-                    oid = parents[0] if parents else None
-                    if oid is None:
-                        return None
-            elif count:
+            for _ in range(count if sign == "~" else 1):
+                self.store.check_time()  # a revision may take a million steps
+                if oid is None:
+                    return None
                 parents = self._parents(oid)
-                oid = parents[count - 1] if count <= len(parents) else None
+                which = 1 if sign == "~" else count
+                if which == 0:
+                    break  # `^0`: the commit itself
+                oid = parents[which - 1] if which <= len(parents) else None
+                if oid is not None and oid == mark:
+                    raise cycle()
+                walked += 1
+                if walked == power:
+                    mark, walked, power = oid, 0, power * 2
         return oid
 
     def _base(self, name: str) -> bytes | None:
@@ -126,6 +133,10 @@ class Refs:
             return bytes.fromhex(name)
         if name == "HEAD":
             return self.resolve("HEAD")
+        if name.startswith("refs/"):  # a full name, as Git's first rule ("%s") takes it
+            found = self.resolve(name)
+            if found is not None:
+                return found
         for rule in _RULES:
             found = self.resolve(rule.format(name))
             if found is not None:
@@ -158,7 +169,7 @@ class Refs:
         found = self.store.read(oid)
         if found is None or found[0] != "commit":
             return ()
-        return parse_commit(oid, found[1], self.hash_size).parents
+        return parse_commit(oid, found[1], self.hash_size, self.store.check_time).parents
 
     def _file(self, name: str) -> str | None:
         """A loose ref's text; None if there is none (a folder of refs is none either)."""

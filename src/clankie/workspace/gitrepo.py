@@ -20,6 +20,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from .bounds import Bounds
 from .confine import Root
 from .gitfiles import GitDir, unsafe
 from .gitindex import Index, as_bytes, read_index
@@ -29,6 +30,9 @@ from .gittrees import MODE_TREE, Commit, History, missing
 
 CONFIG_BYTES = 64 * 1024
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+# A folder climbed through is only looked in by name, never listed: one its owner made
+# traversable but not readable (mode 0711) is climbed through as Git climbs it.
+_CLIMB = (getattr(os, "O_PATH", 0) or os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 _TRUE = {"", "true", "yes", "on", "1"}
 
 
@@ -38,8 +42,10 @@ class Repository:
 
     gitdir: GitDir
     prefix: str  # '' when the workspace is the top, else 'a/b/'
-    deadline: float
+    bounds: Bounds  # the call's deadline and memory account (W5)
     hash_size: int = 20
+    autocrlf: str = "false"  # core.autocrlf of the repository's own config: false, true, input
+    sparse_checkout: bool = False  # core.sparseCheckout
     index_mtime_ns: int = 0
     _index: Index | None = None
     _store: ObjectStore | None = field(default=None, repr=False)
@@ -58,7 +64,7 @@ class Repository:
     @property
     def store(self) -> ObjectStore:
         if self._store is None:
-            self._store = ObjectStore(self.gitdir, self.hash_size, self.deadline)
+            self._store = ObjectStore(self.gitdir, self.hash_size, self.bounds)
         return self._store
 
     @property
@@ -75,7 +81,7 @@ class Repository:
                 return self._index
             try:
                 self.index_mtime_ns = os.fstat(fd).st_mtime_ns
-                self._index = read_index(fd, self.hash_size, self.store.check_time)
+                self._index = read_index(fd, self.hash_size, self.bounds)
             finally:
                 os.close(fd)
         return self._index
@@ -126,10 +132,10 @@ class Repository:
 
 def repository(root: Root) -> Repository | None:
     """The workspace's checked repository, or None outside Git."""
-    return find_repository(root.fd, root.saved.path, root.deadline)
+    return find_repository(root.fd, root.saved.path, root.bounds)
 
 
-def find_repository(top_fd: int, path: str, deadline: float) -> Repository | None:
+def find_repository(top_fd: int, path: str, bounds: Bounds) -> Repository | None:
     """The repository of the directory open as `top_fd` (whose canonical path is `path`):
     its own `.git` or the nearest ancestor's, on the same file system; None when there is
     none. Refuses `unsafe_repository` as the module docstring says."""
@@ -144,7 +150,7 @@ def find_repository(top_fd: int, path: str, deadline: float) -> Repository | Non
                     os.close(found)
                     raise unsafe("the workspace lies inside a git directory")
                 repo = Repository(GitDir(found), "".join(f"{n}/" for n in reversed(climbed)),
-                                  deadline)
+                                  bounds)
                 try:
                     _check(repo)
                 except BaseException:
@@ -153,7 +159,7 @@ def find_repository(top_fd: int, path: str, deadline: float) -> Repository | Non
                 return repo
             if not names:
                 return None
-            parent = os.open("..", _DIR, dir_fd=current)
+            parent = os.open("..", _CLIMB, dir_fd=current)
             here, up = os.fstat(current), os.fstat(parent)
             if up.st_dev != here.st_dev or (up.st_ino == here.st_ino):
                 os.close(parent)
@@ -217,16 +223,21 @@ def _check(repo: Repository) -> None:
     if facts.refusal:
         raise unsafe(facts.refusal)
     repo.hash_size = facts.hash_size
-    for name in ("config.worktree",):
-        reason = read_config(repo.gitdir.read(name, CONFIG_BYTES) or b"").refusal
-        if reason:
-            raise unsafe(reason)
+    data = repo.gitdir.read("config.worktree", CONFIG_BYTES) or b""
+    reason = read_config(data).refusal
+    if reason:
+        raise unsafe(reason)
+    # (`git sparse-checkout` writes its setting there; read after the shared file, as Git)
+    worktree = read_config(config + b"\n" + data)
+    repo.autocrlf, repo.sparse_checkout = worktree.autocrlf, worktree.sparse_checkout
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigFacts:
     refusal: str | None  # why the repository is not read, if it is not
     hash_size: int  # 20 (SHA-1) or 32 (SHA-256)
+    autocrlf: str = "false"  # core.autocrlf: false, true or input
+    sparse_checkout: bool = False  # core.sparseCheckout
 
 
 def config_refusal(data: bytes) -> str | None:
@@ -241,6 +252,8 @@ def read_config(data: bytes) -> ConfigFacts:
     for on every line, continuation lines included."""
     section = ""
     hash_size = 20
+    autocrlf = "false"
+    sparse = False
     for raw in data.decode("utf-8", "replace").splitlines():
         line = raw.strip()
         if line.startswith("["):
@@ -260,7 +273,11 @@ def read_config(data: bytes) -> ConfigFacts:
                 return ConfigFacts("its objects are in a format these tools do not read",
                                    hash_size)
             hash_size = 32 if value == "sha256" else 20
-    return ConfigFacts(None, hash_size)
+        if section == "core" and key == "autocrlf":
+            autocrlf = "input" if value == "input" else "true" if value in _TRUE else "false"
+        if section == "core" and key == "sparsecheckout":
+            sparse = value in _TRUE
+    return ConfigFacts(None, hash_size, autocrlf, sparse)
 
 
 def _key_refusal(section: str, key: str, value: str) -> str | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Literal
 
 from clankie.core.model import WorkspaceIdentity
 
+from .bounds import Bounds
 from .confine import Refusal
 from .gitfiles import GitDir
 from .gitrepo import find_repository
@@ -103,20 +103,20 @@ def list_worktrees(repository: str, timeout: float) -> list[Worktree]:
     """The linked worktrees a repository has registered (its main worktree left out), as
     `git worktree list --porcelain` reports them: each `worktrees/ID/gitdir` names the
     worktree's `.git` file; one whose file is gone (and not `locked`) is prunable."""
-    deadline = time.monotonic() + timeout
+    bounds = Bounds(timeout)
     try:
         fd = os.open(repository, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise GitUnverified(exc.strerror) from None
     main = os.path.realpath(repository)
     try:
-        repo = find_repository(fd, main, deadline)
+        repo = find_repository(fd, main, bounds)
         if repo is None or repo.prefix:
             raise GitUnverified("the project root holds no git directory of its own")
         with repo:
             worktrees = []
             for name in repo.gitdir.names("worktrees", WORKTREES):
-                if time.monotonic() > deadline:
+                if bounds.out_of_time():
                     raise GitUnverified("reading the worktrees took too long")
                 found = _registered(repo.gitdir, name, os.path.join(main, ".git"))
                 if found is not None and found.path != main:

@@ -126,7 +126,7 @@ def _status(root: Root, a: t.GitStatusArgs, s: ToolSettings) -> t.GitStatusResul
 
 
 def _log(root: Root, a: t.GitLogArgs, s: ToolSettings) -> t.GitLogResult:
-    return git_log(root, a)
+    return git_log(root, a, s.deny)
 
 
 def _diff(root: Root, a: t.GitDiffArgs, s: ToolSettings) -> t.GitDiffResult:

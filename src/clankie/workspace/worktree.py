@@ -6,29 +6,37 @@ to Git: `tracked` (in the index, or a folder holding tracked files), `untracked`
 (by the ignore files; everything inside an ignored folder is ignored too, tracked files
 aside) or `submodule` (a gitlink, or a folder with its own `.git`: listed, never entered).
 Git never walks the working tree: the index is read from the git directory, the ignore and
-attribute files beneath the workspace by this walk, those above it from the index's blobs.
+attribute files beneath the workspace by this walk, those above it from the index's blobs,
+and one the working tree lacks from the index as Git reads it then.
 Outside Git every entry is `untracked` and `.git` is skipped. Clankie's own home (W4) is an
 entry marked `home`, never opened, let alone entered. The walk is linear in the
 entries it looks at (ignored ones included), stops with `time_limit` at the call's
-deadline, and holds bounded memory: at most `FOLDER_ENTRIES` entries of one folder and
-`MAX_LEVELS` folders deep (`partial` says what it left).
+deadline, and holds bounded memory: of each folder on its way down it keeps the names
+and types of its entries only (never their status), counted on the call's memory account
+while it is held (`bounds.Bounds`: past it, `repository_too_large`); it looks at most at
+`FOLDER_ENTRIES` entries of one folder and goes `MAX_LEVELS` folders deep (`partial` says
+what it left).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import stat
+import sys
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
+from .bounds import SLOT, Bounds
 from .confine import Refusal, Root, file_id, open_listed, open_regular
+from .gitconvert import clean_action
 from .gitindex import MODE_GITLINK, Index, as_bytes
 from .gitrepo import Repository
 from .gitrules import RULE_FILE_BYTES, Rules
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _RULE_FILES = (".gitignore", ".gitattributes")
-FOLDER_ENTRIES = 50_000  # entries of one folder looked at (W5: memory, whatever the folder)
+FOLDER_ENTRIES = 50_000  # entries of one folder looked at (W5: its time; memory is counted)
 MAX_LEVELS = 256  # folders deep below where a walk starts (W5: memory and descriptors)
 UNREADABLE = 1_000  # folders the walk could not read that it names (W5: memory)
 
@@ -51,7 +59,7 @@ def join(folder: str, name: str) -> str:
 class Seen:
     path: str  # relative to the workspace
     kind: str  # file, directory, symlink, other
-    found: os.DirEntry[str] | os.stat_result  # its own (lstat) status, or how to ask
+    found: _Listed | os.stat_result  # its own (lstat) status, or how to ask
     state: str  # tracked, untracked, ignored, submodule
     level: int  # 1 for the entries of the folder the walk started in
     filtered: bool  # the attributes name a filter for it (which is never run)
@@ -67,6 +75,20 @@ class Seen:
         return self.found.stat(follow_symlinks=False)
 
 
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    """An entry of a folder the walk holds open, whose status is asked only if needed."""
+
+    folder: int
+    name: str
+
+    def stat(self, *, follow_symlinks: bool) -> os.stat_result:
+        return os.stat(self.name, dir_fd=self.folder, follow_symlinks=follow_symlinks)
+
+
+_KINDS = ("file", "directory", "symlink", "other")
+
+
 @dataclass
 class _Folder:
     fd: int
@@ -74,7 +96,9 @@ class _Folder:
     rules: Rules
     ignored: bool
     level: int
-    children: list[tuple[str, os.DirEntry[str]]]
+    names: list[str]  # its entries' names, sorted
+    kinds: bytes  # and their types (an index in `_KINDS`), as the folder tells them
+    held: int  # what the two hold, counted on the call's account
     next: int = 0
 
 
@@ -122,24 +146,38 @@ class Worktree:
             return view
         view.index = repo.index()
         rules = Rules(repo.gitdir.read("info/exclude", RULE_FILE_BYTES),
-                      repo.gitdir.read("info/attributes", RULE_FILE_BYTES), root.check_time)
+                      repo.gitdir.read("info/attributes", RULE_FILE_BYTES), root.check_time,
+                      root.bounds)
         parts = repo.prefix.split("/")[:-1]
         for end in range(len(parts)):  # the folders above the workspace, from the top down
             base = "".join(f"{p}/" for p in parts[:end])
-            blobs = [view._blob(base + name) for name in _RULE_FILES]
+            blobs = [view._indexed(base + name) for name in _RULE_FILES]
             rules = rules.below(base, blobs[0], blobs[1])
         view.rules = rules
         return view
 
-    def _blob(self, top_path: str) -> bytes | None:
-        """A rule file above the workspace, as the index has it (Git reads it from there
-        too when the folder is not checked out)."""
+    def _indexed(self, top_path: str, skip_worktree_only: bool = False) -> bytes | None:
+        """A rule file as the index has it ("ours" in a conflict, as Git reads it): for the
+        folders above the workspace, and for a rule file the working tree lacks."""
         assert self.repo is not None and self.index is not None
         i = self.index.find(as_bytes(top_path))
-        if i is None or self.index.stage(i) != 0:
+        if i is not None and self.index.stage(i) != 0:
+            i = self.index.ours(i)
+        if i is None or (skip_worktree_only and not self.index.skip_worktree(i)):
             return None
         found = self.repo.store.read(self.index.oid(i), RULE_FILE_BYTES)
         return bytes(found[1]) if found is not None and found[0] == "blob" else None
+
+    def _or_indexed(self, folder: str, found: list[bytes | None]) -> list[bytes | None]:
+        """A folder's rule files as read from it, each one missing (or not a regular file)
+        as Git then reads it from the index: a `.gitattributes` whatever its flags (one the
+        user deleted still applies), a `.gitignore` only when skip-worktree (outside a
+        sparse checkout)."""
+        if self.index is None:
+            return found
+        return [data if data is not None else
+                self._indexed(self._base(folder) + name, name == ".gitignore")
+                for data, name in zip(found, _RULE_FILES, strict=True)]
 
     def unread(self, path: str) -> bool:
         """Whether a workspace-relative path lies in a folder the walk could not read."""
@@ -181,16 +219,17 @@ class Worktree:
         try:
             while stack:
                 folder = stack[-1]
-                if folder.next == len(folder.children):
+                if folder.next == len(folder.names):
                     os.close(stack.pop().fd)
+                    self.root.bounds.give(folder.held)
                     continue
-                name, entry = folder.children[folder.next]
+                name, kind = folder.names[folder.next], _KINDS[folder.kinds[folder.next]]
+                entry = _Listed(folder.fd, name)
                 folder.next += 1
                 self.looked += 1
                 if self.looked % 256 == 0:
                     self.root.check_time()
                 path = join(folder.path, name)
-                kind = _kind_of_entry(entry)
                 st = None
                 if kind == "directory" or statuses:
                     try:
@@ -219,16 +258,17 @@ class Worktree:
                     if child is not None and not (descend and state != "submodule"):
                         os.close(child)
                         child = None
-                filtered = (kind != "directory" and folder.rules.any_filter
-                            and folder.rules.filtered(self.top(path)))
+                filtered = kind != "directory" and folder.rules.filtered(self.top(path))
                 self.folder_fd = folder.fd
                 yield Seen(path, kind, st or entry, state, folder.level, filtered, at, home)
                 if child is not None:
-                    stack.append(self._enter(child, path, folder.rules,
-                                             state == "ignored", folder.level + 1))
+                    stack.append(self._enter(child, path, folder.rules, state == "ignored"
+                                             or (state == "tracked" and self.excluded(
+                                                 path, kind, folder)), folder.level + 1))
         finally:
             for folder in stack:
                 os.close(folder.fd)
+                self.root.bounds.give(folder.held)
 
     def open_seen(self, seen: Seen) -> int | None:
         """The file the walk has just yielded, opened for reading through its folder's
@@ -245,34 +285,63 @@ class Worktree:
             return ("submodule" if self.index.mode(i) == MODE_GITLINK else "tracked"), i
         if kind == "directory" and self.tracked_dir(path):
             return "tracked", None
-        if folder.ignored or folder.rules.ignored(self.top(path), kind == "directory"):
+        if self.excluded(path, kind, folder):
             return "ignored", None
         return "untracked", None
+
+    def excluded(self, path: str, kind: str, folder: _Folder) -> bool:
+        """Git's `is_excluded`: the path lies in an excluded folder, or the rules exclude
+        it itself (an excluded folder stays so whatever a rule says of what is in it, and
+        whether it holds tracked files)."""
+        return folder.ignored or folder.rules.ignored(self.top(path), kind == "directory")
 
     def _enter(self, fd: int, path: str, rules: Rules, ignored: bool, level: int) -> _Folder:
         self.root.check_time()
         try:
-            children, more = _scan(fd)
+            names, kinds, held, more = _scan(fd, self.root.bounds)
         except OSError:
-            children, more = [], False
+            names, kinds, held, more = [], b"", 0, False
             if len(self.unreadable) < UNREADABLE:
                 self.unreadable.add(path)
+        except BaseException:
+            os.close(fd)
+            raise
         self.cut_folders += more
-        if self.repo is not None and not ignored:
-            names = {name for name, _ in children}
-            found = [_rule_file(fd, n) if n in names else None for n in _RULE_FILES]
-            rules = rules.below(self._base(path), found[0], found[1])
-        return _Folder(fd, path, rules, ignored, level, children)
+        try:
+            if self.repo is not None and (not ignored or self.tracked_dir(path)):  # (attributes
+                # apply to tracked files in an excluded folder)
+                found = self._or_indexed(path, [_rule_file(fd, n) if _holds(names, n)
+                                                else None for n in _RULE_FILES])
+                rules = rules.below(self._base(path), found[0], found[1])
+        except BaseException:
+            os.close(fd)
+            self.root.bounds.give(held)
+            raise
+        return _Folder(fd, path, rules, ignored, level, names, kinds, held)
 
     def filtered(self, path: str) -> bool:
         """Whether the attributes name a filter for a file the walk did not reach."""
+        return self._rules_for(path).filtered(self.top(path))
+
+    def conversion(self, path: str) -> str | None:
+        """How Git converts the file's line endings on the way into the repository
+        (`gitconvert.clean_action`): from its attributes and `core.autocrlf`."""
+        rules = self._rules_for(path)
+        if not rules.any_attribute and self.repo is not None and self.repo.autocrlf == "false":
+            return None  # the common case: nothing to look up
+        return clean_action(rules.attributes(self.top(path)),
+                            self.repo.autocrlf if self.repo is not None else "false")
+
+    def _rules_for(self, path: str) -> Rules:
+        """The rules in force for the files of the folder holding `path`."""
         folder = path.rpartition("/")[0] or "."
         rules = self._rules_in.get(folder)
         if rules is None:
             rules = self._rules_down_to(folder)[0]
-            found = [self._read_rule_file(join(folder, name)) for name in _RULE_FILES]
+            found = self._or_indexed(folder, [self._read_rule_file(join(folder, name))
+                                              for name in _RULE_FILES])
             rules = self._rules_in[folder] = rules.below(self._base(folder), found[0], found[1])
-        return rules.any_filter and rules.filtered(self.top(path))
+        return rules
 
     def _rules_down_to(self, folder: str) -> tuple[Rules, bool]:
         """The rules in force in `folder` (workspace-relative) from the folders above it,
@@ -286,12 +355,13 @@ class Worktree:
         here = "."
         found_ignored = False
         for part in [p for p in folder.split("/") if p not in ("", ".")]:
-            found = [self._read_rule_file(join(here, name)) for name in _RULE_FILES]
+            found = self._or_indexed(here, [self._read_rule_file(join(here, name))
+                                            for name in _RULE_FILES])
             rules = rules.below(self._base(here), found[0], found[1])
             here = join(here, part)
-            if not self.tracked_dir(here) and rules.ignored(self.top(here), True):
-                found_ignored = True
-                break
+            if not found_ignored and rules.ignored(self.top(here), True):
+                found_ignored = True  # (the rules below still count: attributes apply to
+                # the tracked files of an excluded folder)
         self._rules_at[folder] = (rules, found_ignored)
         return rules, found_ignored
 
@@ -322,40 +392,51 @@ class Worktree:
         return fd
 
 
-def _scan(fd: int) -> tuple[list[tuple[str, os.DirEntry[str]]], bool]:
-    """An open folder's entries but `.git`, sorted by name: at most `FOLDER_ENTRIES` of
-    them (and whether there were more). Their status is asked when it is needed (a
-    search needs only their type, which the folder itself tells)."""
-    found: list[tuple[str, os.DirEntry[str]]] = []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            if entry.name == ".git":
-                continue
-            if len(found) == FOLDER_ENTRIES:
-                found.sort(key=_name)
-                return found, True
-            found.append((entry.name, entry))
-    found.sort(key=_name)
-    return found, False
+def _scan(fd: int, bounds: Bounds) -> tuple[list[str], bytes, int, bool]:
+    """An open folder's entries but `.git`, sorted by name: their names and types (as the
+    folder tells them, no status asked: a search needs only types), at most
+    `FOLDER_ENTRIES` of them, and whether there were more; what they hold is counted on
+    the call's account (and the count returned, to be given back when they are let go)."""
+    found: list[tuple[str, int]] = []
+    held = 0
+    more = False
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.name == ".git":
+                    continue
+                if len(found) == FOLDER_ENTRIES:
+                    more = True
+                    break
+                size = sys.getsizeof(entry.name) + 2 * SLOT + 1  # (and its place as sorted)
+                bounds.take(size, "the folders the walk holds on its way down")
+                held += size
+                found.append((entry.name, _kind_of_entry(entry)))
+        found.sort()
+    except BaseException:
+        bounds.give(held)
+        raise
+    return [name for name, _ in found], bytes(kind for _, kind in found), held, more
 
 
-def _name(child: tuple[str, os.DirEntry[str]]) -> str:
-    return child[0]
+def _holds(names: list[str], name: str) -> bool:
+    at = bisect.bisect_left(names, name)
+    return at < len(names) and names[at] == name
 
 
-def _kind_of_entry(entry: os.DirEntry[str]) -> str:
+def _kind_of_entry(entry: os.DirEntry[str]) -> int:
     """An entry's type as its folder tells it (no status asked where the file system says
-    it in the listing)."""
+    it in the listing): its index in `_KINDS`."""
     try:
         if entry.is_symlink():
-            return "symlink"
+            return 2
         if entry.is_dir(follow_symlinks=False):
-            return "directory"
+            return 1
         if entry.is_file(follow_symlinks=False):
-            return "file"
+            return 0
     except OSError:
         pass
-    return "other"
+    return 3
 
 
 def _has_git(fd: int) -> bool:
