@@ -45,6 +45,9 @@ SLOW: tuple[str, ...] = (
     "tests/service/test_concurrency.py",  # sixteen services answering at once, twelve times
     # Issue 32 (make check under 60 s): the fast tests measured over 2 s with --durations=40.
     "tests/test_packaging.py",  # builds the wheel: 8 s
+    # Issue 42: `clankie service` subprocesses, several each (2 s)
+    "tests/test_cli_service.py::test_issue42_a_unit_that_differs_is_never_written_over_without_replace",
+    "tests/test_cli_service.py::test_issue42_web_and_tcp_go_to_serve_with_a_port_of_their_own",
     "tests/workspace/test_git_agreement.py",  # generated repositories against real git: 20 s
     "tests/workspace/test_git_memory.py::test_w5_a_tree_of_a_million_entries_stays_within_the_bounds",
     "tests/workspace/test_git_memory.py::test_w5_an_index_of_115000_entries_and_a_tree_of_134000_other_paths",

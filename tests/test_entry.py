@@ -69,7 +69,8 @@ def test_anything_else_goes_to_the_full_cli():
 
 @pytest.mark.parametrize("words", [["conversations", "list", "--help"], ["mcp", "--help"],
                                    ["conversations", "questions", "--help"],
-                                   ["chat", "--help"], ["--help"]])
+                                   ["chat", "--help"], ["--help"],
+                                   ["service", "install", "--help"]])
 def test_help_imports_neither_the_service_the_store_the_tui_nor_httpx(words: list[str]):
     """Issue 19: help loads click and nothing of the service, the store, the agent, the DTOs,
     the TUI or the HTTP client; nor Typer, pydantic or Rich (the CLI is plain click)."""

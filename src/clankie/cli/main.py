@@ -14,7 +14,7 @@ import click
 
 from clankie import __version__
 
-from . import COMPLETE_VAR, access, bridge, chat, conversations
+from . import COMPLETE_VAR, access, autostart, bridge, chat, conversations
 from .common import (
     USAGE,
     Arg,
@@ -50,6 +50,7 @@ app.add_command(conversations.app)
 app.add_command(access.devices)
 app.add_command(access.credentials)
 app.add_command(bridge.mcp)
+app.add_command(autostart.service)
 
 
 def fail(message: str, code: int = 1) -> click.exceptions.Exit:
