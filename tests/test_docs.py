@@ -1,8 +1,9 @@
 """The project's own documents stay true to the repository: every SPEC rule a test cites is
 described in docs/contract.md, the README and docs/ name only files that exist here (never
-a path outside the repository, issue 19), and the README shows each example script as it is
+a path outside the repository, issue 19), and the guides show each example script as it is
 in examples/ (the script format of SPEC section 10 "Models"; tests/e2e/test_examples.py runs
-them through `clankie serve --script`)."""
+them through `clankie serve --script`). The README's sections live in guides under docs/
+since issue 42 (tests/guides.py); the recipes read here are read there."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ from pathlib import Path
 import pytest
 
 from clankie.agent.scripted import load_script
+from tests.guides import DOCUMENTS as GUIDE_DOCUMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = ROOT / "docs" / "contract.md"
 README = ROOT / "README.md"
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+# The README and the guides it links (tests/guides.py), read as one text.
+SHOWN = "\n".join(p.read_text(encoding="utf-8") for p in GUIDE_DOCUMENTS)
 # A rule name: a section letter and 1..99 (not a lint code like E501, not a variable like T0).
 RULE = re.compile(r"\b[QSAERVMTWHP][1-9][0-9]?\b")
 # A rule described in the contract: a list item that starts with the rule's name in bold.
@@ -83,15 +87,13 @@ def test_the_readme_points_at_the_contract():
     assert "](docs/contract.md" in README.read_text(encoding="utf-8")
 
 
-def test_each_example_script_loads_and_the_readme_shows_it_as_it_is():
+def test_each_example_script_loads_and_a_guide_shows_it_as_it_is():
     examples = sorted((ROOT / "examples").glob("*.json"))
     assert examples
-    readme = README.read_text(encoding="utf-8")
     for example in examples:
         assert load_script(example)["turns"]  # the parser `clankie serve --script` uses
-        shown = "".join(f"    {line}\n" if line else "\n"
-                        for line in example.read_text(encoding="utf-8").splitlines())
-        assert shown in readme, f"the README does not show {example.name} as it is"
+        shown = f"```json\n{example.read_text(encoding='utf-8')}```\n"
+        assert shown in SHOWN, f"no guide shows {example.name} as it is"
 
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
@@ -132,10 +134,10 @@ def test_the_readme_links_the_architecture():
     assert "](docs/architecture.md)" in README.read_text(encoding="utf-8")
 
 
-NOTIFY = re.compile(r"^    notify_command = (\[.*\])$", re.MULTILINE)
+NOTIFY = re.compile(r"^notify_command = (\[.*\])$", re.MULTILINE)
 
 
-@pytest.mark.skipif(shutil.which("jq") is None, reason="the README's recipes use jq")
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the guides' recipes use jq")
 def test_h7_the_readmes_notify_recipes_send_the_prompt_as_it_is_and_read_no_file(
         tmp_path: Path):
     """Issue 21's trial: `curl -d "$(... .prompt)"` read a file when the prompt (the model's
@@ -155,7 +157,7 @@ def test_h7_the_readmes_notify_recipes_send_the_prompt_as_it_is_and_read_no_file
     document = json.dumps({"event": "input_requested", "asked_by": "Clankie",
                            "prompt": prompt, "read_with": "clankie conversations questions c",
                            "answer_url": "https://laptop.example.ts.net/c/x"})
-    recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(README.read_text())]
+    recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(SHOWN)]
     assert len(recipes) >= 2, recipes
     for n, argv in enumerate(recipes):
         record = tmp_path / f"recipe{n}"
@@ -189,10 +191,10 @@ ORPHANED = {"event": "continuation_failed", "conversation_id": "c1", "request_id
             "answer_url": "https://laptop.example.ts.net/?c=c1&r=r1"}
 
 
-@pytest.mark.skipif(shutil.which("jq") is None, reason="the README's recipes use jq")
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the guides' recipes use jq")
 def test_h7_r9_issue31_the_readmes_notify_recipes_say_an_ending_as_an_ending(tmp_path: Path):
-    """Issue 31: with `notify_on_resolved = true` the README's desktop recipe popped
-    "Clankie asks: " (an ending has no prompt) for a restart's endings. Each recipe, fed a
+    """Issue 31: with `notify_on_resolved = true` the desktop recipe (docs/notifications.md)
+    popped "Clankie asks: " (an ending has no prompt) for a restart's endings. Each recipe, fed a
     question and the two endings a restart sends (R9), says the question as one, and an
     ending as what it was, with how to carry on; never "asks" or "null" for an ending."""
     bin_dir = tmp_path / "bin"
@@ -201,7 +203,7 @@ def test_h7_r9_issue31_the_readmes_notify_recipes_say_an_ending_as_an_ending(tmp
     (bin_dir / "notify-send").write_text('#!/bin/sh\nshift\nprintf "%s" "$*" > "$RECORD"\n')
     for fake in bin_dir.iterdir():
         fake.chmod(0o755)
-    recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(README.read_text())]
+    recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(SHOWN)]
     assert len(recipes) >= 3, recipes
     for n, argv in enumerate(recipes):
         said = {}
@@ -222,7 +224,7 @@ def test_h7_r9_issue31_the_readmes_notify_recipes_say_an_ending_as_an_ending(tmp
         assert "answer" in said["orphaned"] and "interrupted" in said["orphaned"], said
 
 
-@pytest.mark.skipif(shutil.which("jq") is None, reason="the README's recipes use jq")
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the guides' recipes use jq")
 def test_r9_p5_the_readmes_notify_recipes_say_an_agents_restart_ending_as_the_agent_asks_again(
         tmp_path: Path):
     """Issue 42: each recipe said of any question a restart cancelled "send a message to
@@ -236,7 +238,7 @@ def test_r9_p5_the_readmes_notify_recipes_say_an_agents_restart_ending_as_the_ag
         fake.chmod(0o755)
     agents = {**CANCELLED, "asked_by": 'agent "coder" through "claude-code"',
               "asker": {"credential_id": "9" * 32, "name": "coder", "client": "claude-code"}}
-    recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(README.read_text())]
+    recipes = [tomllib.loads(f"x = {m}")["x"] for m in NOTIFY.findall(SHOWN)]
     assert len(recipes) >= 3, recipes
     for n, argv in enumerate(recipes):
         said = {}

@@ -284,7 +284,7 @@ def _model_said(settings: Settings, script: Path | None = None) -> str:
     if model.provider not in KEY_VARIABLES:
         return "" if script is not None else (
             " and no script, so Clankie will not reply; give one with `clankie serve "
-            "--script FILE` (README: \"Scripted conversations\") or choose a real model")
+            "--script FILE` (docs/cli.md, \"Scripted conversations\") or choose a real model")
     said = f" ({model.model} at {model.endpoint_host})"
     variable = KEY_VARIABLES[model.provider]
     if os.environ.get(variable):

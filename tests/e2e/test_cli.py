@@ -507,7 +507,7 @@ def test_shell_completion_offers_conversation_ids_from_the_running_service(
 
 def test_completion_prints_each_shells_script_and_the_bash_one_completes_a_command(
         tmp_path: Path):
-    """README "Shell completion": `clankie completion bash|zsh|fish` prints the script; the
+    """docs/cli.md "Shell completion": `clankie completion bash|zsh|fish` prints the script; the
     bash one, sourced in a real bash, completes `clankie conv` to `conversations`."""
     env = dict(os.environ, CLANKIE_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT / "src"),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",

@@ -52,7 +52,7 @@ def test_a_good_setup_passes_every_check(served: Served):
 
 
 def test_p2_doctor_states_the_limit_of_an_agent_credential(served: Served):
-    """P2's stated limit, in doctor as in the README: an agent credential stops answering
+    """P2's stated limit, in doctor as in docs/coding-agents.md: an agent credential stops answering
     through MCP only; a program running as the owner's user can read the operator token."""
     _, checks = doctor(served.home.path)
     detail = str(checks["agents"]["detail"])

@@ -1,4 +1,4 @@
-"""The README's worked example of the `--script` format (SPEC section 10 "Models") runs as
+"""docs/cli.md's worked example of the `--script` format (SPEC section 10 "Models") runs as
 shown: `clankie serve --script examples/ask-license.json`, then a message, the question, an
 answer with `--choice 2` and Clankie's reply using `{answer}` and `{tool_summary}`."""
 
@@ -10,7 +10,7 @@ from tests.e2e.served import Served, finished
 from tests.e2e.test_agent import messages_by_clankie
 from tests.e2e.test_cli import answer_args, cli, ok_json
 
-EXAMPLE = "examples/ask-license.json"  # relative to the checkout, as the README says it
+EXAMPLE = "examples/ask-license.json"  # relative to the checkout, as docs/cli.md says it
 
 
 def test_the_readme_example_script_runs_with_clankie_serve(tmp_path: Path, workspace: Path):

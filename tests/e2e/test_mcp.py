@@ -384,7 +384,7 @@ async def test_p2_another_agents_request_id_is_unknown_request_never_forbidden(
 
 def test_p2_the_readmes_way_an_agent_token_from_the_cli_starts_the_bridge(
         home: Path, workspace: Path):
-    """P2 as the README says it: `clankie credentials issue --kind agent NAME` prints the
+    """P2 as docs/coding-agents.md says it: `clankie credentials issue --kind agent NAME` prints the
     token; the bridge started with it serves."""
     done = clankie("credentials", "issue", "--kind", "agent", "claude-code", "--json",
                    home=home)

@@ -5,7 +5,7 @@ One browser and one served process for the module (a second, with a short Take C
 lease, for the lease test); each test pairs its own browser context. Nothing here sleeps:
 Playwright's `expect` waits for what the page must show (the lease test waits out a real
 2 s lease that way).
-`PHONE_SCREENSHOTS=1` writes the README's screenshots into docs/.
+`PHONE_SCREENSHOTS=1` writes the phone guide's screenshots (docs/phone.md) into docs/.
 """
 
 from __future__ import annotations
@@ -788,7 +788,7 @@ def test_h5_the_question_shows_what_led_to_it_and_clankies_reply_after_the_answe
         browser: Any, tmp_path: Path, workspace: Path):
     """Issue 30: above the question, what led to it (the owner's message, Clankie's reply,
     its tool activity, one line each) and who asks; after an answer, Clankie's reply when
-    it comes. `PHONE_SCREENSHOTS=1` keeps the README's screenshot of it."""
+    it comes. `PHONE_SCREENSHOTS=1` keeps docs/phone.md's screenshot of it."""
     script = {"turns": [[{"say": "I will look at the project first."},
                          {"tool": "list_files", "args": {"path": "."}},
                          {"say": "It has no .editorconfig yet."}, {"ask": ASK}],
@@ -847,13 +847,13 @@ def test_h5_before_control_a_typed_answer_takes_the_same_one_confirmation(
     assert receipt is not None and receipt.answer.text == "tabs, width 4"
 
 
-# ----------------------------------------------------- the README's notification (H7)
+# ----------------------------------------------- docs/phone.md's notification (H7)
 
 
 def readme_ntfy_click_recipe() -> list[str]:
-    """The README's `notify_command` that makes `answer_url` an ntfy notification's click
-    action ("Answer from your phone", step 4), as the owner would paste it."""
-    readme = (ROOT / "README.md").read_text()
+    """The `notify_command` that makes `answer_url` an ntfy notification's click action
+    (docs/phone.md, step 4; the README's until issue 42), as the owner would paste it."""
+    readme = (ROOT / "docs" / "phone.md").read_text()
     step = readme[readme.index("**4. Get a notification that opens it.**"):]
     line = next(x.strip() for x in step.splitlines() if x.strip().startswith("notify_command"))
     import tomllib
@@ -885,10 +885,10 @@ class Ntfy(http.server.BaseHTTPRequestHandler):
 
 def test_h7_the_readmes_ntfy_recipe_carries_answer_url_and_the_tap_opens_the_question(
         browser: Any, tmp_path: Path, workspace: Path):
-    """H7 end to end: the README's recipe, pasted as is but for the topic's address, is run
+    """H7 end to end: docs/phone.md's recipe, pasted as is but for the topic's address, is run
     by the notifier; the receiver (ntfy's publish API) gets the prompt as the message and
     `answer_url` as the click action; opening it in the paired browser shows the question.
-    (Tried against this receiver only, not a real ntfy server: the README says so.)"""
+    (Tried against this receiver only, not a real ntfy server: docs/phone.md says so.)"""
     command = readme_ntfy_click_recipe()
     assert shutil.which("jq") and shutil.which("curl"), "the recipe runs jq and curl"
     Ntfy.received = []

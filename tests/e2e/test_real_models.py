@@ -1,7 +1,7 @@
 """Real models, end to end: `service_info` (SPEC section 10) from a real `clankie serve`,
 `clankie doctor` checking the model the *running service* uses and asking its endpoint for
-its models list (T4's check included), and README's "Real models" examples run as written
-against the fake endpoint, which speaks both SDKs' wire formats (`tests/fakes.py`)."""
+its models list (T4's check included), and the "Real models" examples (docs/models.md) run
+as written against the fake endpoint, which speaks both SDKs' wire formats (`tests/fakes.py`)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_service_info_reports_the_model_the_service_runs_with_never_the_key(
 def test_serve_says_its_model_and_endpoint_and_when_its_key_variable_is_not_set(
         tmp_path: Path, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, provider: str,
         keyed: bool, said: str | None):
-    """Keys come only from the environment of `clankie serve` (README "Real models"), and
+    """Keys come only from the environment of `clankie serve` (docs/models.md, "Real models"), and
     doctor asks with its own: the ready line says the model, its endpoint and whether the
     key variable is set, so a serve started in a shell without the key is seen at once."""
     for variable in KEY_VARIABLES.values():
@@ -136,7 +136,7 @@ def test_doctor_probes_the_model_endpoint_the_running_service_uses(
 def test_doctor_asks_without_a_key_when_the_service_has_none_though_this_shell_has_one(
         tmp_path: Path, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, provider: str,
         endpoint_wants_a_key: bool):
-    """README "Real models": keys come only from the environment of `clankie serve`.
+    """docs/models.md, "Real models": keys come only from the environment of `clankie serve`.
     service_info's key_set says whether the service has the key variable (never the key),
     so doctor asks the endpoint as the service's runs do: a serve started in a shell
     without the key fails doctor with the fix, though doctor's own shell has a good key."""
@@ -285,18 +285,21 @@ def test_t4_doctor_probes_no_model_endpoint_of_another_user(tmp_path: Path, prov
     assert heard.everything == b"", heard
 
 
-# ------------------------------------------------------------------ README, as written
+# ------------------------------------------------------- docs/models.md, as written
 
 
 def readme_examples() -> tuple[list[dict[str, str]], str]:
-    """The "Real models" section's `export` blocks (one dict each) and its TOML block."""
-    text = (ROOT / "README.md").read_text()
+    """The "Real models" section's `export` blocks (one dict each) and its TOML block, in
+    docs/models.md (the README's until issue 42; tests/guides.py reads the blocks)."""
+    from tests.guides import blocks
+
+    text = (ROOT / "docs" / "models.md").read_text()
     section = text.split("\n## Real models\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"((?:^    .*\n)+)", section, flags=re.MULTILINE)
-    exports = [dict(re.findall(r"^    export (\w+)=(\S+)$", b, flags=re.MULTILINE))
-               for b in blocks if "export CLANKIE_MODEL=" in b]
-    toml = next(b for b in blocks if b.lstrip().startswith("model = "))
-    return exports, "\n".join(line[4:] for line in toml.splitlines())
+    found = [b.text for b in blocks(ROOT / "docs" / "models.md") if b.text in section]
+    exports = [dict(re.findall(r"^export (\w+)=(\S+)$", b, flags=re.MULTILINE))
+               for b in found if "export CLANKIE_MODEL=" in b]
+    toml = next(b for b in found if b.startswith("model = "))
+    return exports, toml
 
 
 def test_readme_real_models_has_each_provider_and_server():

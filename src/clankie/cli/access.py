@@ -168,7 +168,7 @@ def _no_web_origin(listener: str, as_json: bool) -> NoReturn:
         exit_with(USAGE)
     warn(f"clankie: {said}")
     warn("  fix: put HTTPS in front of the page and name it in web_origin, e.g. with "
-         "Tailscale (the README's \"Answer from your phone\"):")
+         "Tailscale (docs/phone.md):")
     for line in fix:
         warn(f"    {line}")
     warn(f"  or, {here}")

@@ -138,11 +138,10 @@ def init() -> None:
 @app.command()
 @click.option("--tcp", metavar="HOST:PORT", help="Also serve on this loopback address.")
 @click.option("--web", metavar="HOST:PORT",
-              help="Serve the phone page on this loopback address (README: \"Answer from "
-                   "your phone\").")
+              help="Serve the phone page on this loopback address (docs/phone.md).")
 @click.option("--model", metavar="NAME", help="scripted (default), openai or anthropic.")
 @click.option("--script", metavar="FILE", type=click.Path(path_type=Path),
-              help='A JSON script for the scripted model (README: "Scripted '
+              help='A JSON script for the scripted model (docs/cli.md, "Scripted '
                    'conversations").')
 @click.option("--help-settings", is_flag=True, help="Print the settings table.")
 def serve(tcp: str | None, web: str | None, model: str | None, script: Path | None,
