@@ -1087,3 +1087,36 @@ def test_d17_a_reader_scrolled_up_in_a_long_live_reply_stays_there_and_keeps_a_s
                                       timeout=WAIT_MS)
         assert page.evaluate("""() => { const t = document.getElementById("live-text");
             return t.scrollTop + t.clientHeight >= t.scrollHeight - 8; }""")
+
+
+def test_d17_a_cut_off_reply_no_longer_last_shows_its_line_breaks_and_nothing_acts(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """A cut-off reply in "Latest in this conversation" showed its line breaks as a literal
+    `\\n` once another line followed it (its text came escaped into a `pre-wrap` line). It
+    shows them as line breaks, as the live box and the last whole reply do (D17); markup is
+    text, and control characters are made visible (SPEC section 10)."""
+    from clankie.text import visible
+
+    said = ("First line <b>bold</b>\nsecond line \x1b[31mred\nthird line " + words(200))
+    script = {"turns": [[{"say": said, "pace_ms": 40}], [{"say": "ok"}]]}
+    with streaming(browser, tmp_path, script) as (served, page):
+        pair(served, page)
+        c = new_conversation(served, workspace)
+        page.goto(f"{served.web_url}/?c={c}")
+        expect(page.locator("#no-question")).to_be_visible(timeout=WAIT_MS)
+        run_id = send(served, c)
+        expect(page.locator("#live-text")).to_contain_text("word3", timeout=WAIT_MS)
+        with served.client() as operator:
+            operator.call("run_cancel", {"run_id": run_id})
+        cut = page.locator("#context li.cut-off")
+        expect(cut).to_contain_text("(stopped by you)", timeout=WAIT_MS)
+        send(served, c, "next")  # the cut-off reply is no longer the last line
+        expect(page.locator("#context li").last).to_contain_text("ok", timeout=WAIT_MS)
+        expect(cut).not_to_have_class(re.compile(r"\bwhole\b"))
+        theirs = cut.locator(".theirs")
+        shown = theirs.text_content() or ""
+        assert "\\n" not in shown and shown.startswith(
+            "First line <b>bold</b>\nsecond line \\x1b[31mred\nthird line "), shown
+        assert visible(said).startswith(shown.rstrip("…"))
+        assert "\nsecond line" in theirs.inner_text()  # drawn as a line break
+        assert page.locator("#context b, #context script").count() == 0
