@@ -107,6 +107,23 @@ def test_d16_a_line_broken_by_another_goes_on_marked_as_a_continuation():
     assert "".join(out) == "Clankie: Hel\n  | lo"
 
 
+def test_d16_d9_a_stored_rest_goes_on_its_open_line_or_the_message_is_printed_again():
+    """The rest of a stored message continues the line printed live; once that line was
+    ended by another (a restart's notes), a rest on a continuation line would read as a line
+    break its text does not have, so the caller prints the message whole (None)."""
+    shown, out = printer()
+    shown.show(live("w32 w33"))
+    shown.end_line()  # "(lost clankie ...)", "(clankie restarted ...)"
+    stored = message("w32 w33 w34", partial="interrupted")
+    assert shown.stored(stored) is None
+    assert "".join(out) == "Clankie: w32 w33\n"  # nothing more on it, nor under it
+    assert shown.reply is None
+    shown, out = printer()  # no rest: only its cut off line follows (D16)
+    shown.show(live("w32 w33"))
+    shown.end_line()
+    assert shown.stored(message("w32 w33", partial="interrupted")) == 7
+
+
 def test_d16_d6_each_partial_message_ends_with_its_cut_off_line():
     assert cut_off(message("x")) is None
     assert cut_off(message("x", partial="stopped")) == "[cut off: stopped by you]"

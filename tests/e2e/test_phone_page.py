@@ -1115,3 +1115,91 @@ def test_d17_s4_a_read_only_browser_sees_the_live_reply_and_gains_no_control(
         assert page.locator("#live textarea, #live input, #live a").count() == 0
         expect(page.locator("#context li[data-message]")).to_contain_text(
             "word79", timeout=WAIT_MS)
+
+
+def test_d17_a_reader_scrolled_up_in_a_long_live_reply_stays_there_and_keeps_a_selection(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """D17: a live update changes only the live element's text. A reader who scrolled up
+    in a reply longer than its box stays where they are, and text they selected stays
+    selected (so it can be copied while the reply is written); the element is never taken
+    out of its place. Scrolled back to the end, the box follows the reply again."""
+    with streaming(browser, tmp_path, {"turns": [[{"say": words(600), "pace_ms": 40}]]}) as (
+            served, page):
+        pair(served, page)
+        c = new_conversation(served, workspace)
+        page.goto(f"{served.web_url}/?c={c}")
+        expect(page.locator("#no-question")).to_be_visible(timeout=WAIT_MS)
+        send(served, c)
+        live = page.locator("#live-text")
+        expect(live).to_contain_text("word", timeout=WAIT_MS)
+        page.wait_for_function(  # longer than its box by well over a screenful
+            "() => { const t = document.getElementById('live-text');"
+            " return t.scrollHeight > t.clientHeight + 400; }", timeout=WAIT_MS)
+        page.evaluate("""() => {
+            const slot = document.getElementById("live-slot");
+            window.moved = 0;  // the live element taken out of its slot, or put back in
+            new MutationObserver(function (changes) {
+              for (const change of changes) {
+                for (const node of [...change.addedNodes, ...change.removedNodes]) {
+                  if (node.id === "live") window.moved += 1;
+                }
+              }
+            }).observe(slot, { childList: true });
+            const text = document.getElementById("live-text");
+            text.scrollTop = 100;
+            const words = text.querySelector(".theirs").firstChild;
+            const range = document.createRange();
+            range.setStart(words, 6);   // "word1 word2" of "word0 word1 word2 …"
+            range.setEnd(words, 17);
+            const selection = window.getSelection();
+            selection.removeAllRanges();
+            selection.addRange(range);
+        }""")
+        assert page.evaluate("window.getSelection().toString()") == "word1 word2"
+        before = len(live.text_content() or "")
+        expect(live).not_to_have_text(re.compile(f"^.{{0,{before + 60}}}$", re.S),
+                                      timeout=WAIT_MS)  # several updates later
+        assert page.evaluate("""() => [document.getElementById("live-text").scrollTop,
+                                        window.getSelection().toString(), window.moved]
+                             """) == [100, "word1 word2", 0]
+        # At the end again, the box follows the reply as it grows.
+        page.evaluate("""() => { const t = document.getElementById("live-text");
+                                 t.scrollTop = t.scrollHeight; }""")
+        before = len(live.text_content() or "")
+        expect(live).not_to_have_text(re.compile(f"^.{{0,{before + 60}}}$", re.S),
+                                      timeout=WAIT_MS)
+        assert page.evaluate("""() => { const t = document.getElementById("live-text");
+            return t.scrollTop + t.clientHeight >= t.scrollHeight - 8; }""")
+
+
+def test_d17_a_cut_off_reply_no_longer_last_shows_its_line_breaks_and_nothing_acts(
+        browser: Any, tmp_path: Path, workspace: Path):
+    """A cut-off reply in "Latest in this conversation" showed its line breaks as a literal
+    `\\n` once another line followed it (its text came escaped into a `pre-wrap` line). It
+    shows them as line breaks, as the live box and the last whole reply do (D17); markup is
+    text, and control characters are made visible (SPEC section 10)."""
+    from clankie.text import visible
+
+    said = ("First line <b>bold</b>\nsecond line \x1b[31mred\nthird line " + words(200))
+    script = {"turns": [[{"say": said, "pace_ms": 40}], [{"say": "ok"}]]}
+    with streaming(browser, tmp_path, script) as (served, page):
+        pair(served, page)
+        c = new_conversation(served, workspace)
+        page.goto(f"{served.web_url}/?c={c}")
+        expect(page.locator("#no-question")).to_be_visible(timeout=WAIT_MS)
+        run_id = send(served, c)
+        expect(page.locator("#live-text")).to_contain_text("word3", timeout=WAIT_MS)
+        with served.client() as operator:
+            operator.call("run_cancel", {"run_id": run_id})
+        cut = page.locator("#context li.cut-off")
+        expect(cut).to_contain_text("(stopped by you)", timeout=WAIT_MS)
+        send(served, c, "next")  # the cut-off reply is no longer the last line
+        expect(page.locator("#context li").last).to_contain_text("ok", timeout=WAIT_MS)
+        expect(cut).not_to_have_class(re.compile(r"\bwhole\b"))
+        theirs = cut.locator(".theirs")
+        shown = theirs.text_content() or ""
+        assert "\\n" not in shown and shown.startswith(
+            "First line <b>bold</b>\nsecond line \\x1b[31mred\nthird line "), shown
+        assert visible(said).startswith(shown.rstrip("…"))
+        assert "\nsecond line" in theirs.inner_text()  # drawn as a line break
+        assert page.locator("#context b, #context script").count() == 0

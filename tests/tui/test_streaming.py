@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from clankie import dto
 from clankie.client import AsyncClient
@@ -125,6 +125,53 @@ async def test_d15_a_view_scrolled_up_stays_put_and_says_new_text_is_below(serve
         height = len(log.lines)
         await until(pilot, lambda: len(log.lines) >= height + 2 and log.is_vertical_scroll_end,
                     "the log to follow the reply again")
+
+
+@pytest.fixture
+def served_long(tmp_path: Path) -> Iterator[Served]:
+    """A reply long enough (up to 50 s) to be scrolled in on a loaded machine; stopped."""
+    long = " ".join(f"word{n}" for n in range(2000))
+    server = Served.start(tmp_path / "home", script={"turns": [[{"say": long, "pace_ms": 25}]]},
+                          env=ENV)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("key", ["end", "ctrl+end", "pagedown"])
+async def test_d15_keys_that_go_to_the_end_of_the_focused_log_make_it_follow_again(
+        served_long, key):
+    """D15: the log follows the reply unless the owner has scrolled up. Scrolled up by
+    keys (PageUp, the log focused), going back to the end by keys (End, ctrl+End, or
+    PageDown until the end) follows the reply again: the line saying new text is below
+    goes, and the unfinished line stays in view as the reply grows."""
+    async with chatting(served_long, size=(60, 20)) as (app, pilot):
+        log = app.query_one(ChatLog)
+        below = app.query_one("#below", Static)
+        await type_line(app, pilot, "Tell me a long story.")
+        await until(pilot, lambda: log.max_scroll_y >= 20 and log.is_vertical_scroll_end,
+                    "the log to follow the reply past a few screens")
+        log.focus()
+        await until(pilot, lambda: log.has_focus, "the log focused")
+        await pilot.press("pageup")
+        await until(pilot, lambda: below.display, "the line saying new text is below")
+        for _ in range(10 if key == "pagedown" else 1):  # End once; PageDown to the end
+            await pilot.press(key)
+            await until(pilot, lambda: not app.animator.is_being_animated(log, "scroll_y"),
+                        "the scroll to end")
+            if log.is_vertical_scroll_end:
+                break
+        height = len(log.lines)
+        await until(pilot, lambda: len(log.lines) >= height + 3, "more of the reply")
+        await until(pilot, lambda: log.is_vertical_scroll_end and not below.display,
+                    "the log to follow the reply again", timeout=5)
+        assert log.writing is not None and log.writing.tail  # the unfinished line, in view
+        assert log.scroll_y + log.scrollable_content_region.height >= len(log.lines)
+        app.query_one(Input).focus()
+        await until(pilot, lambda: app.query_one(Input).has_focus, "the input focused")
+        await type_line(app, pilot, "/stop")  # the app leaves with no reply being written
+        await until(pilot, lambda: "Clankie's run was stopped." in app.transcript(), "the stop")
 
 
 async def test_d15_r7_slash_stop_while_a_reply_streams_keeps_it_ending_stopped_by_you(served):

@@ -186,6 +186,25 @@ def test_d17_d9_an_interrupted_reply_says_what_followed_was_lost(world: World):
     assert line.note.endswith(" was lost)")
 
 
+def test_d17_a_cut_off_reply_keeps_its_line_breaks_up_to_a_bound_a_whole_one_is_one_line():
+    """A cut-off reply's line is `pre-wrap` (the browser test: tests/e2e/test_phone_page.py):
+    its line breaks come as they are, at most `CUT_OFF_LINES` of them; other lines of the
+    context stay one line each, their line breaks as `\\n`."""
+    from clankie.web.shown import CUT_OFF_LINES
+
+    def line(text: str, partial: str | None) -> Any:
+        return context_line(dto.MessageEvent.model_validate({
+            "type": "message", "seq": 3, "conversation_id": "c", "message_id": "m",
+            "author": "clankie", "text": text, "at": "2026-12-06T15:00:00Z",
+            "partial": partial}))
+
+    assert line("one\ntwo", "stopped").text == "one\ntwo"
+    assert line("one\ntwo", None).text == "one\\ntwo"
+    many = "\n".join(str(n) for n in range(CUT_OFF_LINES + 5))
+    assert line(many, "interrupted").text == "\n".join(
+        str(n) for n in range(CUT_OFF_LINES)) + "…"
+
+
 def test_d17_the_view_says_when_clankie_gives_up_on_a_silent_model(world: World):
     """D11: a quiet reply says when clankie gives up; the page reads the setting here."""
     c = world.conversation()

@@ -9,8 +9,11 @@ Owns, for `conversations send --wait` and `conversations events --follow` on a t
   whole text (`clankie.text.continued_part`, up to `settled`): a control sequence, a CRLF
   or a joiner split across two deltas is never sent raw, and the printed parts read
   exactly as the whole message printed at once. Printed text cannot be taken back: when
-  its message is stored only the rest is printed (`stored`); when its try is withdrawn
-  (D8) the line is ended, so the next try starts on a new line (`withdrawn`).
+  its message is stored only the rest is printed, on the line it continues (`stored`);
+  when that line was ended by another (a restart's notes), the message is printed again,
+  whole, rather than its rest on a line that would read as a break in its text; when its
+  try is withdrawn (D8) the line is ended, so the next try starts on a new line
+  (`withdrawn`).
 - the lines a partial message ends with (`cut_off`, D6, D16): `[cut off: stopped by
   you]`, `[cut off: REASON]`, `[cut off when clankie restarted; what followed TIME was
   lost]`; and the withdrawal's `[withdrawn: N characters: REASON; asking again]`
@@ -144,13 +147,21 @@ class Live:
 
     def stored(self, message: dto.MessageEvent) -> int | None:
         """`message` stores the reply being printed: print the rest of it and end the line;
-        how many characters of it had been printed live. None when none were (the caller
-        prints the message whole)."""
+        how many characters of it had been printed live. None when none were, or when it
+        has a rest and the line printed live was ended by another (a note of a lost
+        service or a restart, a silence, an event): the caller prints the message whole.
+        Its rest goes on the line it continues or nowhere: on a line of its own, marked as
+        a continuation, it would read as a line break its text does not have
+        (docs/decisions-i40-fix.md)."""
         self.ended.add(message.message_id)  # a page's live, read before its events, is stale
         reply = self.reply
         if reply is None or reply.reply_id != message.message_id or not reply.printed:
             return None
         shown = reply.printed
+        if not self.open and len(message.text) > shown and \
+                message.text.startswith(reply.text[:shown]):
+            self.reply = None
+            return None
         if message.text.startswith(reply.text[:shown]):
             reply.text = message.text
             self._print(reply, len(message.text))

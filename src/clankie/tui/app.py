@@ -56,6 +56,7 @@ from rich.measure import measure_renderables
 from rich.segment import Segment
 from rich.text import Text
 from textual import events, work
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -132,6 +133,10 @@ class ChatLog(RichLog):
     moves the view, and `unseen` says that new text is below it."""
 
     unseen: var[bool] = var(False)
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
+        Binding("ctrl+end", "scroll_end", "Scroll End", show=False),
+        Binding("ctrl+home", "scroll_home", "Scroll Home", show=False),
+    ]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -252,6 +257,46 @@ class ChatLog(RichLog):
         else:
             self.unseen = True
 
+    def to_end(self) -> None:
+        """The owner goes to the end (End, ctrl+End, PageDown that reaches it, a click on
+        the line below): the log follows the reply again, at once. Textual's own keys
+        animate towards the end as it was when pressed, and the reply growing meanwhile
+        left the view short of it, not following (D15)."""
+        self.following = True
+        self.unseen = False
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def action_scroll_end(self) -> None:
+        if not self.allow_vertical_scroll:
+            raise SkipAction()
+        self.to_end()
+
+    def action_page_down(self) -> None:
+        if self.allow_vertical_scroll and (
+                self.scroll_y + self.scrollable_content_region.height >= self.max_scroll_y):
+            self.to_end()
+        else:
+            super().action_page_down()
+
+    def action_page_up(self) -> None:
+        self._leave_end()
+        super().action_page_up()
+
+    def action_scroll_up(self) -> None:
+        self._leave_end()
+        super().action_scroll_up()
+
+    def action_scroll_home(self) -> None:
+        self._leave_end()
+        super().action_scroll_home()
+
+    def _leave_end(self) -> None:
+        """The owner scrolls up by a key: Textual animates it, and until its first step
+        the view is still at the end, where a new line would follow (`_follow`), cancelling
+        the owner's scroll. So the log stops following at once."""
+        if self.allow_vertical_scroll and self.scroll_y > 0:
+            self.following = False
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         self.following = round(new_value) >= self.max_scroll_y
@@ -282,7 +327,7 @@ class Below(Static):
     (SPEC D15); a click on it goes to the end."""
 
     def on_click(self) -> None:
-        self.app.query_one(ChatLog).scroll_end(animate=False, immediate=True)
+        self.app.query_one(ChatLog).to_end()
 
 
 class HeaderLine(Static):

@@ -36,6 +36,7 @@ from clankie.text import visible
 CONFLICTS: Final = wording.READ_AGAIN | {Code.ALREADY_ANSWERED}
 CONTEXT_LINES: Final = 6  # H5: what led to a question, one line each
 CONTEXT_CHARS: Final = 280  # a line's length at most (the rest is on the computer)
+CUT_OFF_LINES: Final = 8  # a cut-off reply's lines at most, shown as lines (D17)
 # The latest reply of Clankie's is shown whole (D17: where its live reply was, so the
 # stored message takes its place without shrinking to a line), up to this many characters.
 FULL_CHARS: Final = 16_000
@@ -131,7 +132,8 @@ def context_line(event: dto.Event) -> Line | None:
         full = event.text if len(event.text) <= FULL_CHARS else (
             event.text[:FULL_CHARS - 1] + "…")
         mine = event.author == Author.CLANKIE  # the page replaces a live reply by it
-        return Line(who, _cut(event.text), "message", cut_off(event),
+        note = cut_off(event)
+        return Line(who, _cut(event.text, lines=bool(note)), "message", note,
                     event.message_id if mine else "", full if mine else "")
     if isinstance(event, dto.ToolActivityEvent) and event.tool != ASK_QUESTION:
         return Line("Tool", _cut(event.summary), "tool")  # the question says its own
@@ -165,8 +167,17 @@ def cut_off(event: dto.MessageEvent) -> str:
     return ""
 
 
-def _cut(text: str) -> str:
-    line = wording.one_line(text)
+def _cut(text: str, lines: bool = False) -> str:
+    """`text` on one line, its line feeds and tabs as escapes; with `lines` (a cut-off
+    reply, whose line is `pre-wrap`: it stands where its live box was, D17), its line
+    breaks kept as they are, as the live box and the last whole reply show them, up to
+    CUT_OFF_LINES of them. Every other control character is the template's to make visible
+    (`clankie.text.visible`, which keeps a line feed and a tab), and its markup to escape."""
+    if lines:
+        rows = text.split("\n")
+        line = "\n".join(rows[:CUT_OFF_LINES]) + ("…" if len(rows) > CUT_OFF_LINES else "")
+    else:
+        line = wording.one_line(text)
     return line if len(line) <= CONTEXT_CHARS else line[:CONTEXT_CHARS - 1] + "…"
 
 

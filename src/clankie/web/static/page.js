@@ -186,9 +186,10 @@
     const box = document.getElementById("answer-text");
     const selection = box && focused === "answer-text" ? [box.selectionStart, box.selectionEnd]
                                                        : null;
+    const held = holdLive();
     view.innerHTML = html;
     view.dataset.shown = html;
-    placeLive();
+    placeLive(held);
     keepTyped(selection);
     reoffer();
     if (!request || state().dataset.request !== request) return;
@@ -577,9 +578,33 @@
   let before = "";  // the character before the last one shown, and the last one
   let lastChar = "";
 
-  function placeLive() {
+  // The element stays where it is (D17): taking it out and putting it back would reset the
+  // reader's scroll and drop their selection. Only a redrawn view (a new, empty slot) moves
+  // it, and then what the reader had, scroll and selection, is put back as it was; `held`
+  // is taken before the old view goes (a range inside it collapses when it leaves).
+  function holdLive() {
+    const selection = window.getSelection();
+    const range = selection && selection.rangeCount ? selection.getRangeAt(0) : null;
+    const chosen = range && liveBox.contains(range.startContainer) &&
+      liveBox.contains(range.endContainer)
+      ? [range.startContainer, range.startOffset, range.endContainer, range.endOffset] : null;
+    return { scrolled: liveText.scrollTop, chosen: chosen };
+  }
+
+  function placeLive(held) {
     const slot = document.getElementById("live-slot");
-    if (slot) slot.appendChild(liveBox);
+    if (!slot || liveBox.parentNode === slot) return;
+    const kept = held || holdLive();
+    slot.appendChild(liveBox);
+    liveText.scrollTop = kept.scrolled;
+    if (kept.chosen) {
+      const again = document.createRange();
+      again.setStart(kept.chosen[0], kept.chosen[1]);
+      again.setEnd(kept.chosen[2], kept.chosen[3]);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(again);
+    }
   }
 
   function isNews(next) {
@@ -627,7 +652,8 @@
       }
       if (out) fixed.appendData(out);
     }
-    last.data = lastChar ? shownAs(before, lastChar, "") : "";
+    const lastShown = lastChar ? shownAs(before, lastChar, "") : "";
+    if (last.data !== lastShown) last.data = lastShown;  // a selection ending in it stays
     liveWords.hidden = !(fixed.length || last.length);
     live = { reply_id: next.reply_id, state: next.state, idle_ms: next.idle_ms,
              elapsed_ms: Date.parse(next.at) - Date.parse(next.started_at),
