@@ -359,7 +359,7 @@ def test_d16_d9_a_reply_stored_past_what_was_printed_live_reads_as_stored_after_
     printed `    | w34` under the notes of the loss, which reads as a line break the stored
     text does not have. The printed line was ended by those notes, so its rest cannot go
     on it: the message is printed again, whole and as stored, then its `[cut off ...]`
-    line (docs/decisions-i40-fix.md)."""
+    line (docs/decisions.md, "Issue 40: the fixes after a new user's trial")."""
     served = Served.start(tmp_path / "home", script=SCRIPT, env=ENV)
     follower = None
     try:

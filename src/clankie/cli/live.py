@@ -152,7 +152,7 @@ class Live:
         service or a restart, a silence, an event): the caller prints the message whole.
         Its rest goes on the line it continues or nowhere: on a line of its own, marked as
         a continuation, it would read as a line break its text does not have
-        (docs/decisions-i40-fix.md)."""
+        (docs/decisions.md, "Issue 40: the fixes after a new user's trial")."""
         self.ended.add(message.message_id)  # a page's live, read before its events, is stale
         reply = self.reply
         if reply is None or reply.reply_id != message.message_id or not reply.printed:
