@@ -61,6 +61,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive, var
@@ -655,6 +656,8 @@ class ChatApp(App[None]):
                 await asyncio.sleep(lost.wait_s)
             except (NotClankie, ApiError, NotYours) as exc:
                 self._stop_following(exc)
+                return
+            except NoMatches:  # a page came as the app closed: its screen is gone
                 return
 
     def _stop_following(self, exc: NotClankie | ApiError | NotYours) -> None:
