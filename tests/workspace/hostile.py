@@ -1072,7 +1072,13 @@ class Checker:
         assert not changed, (
             f"[W7/W10 nothing under .git or the workspace changes] {changed[:10]}{where}")
         allowed = UNSAFE_ALLOWED | (MOVED_ALLOWED if self.mutator else set())
-        if b.unsafe and tc.tool in GIT_TOOLS:
+        # The mutator renames the index away and back: read in that instant, there is no
+        # index, a state a repository may lawfully be in, so an unsafety the index alone
+        # carries may go unseen by that call (nothing else is excused: what it reads is
+        # still checked above).
+        index_gone = "index" in b.mutating and all(
+            why.startswith("index entries") for why in b.unsafe)
+        if b.unsafe and tc.tool in GIT_TOOLS and not (index_gone and outcome.status == "ok"):
             assert outcome.status == "refused" and outcome.code in allowed, (
                 f"[W7 unsafe_repository] expected a refusal unsafe_repository, got "
                 f"{outcome.status} {outcome.code}:{where}\n  result: {text[:300]}")
