@@ -106,6 +106,31 @@ async def test_p3_a_chat_line_in_an_agents_conversation_is_sent_nowhere():
         assert app.query_one(Input).value == "yes"
 
 
+async def test_p3_a_refused_chat_line_is_kept_selected_so_the_next_command_replaces_it():
+    """Issue 42: the refused line stayed in the input with the cursor after it, so the next
+    command typed was appended to it ("yes/question answer 1", then sent as a chat line and
+    refused again). It stays, selected whole: typing replaces it, Home keeps it to edit."""
+    fake = FakeService(asker=AGENT)
+    fake.ask("May I push to main?")
+    app = chat(fake)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await settled(app, pilot, fake, "start")
+        await type_line(app, pilot, "yes")
+        await until(pilot, lambda: "Not sent" in app.transcript(), "the refusal")
+        box = app.query_one(Input)
+        assert box.value == "yes" and box.selected_text == "yes"
+        await pilot.press(*"/question answer 1")
+        assert box.value == "/question answer 1"
+        await pilot.press("enter")
+        await until(pilot, lambda: "Accepted" in app.transcript(), "the answer")
+        assert fake.pending is None
+        # Home leaves the kept line whole, the cursor before it, to turn it into words.
+        await type_line(app, pilot, "no thanks")
+        await until(pilot, lambda: app.transcript().count("Not sent") == 2, "the refusal")
+        await pilot.press("home", *"/question text ")
+        assert box.value == "/question text no thanks"
+
+
 async def test_p3_help_and_stop_in_an_agents_conversation_speak_of_the_agent():
     """New-user trial: `/help` said "a chat message to Clankie" and offered `/stop` where no
     run of Clankie exists and no chat line is sent."""

@@ -781,6 +781,7 @@ class ChatApp(App[None]):
         act = decide.line(parse(event.value), self.snapshot, self.typed_against,
                           agent=self.asker is not None)
         if isinstance(act, decide.Say) and act.keep:  # the owner may turn it into a command
+            event.input.select_all()  # kept, yet the next command typed replaces it
             self.say(act.words)
             return
         self.typed_against = None
