@@ -174,6 +174,8 @@ def list_devices(as_json: bool) -> None:
     if as_json:
         print_json({"credentials": found})
         return
+    if not found:
+        say("No paired devices; pair a phone with `clankie devices pair --web`.")
     for c in found:
         lease = "  holds Take Control" if c.holds_lease else ""
         used = when.shown_now(c.last_used_at) if c.last_used_at else "never"
