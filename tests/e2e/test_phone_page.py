@@ -639,6 +639,25 @@ def agent_asks(served: Served, workspace: Path, name: str = "coder") -> tuple[st
     return token, asked
 
 
+def test_h5_a_multi_line_question_keeps_its_line_breaks_and_its_markup_stays_text(
+        web: Served, phone: Any, workspace: Path):
+    """Issue 42: the page showed a question of several lines as one line. Its line breaks
+    (and indentation) show as written; everything else in it is still text (section 10)."""
+    prompt = "Before I push:\n  1. <b>run</b> the tests\n  2. tag it &amp; go\n\nMay I?"
+    pair(web, phone, mode="read_only", name="reader")
+    with web.client() as operator:
+        token = operator.call("credential_issue", {"kind": "agent", "name": "lines"})["token"]
+    with web.client(token=token) as agent:
+        asked = agent.call("agent_ask", {"workspace": str(workspace), "kind": "text",
+                                         "prompt": prompt})
+    phone.goto(f"{web.web_url}/?c={asked['conversation_id']}")
+    shown = phone.locator("#prompt .theirs")
+    expect(shown).to_be_visible(timeout=WAIT_MS)
+    assert shown.inner_text() == prompt
+    assert phone.locator("#prompt b").count() == 0
+    assert shown.bounding_box()["width"] <= PHONE["width"]  # long lines still wrap
+
+
 def test_r9_p5_after_a_restart_the_page_says_the_agent_may_ask_again_not_send_a_message(
         browser: Any, tmp_path: Path, workspace: Path):
     """Issue 42: after a restart the page said of an agent's question "...nothing was
