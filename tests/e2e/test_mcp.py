@@ -570,6 +570,38 @@ def test_p1_a_lone_surrogate_from_a_host_still_gets_its_reply(
         assert raw.close() == 0
 
 
+@pytest.mark.parametrize("before", [False, True], ids=["after-initialize", "first"])
+def test_p1_a_message_that_is_not_json_rpc_2_gets_json_rpcs_error_with_id_null(
+        home: Path, agent_token: str, workspace: Path, before: bool):
+    """Issue 42: a line that is not JSON, or JSON that is no JSON-RPC 2.0 message, got no
+    reply at all (the SDK drops it), so a host waited to its own time-out. JSON-RPC 2.0
+    (section 5.1): -32700 "Parse error" or -32600 "Invalid Request", `id` null; the bridge
+    goes on serving, whether the bad line came first or after the handshake."""
+    parse, invalid = -32700, -32600
+    lines = [("this is not json", parse), ('{"jsonrpc": "2.0", "id": 1, "method": ', parse),
+             ('{"jsonrpc": "1.0", "id": 7, "method": "ping"}', invalid), ("[]", invalid),
+             ("42", invalid), ('{"jsonrpc": "2.0", "method": 1, "params": "bar"}', invalid),
+             ('[{"jsonrpc": "2.0", "id": 8, "method": "ping"}]', invalid)]
+    raw = RawBridge(home, agent_token, workspace)
+    try:
+        if not before:
+            raw.initialize()
+        for line, code in lines:
+            raw.write(line)
+            got = raw.next_message()
+            assert got["jsonrpc"] == "2.0" and got["id"] is None, (line, got)
+            assert got["error"]["code"] == code, (line, got)
+            assert got["error"]["message"] == ("Parse error" if code == parse
+                                               else "Invalid Request")
+        if before:
+            raw.initialize()
+        assert raw.call("ping")["result"] == {}
+        assert raw.tool("list_questions", {})["structuredContent"]["questions"] == []
+    finally:
+        assert raw.close() == 0
+    assert "Traceback" not in "".join(raw.stderr)
+
+
 # ----------------------------------------------------- abandoned calls, kills, restarts (P5)
 
 
