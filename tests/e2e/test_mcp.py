@@ -602,6 +602,34 @@ def test_p1_a_message_that_is_not_json_rpc_2_gets_json_rpcs_error_with_id_null(
     assert "Traceback" not in "".join(raw.stderr)
 
 
+def test_e_p2_a_wait_in_flight_when_the_owner_revokes_the_agent_ends_at_once_saying_so(
+        served: Served, home: Path, agent_token: str, workspace: Path):
+    """Issue 42: revoking the agent ends its waiting question (`invalidated`,
+    `asker_revoked`); a `wait_answer` in flight returns at once, not after `wait_s`, and
+    tells the agent its question ended without an answer. (That a parked wait wakes at
+    once is tests/service/test_agents.py's; here, whenever the revocation lands, the
+    answer comes long before `wait_s`.)"""
+    raw = RawBridge(home, agent_token, workspace)
+    try:
+        raw.initialize()
+        asked = raw.tool("ask_owner", TEXT)["structuredContent"]
+        wait_id = raw.request("tools/call", {"name": "wait_answer", "arguments": {
+            "request_id": asked["request_id"], "wait_s": 30}})
+        with served.client(token=agent_token) as agent:
+            me = agent.call("whoami", {})["credential_id"]
+        with operator(served) as op:
+            op.call("credential_revoke", {"credential_id": me})
+        started = time.monotonic()
+        got = raw.response(wait_id, timeout=20)["result"]
+        assert time.monotonic() - started < 15  # not the rest of its 30 s
+        content = got["structuredContent"]
+        assert (content["status"], content["reason"], got["isError"]) == (
+            "refused", "unauthenticated", True)
+        assert "asker_revoked" in content["note"] and "Do not assume an answer" in content["note"]
+    finally:
+        assert raw.close() == 0
+
+
 # ----------------------------------------------------- abandoned calls, kills, restarts (P5)
 
 

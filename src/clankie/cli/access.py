@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from clankie import when
+from clankie import when, wording
 from clankie.useragent import describe
 from clankie.wording import one_line
 
@@ -321,5 +321,5 @@ def revoke_credential(credential_id: str, as_json: bool) -> None:
         return
     say(f"revoked {found[0]}")
     if kinds[found[0]] == "agent":  # new-user trial: its question looked still read later
-        say("A question of this agent still waiting stays until you answer or cancel it, or "
-            "it expires; the agent can no longer read your answer.")
+        say("A question of this agent that was waiting has ended: invalidated "
+            f"(asker_revoked): {wording.ASKER_REVOKED}.")
