@@ -43,14 +43,18 @@ def said_plainly(done: subprocess.CompletedProcess[str]) -> None:
     (b'{"code":"forbidden","status":null}', b"403 Forbidden"),
     (b'{"code":"forbidden","status":"abc"}', b"403 Forbidden"),
     (b'{"code":"forbidden","status":1e999}', b"403 Forbidden"),
+    # issue 42: a problem code that is none of SPEC section 10's was said as a refusal
+    (b'{"code":"brew_coffee","status":418,"detail":"I am a teapot"}', b"418 I'm a teapot"),
+    (b'{"code":"gone_fishing","status":409,"detail":"later"}', b"409 Conflict"),
 ], ids=["empty-object", "conversation-without-fields", "status-null", "status-abc",
-        "status-overflowing"])
+        "status-overflowing", "418-unknown-code", "409-unknown-code"])
 def test_f2_f3_an_answer_that_is_not_clankies_exits_1_saying_so(peer: Any, body: bytes,
                                                                 status: bytes):
     p = peer(reply(body, status))
     done = clankie(p.url, "conversations", "list")
     said_plainly(done)
     assert done.returncode == 1 and "did not answer like clankie" in done.stderr, done
+    assert "refused" not in done.stderr.lower()
     assert len(p.requests) == 1
 
 

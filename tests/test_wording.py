@@ -35,6 +35,10 @@ def test_the_refusals_both_surfaces_explain_are_the_specs_codes_split_by_exit():
     ({"outcome": "expired", "reason": "expired"}, "expired"),  # not said twice
     ({"outcome": "answered", "reason": None}, "answered"),
     ({}, "request_closed"),
+    # issue 42: the reason a name alone does not explain to the owner, said in words too
+    ({"outcome": "invalidated", "reason": "asker_revoked"},
+     "invalidated (asker_revoked: the agent that asked it was revoked, so no answer can "
+     "reach it)"),
 ])
 def test_an_outcome_reads_with_its_reason_once(receipt: dict[str, object], said: str):
     assert wording.outcome(receipt, "request_closed") == said

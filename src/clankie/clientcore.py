@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from clankie import __version__
+from clankie.core.vocabulary import CODES
 from clankie.home import SOCKET, Home, operator_token, service_url
 from clankie.http1 import Malformed, Response, ResponseParser
 from clankie.peer import Listener
@@ -410,7 +411,9 @@ def _finite(text: str) -> float:
 
 
 def outcome(response: Response, target: Target, ask: Ask) -> dict[str, Any]:
-    """The result of a 200, else the problem as `ApiError`, else `NotClankie`. With the
+    """The result of a 200, else the problem as `ApiError`, else `NotClankie`: a problem
+    whose code is none of SPEC section 10's is not clankie's refusal, whatever its status
+    (a 418 from something else at the address), and is not said as one. With the
     target's `fit`, an op's result must also fit its output shape (`fit_shape`); a page of
     events must move its cursor on (`_moves_on`) whatever `fit` says."""
     try:
@@ -424,7 +427,11 @@ def outcome(response: Response, target: Target, ask: Ask) -> dict[str, Any]:
         return body
     if (isinstance(body, dict) and isinstance(body.get("code"), str)
             and type(body.get("status")) is int):
-        raise ApiError(body)
+        if body["code"] in CODES:
+            raise ApiError(body)
+        unknown = body["code"][:80]
+        raise NotClankie(target.url, response.status, via_env=target.via_env,
+                         why=f"a problem code that is none of clankie's: {unknown!r}")
     raise NotClankie(target.url, response.status, via_env=target.via_env)
 
 

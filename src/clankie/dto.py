@@ -595,6 +595,9 @@ class EventsOut(Out):
     trimmed: bool
     # Only when asked for (`live`; SPEC D4): a page made without it is exactly as before.
     live: LiveReply | MISSING | None = MISSING
+    # Only on a wait the service's stop cut short (V1): it may come back running another
+    # model, so a follower reads it again as after any loss.
+    service_stopping: bool | MISSING = MISSING
 
 
 class SendOut(Out):

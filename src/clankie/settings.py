@@ -216,12 +216,15 @@ class Settings(BaseSettings):
         return (init_settings,)  # the file and the variables only through `load`
 
     @classmethod
-    def load(cls, home: Path | None, environ: Mapping[str, str] | None = None) -> Self:
+    def load(cls, home: Path | None, environ: Mapping[str, str] | None = None,
+             flags: Mapping[str, str] | None = None) -> Self:
         """The settings: `settings.toml` in the home, then `CLANKIE_<NAME>` variables over
-        it. A value of the wrong type, out of bounds or of an unknown name in the file is a
-        `SettingsError` that says where it came from, what it may be, and how to fix it; an
-        unknown variable is left out (see `unknown_variables`)."""
-        variables = _Variables(cls, os.environ if environ is None else environ)
+        it, then `flags` (a command's options, `--NAME`, by setting name) over those. A
+        value of the wrong type, out of bounds or of an unknown name in the file is a
+        `SettingsError` that says where it came from (the file, the variable or the flag),
+        what it may be, and how to fix it; an unknown variable is left out (see
+        `unknown_variables`)."""
+        variables = _Variables(cls, os.environ if environ is None else environ, flags or {})
         path = home / "settings.toml" if home is not None else None
         sources: list[PydanticBaseSettingsSource] = []
         if path is not None and path.exists():
@@ -368,16 +371,20 @@ _FROM_TEXT: Final[dict[type, Callable[[str], object]]] = {
 
 class _Variables(PydanticBaseSettingsSource):
     """The `CLANKIE_<NAME>` variables of `environ` that name a setting (the others are
-    `unknown_variables`'), each one's text read as its setting's type; `texts` keeps what
-    was given, to say it in a refusal."""
+    `unknown_variables`'), and over them a command's `flags`, each one's text read as its
+    setting's type; `texts` keeps what was given, and `flags` which came from a flag, to
+    say it in a refusal."""
 
-    def __init__(self, settings_cls: type[Settings], environ: Mapping[str, str]) -> None:
+    def __init__(self, settings_cls: type[Settings], environ: Mapping[str, str],
+                 flags: Mapping[str, str]) -> None:
         super().__init__(settings_cls)
         kinds = {s.name: s.kind for s in declared(settings_cls)}
+        self.flags = {name for name in flags if name in kinds}
         self.texts: dict[str, str] = {
             name: text for variable, text in environ.items()
             if variable.startswith(PREFIX) and variable not in NOT_SETTINGS
-            and (name := variable.removeprefix(PREFIX).lower()) in kinds}
+            and (name := variable.removeprefix(PREFIX).lower()) in kinds} | {
+            name: flags[name] for name in self.flags}
         self._values: dict[str, object] = {
             name: _FROM_TEXT.get(kinds[name], str)(text) for name, text in self.texts.items()}
 
@@ -412,8 +419,10 @@ def _refusal(settings_cls: type[Settings], error: ErrorDetails, path: Path | Non
                              "`clankie serve --help-settings` lists them")
     setting = next(s for s in declared(settings_cls) if s.name == name)
     text = variables.texts.get(name) if variables is not None else None
-    where = f"in {PREFIX}{name.upper()}" if text is not None else f"in {path}"
-    fix = f"correct {name} {where}"
+    flag = f"--{name.replace('_', '-')}"
+    where = (f"given by {flag}" if variables is not None and name in variables.flags
+             else f"in {PREFIX}{name.upper()}" if text is not None else f"in {path}")
+    fix = f"correct {flag}" if where.startswith("given") else f"correct {name} {where}"
     given: object = text if text is not None else error["input"]
     if setting.kind is tuple:
         if error["type"] != "too_long" or len(error["loc"]) > 1:

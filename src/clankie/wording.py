@@ -47,6 +47,10 @@ RUN_INTERRUPTED: Final = ("interrupted by a restart and will not run again (clan
 # would end the question (R3), so the owner is told before it happens, not only after.
 ANSWER_NOT_SENT: Final = ("If clankie is restarting, this question will end and you will be "
                           "told how to carry on.")
+# Issue 42: revoking an agent ends its waiting question at once (`invalidated`,
+# `asker_revoked`), said by every surface in these words beside the reason's name.
+ASKER_REVOKED: Final = "the agent that asked it was revoked, so no answer can reach it"
+BECAUSE: Final[Mapping[str, str]] = {Reason.ASKER_REVOKED: ASKER_REVOKED}
 # What the TUI's `/continue` sends: an ordinary owner message, never a replay (R9).
 CONTINUE_MESSAGE: Final = "Carry on where you left off."
 RUN_STOPPED: Final = "stopped by its owner and will not run again"  # R7
@@ -104,7 +108,8 @@ def outcome(receipt: Receipt | Mapping[str, Any], unknown: str) -> str:
     another of their own devices that did (H5)."""
     said = str(_field(receipt, "outcome") or unknown)
     reason = _field(receipt, "reason")
-    said = f"{said} ({reason})" if reason and reason != said else said
+    because = f": {BECAUSE[reason]}" if reason in BECAUSE else ""
+    said = f"{said} ({reason}{because})" if reason and reason != said else said
     return f"{said} {BY_AGENT}" if by_agent(receipt) else said
 
 

@@ -183,3 +183,12 @@ def test_p4_a_wait_the_services_stop_cut_short_is_unavailable_and_says_it_stoppe
         results.question(ANSWERED_Q)
     assert results.question({**QUESTION, "service_stopping": False}).structured[
         "status"] == "pending"
+
+
+def test_e_p2_a_revoked_agents_refusal_says_its_waiting_question_ended_unanswered():
+    """Issue 42: a wait in flight when the owner revokes the agent ends at once, refused
+    `unauthenticated`; the agent is told its question has ended without an answer."""
+    got = results.refused("unauthenticated", "this token is unknown, rotated or revoked")
+    note = got.structured["note"]
+    assert "revoked" in note and "asker_revoked" in note and "Do not assume an answer" in note
+    assert got.is_error

@@ -415,6 +415,16 @@ def test_e_owner_revocation_invalidates():
     assert change.questions[0].receipt.reason == "owner_revoked"
 
 
+def test_e_p2_an_asking_agents_revocation_invalidates_a_pending_question_only():
+    """Issue 42: the reason is `asker_revoked`; with none pending, nothing changes."""
+    c, q = asked()
+    change = lifecycle.asker_revoked(c, q, T0, NewIds())
+    assert change is not None and change.questions[0].status is QuestionStatus.INVALIDATED
+    assert change.questions[0].receipt is not None
+    assert change.questions[0].receipt.reason == "asker_revoked"
+    assert lifecycle.asker_revoked(c, None, T0, NewIds()) is None
+
+
 def test_e_workspace_replacement_invalidates_only_when_the_identity_differs():
     c, q = asked()
     assert lifecycle.set_workspace(c, q, WS, T0, NewIds()) is None
@@ -453,6 +463,7 @@ def test_every_end_writes_a_receipt_and_one_input_resolved_event():
         lifecycle.reset(c, q, [], T0, NewIds()),
         lifecycle.native_takeover(c, q, [], "s", T0, NewIds()),
         lifecycle.owner_revoked(c, q, T0, NewIds()),
+        lifecycle.asker_revoked(c, q, T0, NewIds()),
         lifecycle.set_workspace(c, q, WorkspaceIdentity("/x", 1, 1), T0, NewIds()),
         lifecycle.expire_if_due(c, q, T0 + TTL, NewIds()),
         lifecycle.restart(c, q, [], T0, NewIds()),

@@ -118,6 +118,21 @@ class RawBridge:
         self.proc.stdin.write(json.dumps(message) + "\n")
         self.proc.stdin.flush()
 
+    def write(self, line: str) -> None:
+        """One line as it is, JSON or not."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def next_message(self, timeout: float = 30) -> dict[str, Any]:
+        """The next line of stdout not yet read by `response`, as JSON, within `timeout` s."""
+        try:
+            line = self._out.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line in {timeout} s: {self.lines!r}") from None
+        assert line is not None, f"stdout closed; stderr: {''.join(self.stderr)}"
+        return dict(json.loads(line))
+
     def request(self, method: str, params: dict[str, Any] | None = None) -> int:
         """Send a request; its id."""
         request_id, self._next_id = self._next_id, self._next_id + 1

@@ -72,10 +72,19 @@ def test_p2_credentials_issue_kind_agent_prints_its_token_and_list_shows_its_kin
 def test_p2_credentials_revoke_refuses_an_agents_token_from_its_next_request(
         served: Served, workspace: Path):
     credential_id, token = issue_agent(served)
-    agent_asks(served, token, workspace)
+    asked = agent_asks(served, token, workspace)
     done = cli(served, "credentials", "revoke", credential_id[:8])
     assert done.returncode == 0 and f"revoked {credential_id}" in done.stdout, done
-    assert "the agent can no longer read your answer" in done.stdout
+    # issue 42: its waiting question ends at once (it stayed pending until it expired)
+    assert "has ended: invalidated (asker_revoked)" in done.stdout, done.stdout
+    c, r = asked["conversation_id"], asked["request_id"]
+    shown = cli(served, "conversations", "questions", c, "--request", r)
+    assert shown.returncode == 0, shown.stderr
+    assert ("invalidated (asker_revoked: the agent that asked it was revoked, so no answer "
+            "can reach it)") in " ".join(shown.stdout.split()), shown.stdout
+    receipt = ok_json(served, "conversations", "questions", c, "--request", r)["request"]
+    assert (receipt["status"], receipt["receipt"]["reason"]) == ("invalidated",
+                                                                 "asker_revoked")
     with served.client(token=token) as agent:
         try:
             agent.call("whoami", {})

@@ -415,6 +415,11 @@ def test_events_say_when_trimmed_and_show_the_question(tmp_path: Path, workspace
 
 def test_devices_and_credentials(own_served: Served, own_asked: tuple[str, str]):
     c, r = own_asked
+    # Issue 42: with none paired, `devices list` printed nothing at all.
+    none = cli(own_served, "devices", "list")
+    assert none.returncode == 0
+    assert none.stdout == "No paired devices; pair a phone with `clankie devices pair --web`.\n"
+    assert ok_json(own_served, "devices", "list") == {"credentials": []}
     phone = ok_json(own_served, "devices", "pair", "phone", "--mode", "control")
     tv = cli(own_served, "devices", "pair", "tv", "--mode", "read_only")
     assert tv.returncode == 0 and "token (shown once): clk_" in tv.stdout

@@ -617,6 +617,66 @@ def test_p1_a_lone_surrogate_from_a_host_still_gets_its_reply(
         assert raw.close() == 0
 
 
+@pytest.mark.parametrize("before", [False, True], ids=["after-initialize", "first"])
+def test_p1_a_message_that_is_not_json_rpc_2_gets_json_rpcs_error_with_id_null(
+        home: Path, agent_token: str, workspace: Path, before: bool):
+    """Issue 42: a line that is not JSON, or JSON that is no JSON-RPC 2.0 message, got no
+    reply at all (the SDK drops it), so a host waited to its own time-out. JSON-RPC 2.0
+    (section 5.1): -32700 "Parse error" or -32600 "Invalid Request", `id` null; the bridge
+    goes on serving, whether the bad line came first or after the handshake."""
+    parse, invalid = -32700, -32600
+    lines = [("this is not json", parse), ('{"jsonrpc": "2.0", "id": 1, "method": ', parse),
+             ('{"jsonrpc": "1.0", "id": 7, "method": "ping"}', invalid), ("[]", invalid),
+             ("42", invalid), ('{"jsonrpc": "2.0", "method": 1, "params": "bar"}', invalid),
+             ('[{"jsonrpc": "2.0", "id": 8, "method": "ping"}]', invalid)]
+    raw = RawBridge(home, agent_token, workspace)
+    try:
+        if not before:
+            raw.initialize()
+        for line, code in lines:
+            raw.write(line)
+            got = raw.next_message()
+            assert got["jsonrpc"] == "2.0" and got["id"] is None, (line, got)
+            assert got["error"]["code"] == code, (line, got)
+            assert got["error"]["message"] == ("Parse error" if code == parse
+                                               else "Invalid Request")
+        if before:
+            raw.initialize()
+        assert raw.call("ping")["result"] == {}
+        assert raw.tool("list_questions", {})["structuredContent"]["questions"] == []
+    finally:
+        assert raw.close() == 0
+    assert "Traceback" not in "".join(raw.stderr)
+
+
+def test_e_p2_a_wait_in_flight_when_the_owner_revokes_the_agent_ends_at_once_saying_so(
+        served: Served, home: Path, agent_token: str, workspace: Path):
+    """Issue 42: revoking the agent ends its waiting question (`invalidated`,
+    `asker_revoked`); a `wait_answer` in flight returns at once, not after `wait_s`, and
+    tells the agent its question ended without an answer. (That a parked wait wakes at
+    once is tests/service/test_agents.py's; here, whenever the revocation lands, the
+    answer comes long before `wait_s`.)"""
+    raw = RawBridge(home, agent_token, workspace)
+    try:
+        raw.initialize()
+        asked = raw.tool("ask_owner", TEXT)["structuredContent"]
+        wait_id = raw.request("tools/call", {"name": "wait_answer", "arguments": {
+            "request_id": asked["request_id"], "wait_s": 30}})
+        with served.client(token=agent_token) as agent:
+            me = agent.call("whoami", {})["credential_id"]
+        with operator(served) as op:
+            op.call("credential_revoke", {"credential_id": me})
+        started = time.monotonic()
+        got = raw.response(wait_id, timeout=20)["result"]
+        assert time.monotonic() - started < 15  # not the rest of its 30 s
+        content = got["structuredContent"]
+        assert (content["status"], content["reason"], got["isError"]) == (
+            "refused", "unauthenticated", True)
+        assert "asker_revoked" in content["note"] and "Do not assume an answer" in content["note"]
+    finally:
+        assert raw.close() == 0
+
+
 # ----------------------------------------------------- abandoned calls, kills, restarts (P5)
 
 

@@ -639,6 +639,44 @@ def agent_asks(served: Served, workspace: Path, name: str = "coder") -> tuple[st
     return token, asked
 
 
+def test_h5_a_multi_line_question_keeps_its_line_breaks_and_its_markup_stays_text(
+        web: Served, phone: Any, workspace: Path):
+    """Issue 42: the page showed a question of several lines as one line. Its line breaks
+    (and indentation) show as written; everything else in it is still text (section 10)."""
+    prompt = "Before I push:\n  1. <b>run</b> the tests\n  2. tag it &amp; go\n\nMay I?"
+    pair(web, phone, mode="read_only", name="reader")
+    with web.client() as operator:
+        token = operator.call("credential_issue", {"kind": "agent", "name": "lines"})["token"]
+    with web.client(token=token) as agent:
+        asked = agent.call("agent_ask", {"workspace": str(workspace), "kind": "text",
+                                         "prompt": prompt})
+    phone.goto(f"{web.web_url}/?c={asked['conversation_id']}")
+    shown = phone.locator("#prompt .theirs")
+    expect(shown).to_be_visible(timeout=WAIT_MS)
+    assert shown.inner_text() == prompt
+    assert phone.locator("#prompt b").count() == 0
+    assert shown.bounding_box()["width"] <= PHONE["width"]  # long lines still wrap
+
+
+def test_e_h6_revoking_the_agent_ends_its_question_on_the_open_page_saying_why(
+        web: Served, phone: Any, workspace: Path):
+    """Issue 42: a revoked agent's question stayed pending on the page until it expired.
+    It ends at once (`invalidated`, `asker_revoked`) and the open page says so (H6)."""
+    pair(web, phone)
+    token, asked = agent_asks(web, workspace, name="revoked-soon")
+    phone.goto(f"{web.web_url}/?c={asked['conversation_id']}")
+    expect(phone.get_by_role("heading", name="Which licence do you prefer?")).to_be_visible(
+        timeout=WAIT_MS)
+    with web.client(token=token) as agent:
+        me = agent.call("whoami", {})["credential_id"]
+    with web.client() as operator:
+        operator.call("credential_revoke", {"credential_id": me})
+    expect(phone.locator("#ended")).to_contain_text(
+        "it was invalidated: the agent that asked it was revoked, so no answer can reach it",
+        timeout=WAIT_MS)
+    expect(phone.get_by_role("button", name="Answer: MIT")).to_have_count(0)
+
+
 def test_r9_p5_after_a_restart_the_page_says_the_agent_may_ask_again_not_send_a_message(
         browser: Any, tmp_path: Path, workspace: Path):
     """Issue 42: after a restart the page said of an agent's question "...nothing was

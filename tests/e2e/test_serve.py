@@ -248,6 +248,29 @@ def test_t3_serve_with_a_hostile_setting_stops_before_it_touches_the_store(
     assert (home / "clankie.db").read_bytes() == before
 
 
+def test_t3_issue42_a_bad_model_names_where_it_was_given_the_flag_the_variable_or_the_file(
+        tmp_path: Path):
+    """Issue 42: `serve --model bogus` blamed `CLANKIE_MODEL`, which the owner never set."""
+    home = tmp_path / "home"
+    assert clankie("init", home=home).returncode == 0
+    wanted = "'bogus' is not allowed; it must be one of scripted, openai, anthropic"
+    flag = clankie("serve", "--model", "bogus", home=home,
+                   env_extra={"CLANKIE_MODEL": "scripted"})  # the flag wins, and is named
+    assert flag.returncode == 2, flag.stderr
+    assert flag.stderr == f"clankie: setting model given by --model: {wanted}\n" \
+        "  fix: correct --model\n"
+    variable = clankie("serve", home=home, env_extra={"CLANKIE_MODEL": "bogus"})
+    assert variable.returncode == 2
+    assert f"setting model in CLANKIE_MODEL: {wanted}" in variable.stderr
+    (home / "settings.toml").write_text('model = "bogus"\n')
+    (home / "settings.toml").chmod(0o600)
+    file = clankie("serve", home=home)
+    assert file.returncode == 2
+    assert f"setting model in {home / 'settings.toml'}: {wanted}" in file.stderr
+    assert "CLANKIE_MODEL" not in file.stderr and "--model" not in file.stderr
+    assert not (home / "clankie.sock").exists()
+
+
 def test_t3_issue31_an_unknown_clankie_variable_is_warned_about_once_and_the_command_goes_on(
         tmp_path: Path):
     """Issue 31: a harness's own `CLANKIE_BIN` and a misspelt setting stopped `init` and

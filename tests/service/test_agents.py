@@ -368,3 +368,61 @@ def test_p3_one_agent_cannot_flood_the_owner_with_pending_questions(world: World
     assert again["status"] == "pending"
     # Another agent is not crowded by this one.
     assert ask(world, agent(world, "other"))["status"] == "pending"
+
+
+def test_e_p2_revoking_an_agent_ends_its_waiting_question_invalidated_asker_revoked(
+        world: World):
+    """Issue 42: a revoked agent's question stayed pending until it expired, though nobody
+    could read an answer to it. Like an owner's revocation (section 6's row), it ends at
+    once: `invalidated`, reason `asker_revoked`, with a receipt, one `input_resolved` event
+    and one revision; another agent's question, and the answered ones, are untouched."""
+    token, other = agent(world), agent(world, "reviewer")
+    asked, kept = ask(world, token), ask(world, other)
+    c = asked["conversation_id"]
+    before = world.snapshot(c)["revision"]
+    me = world.call("whoami", {}, token)["credential_id"]
+    world.call("credential_revoke", {"credential_id": me})
+    snap = world.snapshot(c, asked["request_id"])
+    assert snap["pending"] is None and snap["revision"] == before + 1
+    ended = snap["request"]
+    assert (ended["status"], ended["receipt"]["outcome"], ended["receipt"]["reason"]) == (
+        "invalidated", "invalidated", "asker_revoked")
+    assert ended["receipt"]["answered_by"] is None
+    resolved = [e for e in world.events(c) if e["type"] == "input_resolved"]
+    assert [(e["request_id"], e["outcome"]) for e in resolved] == [
+        (asked["request_id"], "invalidated")]
+    assert world.snapshot(kept["conversation_id"])["pending"]["request_id"] == \
+        kept["request_id"]
+    assert refused(world, "agent_wait", {"request_id": asked["request_id"], "wait_s": 0},
+                   token) == "unauthenticated"  # H2: refused from its next request
+    world.call("credential_revoke", {"credential_id": me})  # again: nothing more ends
+    assert world.snapshot(c)["revision"] == before + 1
+
+
+def test_e_p4_a_wait_in_flight_when_its_agent_is_revoked_ends_at_once(world: World):
+    """The waiting agent is told at once (its wait wakes and is refused `unauthenticated`),
+    not after `wait_s`."""
+    token = agent(world)
+    asked = ask(world, token)
+    me = world.call("whoami", {}, token)["credential_id"]
+    got: list[str] = []
+
+    def wait() -> None:
+        try:
+            world.call("agent_wait", {"request_id": asked["request_id"], "wait_s": 30}, token)
+        except ClankieError as err:
+            got.append(str(err.code))
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    try:
+        parked = threading.Event()
+        for _ in range(200):  # the waiter is parked before the owner revokes it
+            if world.service.waiting:
+                break
+            parked.wait(0.01)
+        world.call("credential_revoke", {"credential_id": me})
+    finally:
+        waiter.join(timeout=10)
+    assert not waiter.is_alive()
+    assert got == ["unauthenticated"]

@@ -131,6 +131,11 @@ class FakeService:
         if (q := self.pending) is not None:
             self._end(q, "cancelled", "explicit")
 
+    def revoke_asker(self) -> None:
+        """The owner revokes the agent that asks here (issue 42): its question ends."""
+        if (q := self.pending) is not None:
+            self._end(q, "invalidated", "asker_revoked")
+
     def expire(self) -> None:
         """Time passes beyond the pending question's expiry and another reader sees it
         (S5: expiry is committed on use)."""

@@ -106,6 +106,31 @@ async def test_p3_a_chat_line_in_an_agents_conversation_is_sent_nowhere():
         assert app.query_one(Input).value == "yes"
 
 
+async def test_p3_a_refused_chat_line_is_kept_selected_so_the_next_command_replaces_it():
+    """Issue 42: the refused line stayed in the input with the cursor after it, so the next
+    command typed was appended to it ("yes/question answer 1", then sent as a chat line and
+    refused again). It stays, selected whole: typing replaces it, Home keeps it to edit."""
+    fake = FakeService(asker=AGENT)
+    fake.ask("May I push to main?")
+    app = chat(fake)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await settled(app, pilot, fake, "start")
+        await type_line(app, pilot, "yes")
+        await until(pilot, lambda: "Not sent" in app.transcript(), "the refusal")
+        box = app.query_one(Input)
+        assert box.value == "yes" and box.selected_text == "yes"
+        await pilot.press(*"/question answer 1")
+        assert box.value == "/question answer 1"
+        await pilot.press("enter")
+        await until(pilot, lambda: "Accepted" in app.transcript(), "the answer")
+        assert fake.pending is None
+        # Home leaves the kept line whole, the cursor before it, to turn it into words.
+        await type_line(app, pilot, "no thanks")
+        await until(pilot, lambda: app.transcript().count("Not sent") == 2, "the refusal")
+        await pilot.press("home", *"/question text ")
+        assert box.value == "/question text no thanks"
+
+
 async def test_p3_help_and_stop_in_an_agents_conversation_speak_of_the_agent():
     """New-user trial: `/help` said "a chat message to Clankie" and offered `/stop` where no
     run of Clankie exists and no chat line is sent."""
@@ -249,6 +274,22 @@ async def test_p3_the_tui_says_its_notes_in_the_log_on_start():
     app.notes = [note]
     async with app.run_test(size=(110, 40)) as pilot:
         await until(pilot, lambda: note in " ".join(app.transcript().split()), "the note")
+
+
+async def test_e_p2_a_revoked_agents_question_is_shown_ended_and_why():
+    """Issue 42: revoking the agent ends its waiting question (`invalidated`,
+    `asker_revoked`); the panel says so in words, never with live options."""
+    fake = FakeService(asker=AGENT)
+    app = chat(fake)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await settled(app, pilot, fake, "start")
+        fake.ask("May I push to main?")
+        await until(pilot, lambda: "May I push" in panel(app), "the agent's question")
+        fake.revoke_asker()
+        why = "invalidated (asker_revoked: the agent that asked it was revoked"
+        await until(pilot, lambda: why in " ".join(panel(app).split()), "the panel")
+        assert "/question answer" not in panel(app)
+        assert "ended: invalidated" in app.transcript()
 
 
 async def test_r9_p5_a_restarts_cancel_of_an_agents_question_says_the_agent_may_ask_again():

@@ -404,3 +404,54 @@ def test_cli_clankie_chat_exits_with_the_apps_return_code(monkeypatch: pytest.Mo
     monkeypatch.setattr(chat_command, "connect", Connected)
     monkeypatch.setattr(ChatApp, "run", refused_run)
     assert main(["chat", C]) == 5
+
+
+class Gated(Counted):
+    """The real client whose next call, once `hold` is set, waits for `go`: a restart that
+    completes between two calls, as a fast one does, seen by no failed call."""
+
+    def __init__(self, inner: AsyncClient) -> None:
+        super().__init__(inner)
+        self.hold = False
+        self.held = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self.hold:
+            self.hold = False
+            self.held.set()
+            await self.go.wait()
+        return await super().call(op, payload)
+
+
+async def test_issue42_the_header_names_the_new_model_after_a_fast_restart_onto_another(
+        served, conversation):
+    """Issue 42: the header kept the old model after a restart fast enough that no call of
+    the TUI failed (its long poll ended by the stop, the next one reached the new service):
+    `service_info` was read again only after a failure. The stop now says so on the page
+    it cuts short (`service_stopping`), and the TUI reconnects as after any loss."""
+    from tests.e2e.test_providers import PROVIDERS
+    from tests.fakes import model_endpoint
+
+    token = served.home.token_file.read_text().strip()
+    api = Gated(AsyncClient(f"unix://{served.home.socket}", token))
+    app = ChatApp(api, conversation, "test")
+    header = lambda: str(app.query_one("#where", Static).render())  # noqa: E731
+    with model_endpoint() as endpoint:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: "model scripted (offline)" in header() and
+                        ("events_tail", TAIL_WAIT_MS) in api.begun, "the old model")
+            api.hold = True
+            assert await asyncio.to_thread(served.stop) == 0
+            await until(pilot, api.held.is_set, "the next call, held")
+            again = await asyncio.to_thread(lambda: Served.start(
+                served.home.path, init=False, script=None,
+                env=PROVIDERS["openai"].env(endpoint.url)))
+            try:
+                api.go.set()
+                await until(pilot, lambda: "model openai/fake-gpt" in header(),
+                            "the new model in the header", timeout=10)
+                await until(pilot, lambda: app.connected, "connected again")
+            finally:
+                await asyncio.to_thread(again.stop)
+                served.proc = again.proc

@@ -21,9 +21,11 @@ def flat(said: str) -> str:
     return " ".join(said.split())  # the log wraps its lines
 
 
-@pytest.mark.parametrize("answer", [reply(b"{}"),
-                                    reply(b'{"code":"forbidden","status":null}', b"403 No")],
-                         ids=["empty-object", "problem-status-null"])
+@pytest.mark.parametrize("answer", [
+    reply(b"{}"), reply(b'{"code":"forbidden","status":null}', b"403 No"),
+    # issue 42: a code that is none of SPEC section 10's was said "Refused: brew_coffee: ..."
+    reply(b'{"code":"brew_coffee","status":418,"detail":"I am a teapot"}', b"418 Teapot")],
+    ids=["empty-object", "problem-status-null", "418-unknown-code"])
 async def test_f2_what_is_not_clankie_is_said_in_a_line_and_the_app_lives(
         peer: Any, answer: bytes):
     p = peer(answer)
@@ -40,4 +42,5 @@ async def test_f2_what_is_not_clankie_is_said_in_a_line_and_the_app_lives(
         assert app.is_running
         assert not [w for w in app.workers if w.state == WorkerState.ERROR]
         assert "Traceback" not in app.transcript()
+        assert "Refused" not in app.transcript()
     # leaving run_test raised nothing: no worker failed

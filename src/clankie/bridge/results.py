@@ -62,8 +62,9 @@ REFUSED: Final[Mapping[str, str]] = {
     "unknown_request": "There is no such question of yours: it never existed, is another "
                        "agent's, or its receipt was evicted. Do not assume an answer.",
     "unauthenticated": "The clankie service refused this bridge's token "
-                       "(CLANKIE_AGENT_TOKEN): it is unknown, rotated or revoked. Nothing "
-                       "was asked. Do not assume an answer.",
+                       "(CLANKIE_AGENT_TOKEN): it is unknown, rotated or revoked. A revoked "
+                       "agent's waiting question has ended without an answer (invalidated, "
+                       "asker_revoked). Nothing was asked. Do not assume an answer.",
     "forbidden": "The clankie service does not allow this to an agent. Nothing was asked "
                  "or changed. Do not assume an answer.",
 }

@@ -15,6 +15,10 @@ request to the service is dropped with its connection; no question is ever cance
 by `cancel_question` (P5). No call is held longer than its `wait_s` plus the service's
 reply time (`SERVICE_TIMEOUT_S` at most).
 
+A line that is no JSON-RPC 2.0 message, which the SDK drops unanswered, gets JSON-RPC's
+own answer (`invalid`: -32700 "Parse error" or -32600 "Invalid Request", `id` null), and
+the bridge goes on serving.
+
 Standard output carries only JSON-RPC (the SDK's stdio transport points file descriptor 1
 at standard error while it serves, so a stray print cannot reach the wire); the log goes
 to standard error, one line an event, without tracebacks, and never holds a token or an
@@ -37,7 +41,17 @@ from typing import Annotated, Any, Final, TypeVar
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import BaseModel, ValidationError
 
 from clankie import __version__, dto
@@ -374,6 +388,44 @@ def _mend_stdin() -> None:
     threading.Thread(target=pump, name="stdin", daemon=True).start()
 
 
+def invalid(refused: Exception) -> JSONRPCError | None:
+    """JSON-RPC 2.0's answer (section 5.1) to a line the SDK's reader could not take as a
+    message (`refused`, what its validation raised): not JSON, -32700 "Parse error"; JSON
+    that is no JSON-RPC 2.0 message (a batch too: MCP has none), -32600 "Invalid Request";
+    `id` null, as it cannot be told. None for a blank line: no message was sent."""
+    errors = refused.errors() if isinstance(refused, ValidationError) else []
+    if errors and errors[0]["type"] == "json_invalid":
+        if not str(errors[0].get("input", "x")).strip():
+            return None
+        return JSONRPCError(jsonrpc="2.0", id=None,
+                            error=ErrorData(code=PARSE_ERROR, message="Parse error"))
+    return JSONRPCError(jsonrpc="2.0", id=None,
+                        error=ErrorData(code=INVALID_REQUEST, message="Invalid Request"))
+
+
+async def run_stdio(server: MCPServer[Any]) -> None:
+    """`MCPServer.run_stdio_async`, with each line that is no message answered (`invalid`)
+    on the same write stream as every reply, so lines never interleave."""
+    lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async reads it so too
+    async with stdio_server() as (read_stream, write_stream):
+        sifted_in, sifted = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def sift() -> None:
+            async with sifted_in:
+                async for item in read_stream:
+                    if not isinstance(item, Exception):
+                        await sifted_in.send(item)
+                    elif (answer := invalid(item)) is not None:
+                        with contextlib.suppress(anyio.ClosedResourceError,
+                                                 anyio.BrokenResourceError):
+                            await write_stream.send(SessionMessage(answer))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(sift)
+            await lowlevel.run(sifted, write_stream, lowlevel.create_initialization_options())
+            tasks.cancel_scope.cancel()
+
+
 def serve(workspace: str, token: str, identity: Identity | None) -> None:
     """Serve on stdin and stdout until the client closes stdin."""
     quiet_logging()
@@ -389,6 +441,6 @@ def serve(workspace: str, token: str, identity: Identity | None) -> None:
                    "(the service is not reachable now: the first call asks who the token is)")
             log.info("serving workspace %s %s through %s", visible(workspace),
                         visible(who), client.url)
-            await server.run_stdio_async()
+            await run_stdio(server)
 
     anyio.run(main)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from clankie import when
+from clankie import when, wording
 from clankie.useragent import describe
 from clankie.wording import one_line
 
@@ -201,6 +201,8 @@ def list_devices(as_json: bool) -> None:
     if as_json:
         print_json({"credentials": found})
         return
+    if not found:
+        say("No paired devices; pair a phone with `clankie devices pair --web`.")
     for c in found:
         lease = "  holds Take Control" if c.holds_lease else ""
         used = when.shown_now(c.last_used_at) if c.last_used_at else "never"
@@ -346,5 +348,5 @@ def revoke_credential(credential_id: str, as_json: bool) -> None:
         return
     say(f"revoked {found[0]}")
     if kinds[found[0]] == "agent":  # new-user trial: its question looked still read later
-        say("A question of this agent still waiting stays until you answer or cancel it, or "
-            "it expires; the agent can no longer read your answer.")
+        say("A question of this agent that was waiting has ended: invalidated "
+            f"(asker_revoked): {wording.ASKER_REVOKED}.")

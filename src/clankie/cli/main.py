@@ -165,8 +165,8 @@ def serve(tcp: str | None, web: str | None, model: str | None, script: Path | No
         raise fail(str(exc), USAGE) from None
     home = Home.from_env()
     check(home)  # before settings.toml is read or the store touched (T1)
-    environ = dict(os.environ) | ({"CLANKIE_MODEL": model} if model is not None else {})
-    settings = load_settings(home.path, environ)  # T3: before anything touches the store
+    # T3: before anything touches the store
+    settings = load_settings(home.path, flags={"model": model} if model is not None else {})
     try:
         run(home, settings, tcp, script, web)
     except ServeError as exc:

@@ -616,6 +616,17 @@ def owner_revoked(conversation: Conversation, pending: Question | None, now: dat
     return _change(conversation, questions=questions, events=events)
 
 
+def asker_revoked(conversation: Conversation, pending: Question | None, now: datetime,
+                  new_id: NewId) -> Change | None:
+    """The agent credential that asks in `conversation` (P3) was revoked: its pending
+    question ends at once, as an owner's revocation ends the owner's, since no answer can
+    reach the agent any more; None when none waits."""
+    if pending is None:
+        return None
+    questions, events = _invalidate(conversation, pending, Reason.ASKER_REVOKED, now, new_id)
+    return _change(conversation, questions=questions, events=events)
+
+
 def set_workspace(conversation: Conversation, pending: Question | None,
                   workspace: WorkspaceIdentity, now: datetime, new_id: NewId) -> Change | None:
     """Rebind the workspace; a different identity invalidates the pending question. An

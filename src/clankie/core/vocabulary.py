@@ -82,6 +82,7 @@ class Reason(StrEnum):
     EXPIRED = "expired"
     RESET = "reset"
     OWNER_REVOKED = "owner_revoked"
+    ASKER_REVOKED = "asker_revoked"  # the agent credential that asked was revoked (P2)
     WORKSPACE_REPLACED = "workspace_replaced"
     WORKSPACE_MISSING = "workspace_missing"  # found on use: the saved directory is gone
     NATIVE_TAKEOVER = "native_takeover"

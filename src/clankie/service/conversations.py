@@ -203,7 +203,8 @@ class Conversations:
 
         oldest = [1]
         return Poll(self.ctx.long_polls, r.conversation_id, r.wait_ms / 1000, read, wake,
-                    live=r.live is not None, quick=quick)
+                    live=r.live is not None, quick=quick,
+                    cut_short=lambda page: page.model_copy(update={"service_stopping": True}))
 
     @serves(dto.RUN_GET)
     def run_get(self, caller: Caller, r: dto.RunRef) -> dto.RunOut:

@@ -159,7 +159,9 @@ class Devices:
 
     @serves(dto.CREDENTIAL_REVOKE, writes=True)
     def credential_revoke(self, caller: Caller, r: dto.CredentialRevoke) -> dto.Empty:
-        """SPEC H2: the credential is refused from its next request; its lease ends."""
+        """SPEC H2: the credential is refused from its next request; its lease ends. An
+        agent's question that waits ends at once, `invalidated`/`asker_revoked` (issue 42):
+        no answer could reach the agent."""
         with self.ctx.write(caller) as c:
             row = c.tx.credential(r.credential_id)
             if row is None or row.owner_id != c.principal.owner_id:
@@ -168,6 +170,12 @@ class Devices:
                 raise ClankieError(Code.NOT_ELIGIBLE, "a credential cannot revoke itself")
             c.tx.revoke_credential(row.credential_id, c.now)
             c.tx.clear_lease(row.credential_id)
+            for conversation in c.tx.conversations(row.owner_id):
+                if conversation.agent is not None and \
+                        conversation.agent.credential_id == row.credential_id:
+                    pending = c.tx.pending_question(conversation.conversation_id)
+                    self.ctx.save(c.tx, lifecycle.asker_revoked(conversation, pending, c.now,
+                                                                self.ctx.new_id))
             return dto.Empty()
 
     @serves(dto.CREDENTIAL_ISSUE, writes=True)

@@ -4,8 +4,8 @@ Owns fair waiting. A long-poll (`events_tail` with `wait_ms` > 0, `agent_wait` w
 `wait_s` > 0) that finds nothing to return takes one of its credential's `LONG_POLL_SLOTS`
 slots and waits for a commit that adds events to its conversation; with no slot free it
 returns at once with what is there. The service's stop ends every wait at once, with what
-is there, marked by the long-poll's `cut_short` where its caller must be told (an agent's
-wait, P4).
+is there, marked by the long-poll's `cut_short`, so that its caller is told (an agent's
+wait, P4; a follower, who reads the service again when it is back).
 Slots are counted by the authenticated credential, so rotating a token or spelling it
 otherwise gains none. A call that does not wait takes no slot, so waiting long-polls
 never delay anything else.

@@ -593,7 +593,7 @@ class ChatApp(App[None]):
             "Answer the agent with /question answer N or /question text WORDS; /help"
             if asker else PLACEHOLDER)
 
-    @work(group="about")
+    @work(exclusive=True, group="about")
     async def about(self) -> None:
         """The header's model, read on start and after a reconnect (a restarted service may
         run another model)."""
@@ -630,6 +630,9 @@ class ChatApp(App[None]):
                 page = await self._op(dto.EVENTS_TAIL, {
                     "conversation_id": self.conversation_id, "after": state.after,
                     "limit": 500, "wait_ms": TAIL_WAIT_MS, "live": sent})
+                if page.service_stopping is True:  # back soon, maybe with another model
+                    state = await self._lose(state, "the service stopped")
+                    continue
                 if (trimmed := decide.trimmed(page)) is not None:
                     self.say(trimmed)
                 restarted = await self._restarted(page.events)
@@ -649,16 +652,22 @@ class ChatApp(App[None]):
                     if snapshot.pending is not None and step.announce:
                         self._announce(snapshot.pending)
             except (ServiceUnreachable, Uncertain) as exc:
-                self.connected = False
-                state, lost = decide.lost(state, str(exc))
-                if lost.notice is not None:
-                    self.notice(lost.notice, severity="warning")
-                await asyncio.sleep(lost.wait_s)
+                state = await self._lose(state, str(exc))
             except (NotClankie, ApiError, NotYours) as exc:
                 self._stop_following(exc)
                 return
             except NoMatches:  # a page came as the app closed: its screen is gone
                 return
+
+    async def _lose(self, state: decide.Follow, why: str) -> decide.Follow:
+        """The service is gone (`why`): say so once (`decide.lost`) and wait before trying
+        again; on its return the snapshot and the header are read again."""
+        self.connected = False
+        state, lost = decide.lost(state, why)
+        if lost.notice is not None:
+            self.notice(lost.notice, severity="warning")
+        await asyncio.sleep(lost.wait_s)
+        return state
 
     def _stop_following(self, exc: NotClankie | ApiError | NotYours) -> None:
         """Say why the tail stops (`decide.stopped`); a listener that is not the owner's
@@ -829,6 +838,7 @@ class ChatApp(App[None]):
         act = decide.line(parse(event.value), self.snapshot, self.typed_against,
                           agent=self.asker is not None)
         if isinstance(act, decide.Say) and act.keep:  # the owner may turn it into a command
+            event.input.select_all()  # kept, yet the next command typed replaces it
             self.say(act.words)
             return
         self.typed_against = None

@@ -71,8 +71,8 @@ def shown(snapshot: dto.Snapshot | None) -> Shown:
 
 @dataclass(frozen=True)
 class Say:
-    """Words for the log; nothing is sent. `keep`: the line stays in the input, for the
-    owner to turn into a command."""
+    """Words for the log; nothing is sent. `keep`: the line stays in the input, selected
+    whole, for the owner to turn into a command (Home) or to replace by typing."""
 
     words: str
     keep: bool = False

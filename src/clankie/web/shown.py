@@ -318,7 +318,8 @@ def said_ended(question: dto.QuestionOut, me: str) -> str:
     if question.status == "expired":
         return "it expired unanswered"
     reason = receipt.reason if receipt is not None and receipt.reason else "a reset"
-    return f"it was invalidated ({reason})"
+    return f"it was invalidated: {wording.BECAUSE[reason]}" if reason in wording.BECAUSE \
+        else f"it was invalidated ({reason})"
 
 
 def refused(service: Service, token: str | None,
