@@ -1,0 +1,139 @@
+"""The issue 41 red team's findings (SPEC W5, W10), each rebuilt at a size that showed it.
+
+W5: a tool call "holds at most 64 MiB of memory beyond its result ... counting what it
+builds". Each shape runs in a child process whose peak growth during the call is read (as
+`test_bounds._measured` reads it) with the call's deadline lifted to 120 s, as a faster
+machine gets as far within 10 s: the memory bound must hold whatever the time bound does.
+Shapes: a 16 MB `packed-refs` beside a 400,000-entry index; 40,000 folders of one tracked
+file each under 800-character folders, hashed with `text=auto`; 200,000 modified files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from tests.workspace.gitbombs import write
+from tests.workspace.test_bounds import _MEASURE, ROOT, W5_MEMORY_KIB
+from tests.workspace.tooling import Place, git, make_place
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+_LIFTED = """
+from clankie.workspace import bounds
+_init = bounds.Bounds.__init__
+def _lifted(self, seconds=bounds.CALL_SECONDS, memory=None):
+    _init(self, 120.0, memory)
+bounds.Bounds.__init__ = _lifted
+"""
+
+
+def _measured_lifted(place: Place, *calls: tuple[str, dict[str, object]]
+                     ) -> list[dict[str, object]]:
+    """`test_bounds._measured` with each call's deadline lifted to 120 s."""
+    import json
+    import subprocess
+    import sys
+    probe = _MEASURE.format(src=str(ROOT / "src"), ws=str(place.ws), calls=list(calls),
+                            home=place.home).replace("settings = ", _LIFTED + "settings = ", 1)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=600, check=True)
+    return list(json.loads(done.stdout))
+
+
+def _held_within(call: dict[str, object], *codes: str) -> dict[str, object]:
+    """W5: the call held at most 64 MiB beyond its result, and answered or refused one of
+    `codes`; its result."""
+    assert call["grew_kib"] <= W5_MEMORY_KIB, call["grew_kib"]
+    result = call["result"]
+    assert isinstance(result, dict)
+    assert call["status"] == "ok" or result["code"] in codes, result
+    return result
+
+
+def _index(place: Place, paths: list[bytes], blob: str, size: int = 0) -> None:
+    """A version-2 index of `paths` (sorted), each the blob `blob`, its stat data zero but
+    the size (`size`; 0: not recorded, so every file is hashed)."""
+    out = bytearray(b"DIRC" + struct.pack(">II", 2, len(paths)))
+    oid = bytes.fromhex(blob)
+    for name in sorted(paths):
+        entry = (struct.pack(">10I", 0, 0, 0, 0, 0, 0, 0o100644, 0, 0, size) + oid
+                 + struct.pack(">H", min(len(name), 0xFFF)) + name)
+        out += entry + b"\0" * (8 - len(entry) % 8)
+    (place.ws / ".git" / "index").write_bytes(bytes(out + hashlib.sha1(out).digest()))
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> Place:
+    place = make_place(tmp_path)
+    git("init", "-q", "-b", "main", cwd=place.ws)
+    return place
+
+
+def test_w5_red41_packed_refs_are_not_held_beside_a_large_index(place: Place):
+    """`Refs._packed` kept `packed-refs` (16 MB, twice: its copy with a newline) for the
+    whole call, uncounted: beside a 400,000-entry index `git_status` grew +90 MiB."""
+    gitdir = place.ws / ".git"
+    blob = write(gitdir, "blob", b"x\n")
+    _index(place, [f"{n // 1000:04d}/{n % 1000:04d}".ljust(40, "p").encode()
+                   for n in range(400_000)], blob)
+    tree = write(gitdir, "tree", b"")
+    head = write(gitdir, "commit", f"tree {tree}\n".encode() +
+                 b"author t <t> 1700000000 +0000\ncommitter t <t> 1700000000 +0000\n\nfirst\n")
+    with open(gitdir / "packed-refs", "w") as packed:
+        for n in range(262_000):
+            packed.write(f"{head} refs/heads/a{n:09d}\n")
+        packed.write(f"{head} refs/heads/main\n")
+    (status,) = _measured_lifted(place, ("git_status", {}))
+    result = _held_within(status, "repository_too_large")
+    if status["status"] == "ok":
+        assert result["branch"] == "main" and result["truncated"] is True
+
+
+def test_w5_red41_rules_of_each_folder_are_not_kept_for_the_call(place: Place):
+    """`Worktree._rules_in` and `_rules_at` kept an entry a folder, keyed by its path,
+    uncounted: 100,000 folders of one hashed file each held about 63 MiB there."""
+    ws = place.ws
+    (ws / ".gitattributes").write_text("* text=auto\n")
+    top = ws / "/".join(["q" * 200] * 4)
+    paths = [b".gitattributes"]
+    for n in range(40_000):
+        folder = top / f"{n:05d}"
+        folder.mkdir(parents=True)
+        (folder / "f.txt").write_bytes(b"x\n")
+        paths.append(f"{folder.relative_to(ws)}/f.txt".encode())
+    blob = write(ws / ".git", "blob", b"x\n")
+    write(ws / ".git", "blob", b"* text=auto\n")
+    _index(place, paths, blob)  # (.gitattributes's ID is wrong: it shows as ` M`)
+    (status,) = _measured_lifted(place, ("git_status", {}))
+    result = _held_within(status, "repository_too_large")
+    if status["status"] == "ok":
+        assert {e["status"] for e in result["entries"]} <= {"A ", "AM"}
+
+
+def test_w5_red41_the_changed_files_are_not_kept_one_object_each(place: Place):
+    """`_Walked.changed` kept an entry a modified file (a dict of ints, and a sorted list
+    of them), uncounted: 200,000 files whose size differs from the index's made
+    `git_status` grow +73 MiB with an account of 50."""
+    ws = place.ws
+    blob = write(ws / ".git", "blob", b"x\n")
+    paths = []
+    for a in range(20):
+        folder = ws / (f"{a:02d}" + "c" * 118)
+        folder.mkdir()
+        for n in range(10_000):
+            name = f"f{n:05d}".ljust(30, "p")
+            (folder / name).write_bytes(b"xy\n")
+            paths.append(f"{folder.name}/{name}".encode())
+    _index(place, paths, blob, size=2)  # each one's size differs: ` M` without a read
+    os.utime(ws / ".git" / "index")
+    (status,) = _measured_lifted(place, ("git_status", {}))
+    result = _held_within(status, "repository_too_large")
+    if status["status"] == "ok":
+        assert result["truncated"] is True
+        assert {e["status"] for e in result["entries"]} == {"AM"}
