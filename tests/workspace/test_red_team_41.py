@@ -7,6 +7,11 @@ machine gets as far within 10 s: the memory bound must hold whatever the time bo
 Shapes: a 16 MB `packed-refs` beside a 400,000-entry index; 40,000 folders of one tracked
 file each under 800-character folders, hashed with `text=auto`; 200,000 modified files; an
 index of 250,000 paths refused at the bound.
+
+W10: a run's tool results together are at most `run_tool_budget` bytes; W5: a truncation
+is said with numbers. `git_status` of 200 paths of 4 KB each (800 KB) was the first call
+of a run and refused `budget_exhausted`, "this run has used its budget", untrue, and so
+was every later call.
 """
 
 from __future__ import annotations
@@ -20,8 +25,12 @@ from pathlib import Path
 
 import pytest
 
+from clankie.agent.transcript import ToolCall
+from clankie.service.tooling import RunTools
+from clankie.settings import Settings
 from tests.workspace.gitbombs import write
 from tests.workspace.test_bounds import _MEASURE, ROOT, W5_MEMORY_KIB
+from tests.workspace.test_recipe_tool import Hooks
 from tests.workspace.tooling import Place, git, make_place
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -153,4 +162,35 @@ def test_w5_red41_a_refusal_at_the_bound_holds_less_than_64_mib(place: Place):
     git("write-tree", cwd=ws)  # (the index's cache-tree, as Git writes it)
     for call in _measured_lifted(place, ("list_files", {}), ("git_status", {})):
         _held_within(call, "repository_too_large")
+
+
+def test_w10_w5_red41_a_list_result_is_cut_to_what_the_run_has_left(place: Place):
+    ws = place.ws
+    blob = write(ws / ".git", "blob", b"x\n")
+    paths = [f"{n:03d}/" + "/".join(["d" * 200] * 19) + "/f.txt" for n in range(300)]
+    git("update-index", "--index-info", cwd=ws,
+        input="".join(f"100644 {blob}\t{path}\n" for path in paths))
+    (ws / "small.txt").write_text("small\n")
+    hooks = Hooks(place.identity, settings=Settings(run_tool_budget=262_144))
+    tools = RunTools(hooks, "run-1")  # type: ignore[arg-type]  # the hooks a call uses
+    texts = [tools.call(n, ToolCall(f"call-{n}", name, json.dumps(args))) for n, (name, args)
+             in enumerate([("git_status", {}), ("list_files", {}), ("git_status", {})])]
+    status, listing, again = (json.loads(text) for text in texts)
+    # the first call is answered, cut to fit the budget, and says so with numbers
+    assert "status" not in status and status["truncated"] is True
+    shown = len(status["entries"])
+    assert 0 < shown < 200 and status["entries"][0]["path"] == paths[0]
+    assert f"the first {shown} of 200 entries" in status["note"]
+    assert "262144 bytes" in status["note"]
+    assert len(texts[0].encode()) <= 262_144
+    # a small result still fits what is left; one entry more does not: refused, saying so
+    assert [e["path"] for e in listing["entries"]] == ["README.md", "small.txt"] \
+        or listing["code"] == "budget_exhausted"
+    assert again["code"] == "budget_exhausted", again
+    assert "bytes of tool results this run has left" in again["reason"], again
+    # and nothing past the budget reached the model
+    assert sum(len(text.encode()) for text in texts if "budget_exhausted" not in text) \
+        <= 262_144
+    [first, *_] = [outcome for _, outcome in hooks.recorded]
+    assert first.status == "ok" and f"{shown} entries+" in first.summary
 
