@@ -210,3 +210,20 @@ def test_w2_a_symlink_swapped_for_a_directory_in_a_loop_never_leaks(place: Place
         flipper.join(timeout=30)
     assert seen <= {None, "outside_workspace", "not_found"}
     assert flips[0] > 10  # the folder really was being swapped while we read
+
+
+def test_w8_red41_a_workspace_swapped_for_a_symlink_is_replaced_not_missing(place: Place):
+    """W8: an identity that changed is `workspace_replaced`. A symlink now at the
+    workspace's path (to a folder holding a secret) was reported `workspace_missing`."""
+    saved = place.identity
+    place.ws.rename(place.root / "old")
+    place.ws.symlink_to(place.outside, target_is_directory=True)
+    with Watch(place.outside, place.outside / "secret.txt") as watch:
+        for tool in ("read_file", "list_files", "git_status"):
+            args = {"path": "secret.txt"} if tool == "read_file" else {}
+            outcome = place.call(tool, identity=saved, **args)
+            assert (outcome.status, outcome.code) == ("refused", "workspace_replaced")
+            assert SECRET not in outcome.text
+        assert watch.opened() == []  # nothing was read through it
+    place.ws.unlink()
+    assert place.call("list_files", identity=saved).code == "workspace_missing"

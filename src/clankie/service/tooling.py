@@ -3,7 +3,8 @@
 Owns the `ToolBox` the turn loop is given, over the run side's `RunHooks` (`runs.py`):
 `ask_question` goes to the run side (Q1-Q5); a workspace tool runs against the
 conversation's workspace as bound now (W8), within the run's `run_tool_budget` of result
-bytes (past it, `budget_exhausted`); every call, refused ones included, is recorded with
+bytes (a list result cut to fit what is left, said in its note; past it,
+`budget_exhausted`, with how much was left); every call, refused ones included, is recorded with
 one `tool_activity` event. Clankie's replies go through here too, stored with the next
 thing the run stores: the question it asks, the record of a tool call (before a workspace
 tool starts, since it may take a while), or its finish (`unsaid`). So a run that says
@@ -71,16 +72,18 @@ class RunTools:
             return self._exhausted(call)
         settings = replace(self._settings, home_files=self._hooks.home_files())  # as now
         outcome = workspace_tools.call_tool(call.name, call.arguments,
-                                            self._hooks.workspace_of(self._run_id), settings)
+                                            self._hooks.workspace_of(self._run_id), settings,
+                                            room=self._left)
         size = len(outcome.text.encode("utf-8"))
-        if size > self._left:
-            self._left = 0
-            return self._exhausted(call)
+        if size > self._left:  # (nothing is taken: a smaller result may still fit)
+            return self._exhausted(call, size)
         self._left -= size
         return outcome
 
-    def _exhausted(self, call: ToolCall) -> Outcome:
+    def _exhausted(self, call: ToolCall, size: int | None = None) -> Outcome:
+        said = ("this run has used its budget of tool results" if size is None else
+                f"this result ({size} bytes) is more than the {self._left} bytes of tool "
+                "results this run has left")
         return refused(WorkspaceCode.BUDGET_EXHAUSTED,
-                       "this run has used its budget of tool results "
-                       "(setting run_tool_budget); answer with what you have or ask",
+                       f"{said} (setting run_tool_budget); answer with what you have or ask",
                        f"{call.name[:60]}: refused budget_exhausted")

@@ -237,6 +237,11 @@ class Beneath:
                 os.close(current)
 
 
+def replaced() -> Refusal:
+    return Refusal(WorkspaceCode.WORKSPACE_REPLACED, "the workspace directory was replaced "
+                   "since this conversation was bound to it; nothing was read")
+
+
 class Root(Beneath):
     """The workspace directory, opened once per tool call and checked against the identity
     the conversation saved (W8): every path below is opened relative to this handle.
@@ -258,14 +263,15 @@ class Root(Beneath):
         try:
             fd = os.open(saved.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
                          | os.O_NOFOLLOW)
-        except OSError:
+        except OSError as exc:  # a symlink or a file there now (W8) is not the directory
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.lexists(saved.path):
+                raise replaced() from None
             raise Refusal(WorkspaceCode.WORKSPACE_MISSING, "the workspace directory is gone; "
                           "nothing was read") from None
         super().__init__(fd)
         if not same_directory(saved, self.fd):
             os.close(self.fd)
-            raise Refusal(WorkspaceCode.WORKSPACE_REPLACED, "the workspace directory was replaced "
-                          "since this conversation was bound to it; nothing was read")
+            raise replaced()
         self.top = file_id(os.fstat(self.fd))
         if home is not None and _up_to_home(self.fd, home, None) is not False:  # and above
             os.close(self.fd)

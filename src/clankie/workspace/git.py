@@ -19,6 +19,7 @@ import bisect
 import hashlib
 import heapq
 import os
+import re
 import stat
 import struct
 import sys
@@ -351,34 +352,38 @@ class _Walked:
     """What the walk saw: which tracked paths are there, how those that changed differ
     (`M`, `A`, `filtered`), and the first untracked files and nested repositories."""
 
-    seen: bytearray  # per index entry beneath the workspace: 1 when the walk found it
-    changed: dict[int, str]  # by index position
+    seen: bytearray  # per index entry beneath the workspace: 0 when the walk did not find
+    # it, else how it differs (`_CODES`: " " not at all), one byte each, never an object
     others: list[tuple[str, str]]
     skipped_denied: int = 0  # denied paths the index or HEAD names (W4): never compared
-    _sorted: list[int] | None = None
 
-    def sorted_changes(self) -> list[int]:
-        if self._sorted is None:
-            self._sorted = sorted(self.changed)
-        return self._sorted
+    def mark(self, at: int, code: str) -> None:
+        self.seen[at] = ord(code[0])  # (" ", "M", "A", "T", or "F" for "filtered")
+
+    def code(self, at: int) -> str:
+        """How the entry found at `at` differs: " ", "M", "A", "T" or "filtered"."""
+        return _CODES[self.seen[at]]
+
+
+_CODES = {ord(code[0]): code for code in (" ", "M", "A", "T", "filtered")}
+_CHANGED = re.compile(rb"[^\x00 ]")  # in `_Walked.seen`: found, and differs
 
 
 def _walk(view: Worktree, files: _Files) -> _Walked:
     index = view.index
     assert index is not None
     start, end = _span(files.repo, index, ".")
-    walked = _Walked(bytearray(end - start), {}, [])
+    files.root.bounds.take(sys.getsizeof(bytearray(end - start)), "what the walk found")
+    walked = _Walked(bytearray(end - start), [])
     others: list[tuple[str, str]] = []
     for seen in view.walk():
         if seen.state == "tracked" and seen.kind != "directory":
             i = seen.at
             assert i is not None
-            walked.seen[i - start] = 1
+            walked.mark(i - start, " ")
             if files.denied(seen.path):
                 continue  # never hashed: whether it changed is not said (W4)
-            code = _worktree_code(files, index, i, seen, view)
-            if code != " ":
-                walked.changed[i] = code
+            walked.mark(i - start, _worktree_code(files, index, i, seen, view))
         elif (seen.state == "submodule" and seen.at is None) or (
                 seen.state == "untracked" and seen.kind != "directory"):  # (a gitlink of
             # the index is said from the index)
@@ -398,15 +403,12 @@ def _walk(view: Worktree, files: _Files) -> _Walked:
             try:
                 st = files.lstat(path)
             except CannotTell:
-                walked.seen[i - start] = 1  # not "deleted": not known
+                walked.mark(i - start, " ")  # not "deleted": not known
                 files.untold += 1
                 continue
             if st is not None and not stat.S_ISDIR(st.st_mode):
-                walked.seen[i - start] = 1
                 found = Seen(path, kind_of(st.st_mode), st, "tracked", 0, view.filtered(path))
-                code = _worktree_code(files, index, i, found, None)
-                if code != " ":
-                    walked.changed[i] = code
+                walked.mark(i - start, _worktree_code(files, index, i, found, None))
     return walked
 
 
@@ -476,7 +478,7 @@ def _status(repo: Repository, view: Worktree, files: _Files, walked: _Walked,
             continue
         x = " " if old == (entry.mode, entry.oid) or entry.intent_to_add else \
             "A" if old is None else "T" if _kind(old[0]) != _kind(entry.mode) else "M"
-        y = walked.changed.get(i, " ") if walked.seen[i - span[0]] else \
+        y = walked.code(i - span[0]) if walked.seen[i - span[0]] else \
             " " if files.promised(index, i, False) else "D"
         if y == "filtered":
             yield path, "filtered"
@@ -515,9 +517,10 @@ def _in_worktree(index: Index, view: Worktree, files: _Files, walked: _Walked,
             if not files.denied(path) and not view.unread(path):
                 yield path, " D"
         gone = walked.seen.find(0, gone + 1, hi - start)
-    for i in _within(walked.sorted_changes(), (lo, hi)):
+    for found in _CHANGED.finditer(walked.seen, lo - start, hi - start):
         files.root.check_time()
-        code = walked.changed[i]
+        i = start + found.start()
+        code = walked.code(i - start)
         yield as_text(index.paths[i][len(top):]), "filtered" if code == "filtered" else " " + code
 
 

@@ -9,18 +9,20 @@ unambiguous prefix of a commit; tags peeled to their commit; each `~` or `^` ste
 call's deadline, and a commit met again on the way (a cycle, which only objects whose names
 lie can make) is `unsafe_repository`, found, not walked. Every ref file is read through the
 git directory's confined opener; a symbolic ref is followed only to a well-formed name under
-`refs/`, at most 5 deep. Replace refs, grafts and `shallow` are never read.
+`refs/`, at most 5 deep. `packed-refs` is looked through a piece at a time for each name
+asked, never kept (W5). Replace refs, grafts and `shallow` are never read.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 
 from clankie.core.vocabulary import WorkspaceCode
 
 from .confine import Refusal
-from .gitfiles import GitDir
+from .gitfiles import READ, GitDir, chunks, too_large
 from .gitobjects import ObjectStore
 from .gittrees import cycle, parse_commit
 
@@ -69,7 +71,6 @@ class Refs:
         self.gitdir = gitdir
         self.store = store
         self.hash_size = store.hash_size
-        self._packed: bytes | None = None
 
     def head(self) -> tuple[str | None, bytes | None]:
         """The checked-out branch (None when detached) and the commit HEAD names (None
@@ -180,14 +181,34 @@ class Refs:
         return data.decode("ascii", "replace") if data is not None else None
 
     def _packed_ref(self, name: str) -> bytes | None:
-        if self._packed is None:
-            self._packed = (self.gitdir.read("packed-refs", PACKED_REFS_BYTES) or b"") + b"\n"
-        # A ref name holds no space or newline, so " NAME\n" is the end of its own line
-        end = self._packed.find(b" " + name.encode("ascii") + b"\n")
-        if end < 0:
+        """The ID `packed-refs` gives `name`, its line (`ID NAME`) looked for a piece at a
+        time: the file is never kept whole (W5), and read again for each name asked."""
+        fd = self.gitdir.open_file("packed-refs")
+        if fd is None:
             return None
-        start = self._packed.rfind(b"\n", 0, end) + 1
-        return self._hex(self._packed[start:end].decode("ascii", "replace"))
+        try:
+            if os.fstat(fd).st_size > PACKED_REFS_BYTES:
+                raise too_large(f"its packed-refs is more than the {PACKED_REFS_BYTES} bytes "
+                                "these tools read")
+            line = re.compile(rb"\n([0-9a-f]{%d}) %s\n" % (2 * self.hash_size,
+                                                           re.escape(name.encode("ascii"))))
+            keep = 2 * self.hash_size + len(name) + 3  # (a line cut between two pieces)
+            carried = b"\n"  # (the first line starts after a newline too)
+            with self.store.bounds.holding(2 * (READ + keep), "reading packed-refs"):
+                for read, piece in enumerate(chunks(fd, 0)):
+                    self.store.check_time()
+                    if read * READ > PACKED_REFS_BYTES:  # it grew meanwhile
+                        raise too_large(f"its packed-refs is more than the "
+                                        f"{PACKED_REFS_BYTES} bytes these tools read")
+                    window = carried + piece
+                    found = line.search(window)
+                    if found:
+                        return bytes.fromhex(found[1].decode("ascii"))
+                    carried = window[-keep:]
+                found = line.search(carried + b"\n")  # (a last line without its newline)
+                return bytes.fromhex(found[1].decode("ascii")) if found else None
+        finally:
+            os.close(fd)
 
     def _hex(self, text: str) -> bytes | None:
         text = text.strip()[:2 * self.hash_size + 1].split()[0] if text.strip() else ""

@@ -300,8 +300,9 @@ class History:
 
     def log(self, start: bytes, parts: list[bytes], limit: int) -> list[Commit]:
         """Up to `limit` commits from `start`, newest commit date first (ties in the order
-        they were found); with `parts`, only those that changed that path, following a
-        merge's parent that did not change it, as `git rev-list -- PATH` does. The queue
+        they were found); with `parts`, only those that changed that path, following only a
+        merge's first parent that did not change it (the others are not even looked at),
+        as `git rev-list -- PATH` does. The queue
         keeps each commit waiting by its date and ID only (a commit is read again when its
         turn comes: an octopus merge's thousand parents, each a merge of a thousand, are
         never all held parsed), and the queue and the commits seen are counted on the
@@ -340,19 +341,14 @@ class History:
             held.give(_queued(entry))
             commit = self.commit(entry[2])
             parents = list(commit.parents)
-            if parts:
+            show = True
+            if parts:  # Git's default simplification: the first parent that did not change
+                # the path is the only one followed, and the commit is not shown
                 mine = self.entry(commit.tree, parts)
-                same = [p for p in parents if self._path_at(p, parts) == mine]
-                if not parents:
-                    show = mine is not None
-                elif len(parents) == 1:
-                    show = not same
-                else:
-                    show = not same
-                    if same:
-                        parents = same[:1]
-            else:
-                show = True
+                same = next((p for p in parents if self._path_at(p, parts) == mine), None)
+                show = same is None if parents else mine is not None
+                if same is not None:
+                    parents = [same]
             if show:
                 shown.append(commit)
             for parent in parents:

@@ -58,12 +58,15 @@ class Tool(Generic[A, R]):
     run: Callable[[Root, A, ToolSettings], R]
     summary: Callable[[A, R], str]
 
-    def call(self, root: Root, args: A, settings: ToolSettings
+    def call(self, root: Root, args: A, settings: ToolSettings, room: int | None = None
              ) -> tuple[dict[str, object], str]:
-        """The result as the model reads it (its strings all text: `_text_only`), and the
-        activity's summary of the call, made from that same result."""
+        """The result as the model reads it (its strings all text: `_text_only`; a list cut
+        to fit `room` bytes: `fitted`), and the activity's summary of the call, made from
+        that same result."""
         result = _text_only(self.run(root, args, settings).model_dump())
         assert isinstance(result, dict)
+        if room is not None:
+            result = fitted(result, room)
         return result, self.summary(args, self.result.model_validate(result))
 
 
@@ -197,8 +200,9 @@ def parse_arguments(name: str, arguments: str) -> tuple[Tool[Any, Any], t.ToolAr
 
 
 def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
-              settings: ToolSettings) -> Outcome:
-    """Run one workspace tool call; never raises for anything a model or workspace does."""
+              settings: ToolSettings, room: int | None = None) -> Outcome:
+    """Run one workspace tool call; never raises for anything a model or workspace does. A
+    list result is cut to fit `room` bytes when given (`fitted`)."""
     parsed = parse_arguments(name, arguments)
     if isinstance(parsed, Outcome):
         return parsed
@@ -210,7 +214,7 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
     try:
         with Root(workspace, home=settings.home, home_files=settings.home_files) as root:
             _not_in_home(root, args)
-            result, summary = tool.call(root, args, settings)
+            result, summary = tool.call(root, args, settings, room)
     except Refusal as refusal:  # the reason too: the owner reads the summary, not the result
         return refused(refusal.code, refusal.reason,
                        f"{name}{target}: refused {refusal.code}: {refusal.reason}")
@@ -220,6 +224,32 @@ def call_tool(name: str, arguments: str, workspace: WorkspaceIdentity | None,
                                  reason=f"the file system said: {exc.strerror}").model_dump(),
                        "error", WorkspaceCode.IO_ERROR, f"{name}{target}: error")
     return Outcome(result, "ok", None, summary[:200])
+
+
+def fitted(result: dict[str, object], room: int) -> dict[str, object]:
+    """A list result (`entries`) cut to its first entries so that its JSON fits the `room`
+    bytes the run has left (W10), the cut said with numbers in its note (W5); unchanged
+    when it fits, and when not even one entry would (the caller refuses it then)."""
+    entries = result.get("entries")
+    if not isinstance(entries, list) or _size(result) <= room:
+        return result
+
+    def cut(shown: int) -> dict[str, object]:
+        said = (f"only the first {shown} of {len(entries)} entries are shown, to fit the "
+                f"{room} bytes of tool results this run has left (setting run_tool_budget)")
+        note = result.get("note")
+        return {**result, "entries": entries[:shown], "truncated": True,
+                "note": f"{note}; {said}" if note else said}
+
+    fits, over = 0, len(entries)  # cut(fits) fits or is `result`, cut(over) does not
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        fits, over = (middle, over) if _size(cut(middle)) <= room else (fits, middle)
+    return cut(fits) if fits else result
+
+
+def _size(result: dict[str, object]) -> int:
+    return len(Outcome(result, "ok", None, "").text.encode("utf-8"))
 
 
 def _text_only(value: object) -> object:

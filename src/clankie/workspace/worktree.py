@@ -15,7 +15,8 @@ deadline, and holds bounded memory: of each folder on its way down it keeps the 
 and types of its entries only (never their status), counted on the call's memory account
 while it is held (`bounds.Bounds`: past it, `repository_too_large`); it looks at most at
 `FOLDER_ENTRIES` entries of one folder and goes `MAX_LEVELS` folders deep (`partial` says
-what it left).
+what it left). The rules of a file the walk did not reach are found down the folders of
+its path, and only those of the last path asked are kept (counted), never one a folder.
 """
 
 from __future__ import annotations
@@ -102,6 +103,21 @@ class _Folder:
     next: int = 0
 
 
+@dataclass(slots=True)
+class _Step:
+    """One folder of the last path whose rules were asked: the rules from above it, whether
+    it (or a folder above it) is ignored, and the rules for its files once asked."""
+
+    name: str
+    above: Rules
+    ignored: bool
+    inside: Rules | None = None
+    held: int = 0  # counted on the call's account while it is kept
+
+
+_STEP_BYTES = sys.getsizeof(_Step("", Rules(), False)) + SLOT  # one, with its slot
+
+
 @dataclass
 class Worktree:
     """One tool call's view of the workspace: the index entries beneath it, the rules in
@@ -111,8 +127,7 @@ class Worktree:
     repo: Repository | None
     index: Index | None = None
     rules: Rules = field(default_factory=Rules)
-    _rules_at: dict[str, tuple[Rules, bool]] = field(default_factory=dict)  # from above
-    _rules_in: dict[str, Rules] = field(default_factory=dict)  # for the files in a folder
+    _chain: list[_Step] = field(default_factory=list)  # the folders of the last path asked
     looked: int = 0
     folder_fd: int = -1  # while the walk has just yielded an entry: its folder, open
     cut_folders: int = 0  # folders holding more than FOLDER_ENTRIES entries
@@ -335,35 +350,49 @@ class Worktree:
     def _rules_for(self, path: str) -> Rules:
         """The rules in force for the files of the folder holding `path`."""
         folder = path.rpartition("/")[0] or "."
-        rules = self._rules_in.get(folder)
-        if rules is None:
-            rules = self._rules_down_to(folder)[0]
+        return self._inside(self._step(folder), folder)
+
+    def _inside(self, step: _Step, folder: str) -> Rules:
+        """The rules for the files of `folder`, whose step is `step`."""
+        if step.inside is None:
             found = self._or_indexed(folder, [self._read_rule_file(join(folder, name))
                                               for name in _RULE_FILES])
-            rules = self._rules_in[folder] = rules.below(self._base(folder), found[0], found[1])
-        return rules
+            step.inside = step.above.below(self._base(folder), found[0], found[1])
+        return step.inside
 
     def _rules_down_to(self, folder: str) -> tuple[Rules, bool]:
         """The rules in force in `folder` (workspace-relative) from the folders above it,
         and whether it, or a folder above it within the workspace, is ignored."""
         if self.repo is None:
             return self.rules, False
-        known = self._rules_at.get(folder)
-        if known is not None:
-            return known
-        rules = self.rules
-        here = "."
-        found_ignored = False
-        for part in [p for p in folder.split("/") if p not in ("", ".")]:
-            found = self._or_indexed(here, [self._read_rule_file(join(here, name))
-                                            for name in _RULE_FILES])
-            rules = rules.below(self._base(here), found[0], found[1])
+        step = self._step(folder)
+        return step.above, step.ignored
+
+    def _step(self, folder: str) -> _Step:
+        """The last step of `_chain` down to `folder`, the steps the last folder asked
+        shares with it kept (paths come in Git's order, or the walk's: a folder's files
+        are asked together, so its rules are found once)."""
+        parts = [p for p in folder.split("/") if p not in ("", ".")]
+        chain = self._chain
+        if not chain:
+            chain.append(_Step(".", self.rules, False))
+        keep = 1
+        while keep < len(chain) and keep <= len(parts) and chain[keep].name == parts[keep - 1]:
+            keep += 1
+        for gone in chain[keep:]:
+            self.root.bounds.give(gone.held)
+        del chain[keep:]
+        here = "/".join(parts[:keep - 1]) or "."
+        for part in parts[keep - 1:]:
+            parent = chain[-1]
+            rules = self._inside(parent, here)
             here = join(here, part)
-            if not found_ignored and rules.ignored(self.top(here), True):
-                found_ignored = True  # (the rules below still count: attributes apply to
-                # the tracked files of an excluded folder)
-        self._rules_at[folder] = (rules, found_ignored)
-        return rules, found_ignored
+            step = _Step(part, rules, parent.ignored or rules.ignored(self.top(here), True))
+            # (an ignored folder's rules still count: attributes apply to its tracked files)
+            step.held = sys.getsizeof(part) + _STEP_BYTES
+            self.root.bounds.take(step.held, "the rules of the folders of a path")
+            chain.append(step)
+        return chain[-1]
 
     def _base(self, folder: str) -> str:
         return self.top(folder) if folder == "." else self.top(folder) + "/"
