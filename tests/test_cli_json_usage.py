@@ -7,6 +7,7 @@ tests/e2e/test_cli_waiting.py show the ones said after a read, an unmatched pref
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 import pytest
@@ -73,5 +74,34 @@ def test_section10_without_json_a_usage_error_leaves_stdout_empty(
     # `--json` as the value of an option (a text answer) or after `--` asks for nothing.
     assert main(["conversations", "list", "--", "--json"]) == USAGE
     assert capsys.readouterr().out == ""
-    assert main(["chat", "--json"]) == USAGE  # a command without --json: click's words only
-    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("line", [["chat", "--json"], ["mcp", "config", "--json"],
+                                  ["mcp", "config", "claude", "--json"],
+                                  ["init", "--json", "--no-such-option"],
+                                  ["--json", "conversations", "list"],
+                                  ["serve", "--json"]], ids=" ".join)
+def test_section10_json_anywhere_makes_a_usage_error_a_problem_document(
+        line: list[str], capsys: pytest.CaptureFixture[str]):
+    """Issue 42 (a new owner's trial): `--json` anywhere before `--` asks for JSON, also on
+    a command that has no such option (its usage error is then that very option): the
+    problem document on stdout, click's words on stderr, exit 2."""
+    assert main(line) == USAGE
+    said = capsys.readouterr()
+    problem_of(said.out)
+    assert said.err
+
+
+def test_issue42_init_json_says_the_home_and_the_token_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """`init --json`: the home, the operator token's file, and whether this run set it up
+    (it is idempotent: a second run sets up nothing); never the token itself."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("CLANKIE_HOME", str(home))
+    monkeypatch.delenv("CLANKIE_TOKEN", raising=False)
+    for created in (True, False):
+        assert main(["init", "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result == {"home": str(home), "token_file": str(home / "operator.token"),
+                          "created": created}
+    assert (home / "operator.token").read_text().strip() not in json.dumps(result)

@@ -108,6 +108,8 @@ def test_issue42_no_user_manager_install_writes_the_unit_and_prints_the_commands
     assert shown["installed"] is True and shown["origin"] == "clankie"
     assert shown["user_manager"]["reachable"] is False and shown["active"] is None
     assert shown["answers"] is False
+    # issue 42: status's `runs` and `environment` have install's types and values
+    assert (shown["runs"], shown["environment"]) == (result["runs"], result["environment"])
 
 
 def test_issue42_install_before_init_is_refused_with_the_fix(user: User):

@@ -120,6 +120,35 @@ def test_issue42_the_launchd_plist_parses_with_keepalive_and_the_same_words(tmp_
 
 
 @pytest.mark.parametrize("platform", [LINUX, MACOS])
+def test_issue42_status_reads_back_what_install_wrote_in_installs_types(
+        platform: Platform, tmp_path: Path):
+    """Issue 42, "read every `--json` as a program would": `status` gives `runs` as the argv
+    list and `environment` as the object that `install --json` gives, parsed back from the
+    unit (systemd's quoting, `%%` and `$$` undone) or the plist, for odd paths too."""
+    home = tmp_path / "home %n $X \"q' \\z"
+    made = launched(home, "--web", "127.0.0.1:8766", pythonpath="/src",
+                    executable=str(tmp_path / "a b%h$HOME" / "python"))
+    text = (decide.systemd_unit(made, "0.1.0") if platform is LINUX
+            else decide.launchd_plist(made, "0.1.0", tmp_path / "log"))
+    assert decide.described(text, platform) == {"runs": list(made.argv),
+                                                "environment": dict(made.environment)}
+
+
+def test_issue42_status_reads_a_units_own_quoting_or_says_it_cannot():
+    """A unit not install's: systemd's words (unquoted, single-quoted, several assignments
+    on one `Environment=` line) are read as systemd reads them; a line that is no systemd
+    words gives null, never a string in place of the list."""
+    text = ("[Service]\nExecStart=/usr/bin/clankie serve 'a b' \"c\\\"d\"\n"
+            "Environment=A=1 'B=two words'\nEnvironment=\"C=3\"\n")
+    assert decide.described(text, LINUX) == {
+        "runs": ["/usr/bin/clankie", "serve", "a b", 'c"d'],
+        "environment": {"A": "1", "B": "two words", "C": "3"}}
+    broken = "[Service]\nExecStart=/usr/bin/clankie \"serve\nEnvironment=NOEQUALS\n"
+    assert decide.described(broken, LINUX) == {"runs": None, "environment": None}
+    assert decide.described("[Service]\n", LINUX) == {"runs": None, "environment": {}}
+
+
+@pytest.mark.parametrize("platform", [LINUX, MACOS])
 def test_issue42_the_seal_tells_clankies_own_file_an_edited_one_and_someone_elses(
         platform: Platform, tmp_path: Path):
     """Decision "What install does with a file that is there": only a file whose seal

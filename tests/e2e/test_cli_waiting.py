@@ -217,6 +217,14 @@ def test_section10_send_wait_prints_the_reply_and_the_question_and_exits_0(
             ("clankie", "Let me look.")]
         assert [(q["prompt"], q["status"]) for q in got["questions"]] == [
             ("Tabs or spaces?", "pending")]
+        # issue 42: the binding is data in send's own reply; answered with it, no read first
+        snap = ok_json(served, "conversations", "questions", other)
+        assert (got["incarnation"], got["revision"]) == (snap["incarnation"], snap["revision"])
+        question = got["questions"][0]
+        answered = cli(served, "conversations", "answer", other, question["request_id"],
+                       "--incarnation", got["incarnation"], "--revision",
+                       str(got["revision"]), "--option", question["options"][1]["option_id"])
+        assert answered.returncode == 0, answered
     finally:
         served.stop()
 

@@ -109,7 +109,8 @@ def test_h2_issue42_pair_web_json_prints_one_object_a_line_and_says_so_in_help(
     helped = clankie("devices", "pair", "--help", home=web.home.path)
     assert "JSON Lines" in " ".join(helped.stdout.split()), helped.stdout
     with (tmp_path / "stderr").open("w") as errors:
-        proc, lines = pair_process(web, "--here", "--json", stderr=errors)
+        proc, lines = pair_process(web, "--here", "--json", "--name", "pixel", "--mode",
+                                   "read_only", stderr=errors)
         try:
             started = json.loads(lines.until(lambda line: True, 30))
             assert {"pairing_id", "code", "word", "expires_at", "url"} <= set(started)
@@ -127,6 +128,9 @@ def test_h2_issue42_pair_web_json_prints_one_object_a_line_and_says_so_in_help(
     assert len(said) == 2, said
     paired = json.loads(said[1])
     assert paired["paired"] == started["pairing_id"] and paired["browser"]
+    # issue 42 (trial): what paired is named as data; `paired` is kept for compatibility
+    assert (paired["credential_id"], paired["name"], paired["mode"]) == (
+        paired["paired"], "pixel", "read_only")
 
 
 def test_section10_issue42_pair_web_json_failures_are_problem_documents(
@@ -150,7 +154,8 @@ def test_section10_issue42_pair_web_json_failures_are_problem_documents(
     problem = json.loads(no_page.stdout)
     assert problem["code"] == "web_not_served" and "clankie serve --web" in problem["fix"]
     with (tmp_path / "stderr").open("w") as errors:
-        proc, lines = pair_process(web, "--here", "--json", stderr=errors)
+        proc, lines = pair_process(web, "--here", "--json", "--name", "pixel", "--mode",
+                                   "read_only", stderr=errors)
         try:
             started = json.loads(lines.until(lambda line: True, 30))
             web.stop()

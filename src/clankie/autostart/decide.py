@@ -252,9 +252,10 @@ def origin(text: str) -> Origin:
 
 
 def described(found: str, platform: Platform) -> dict[str, object]:
-    """What a unit found says it runs, as written there (for `status`): the systemd unit's
-    `ExecStart=` and `Environment=` lines, or the plist's program and variables; nothing
-    that cannot be read so."""
+    """What a unit found says it runs (for `status`), in the types `install --json` gives:
+    `runs` the command line as a list, `environment` the variables as an object; read back
+    from the systemd unit's `ExecStart=` and `Environment=` lines (`unit_words`) or the
+    plist's program and variables; None for what cannot be read so."""
     if platform is Platform.MACOS:
         try:
             document = plistlib.loads(found.encode("utf-8", "surrogateescape"))
@@ -265,10 +266,67 @@ def described(found: str, platform: Platform) -> dict[str, object]:
         return {"runs": document.get("ProgramArguments"),
                 "environment": document.get("EnvironmentVariables")}
     lines = [line.strip() for line in found.splitlines()]
-    return {"runs": next((line.removeprefix("ExecStart=") for line in lines
-                          if line.startswith("ExecStart=")), None),
-            "environment": [line.removeprefix("Environment=") for line in lines
-                            if line.startswith("Environment=")]}
+    start = next((line.removeprefix("ExecStart=") for line in lines
+                  if line.startswith("ExecStart=")), None)
+    runs = None if start is None else unit_words(start, command=True)
+    environment: dict[str, str] | None = {}
+    for line in lines:
+        if line.startswith("Environment=") and environment is not None:
+            words = unit_words(line.removeprefix("Environment="), command=False)
+            if words is None or not all("=" in w for w in words):
+                environment = None
+            else:
+                environment |= dict(w.split("=", 1) for w in words)
+    return {"runs": runs, "environment": environment}
+
+
+_ESCAPES: Final = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r",
+                   "s": " ", " ": " "}
+
+
+def unit_words(line: str, *, command: bool) -> list[str] | None:
+    """The words of an `ExecStart=` (`command`) or `Environment=` value as systemd reads
+    them, the inverse of `_unit_quoted`: split at blanks outside quotes (double or single,
+    which must end a word), backslash escapes undone, `%%` read as `%` and, in a command
+    line, `$$` as `$`; None for what is no systemd words (an open quote, an unknown escape).
+    Other specifiers (`%h`) and variables (`$X`) are left as written."""
+    words: list[str] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in " \t":
+            i += 1
+        if i == n:
+            return words
+        word: list[str] = []
+        quote = line[i] if line[i] in "\"'" else None
+        i += quote is not None
+        while i < n and (line[i] != quote if quote else line[i] not in " \t"):
+            if line[i] == "\\":
+                if i + 1 == n or line[i + 1] not in _ESCAPES:
+                    return None
+                word.append(_ESCAPES[line[i + 1]])
+                i += 2
+            else:
+                word.append(line[i])
+                i += 1
+        if quote:
+            if i == n or (i + 1 < n and line[i + 1] not in " \t"):
+                return None  # an open quote, or a closing one that does not end the word
+            i += 1
+        words.append(_unspecified("".join(word), command))
+
+
+def _unspecified(word: str, command: bool) -> str:
+    out, i = [], 0
+    while i < len(word):
+        pair = word[i:i + 2]
+        if pair == "%%" or (command and pair == "$$"):
+            out.append(pair[0])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return "".join(out)
 
 
 # ------------------------------------------------------------------ install and uninstall

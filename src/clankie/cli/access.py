@@ -180,7 +180,10 @@ def _paired(device: dto.CredentialOut, name: str, mode: str, as_json: bool) -> N
     revoke it at once, so that a code used by someone else is seen."""
     what = describe(device.user_agent)
     if as_json:
-        print_json({"paired": device.credential_id, "browser": what,
+        # `credential_id`, `name`, `mode`: what paired, as data (issue 42); `paired` (the
+        # same ID) is kept for programs and tests written against it
+        print_json({"paired": device.credential_id, "credential_id": device.credential_id,
+                    "name": name, "mode": mode, "browser": what,
                     "paired_at": device.created_at})
         return
     say(f"paired: {name} ({mode}), device {device.credential_id}")

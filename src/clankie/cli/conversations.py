@@ -466,11 +466,15 @@ def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: in
     if live is not None:
         live.end_line()
     run = call(client, dto.RUN_GET, dto.RunRef(run_id=run_id), as_json=as_json)
-    questions = [call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c, request_id=r),
-                      as_json=as_json).request for r in asked]
-    if as_json:
+    snapshots = [call(client, dto.INPUT_GET, dto.InputGet(conversation_id=c, request_id=r),
+                      as_json=as_json) for r in asked]
+    questions = [s.request for s in snapshots]
+    if as_json:  # with the binding an answer needs (the latest read's), as data (issue 42)
+        bound = snapshots[-1] if snapshots else call(
+            client, dto.INPUT_GET, dto.InputGet(conversation_id=c), as_json=True)
         print_json({"message_id": sent.message_id, "run": run, "messages": said,
-                    "questions": questions})
+                    "questions": questions, "incarnation": bound.incarnation,
+                    "revision": bound.revision})
     else:
         for question in questions:
             if question is not None and question.status == "pending":

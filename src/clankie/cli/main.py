@@ -113,7 +113,9 @@ def completion(shell: str) -> None:
 
 
 @app.command()
-def init() -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the home, the token's file and whether this run created them.")
+def init(as_json: bool) -> None:
     """Create the home folder, the store, the owner and a first operator token."""
     from clankie.home import Home, make_home, write_token_file
     from clankie.service import Service
@@ -128,11 +130,15 @@ def init() -> None:
         token = service.devices.init_owner(reissue=not home.token_file.exists())
     finally:
         store.close()
-    if token is None:
+    if token is not None:
+        write_token_file(home, token)
+    if as_json:  # never the token: its file is the way to it
+        print_json({"home": str(home.path), "token_file": str(home.token_file),
+                    "created": token is not None})
+    elif token is None:
         say(f"clankie is already set up in {home.path}")
-        return
-    write_token_file(home, token)
-    say(f"clankie is set up in {home.path}; operator token in {home.token_file}")
+    else:
+        say(f"clankie is set up in {home.path}; operator token in {home.token_file}")
 
 
 @app.command()
@@ -215,15 +221,15 @@ def main(argv: list[str] | None = None) -> int:
 def _wants_json(exc: click.UsageError, argv: list[str] | None) -> bool:
     """Whether the command that failed to parse was given `--json` (SPEC section 10: with
     it, a usage error is a problem document on stdout too). What click parsed says so when
-    it got that far; else the words before a `--`, for a command that has the option (or a
-    mistyped one: which command was meant is not known, but JSON was asked for)."""
+    it got that far; else `--json` anywhere in the words before a `--`, whatever the
+    command: on one without the option (`chat --json`), the usage error is that option,
+    and JSON was asked for all the same (issue 42)."""
     ctx = exc.ctx
     if ctx is not None and "as_json" in ctx.params:
         return bool(ctx.params["as_json"])
     words = sys.argv[1:] if argv is None else argv
     words = words[:words.index("--")] if "--" in words else words
-    return "--json" in words and (ctx is None or isinstance(ctx.command, click.Group) or any(
-        p.name == "as_json" for p in ctx.command.params))
+    return "--json" in words
 
 
 def _said(exc: Exception) -> int:
