@@ -1,5 +1,5 @@
 """The code blocks of the README and of its guides under docs/, as the tests read them
-(issue 42; the rule is docs/decisions-i42-readme.md):
+(issue 42; the rule is docs/decisions.md ("Issue 42: a README people can read")):
 
 - every code block is fenced and names what it holds: `sh` (commands), `toml` (settings),
   `json` (a script), `text` (what a command prints, or a file that is none of ours);

@@ -1,7 +1,7 @@
 """Issue 42: `clankie service install|uninstall|status` as real `clankie` processes, each in a
 user environment of the test's own (HOME, XDG_CONFIG_HOME, an empty XDG_RUNTIME_DIR: no user
 service manager answers there, as in this container), with decisions cited by heading from
-docs/decisions-i42-service.md.
+docs/decisions.md, "Issue 42: `clankie service ...`".
 
 Where no user manager answers, install writes the unit, says so plainly and prints the
 commands that enable and start it: that is tested here, on every machine. The same commands

@@ -1,7 +1,8 @@
 """Issue 42: the README keeps what a new owner needs in five minutes and links a guide under
 docs/ for the rest; every code block of the README and the guides says what it holds, and
 every command in them is one clankie has (tests/guides.py says how blocks are read;
-tests/e2e/test_guides.py runs them; the rule is docs/decisions-i42-readme.md)."""
+tests/e2e/test_guides.py runs them; the rule is in docs/decisions.md, "Issue 42: a README
+people can read")."""
 
 from __future__ import annotations
 

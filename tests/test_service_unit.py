@@ -1,6 +1,6 @@
 """Issue 42, "a service that runs itself": the pure decisions of `clankie service`
-(`clankie.autostart.decide`; docs/decisions-i42-service.md, cited by heading as "decision
-...").
+(`clankie.autostart.decide`; docs/decisions.md, "Issue 42: `clankie service ...`", cited by
+heading as "decision ...").
 
 The systemd unit is checked by a real `systemd-analyze --user verify` (clean: exit 0 and not
 a word said), for plain paths and for paths with every character systemd treats specially;

@@ -10,7 +10,8 @@ the service, as `SESSIONS` lists; a reader's pace is kept by two waits the runne
 `clankie serve ... &` until it answers, and after `conversations send` without `--wait`
 until the run it started has ended. Each block not run still has each of its `clankie`
 commands' `--help` run, and every option it uses must be there. The rule is
-docs/decisions-i42-readme.md; tests/test_guides.py checks the rest in process.
+docs/decisions.md ("Issue 42: a README people can read"); tests/test_guides.py checks the
+rest in process.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """What `clankie service` writes, where, and whether what it finds is its own; pure.
 
-Owns the decisions of docs/decisions-i42-service.md that need no I/O: the platform's file
-and its path (`unit_path`), what the service runs (`launch`: the running install's entry
-point, the home it serves, the `PYTHONPATH` entry clankie was imported from), the text of
-the systemd unit and of the launchd plist, each sealed with a digest of what install wrote
-so that `origin` tells clankie's own file from one edited since and from someone else's;
-what `install` does with the file it finds (`install_write`), what `uninstall` may remove
-(`may_remove`), who may do either (`root_refusal`: never as root for a user), and the
-commands that enable, start, stop and disable the service.
+Owns the decisions of docs/decisions.md ("Issue 42: `clankie service ...`") that need no
+I/O: the platform's file and its path (`unit_path`), what the service runs (`launch`: the
+running install's entry point, the home it serves, the `PYTHONPATH` entry clankie was
+imported from), the text of the systemd unit and of the launchd plist, each sealed with a
+digest of what install wrote so that `origin` tells clankie's own file from one edited since
+and from someone else's; what `install` does with the file it finds (`install_write`), what
+`uninstall` may remove (`may_remove`), who may do either (`root_refusal`: never as root for
+a user), and the commands that enable, start, stop and disable the service.
 
 Facts (the platform, the environment, folders' owners, the text found) come in as
 arguments: nothing here reads a file, runs a program or looks at the clock. A refusal is

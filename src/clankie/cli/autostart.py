@@ -1,5 +1,6 @@
 """`clankie service install|uninstall|status`: `clankie serve` started at login and again
-after a crash by the owner's own service manager (issue 42, docs/decisions-i42-service.md).
+after a crash by the owner's own service manager (issue 42; docs/decisions.md, "Issue 42:
+`clankie service ...`").
 
 Owns these commands' options and what a person (or, with --json, a program) reads. It
 decides nothing: `clankie.autostart.decide` says what is written, where, and whether it may
