@@ -38,9 +38,9 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("credentials", "list"): [], ("credentials", "revoke"): [C],
 }
 # `doctor --json` reports an unreachable service as one of its checks, in its own document;
-# `service install|uninstall|status` talk to the login's service manager, not to clankie's
-# (tests/test_cli_service.py reads their documents).
-SENDING = [w for w in WITH_JSON if w != ("doctor",) and w[0] != "service"]
+# `init` makes a home and `service install|uninstall|status` talk to the login's service
+# manager: none sends to clankie's service (tests/test_cli_service.py reads theirs).
+SENDING = [w for w in WITH_JSON if w not in {("doctor",), ("init",)} and w[0] != "service"]
 
 
 def test_every_json_command_but_doctor_has_arguments_here():

@@ -40,9 +40,9 @@ def runner(world: World) -> Iterator[Runner]:
 def pending(world: World, c: str) -> dict[str, Any]:
     """The snapshot once the conversation's question waits and no run of it is left."""
     def settled() -> dict[str, Any] | None:
-        snap = world.snapshot(c)
         with world.store.read() as tx:
             running = tx.unfinished_runs(c)
+        snap = world.snapshot(c)  # read after: a run finishing between moves the revision
         return snap if snap["pending"] and not running else None
     return eventually(settled, f"a question pending in {c} and its run finished",
                       timeout=20)
