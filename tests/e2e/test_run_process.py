@@ -47,8 +47,18 @@ def children(pid: int) -> list[int]:
 
 
 def run_process(world: World) -> int:
-    [child] = eventually(lambda: children(world.served.proc.pid), "the run process",
-                         timeout=20)
+    """The run process, once it runs its own program: a child stopped between its fork and
+    its exec would hold `serve`'s start of it (`Popen` waits for the exec), which no
+    signal but this test's can do."""
+    def started() -> int | None:
+        for child in children(world.served.proc.pid):
+            try:
+                if b"clankie.service.runner_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    return child
+            except OSError:
+                continue
+        return None
+    child: int = eventually(started, "the run process", timeout=20)
     return child
 
 
