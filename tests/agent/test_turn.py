@@ -173,6 +173,19 @@ def test_the_scripted_model_plays_entry_k_for_run_k_with_the_answer():
     assert len(tools.said) == 2
 
 
+def test_in_a_run_a_message_started_answer_is_what_the_owner_said_last():
+    """Issue 42, tried as a new owner: typing the license as a message instead of answering
+    made the example script say "Noted: ."; `{answer}` is then the owner's latest words."""
+    model = ScriptedModel({"turns": [[{"say": "ok"}], [{"say": "Noted: {answer}."}]]})
+    tools = Recorder()
+    said = context(run_index=1, history=(("owner", "hello"), ("clankie", "ok"),
+                                         ("owner", "MIT")))
+    run_turn(model.for_run(said), said, tools)
+    nothing = context(run_index=1, history=(("clankie", "ok"),))
+    run_turn(model.for_run(nothing), nothing, tools)
+    assert tools.said == ["Noted: MIT.", "Noted: ."]
+
+
 @pytest.mark.parametrize("text,said", [
     ('{"turns": [[{"say": "hi"}], [{"ask": {}}, {"sya": "x"}]]}',
      'turns[1][1] {"sya": "x"} is not an action'),

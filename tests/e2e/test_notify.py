@@ -127,6 +127,15 @@ def test_notify_on_resolved_adds_one_document_per_ending(tmp_path: Path, workspa
         assert events[:3] == [("input_requested", None), ("input_resolved", "answered"),
                               ("input_requested", None)]
         assert documents(out)[1]["request_id"] == request
+        # Issue 42: the ending is the receipt's, as data: who answered and the run it
+        # started, as `input_get` gives them, never to be taken from words.
+        with served.client() as client:
+            receipt = client.call("input_get", {"conversation_id": c,
+                                                "request_id": request})["request"]["receipt"]
+        resolved = documents(out)[1]
+        assert {k: resolved[k] for k in ("receipt_id", "answered_by", "run_id")} == {
+            k: receipt[k] for k in ("receipt_id", "answered_by", "run_id")}
+        assert resolved["answered_by"]["kind"] == "operator", resolved
     finally:
         assert served.stop() == 0
 

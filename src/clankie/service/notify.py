@@ -54,6 +54,13 @@ class AskerDoc(TypedDict):
     client: str | None
 
 
+class AnswererDoc(TypedDict):
+    """Who answered or cancelled (SPEC R2 `answered_by`): a credential and its kind."""
+
+    credential_id: str
+    kind: str
+
+
 class HookDocument(TypedDict):
     """What a hook reads on standard input (see `document`), in the order it is written:
     what every document says, then what its event adds."""
@@ -66,16 +73,18 @@ class HookDocument(TypedDict):
     answer_url: NotRequired[str]
     asker: NotRequired[AskerDoc]
     asked_by: NotRequired[str]  # always there; set last of what every document says
-    # input_resolved
+    # input_resolved (from its receipt; `run_id` too)
     outcome: NotRequired[str]
     reason: NotRequired[str | None]  # and continuation_failed
+    receipt_id: NotRequired[str | None]
+    answered_by: NotRequired[AnswererDoc | None]
     # input_requested
     kind: NotRequired[str]
     prompt: NotRequired[str]
     options: NotRequired[list[str]]
     expires_at: NotRequired[str]
-    # continuation_failed
-    run_id: NotRequired[str]
+    # continuation_failed (and input_resolved)
+    run_id: NotRequired[str | None]
     error: NotRequired[str | None]
 
 MAX_RUNNING = 4
@@ -213,12 +222,18 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
     its control and format characters as escapes), and for an agent `asker` (its
     credential's ID and name, the MCP client's name, exact; the workspace is `workspace`).
     An ending says its `outcome` and, from the receipt, its `reason` (`restart` for R3's,
-    R9)."""
+    R9), `receipt_id`, `answered_by` and the continuation's `run_id`, as `input_get` gives
+    them (null each when the receipt is gone)."""
     doc = _about(conversation, event.type, event.request_id, question, web_origin)
     if isinstance(event, InputResolved):
         receipt = question.receipt if question is not None else None
+        by = receipt.answered_by if receipt is not None else None
         doc["outcome"] = event.outcome.value
         doc["reason"] = receipt.reason if receipt is not None else None
+        doc["receipt_id"] = receipt.receipt_id if receipt is not None else None
+        doc["answered_by"] = None if by is None else {"credential_id": by.credential_id,
+                                                      "kind": by.kind.value}
+        doc["run_id"] = receipt.run_id if receipt is not None else None
         return doc
     assert question is not None
     doc["kind"] = question.kind.value
