@@ -6,6 +6,7 @@ would read them. Each test names the rule it holds the service to.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -18,11 +19,12 @@ from typing import Any
 import pytest
 
 from clankie.clientcore import ApiError
-from tests.e2e.served import Served, finished
+from tests.e2e.served import Served, finished, run_status
 from tests.polling import eventually
 
 WORDS = " ".join(f"word{n}" for n in range(400))
 ENV = {"CLANKIE_STREAM_CHECKPOINT": "0.5", "CLANKIE_STREAM_INTERVAL": "0.05"}
+ENDED = ("succeeded", "failed", "cancelled")
 
 
 def conversation(served: Served) -> str:
@@ -223,7 +225,7 @@ def test_d3_a6_an_answer_bound_while_a_reply_streams_and_checkpoints_stays_curre
 
 # ------------------------------------------------------------------ a hostile endpoint
 
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
 
 from tests.e2e.test_providers import PROVIDERS, Provider  # noqa: E402
 from tests.fakes import (  # noqa: E402
@@ -303,6 +305,12 @@ class Hostile:
     endpoint: Endpoint
     served: Served
     workspace: Path
+    # Where this test's share begins, in a service that tests share (`hostile`): its
+    # requests, its standard error's lines and serve.log's bytes; and the runs it sent.
+    requests_from: int = 0
+    stderr_from: int = 0
+    log_from: int = 0
+    runs: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -315,8 +323,10 @@ class Hostile:
 
     def send(self, c: str, text: str = "go") -> str:
         with self.served.client() as client:
-            return str(client.call("conversation_send", {"conversation_id": c,
-                                                         "text": text})["run_id"])
+            run_id = str(client.call("conversation_send", {"conversation_id": c,
+                                                             "text": text})["run_id"])
+        self.runs.append(run_id)
+        return run_id
 
     def plan(self, *replies: Reply) -> None:
         with self.endpoint.arrived:
@@ -325,15 +335,42 @@ class Hostile:
     def sent(self) -> list[str]:
         """Every request body the endpoint received, as JSON text."""
         with self.endpoint.arrived:
-            return [json.dumps(r["body"], ensure_ascii=False) for r in self.endpoint.requests]
+            return [json.dumps(r["body"], ensure_ascii=False)
+                    for r in self.endpoint.requests[self.requests_from:]]
 
     def events(self, c: str) -> list[dict[str, Any]]:
         with self.served.client() as client:
             return tail(client, c)["events"]
 
+    def stderr(self) -> list[str]:
+        return self.served.log[self.stderr_from:]
+
     def log(self) -> str:
-        return "".join(self.served.log) + (self.served.home.path / "serve.log").read_text(
-            errors="replace")
+        with (self.served.home.path / "serve.log").open("rb") as f:
+            f.seek(self.log_from)
+            logged = f.read().decode(errors="replace")
+        return "".join(self.stderr()) + logged
+
+    def begin(self) -> Hostile:
+        """This test's share of a service tests share: a plan of its own, and what came
+        before it left out of `sent`, `stderr` and `log`."""
+        with self.endpoint.arrived:
+            self.endpoint.plan.clear()
+            self.requests_from = len(self.endpoint.requests)
+        self.stderr_from = len(self.served.log)
+        self.log_from = (self.served.home.path / "serve.log").stat().st_size
+        self.runs = []
+        return self
+
+    def end(self) -> None:
+        """Every run this test sent is finished, stopped if it has not: none makes a
+        request of the next test's plan."""
+        with self.served.client() as client:
+            for run_id in self.runs:
+                if run_status(client, run_id)["status"] not in ENDED:
+                    with contextlib.suppress(ApiError):
+                        client.call("run_cancel", {"run_id": run_id})
+                finished(client, run_id, timeout=30)
 
 
 def hostile_service(provider: Provider, tmp: Path, endpoint: Endpoint,
@@ -345,8 +382,30 @@ def hostile_service(provider: Provider, tmp: Path, endpoint: Endpoint,
     return Hostile(provider, endpoint, served, workspace)
 
 
+@pytest.fixture(scope="module", params=sorted(PROVIDERS))
+def shared(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
+    """One service and endpoint for each provider, for the tests that neither kill nor
+    restart it nor measure its memory: a service's start and its SDK's import were most of
+    this file's time (docs/testing.md)."""
+    with model_endpoint() as endpoint:
+        world = hostile_service(PROVIDERS[request.param],
+                                tmp_path_factory.mktemp(request.param), endpoint)
+        try:
+            yield world
+        finally:
+            world.served.stop()
+
+
+@pytest.fixture
+def hostile(shared: Hostile) -> Iterator[Hostile]:
+    yield shared.begin()
+    shared.end()
+
+
 @pytest.fixture(params=sorted(PROVIDERS))
-def hostile(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hostile]:
+def lone(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hostile]:
+    """A service of the test's own: it is killed, restarted, or its memory measured."""
     with model_endpoint() as endpoint:
         world = hostile_service(PROVIDERS[request.param], tmp_path, endpoint)
         try:
@@ -578,33 +637,32 @@ def checkpoint_of(served: Served) -> str | None:
 
 
 def test_d9_r3_a_kill_mid_stream_keeps_the_checkpoint_and_asks_the_model_nothing_again(
-        hostile: Hostile, tmp_path: Path):
+        lone: Hostile, tmp_path: Path):
     """D9, R3: SIGKILL while a reply streams: the next start stores the checkpoint's text
     as an `interrupted` message before the run's failure, makes no model request for the
     killed run, and the next turn's request reads the reply cut off (D10)."""
     marker = "KILLMARKER"
     pieces: list[str | float] = [f"{marker} "] + [p for n in range(60)
                                                   for p in (0.1, f"w{n} ")]
-    hostile.plan(Reply(events=text_stream(hostile.name, *pieces)))
-    c = hostile.conversation()
-    hostile.send(c)
-    seen = read_live_until(hostile, c, "w5 ")
-    eventually(lambda: checkpoint_of(hostile.served), "a checkpoint of what was seen",
+    lone.plan(Reply(events=text_stream(lone.name, *pieces)))
+    c = lone.conversation()
+    lone.send(c)
+    seen = read_live_until(lone, c, "w5 ")
+    eventually(lambda: checkpoint_of(lone.served), "a checkpoint of what was seen",
                until=lambda text: text is not None and text.startswith(seen["text"]))
-    hostile.served.stop(signal.SIGKILL)
-    asked = len(hostile.sent())
-    hostile.served = Served.start(hostile.served.home.path, init=False, script=None,
-                                  env={**hostile.provider.env(hostile.endpoint.url),
-                                       **HOSTILE_ENV})
-    with hostile.served.client() as client:
+    lone.served.stop(signal.SIGKILL)
+    asked = len(lone.sent())
+    lone.served = Served.start(lone.served.home.path, init=False, script=None,
+                               env={**lone.provider.env(lone.endpoint.url), **HOSTILE_ENV})
+    with lone.served.client() as client:
         [kept] = clankie_messages(client, c)
         assert kept["partial"] == "interrupted" and kept["message_id"] == seen["reply_id"]
         assert kept["text"].startswith(seen["text"])
-        assert len(hostile.sent()) == asked  # nothing run again
-        hostile.plan(Reply(events=text_stream(hostile.name, "After the restart.")))
-        run_id = hostile.send(c, "still there?")
+        assert len(lone.sent()) == asked  # nothing run again
+        lone.plan(Reply(events=text_stream(lone.name, "After the restart.")))
+        run_id = lone.send(c, "still there?")
         assert finished(client, run_id, timeout=30)["status"] == "succeeded"
-    request = hostile.sent()[-1]
+    request = lone.sent()[-1]
     assert "[cut off here: clankie restarted; what followed was lost]" in request
     assert kept["text"].replace("\n", "\\n") in request or kept["text"] in request
 
@@ -777,7 +835,7 @@ def test_d11_content_then_silence_goes_quiet_wakes_readers_then_stalls_and_is_wi
     assert "model_stall_timeout" in activity["summary"]
     assert activity["withdrawn"] == {"reply_id": seen["reply_id"], "length": seen["length"]}
     assert all("QUIETMARKER" not in body for body in hostile.sent())
-    assert sum("model_stall_timeout" in line for line in hostile.served.log) <= 1
+    assert sum("model_stall_timeout" in line for line in hostile.stderr()) <= 1
 
 
 def test_d11_pings_and_comments_alone_are_no_content_and_time_out_as_model_timeout(
@@ -850,29 +908,29 @@ def vm_hwm(pid: int) -> int:
 
 
 def test_d12_d3_a_reply_past_16_mib_fails_at_once_by_kind_and_place_in_bounded_memory(
-        hostile: Hostile):
+        lone: Hostile):
     """D12: a reply past 16 MiB in all fails the call at once (not tried again), its
     published text kept `failed`, the run's error naming its kind and its chunk's number;
     memory stays bounded (measured: the service's peak grows by about 170 MB for it, the
     failed message's storage and events included; D3's bound of twice the text is for
     the live reply's own objects, which a process's RSS cannot show)."""
     piece = "x" * 65_536
-    if hostile.name == "anthropic":
+    if lone.name == "anthropic":
         events = [*an_start(), an_block(0)] + [an_delta(0, piece)] * 300
     else:
         events = [oa({"content": piece})] * 300
-    hostile.plan(Reply(events=events, ending="stall"))
-    c = hostile.conversation()
-    before = vm_hwm(hostile.served.proc.pid)
-    with hostile.served.client() as client:
-        run = finished(client, hostile.send(c), timeout=60)
+    lone.plan(Reply(events=events, ending="stall"))
+    c = lone.conversation()
+    before = vm_hwm(lone.served.proc.pid)
+    with lone.served.client() as client:
+        run = finished(client, lone.send(c), timeout=60)
         assert run["status"] == "failed" and "16 MiB" in run["error"], run
         assert [e for e in tail(client, c)["events"] if e["type"] == "run_activity"] == []
         page = client.call("events_tail", {"conversation_id": c, "limit": 500})
-    grown = vm_hwm(hostile.served.proc.pid) - before
+    grown = vm_hwm(lone.served.proc.pid) - before
     [kept] = [e for e in page["events"] if e["type"] == "message" and e["author"] == "clankie"]
     assert kept["partial"] == "failed" and set(kept["text"]) == {"x"}
-    assert len(hostile.sent()) == 1
+    assert len(lone.sent()) == 1
     assert grown < 24 * 16 * 2**20, grown
     assert "chunk" in run["error"], run["error"]
 
@@ -1022,32 +1080,32 @@ def test_d2_generated_hostile_text_is_stored_exactly_as_it_was_shown(hostile: Ho
 
 @pytest.mark.parametrize("action", ["stop", "kill"])
 def test_d8_d7_d9_withdrawn_text_stays_withdrawn_when_the_wait_is_stopped_or_killed(
-        hostile: Hostile, action: str):
+        lone: Hostile, action: str):
     """D8 with D7, D9: a try's text withdrawn (its run_activity committed), then, during
     the wait before the next try, the run is stopped or the service killed: the withdrawn
     text is never stored (not `stopped`, not `interrupted`), nor sent to the model."""
     marker = "WAITMARKER"
-    hostile.plan(Reply(events=[*text_stream(hostile.name, f"{marker} ", 0.8, "more ",
+    lone.plan(Reply(events=[*text_stream(lone.name, f"{marker} ", 0.8, "more ",
                                             end=False), 0.8], ending="drop"),
                  Reply(events=[30.0]))
-    c = hostile.conversation()
-    run_id = hostile.send(c)
-    read_live_until(hostile, c, "more")
-    with hostile.served.client() as client:
+    c = lone.conversation()
+    run_id = lone.send(c)
+    read_live_until(lone, c, "more")
+    with lone.served.client() as client:
         eventually(lambda: [e for e in tail(client, c)["events"]
                             if e["type"] == "run_activity"], "the withdrawal", timeout=20)
         if action == "stop":
             client.call("run_cancel", {"run_id": run_id})
     if action == "kill":
-        hostile.served.stop(signal.SIGKILL)
-        hostile.served = Served.start(hostile.served.home.path, init=False, script=None,
-                                      env={**hostile.provider.env(hostile.endpoint.url),
-                                           **HOSTILE_ENV})
-    with hostile.served.client() as client:
+        lone.served.stop(signal.SIGKILL)
+        lone.served = Served.start(lone.served.home.path, init=False, script=None,
+                                   env={**lone.provider.env(lone.endpoint.url),
+                                        **HOSTILE_ENV})
+    with lone.served.client() as client:
         finished(client, run_id)
         assert [m["text"] for m in clankie_messages(client, c)
                 if marker in m["text"]] == []
-    assert sum(marker in body for body in hostile.sent()) == 0
+    assert sum(marker in body for body in lone.sent()) == 0
 
 
 def test_d4_a_page_cut_short_by_limit_carries_no_live_and_the_last_page_does(
@@ -1297,26 +1355,26 @@ def run_process(served: Served) -> int:
 
 
 def test_d8_d5_a_killed_run_process_keeps_the_shown_reply_failed_and_leaves_no_ghost(
-        hostile: Hostile):
+        lone: Hostile):
     """D8, D5: the run process killed (the OOM killer, say) mid-reply: the run fails, the
     text readers saw is kept `failed` under its reply_id, the live reply leaves memory
     (no ghost left `writing`), and the next turn is served by a new run process."""
     words: list[str | float] = [p for n in range(200) for p in (f"g{n} ", 0.05)]
-    hostile.plan(Reply(events=text_stream(hostile.name, *words)))
-    c = hostile.conversation()
-    run_id = hostile.send(c)
-    seen = read_live_until(hostile, c, "g10 ")
+    lone.plan(Reply(events=text_stream(lone.name, *words)))
+    c = lone.conversation()
+    run_id = lone.send(c)
+    seen = read_live_until(lone, c, "g10 ")
     import os
 
-    os.kill(run_process(hostile.served), signal.SIGKILL)
-    with hostile.served.client() as client:
+    os.kill(run_process(lone.served), signal.SIGKILL)
+    with lone.served.client() as client:
         run = finished(client, run_id, timeout=30)
         assert run["status"] == "failed" and "run process" in run["error"]
         [kept] = clankie_messages(client, c)
         assert kept["partial"] == "failed" and kept["message_id"] == seen["reply_id"]
         assert kept["text"].startswith(seen["text"])
         assert tail(client, c, after=0, live={"reply_id": None, "offset": 0})["live"] is None
-        hostile.plan(Reply(events=text_stream(hostile.name, "Alive again.")))
-        assert finished(client, hostile.send(c, "again"), timeout=30)["status"] == \
+        lone.plan(Reply(events=text_stream(lone.name, "Alive again.")))
+        assert finished(client, lone.send(c, "again"), timeout=30)["status"] == \
             "succeeded"
         assert clankie_messages(client, c)[-1]["text"] == "Alive again."
