@@ -34,9 +34,11 @@ lint: $(STAMP)
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set, as in `check`: every
 # `clankie` subprocess (hundreds) would otherwise compile the package anew (docs/testing.md).
 # The coding hosts of SPEC section 13 are installed first (see `hosts` below): their tests
-# never skip. `--durations=20` lists the slowest 20 tests at the end (docs/testing.md).
+# never skip. `--durations=20` lists the slowest 20 tests at the end. Four workers on two
+# cores: most e2e tests wait (on a service, a model's pace, a browser), so two left a
+# third of the CPU idle (docs/testing.md, "Test time (issues 40-42)").
 test: $(STAMP) $(HOSTS_STAMP) lint
-	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -n 2 --dist loadfile --durations=20
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -n 4 --dist loadfile --durations=20
 
 # The quick loop (docs/testing.md): ruff, then mypy beside the tests not marked e2e, tui,
 # hosts or slow (mypy is one process, and from a cold cache it takes as long as the tests:
