@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import accept  # noqa: E402  (bench/accept.py)
+import accept  # bench/accept.py, found through the path above
 
 
 def one_round(src: str | None, accepts: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ paths (`--help`, `--version`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from clankie.core.vocabulary import Code, Reason, RunError
@@ -199,6 +199,26 @@ def one_line(text: str) -> str:
     every other control character, a carriage return included, is the surface's to make
     visible (`clankie.text.visible`), which keeps only these two as they are."""
     return text.replace("\n", "\\n").replace("\t", "\\t")
+
+
+def answer_like(labels: Sequence[str], text: str) -> int | None:
+    """Whether a chat line looks like an answer to a question with these option labels
+    (A2: a message never answers): a number, `yes`, `no` or an option's label, case and
+    spaces aside. The option's number (from 1) when it names one, 0 when it names none,
+    None when it does not look like an answer. The TUI and the CLI say so after it."""
+    said = text.strip().casefold()
+    named = [label.strip().casefold() for label in labels]
+    if said in named:
+        return named.index(said) + 1
+    if said.isdigit() and named and 1 <= int(said) <= len(named):
+        return int(said)
+    return 0 if said.isdigit() or said in ("yes", "no") else None
+
+
+def chat_not_answer(command: str) -> str:
+    """What a surface says after a chat line that looks like an answer (`answer_like`)."""
+    return (f"That was a chat message, not an answer: Clankie reads it, and the question is "
+            f"still open. To answer it: {command}")
 
 
 def accepted(receipt: Receipt | Mapping[str, Any]) -> str:

@@ -698,3 +698,25 @@ def test_t2_completion_completes_nothing_from_another_users_listener(
     heard = squatter.close()
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "", ""), done
     assert heard.connections == 1 and heard.everything == b"", heard
+
+
+def test_issue42_a_chat_line_that_looks_like_an_answer_is_said_not_to_be_one(
+        served: Served, asked: tuple[str, str]):
+    """Tried as a new owner: `send C MIT` while a question waited said nothing, and the
+    script's "Noted: MIT." read as if it were answered. As the TUI does (A2), the CLI says
+    on standard error that it was chat, the question is still open, and how to answer;
+    only for a line that looks like an answer, and never on standard output or in --json."""
+    c, request = asked
+    label = cli(served, "conversations", "questions", c).stdout.split("1. ")[1].split()[0]
+    for text in ("1", label.upper(), " yes "):
+        sent = cli(served, "conversations", "send", c, text)
+        assert sent.returncode == 0, sent
+        assert "not an answer" in sent.stderr and "still open" in sent.stderr, sent.stderr
+        assert f"clankie conversations questions {c}" in sent.stderr, sent.stderr
+        assert "not an answer" not in sent.stdout
+    for args in (("hello there",), ("1", "--json")):
+        sent = cli(served, "conversations", "send", c, *args)
+        assert sent.returncode == 0 and sent.stderr == "", sent
+    with served.client() as client:
+        assert client.call("input_get", {"conversation_id": c})["pending"]["request_id"] \
+            == request

@@ -380,6 +380,8 @@ def send(conversation: str | None, text: str | None, wait: bool, timeout: int | 
         sent = call(client, dto.CONVERSATION_SEND, request_of(
             dto.CONVERSATION_SEND, conversation_id=c, text=text), as_json=as_json,
                     inspect=f"clankie conversations events {c}")
+        if not as_json:
+            _chat_not_answer(client, c, text)
         if tail is not None and sent.run_id:
             _wait_for_run(client, tail, sent, timeout or WAIT_TIMEOUT_S, as_json)
     if as_json:
@@ -387,6 +389,21 @@ def send(conversation: str | None, text: str | None, wait: bool, timeout: int | 
     else:
         run = f"; turn run {sent.run_id}" if sent.run_id else "; no turn starts"
         say(f"message {sent.message_id} sent{run}")
+
+
+def _chat_not_answer(client: Client, c: str, text: str) -> None:
+    """A2, said as the TUI says it: a line that looks like an answer to the question that
+    waits was sent as chat (on standard error; a read that fails says nothing more: the
+    message was sent)."""
+    from clankie import dto
+    from clankie.client import ClientError
+
+    with contextlib.suppress(ClientError):
+        pending = typed(client, dto.INPUT_GET, client.call(
+            "input_get", {"conversation_id": c})).pending
+        if pending is not None and wording.answer_like(
+                [o.label for o in pending.options], text) is not None:
+            warn(wording.chat_not_answer(f"clankie conversations questions {c}"))
 
 
 def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: int,

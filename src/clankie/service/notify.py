@@ -223,7 +223,8 @@ def document(conversation: Conversation, event: InputRequested | InputResolved,
     credential's ID and name, the MCP client's name, exact; the workspace is `workspace`).
     An ending says its `outcome` and, from the receipt, its `reason` (`restart` for R3's,
     R9), `receipt_id`, `answered_by` and the continuation's `run_id`, as `input_get` gives
-    them (null each when the receipt is gone)."""
+    them (null each when the receipt is gone); never the answer (a hook may pass what it
+    reads on to a phone's push service: `read_with` reads it)."""
     doc = _about(conversation, event.type, event.request_id, question, web_origin)
     if isinstance(event, InputResolved):
         receipt = question.receipt if question is not None else None

@@ -207,19 +207,12 @@ def answer_hint(question: dto.QuestionOut | None, text: str) -> str | None:
     TUI", A2). None for any other line, or with no question shown."""
     if question is None:
         return None
-    said = text.strip().casefold()
-    labels = [o.label.strip().casefold() for o in question.options]
-    if said in labels:
-        command = f"/question answer {labels.index(said) + 1}"
-    elif said.isdigit() and labels and 1 <= int(said) <= len(labels):
-        command = f"/question answer {int(said)}"
-    elif said.isdigit() or said in ("yes", "no"):
-        command = ("/question answer N" if labels else
-                   f"/question text {continued(text.strip())}")
-    else:
+    number = wording.answer_like([o.label for o in question.options], text)
+    if number is None:
         return None
-    return (f"That was a chat message, not an answer: Clankie reads it, and the question is "
-            f"still open. To answer it: {command}")
+    command = (f"/question answer {number}" if number else "/question answer N"
+               if question.options else f"/question text {continued(text.strip())}")
+    return wording.chat_not_answer(command)
 
 
 def retry_status(event: dto.RunActivityEvent, now: datetime) -> str:
