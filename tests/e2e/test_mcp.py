@@ -38,6 +38,14 @@ READS = {"wait_answer", "get_question", "list_questions"}
 DEADLINE_S = 90  # no test of this file may take longer, whatever hangs
 
 
+@pytest.fixture(scope="module")
+def served(shared_served: Served) -> Served:
+    """The module's one service (tests/e2e/conftest.py): each test asks as an agent of its
+    own, in a workspace of its own; a test that stops or restarts the service starts one of
+    its own (test time, docs/testing.md)."""
+    return shared_served
+
+
 @pytest.fixture
 def home(served: Served) -> Path:
     return served.home.path
@@ -432,9 +440,10 @@ def test_p2_a_token_of_another_kind_exits_2_when_the_service_says_so(
 
 def test_p2_an_unknown_or_revoked_agent_token_exits_2(served: Served, home: Path,
                                                        workspace: Path, agent_token: str):
+    with served.client(token=agent_token) as agent:
+        me = agent.call("whoami")["credential_id"]
     with served.client() as op:
-        me = [c for c in op.call("credential_list")["credentials"] if c["kind"] == "agent"]
-        op.call("credential_revoke", {"credential_id": me[0]["credential_id"]})
+        op.call("credential_revoke", {"credential_id": me})
     done = run_bridge(home, agent_token, workspace)
     assert done.returncode == 2, done
     assert "CLANKIE_AGENT_TOKEN" in done.stderr and agent_token not in done.stderr
