@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clankie import dto, wording
 from clankie.cli import conversations
@@ -204,3 +206,19 @@ def test_h5_p3_an_outcome_names_the_agent_that_cancelled_its_own_question():
         "continuation_error": None, **by_agent})
     assert wording.outcome(receipt, "closed") == \
         "cancelled (explicit) by the agent that asked it"
+
+
+@given(st.text(max_size=20) | st.text("0123456789²٣", min_size=1, max_size=5000),
+       st.lists(st.text(max_size=8), max_size=4))
+def test_a2_answer_like_judges_any_line_and_never_raises(text: str, labels: list[str]):
+    """Issue 42: a chat line of any characters is judged: None, 0, or an option's number
+    (`²` is a digit to `str.isdigit` and not to `int`, and `int` refuses 5,000 digits: the
+    TUI and `send` raised on both)."""
+    number = wording.answer_like(labels, text)
+    assert number is None or 0 <= number <= len(labels)
+
+
+@pytest.mark.parametrize(("text", "number"), [
+    ("²", None), ("9" * 5000, 0), ("2", 2), (" B ", 2), ("٣", 3), ("9", 0), ("yes", 0), ("maybe", None)])
+def test_a2_answer_like_names_the_option_a_line_looks_like(text: str, number: int | None):
+    assert wording.answer_like(["a", "b", "c"], text) == number

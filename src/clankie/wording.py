@@ -210,9 +210,10 @@ def answer_like(labels: Sequence[str], text: str) -> int | None:
     named = [label.strip().casefold() for label in labels]
     if said in named:
         return named.index(said) + 1
-    if said.isdigit() and named and 1 <= int(said) <= len(named):
+    number = said.isdecimal()  # what `int` reads (`isdigit` takes `²` too, which it does not)
+    if number and named and len(said) <= 3 and 1 <= int(said) <= len(named):
         return int(said)
-    return 0 if said.isdigit() or said in ("yes", "no") else None
+    return 0 if number or said in ("yes", "no") else None
 
 
 def chat_not_answer(command: str) -> str:
