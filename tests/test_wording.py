@@ -219,6 +219,7 @@ def test_a2_answer_like_judges_any_line_and_never_raises(text: str, labels: list
 
 
 @pytest.mark.parametrize(("text", "number"), [
-    ("²", None), ("9" * 5000, 0), ("2", 2), (" B ", 2), ("٣", 3), ("9", 0), ("yes", 0), ("maybe", None)])
+    ("²", None), ("9" * 5000, 0), ("2", 2), (" B ", 2), ("٣", 3), ("9", 0), ("yes", 0),
+    ("maybe", None)])
 def test_a2_answer_like_names_the_option_a_line_looks_like(text: str, number: int | None):
     assert wording.answer_like(["a", "b", "c"], text) == number
