@@ -98,3 +98,26 @@ def test_d13_the_reading_thread_never_waits_for_the_channel():
     finally:
         hold.set()
     started.join(5)
+
+
+def test_d13_one_replys_publish_never_waits_behind_anothers():
+    """A try's start is sent on its run's own thread. With the publisher's one lock, every
+    run of the process queued behind the reply being sent (py-spy: eight continuations at
+    once, docs/performance.md); each reply's publishes are ordered on a lock of its own."""
+    hold = threading.Event()
+    stuck = Sent(hold)
+    sent = Sent()
+    publishing = publisher(lambda p: (stuck if p.run_id == "slow" else sent)(p),  # type: ignore[arg-type]
+                           stream_interval=0.02)
+    slow, other = publishing.shown("c1", "slow"), publishing.shown("c2", "other")
+    first = threading.Thread(target=slow.begin, daemon=True)
+    first.start()
+    try:
+        assert stuck.entered.wait(5)  # the slow reply's start is on its way, and stays
+        second = threading.Thread(target=other.begin, daemon=True)
+        second.start()
+        second.join(10)
+        assert not second.is_alive() and [p.run_id for _, p in sent.publishes] == ["other"]
+    finally:
+        hold.set()
+    first.join(5)

@@ -41,6 +41,9 @@ class Shown:
         self.conversation_id = conversation_id
         self.run_id = run_id
         self._lock = threading.Lock()  # guards what the reading thread changes
+        # One publish of this reply at a time, in order (the run's thread and the
+        # publisher's); `_published` is read under it. Other replies never wait on it.
+        self.sending = threading.Lock()
         self.reply_id: str | None = None
         self._attempt = 0
         self._state = "waiting"
@@ -102,7 +105,7 @@ class Shown:
         self._publisher.now(self)
 
     def published(self) -> int:
-        with self._publisher.sending:
+        with self.sending:
             return self._published
 
     def streaming(self, streams: bool) -> None:
@@ -119,7 +122,7 @@ class Shown:
         return first
 
     def take(self, quiet_after: float) -> Publish | None:
-        """What to publish now (under the publisher's `sending` lock), or None if nothing
+        """What to publish now (under `sending`), or None if nothing
         changed. A reply silent for `quiet_after` seconds becomes `quiet` (D11)."""
         with self._lock:
             self._due = False
@@ -171,7 +174,6 @@ class Publisher:
         self._quiet_after = min(QUIET_S, settings.model_stall_timeout / 2)
         self._streaming = streaming
         self._told: bool | None = None
-        self.sending = threading.Lock()  # one publish at a time; `published` reads under it
         self._wake = threading.Condition()
         self._due: dict[int, tuple[Shown, float]] = {}  # id -> (shown, when, monotonic)
         self._shown: dict[int, Shown] = {}  # every reply being written
@@ -195,7 +197,7 @@ class Publisher:
 
     def now(self, shown: Shown) -> None:
         """Publish now, on the caller's thread (a try's start or end)."""
-        with self.sending:
+        with shown.sending:
             publish = shown.take(self._quiet_after)
             if publish is not None:
                 self._publish(shown, publish)
@@ -233,7 +235,7 @@ class Publisher:
                     self._wake.wait(min(deadlines) - now if deadlines else None)
                     continue
             for shown in ready:
-                with self.sending:
+                with shown.sending:
                     publish = shown.take(self._quiet_after)
                     if publish is not None:
                         self._publish(shown, publish)
