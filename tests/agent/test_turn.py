@@ -173,17 +173,16 @@ def test_the_scripted_model_plays_entry_k_for_run_k_with_the_answer():
     assert len(tools.said) == 2
 
 
-def test_in_a_run_a_message_started_answer_is_what_the_owner_said_last():
-    """Issue 42, tried as a new owner: typing the license as a message instead of answering
-    made the example script say "Noted: ."; `{answer}` is then the owner's latest words."""
+def test_a2_in_a_run_a_message_started_answer_is_never_the_message():
+    """Issue 42, tried as a new owner twice: "Noted: ." after a message read oddly, but
+    filling `{answer}` with the message made Clankie say "Noted: MIT." of a chat line the
+    CLI had just said was not an answer (A2). A message-started run has no answer."""
     model = ScriptedModel({"turns": [[{"say": "ok"}], [{"say": "Noted: {answer}."}]]})
     tools = Recorder()
     said = context(run_index=1, history=(("owner", "hello"), ("clankie", "ok"),
                                          ("owner", "MIT")))
     run_turn(model.for_run(said), said, tools)
-    nothing = context(run_index=1, history=(("clankie", "ok"),))
-    run_turn(model.for_run(nothing), nothing, tools)
-    assert tools.said == ["Noted: MIT.", "Noted: ."]
+    assert tools.said == ["Noted: ."]
 
 
 @pytest.mark.parametrize("text,said", [

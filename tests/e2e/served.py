@@ -166,6 +166,9 @@ class Served:
         return self.proc.returncode
 
 
+ENDED = ("succeeded", "failed", "cancelled")  # a run's statuses once it has finished
+
+
 def run_status(client: Client, run_id: str) -> dict[str, Any]:
     return client.call("run_get", {"run_id": run_id})
 
@@ -174,7 +177,7 @@ def finished(client: Client, run_id: str, timeout: float = 20) -> dict[str, Any]
     """The run once it has finished (succeeded, failed or cancelled)."""
     return eventually(lambda: run_status(client, run_id), f"run {run_id} to finish",
                       timeout=timeout, every=0.02,
-                      until=lambda r: r["status"] in ("succeeded", "failed", "cancelled"))
+                      until=lambda r: r["status"] in ENDED)
 
 
 def settle(client: Client, conversation_id: str, timeout: float = 20) -> None:

@@ -701,7 +701,7 @@ def test_t2_completion_completes_nothing_from_another_users_listener(
 
 
 def test_issue42_a_chat_line_that_looks_like_an_answer_is_said_not_to_be_one(
-        served: Served, asked: tuple[str, str]):
+        served: Served, asked: tuple[str, str], workspace: Path):
     """Tried as a new owner: `send C MIT` while a question waited said nothing, and the
     script's "Noted: MIT." read as if it were answered. As the TUI does (A2), the CLI says
     on standard error that it was chat, the question is still open, and how to answer;
@@ -717,6 +717,16 @@ def test_issue42_a_chat_line_that_looks_like_an_answer_is_said_not_to_be_one(
     for args in (("hello there",), ("1", "--json")):
         sent = cli(served, "conversations", "send", c, *args)
         assert sent.returncode == 0 and sent.stderr == "", sent
+    # Judged against the question that waited when the line was sent, never against the
+    # one its own run asks at once (this module's script asks in every run).
+    fresh = cli(served, "conversations", "new", "--workspace", str(workspace)).stdout.strip()
+    for _ in range(5):
+        sent = cli(served, "conversations", "send", fresh, "1", "--wait")
+        assert "not an answer" not in sent.stderr, sent.stderr
+        with served.client() as client:
+            ended = client.call("input_get", {"conversation_id": fresh})["pending"]
+            if ended is not None:
+                client.call("conversation_reset", {"conversation_id": fresh})
     with served.client() as client:
         assert client.call("input_get", {"conversation_id": c})["pending"]["request_id"] \
             == request

@@ -19,12 +19,11 @@ from typing import Any
 import pytest
 
 from clankie.clientcore import ApiError
-from tests.e2e.served import Served, finished, run_status
+from tests.e2e.served import ENDED, Served, finished, run_status
 from tests.polling import eventually
 
 WORDS = " ".join(f"word{n}" for n in range(400))
 ENV = {"CLANKIE_STREAM_CHECKPOINT": "0.5", "CLANKIE_STREAM_INTERVAL": "0.05"}
-ENDED = ("succeeded", "failed", "cancelled")
 
 
 def conversation(served: Served) -> str:

@@ -276,15 +276,20 @@ async def test_p3_the_tui_says_its_notes_in_the_log_on_start():
         await until(pilot, lambda: note in " ".join(app.transcript().split()), "the note")
 
 
+async def pushed_asked(app: Any, pilot: Any, fake: FakeService) -> None:
+    """Once the TUI has started, the agent asks "May I push to main?" and the panel shows it."""
+    await settled(app, pilot, fake, "start")
+    fake.ask("May I push to main?")
+    await until(pilot, lambda: "May I push" in panel(app), "the agent's question")
+
+
 async def test_e_p2_a_revoked_agents_question_is_shown_ended_and_why():
     """Issue 42: revoking the agent ends its waiting question (`invalidated`,
     `asker_revoked`); the panel says so in words, never with live options."""
     fake = FakeService(asker=AGENT)
     app = chat(fake)
     async with app.run_test(size=(110, 40)) as pilot:
-        await settled(app, pilot, fake, "start")
-        fake.ask("May I push to main?")
-        await until(pilot, lambda: "May I push" in panel(app), "the agent's question")
+        await pushed_asked(app, pilot, fake)
         fake.revoke_asker()
         why = "invalidated (asker_revoked: the agent that asked it was revoked"
         await until(pilot, lambda: why in " ".join(panel(app).split()), "the panel")
@@ -299,9 +304,7 @@ async def test_r9_p5_a_restarts_cancel_of_an_agents_question_says_the_agent_may_
     fake = FakeService(asker=AGENT)
     app = chat(fake)
     async with app.run_test(size=(110, 40)) as pilot:
-        await settled(app, pilot, fake, "start")
-        fake.ask("May I push to main?")
-        await until(pilot, lambda: "May I push" in panel(app), "the agent's question")
+        await pushed_asked(app, pilot, fake)
         fake.stop()
         await until(pilot, lambda: not app.connected, "the loss")
         fake.start()

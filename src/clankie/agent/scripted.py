@@ -4,8 +4,8 @@ Owns the script format of SPEC section 10: `{"turns": [[ACTION, ...], ...]}` whe
 action is `{"say": TEXT}`, `{"ask": ARGS}` or `{"tool": NAME, "args": {...}}`. Run number
 k of a conversation plays entry k. A model step plays actions up to and including the
 next tool call (`ask` is a call of `ask_question`); the next step, given the result,
-plays on. In `say`, `{answer}` is the answer that started a continuation run (in a
-run a message started, the owner's latest message),
+plays on. In `say`, `{answer}` is the answer that started a continuation run (empty in
+a run a message started: a message is never an answer, A2),
 `{tool_result}` the JSON text of the latest tool result, exactly as a model received it,
 and `{tool_summary}` the same result in words a person reads (`readable`: the names a
 listing found, the lines read, the matches, the commits; a refusal as its code and
@@ -113,8 +113,7 @@ class ScriptedModel:
     def for_run(self, ctx: TurnContext) -> ScriptedRun:
         entries = self.script["turns"]
         entry = entries[ctx.run_index] if ctx.run_index < len(entries) else []
-        said = [text for author, text in ctx.history if author == "owner"]
-        answer = ctx.answered.answer if ctx.answered else (said[-1] if said else "")
+        answer = ctx.answered.answer if ctx.answered else ""
         return ScriptedRun(entry, answer, ctx.run_index)
 
 

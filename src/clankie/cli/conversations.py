@@ -377,11 +377,13 @@ def send(conversation: str | None, text: str | None, wait: bool, timeout: int | 
             tail = Follower(client, c, 0, as_json=as_json, note=warn,
                             live=not as_json and sys.stdout.isatty())
             tail.to_the_end()  # the run's events are the ones after the message
+        waiting = None if as_json else _waiting_question(client, c)
         sent = call(client, dto.CONVERSATION_SEND, request_of(
             dto.CONVERSATION_SEND, conversation_id=c, text=text), as_json=as_json,
                     inspect=f"clankie conversations events {c}")
-        if not as_json:
-            _chat_not_answer(client, c, text)
+        if waiting is not None and wording.answer_like(
+                [o.label for o in waiting.options], text) is not None:
+            warn(wording.chat_not_answer(f"clankie conversations questions {c}"))
         if tail is not None and sent.run_id:
             _wait_for_run(client, tail, sent, timeout or WAIT_TIMEOUT_S, as_json)
     if as_json:
@@ -391,19 +393,18 @@ def send(conversation: str | None, text: str | None, wait: bool, timeout: int | 
         say(f"message {sent.message_id} sent{run}")
 
 
-def _chat_not_answer(client: Client, c: str, text: str) -> None:
-    """A2, said as the TUI says it: a line that looks like an answer to the question that
-    waits was sent as chat (on standard error; a read that fails says nothing more: the
-    message was sent)."""
+def _waiting_question(client: Client, c: str) -> dto.QuestionOut | None:
+    """The question that waits as a line is sent, read before it: after the send, the run
+    the line started may already have asked one of its own. A line that looks like an
+    answer to it is said to be chat (A2, as the TUI says it, on standard error); a read
+    that fails says nothing (the send that follows says what is wrong)."""
     from clankie import dto
     from clankie.client import ClientError
 
     with contextlib.suppress(ClientError):
-        pending = typed(client, dto.INPUT_GET, client.call(
+        return typed(client, dto.INPUT_GET, client.call(
             "input_get", {"conversation_id": c})).pending
-        if pending is not None and wording.answer_like(
-                [o.label for o in pending.options], text) is not None:
-            warn(wording.chat_not_answer(f"clankie conversations questions {c}"))
+    return None
 
 
 def _wait_for_run(client: Client, tail: Follower, sent: dto.SendOut, timeout: int,

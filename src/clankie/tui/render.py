@@ -210,8 +210,12 @@ def answer_hint(question: dto.QuestionOut | None, text: str) -> str | None:
     number = wording.answer_like([o.label for o in question.options], text)
     if number is None:
         return None
-    command = (f"/question answer {number}" if number else "/question answer N"
-               if question.options else f"/question text {continued(text.strip())}")
+    if number:
+        command = f"/question answer {number}"
+    elif question.options:
+        command = "/question answer N"
+    else:
+        command = f"/question text {continued(text.strip())}"
     return wording.chat_not_answer(command)
 
 
